@@ -5,7 +5,13 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv test demo bench bench-quick clean
+.PHONY: venv system-deps test demo bench bench-quick clean
+
+# PostgreSQL (registry tests run against a real server on loopback) and Java (Spark).
+system-deps:
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ! command -v java >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql default-jre-headless >/dev/null; \
+	fi
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,7 +21,7 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-test: $(STAMP)
+test: $(STAMP) system-deps
 	$(PY) -m pytest -n 2 -q $(PYTEST_ARGS)
 
 demo: $(STAMP)

@@ -1,0 +1,37 @@
+"""Decoding of instant files: JSON (layout 1 commits) or Avro container files (format doc 2.3)."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import fastavro
+
+from .exceptions import CorruptTableError
+
+AVRO_MAGIC = b"Obj\x01"
+
+
+def decode_instant_file(data: bytes, where: str) -> dict[str, Any]:
+    """Decode one instant file; an empty file is empty metadata."""
+    if not data.strip():
+        return {}
+    try:
+        if data.startswith(AVRO_MAGIC):
+            records = list(fastavro.reader(io.BytesIO(data)))
+            return records[0] if records else {}
+        value = json.loads(data.decode("utf-8"))
+    except (ValueError, EOFError, UnicodeDecodeError, StopIteration, TypeError) as err:
+        raise CorruptTableError(f"cannot decode instant file {where}: {err}") from err
+    if not isinstance(value, dict):
+        raise CorruptTableError(f"instant file {where} does not hold a JSON object")
+    return value
+
+
+def write_stats(metadata: dict[str, Any]) -> list[dict[str, Any]]:
+    """All write stats of a commit metadata, flattened over partitions."""
+    out: list[dict[str, Any]] = []
+    for stats in (metadata.get("partitionToWriteStats") or {}).values():
+        out.extend(stats or [])
+    return out
