@@ -29,9 +29,13 @@ def decode_instant_file(data: bytes, where: str) -> dict[str, Any]:
     return value
 
 
-def write_stats(metadata: dict[str, Any]) -> list[dict[str, Any]]:
-    """All write stats of a commit metadata, flattened over partitions."""
-    out: list[dict[str, Any]] = []
-    for stats in (metadata.get("partitionToWriteStats") or {}).values():
-        out.extend(stats or [])
+def written_file_groups(metadata: dict[str, Any]) -> set[tuple[str, str]]:
+    """(partition, file id) of every file group a commit wrote (format doc 2.4).
+
+    The partition is the ``partitionToWriteStats`` key; placeholder stats without a file id
+    (inflight files) are skipped.
+    """
+    out: set[tuple[str, str]] = set()
+    for partition, stats in (metadata.get("partitionToWriteStats") or {}).items():
+        out.update((partition or "", st["fileId"]) for st in stats or [] if st.get("fileId"))
     return out

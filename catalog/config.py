@@ -28,8 +28,11 @@ def _unescape(text: str) -> str:
             i += 1
             continue
         nxt = text[i + 1]
-        if nxt == "u" and i + 5 < len(text) + 0:
-            out.append(chr(int(text[i + 2 : i + 6], 16)))
+        if nxt == "u":
+            digits = text[i + 2 : i + 6]
+            if len(digits) != 4 or any(c not in "0123456789abcdefABCDEF" for c in digits):
+                raise CorruptTableError(f"malformed \\uXXXX escape in properties: {text[i : i + 6]!r}")
+            out.append(chr(int(digits, 16)))
             i += 6
         else:
             out.append(_ESCAPES.get(nxt, nxt))
@@ -157,6 +160,8 @@ class TableConfig:
             layout = int(layout_text)
         except ValueError:
             raise CorruptTableError(f"{source}: bad hoodie.timeline.layout.version {layout_text!r}") from None
+        if layout not in (1, 2):
+            raise UnsupportedTableError(f"{source}: unsupported hoodie.timeline.layout.version {layout}")
         base_format = (props.get("hoodie.table.base.file.format") or "PARQUET").upper()
         if base_format not in ("PARQUET", "HFILE", "ORC", "LANCE"):
             raise CorruptTableError(f"{source}: unknown hoodie.table.base.file.format {base_format!r}")
@@ -207,9 +212,12 @@ class TableConfig:
             except UnicodeDecodeError as err:
                 raise CorruptTableError(f"{storage.uri}/{path} is not valid UTF-8 text") from err
             return cls.from_properties(parse_properties(text), source=f"{storage.uri}/{path}")
+        if storage.exists(".hoodie"):
+            raise CorruptTableError(f"{storage.uri}: .hoodie exists but {PROPERTIES_PATH} (and its backup) is missing")
         raise TableNotFoundError(f"not a Hudi table: {storage.uri} has no {PROPERTIES_PATH}")
 
 
+MERGE_MODES = ("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING", "CUSTOM")
 _STRATEGY_MODES = {
     "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5": "EVENT_TIME_ORDERING",
     "ce9acb64-bde0-424c-9b91-f6ebba25356d": "COMMIT_TIME_ORDERING",
@@ -220,6 +228,8 @@ def _merge_mode(props: Mapping[str, str], version: int, payload: str, ordering: 
     """The record merge mode, inferred for v6 tables the way Hudi 1.x infers it (format doc 7.1)."""
     explicit = (props.get("hoodie.record.merge.mode") or "").upper()
     if version >= 8 and explicit:
+        if explicit not in MERGE_MODES:
+            raise CorruptTableError(f"unknown hoodie.record.merge.mode {explicit!r}; expected one of {', '.join(MERGE_MODES)}")
         mode = explicit
     elif payload.endswith("OverwriteWithLatestAvroPayload"):
         mode = "COMMIT_TIME_ORDERING"

@@ -47,6 +47,14 @@ class UnknownTableError(HudiError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class TableAlreadyExistsError(HudiError, ValueError):
+    """A registry entry with that name already exists (and points elsewhere)."""
+
+
+class InvalidTicketError(HudiError, PermissionError):
+    """A Flight ticket is forged, altered, signed by another secret, or expired."""
+
+
 class CorruptBlockWarning(UserWarning):
     """A log block failed its framing checks and was skipped, as Hudi skips it."""
 

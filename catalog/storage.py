@@ -106,7 +106,7 @@ class Storage:
         self.stats.add("read", len(data))
         return data
 
-    def read_ranges(self, rels: Iterable[str], starts: list[int], ends: list[int]) -> list[bytes]:
+    def read_ranges(self, rels: Iterable[str], starts: list[int], ends: list[int | None]) -> list[bytes]:
         paths = [self.full_path(r) for r in rels]
         out = self.fs.cat_ranges(paths, starts, ends)
         for chunk in out:

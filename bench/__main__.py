@@ -1,0 +1,71 @@
+"""``python -m bench --size quick|full [--only NAME ...]``: run every benchmark module and report.
+
+A benchmark module is any ``bench/*.py`` other than this runner and :mod:`bench.common` that
+defines ``run(size) -> list[dict]``. A benchmark that raises is reported as failed; the others
+still run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench.common import RESULTS_DIR, SIZES, validate_rows, write_results
+
+_NOT_BENCHMARKS = {"common", "__main__"}
+
+
+def discover() -> list[str]:
+    """Names of the benchmark modules in this package, sorted."""
+    here = str(Path(__file__).resolve().parent)
+    return sorted(m.name for m in pkgutil.iter_modules([here]) if m.name not in _NOT_BENCHMARKS)
+
+
+def run_all(size: str, only: Sequence[str] | None = None, out_dir: Path = RESULTS_DIR) -> tuple[list[dict], dict[str, str]]:
+    names = discover()
+    if only:
+        unknown = sorted(set(only) - set(names))
+        if unknown:
+            raise SystemExit(f"unknown benchmark(s) {unknown}; available: {names}")
+        names = [n for n in names if n in only]
+    rows: list[dict] = []
+    errors: dict[str, str] = {}
+    for name in names:
+        start = time.perf_counter()
+        print(f"[bench] {name} ({size}) ...", file=sys.stderr, flush=True)
+        try:
+            module = importlib.import_module(f"bench.{name}")
+            if not callable(getattr(module, "run", None)):
+                continue
+            got = validate_rows(module.run(size), name)
+        except Exception as exc:  # one broken benchmark must not hide the others' results
+            traceback.print_exc()
+            errors[name] = f"{type(exc).__name__}: {exc}"
+            continue
+        rows.extend(got)
+        print(f"[bench] {name}: {len(got)} rows in {time.perf_counter() - start:.1f}s", file=sys.stderr)
+    written = write_results(rows, size, out_dir, errors)
+    for kind, path in written.items():
+        print(f"[bench] wrote {kind}: {path}", file=sys.stderr)
+    return rows, errors
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--size", choices=SIZES, default="quick")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help=f"benchmarks to run (default: all of {discover()})")
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="results folder")
+    args = parser.parse_args(argv)
+    rows, errors = run_all(args.size, args.only, args.out)
+    print((args.out / "results.md").read_text())
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

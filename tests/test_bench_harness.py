@@ -1,0 +1,58 @@
+"""bench.common helpers and the ``python -m bench`` runner (discovery, failure isolation, reports)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from bench import __main__ as runner
+from bench.common import markdown_table, measure, percentile, ratio, row, validate_rows, write_results
+
+
+def test_percentile_and_measure() -> None:
+    assert percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert percentile([0.0, 10.0], 99) == pytest.approx(9.9)
+    with pytest.raises(ValueError):
+        percentile([], 50)
+    calls = []
+    t = measure(lambda: calls.append(1) or len(calls), repeat=3, warmup=2)
+    assert t.repeats == 3 and len(calls) == 5 and t.result == 5
+    assert t.best <= t.median
+    assert ratio(2.0, 1.0) == 2.0
+
+
+def test_rows_validated_and_reported(tmp_path: Path) -> None:
+    rows = validate_rows([row("q", "hudi-flight", "median wall time", 1.0, "s"),
+                          row("q", "hudi-rs", "median wall time", 3.0, "s")], "demo")
+    with pytest.raises(ValueError, match="lacks"):
+        validate_rows([{"name": "x"}], "demo")
+    md = markdown_table(rows)
+    assert "| demo | q | hudi-rs | median wall time | 3 | s | 3.00x |" in md
+    written = write_results(rows, "quick", tmp_path, {"broken": "RuntimeError: boom"})
+    data = json.loads(written["json"].read_text())
+    assert [r["competitor"] for r in data["rows"]] == ["hudi-flight", "hudi-rs"]
+    assert "broken" in written["markdown"].read_text()
+
+
+def test_runner_discovers_and_isolates_failures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    good = types.ModuleType("bench.fake_good")
+    good.run = lambda size: [row(f"g/{size}", "hudi-flight", "m", 1, "s")]
+    bad = types.ModuleType("bench.fake_bad")
+    bad.run = lambda size: (_ for _ in ()).throw(RuntimeError("boom"))
+    monkeypatch.setitem(sys.modules, "bench.fake_good", good)
+    monkeypatch.setitem(sys.modules, "bench.fake_bad", bad)
+    monkeypatch.setattr(runner, "discover", lambda: ["fake_bad", "fake_good"])
+    rows, errors = runner.run_all("quick", out_dir=tmp_path)
+    assert [r["name"] for r in rows] == ["g/quick"]
+    assert errors == {"fake_bad": "RuntimeError: boom"}
+    assert (tmp_path / "results.md").exists()
+
+
+def test_real_discovery_lists_benchmarks_only() -> None:
+    names = runner.discover()
+    assert "latency" in names
+    assert "common" not in names and "__main__" not in names
