@@ -107,6 +107,23 @@ def measure(fn: Callable[[], Any], repeat: int = 5, warmup: int = 1) -> Timing:
     return Timing(tuple(samples), result)
 
 
+def round_robin(competitors: dict[str, Callable[[], Any]], expected: Any, repeat: int) -> dict[str, list[float]]:
+    """Time each competitor once per round, ``repeat`` rounds after one warm-up round.
+
+    Interleaving spreads load from other processes over all competitors alike (this machine is
+    noisy). Every call's result must equal ``expected`` (e.g. a row count), or the run fails.
+    """
+    samples: dict[str, list[float]] = {c: [] for c in competitors}
+    for r in range(repeat + 1):
+        for competitor, fn in competitors.items():
+            t = measure(fn, repeat=1, warmup=0)
+            if t.result != expected:
+                raise AssertionError(f"{competitor} returned {t.result}, expected {expected}")
+            if r:
+                samples[competitor].append(t.best)
+    return samples
+
+
 def median(values: Iterable[float]) -> float:
     return statistics.median(list(values))
 

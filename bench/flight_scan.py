@@ -24,7 +24,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pyarrow.flight as flight
 
-from bench.common import check_size, measure, percentile, row
+from bench.common import check_size, percentile, round_robin, row
 
 REPO = Path(__file__).resolve().parents[1]
 # rows, partitions, parquet row-group rows; ~60 bytes of Parquet per generated row.
@@ -83,11 +83,11 @@ class _Server:
         self.proc.wait(20)
 
 
-def _service_read(uri: str, table: str, workers: int) -> int:
+def _service_read(uri: str, table: str, workers: int, columns: list[str] | None = None) -> int:
     from flight_server.client import connect
 
     with connect(uri, max_workers=workers) as client:
-        return sum(b.num_rows for b in client.read_batches(table))
+        return sum(b.num_rows for b in client.read_batches(table, columns=columns))
 
 
 def _planning(uri: str, table: str, repeat: int) -> list[float]:
@@ -128,16 +128,7 @@ def run(size: str) -> list[dict]:
     }
     out: list[dict] = []
     try:
-        # Round-robin repeats, so that load from other processes on the machine hits all alike.
-        samples: dict[str, list[float]] = {c: [] for c in competitors}
-        for r in range(repeat + 1):
-            for competitor, fn in competitors.items():
-                t = measure(fn, repeat=1, warmup=0)
-                if t.result != rows:
-                    raise AssertionError(f"{competitor} returned {t.result} rows, expected {rows}")
-                if r:  # the first round warms caches
-                    samples[competitor].append(t.best)
-        for competitor, times in samples.items():
+        for competitor, times in round_robin(competitors, rows, repeat).items():
             median = percentile(times, 50)
             out.append(row(name, competitor, "median wall time", median, "s", repeats=len(times), params=params))
             out.append(row(name, competitor, "throughput", nbytes / median / 2**20, "MiB/s", params=params))
