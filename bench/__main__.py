@@ -2,13 +2,15 @@
 
 A benchmark module is any ``bench/*.py`` other than this runner and :mod:`bench.common` that
 defines ``run(size) -> list[dict]``. A benchmark that raises is reported as failed; the others
-still run.
+still run. ``--merge DIR ...`` runs nothing: it combines the ``results.json`` of earlier runs
+(a later folder's rows replace an earlier one's for the same benchmark) into ``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import pkgutil
 import sys
 import time
@@ -56,12 +58,31 @@ def run_all(size: str, only: Sequence[str] | None = None, out_dir: Path = RESULT
     return rows, errors
 
 
+def merge_runs(folders: Sequence[Path], out_dir: Path) -> list[dict]:
+    """Combine earlier runs' ``results.json``; the report's header lists each run's size and date."""
+    by_benchmark: dict[str, list[dict]] = {}
+    runs = []
+    for folder in folders:
+        data = json.loads((folder / "results.json").read_text())
+        runs.append(f"{data['meta']['size']} {data['meta']['finished']}")
+        for name in {r["benchmark"] for r in data["rows"]}:
+            by_benchmark[name] = [r for r in data["rows"] if r["benchmark"] == name]
+    rows = [r for name in sorted(by_benchmark) for r in by_benchmark[name]]
+    write_results(rows, "merged: " + "; ".join(runs), out_dir)
+    return rows
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=SIZES, default="quick")
     parser.add_argument("--only", nargs="+", metavar="NAME", help=f"benchmarks to run (default: all of {discover()})")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="results folder")
+    parser.add_argument("--merge", nargs="+", type=Path, metavar="DIR", help="combine earlier runs' results instead")
     args = parser.parse_args(argv)
+    if args.merge:
+        merge_runs(args.merge, args.out)
+        print((args.out / "results.md").read_text())
+        return 0
     rows, errors = run_all(args.size, args.only, args.out)
     print((args.out / "results.md").read_text())
     return 1 if errors else 0

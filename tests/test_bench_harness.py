@@ -56,3 +56,18 @@ def test_real_discovery_lists_benchmarks_only() -> None:
     names = runner.discover()
     assert "latency" in names
     assert "common" not in names and "__main__" not in names
+
+
+def test_planning_bench_on_tiny_local_tables(tmp_path: Path) -> None:
+    from bench import planning
+
+    only_ours = {"mdt": 1, "listing": 1}
+    small = planning.benchmark(5, "local", only_ours, log=lambda _m: None, data_dir=tmp_path, rows_per_partition=4)
+    large = planning.benchmark(20, "local", only_ours, log=lambda _m: None, data_dir=tmp_path, rows_per_partition=4)
+    for res, parts in ((small, 5), (large, 20)):
+        assert res["mdt"]["listing"] == "MetadataTableListing"
+        assert res["mdt"]["slices"] == res["listing"]["slices"] == parts
+    assert large["mdt"]["requests"] <= small["mdt"]["requests"] <= 30
+    assert large["listing"]["requests"] > small["listing"]["requests"]
+    rows = planning.rows_for(small)
+    assert {r["competitor"] for r in rows} == {"hudi-flight", "hudi-flight (storage listing)"}
