@@ -19,7 +19,7 @@ HFILE_DATA and CDC_DATA blocks are not part of a data table's records and are re
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from .exceptions import UnsupportedTableError
 from .file_slices import FileSlice
@@ -31,19 +31,31 @@ from .timeline import Timeline
 RECORD_BLOCK_TYPES = frozenset({BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.DELETE})
 
 
+def fold_blocks(blocks: Iterable[LogBlock], accept: Callable[[LogBlock], bool]) -> list[LogBlock]:
+    """Blocks in order, skipping corrupt ones and applying rollback command blocks (rule 4).
+
+    ``accept`` decides for every other block whether it counts (it may raise to refuse one);
+    the data table's scan and the metadata-table reader differ only there.
+    """
+    kept: list[LogBlock] = []
+    for block in blocks:
+        if block.block_type is BlockType.CORRUPT:
+            continue
+        if block.block_type is BlockType.COMMAND:
+            target = rollback_target(block)
+            kept = [b for b in kept if b.instant_time != target]
+        elif accept(block):
+            kept.append(block)
+    return kept
+
+
 def scan_blocks(
     blocks: Iterable[LogBlock], timeline: Timeline, query_instant: str | None
 ) -> list[LogBlock]:
     """The data/delete blocks that count, oldest first (rules above)."""
-    kept: list[LogBlock] = []
-    for block in blocks:
+
+    def accept(block: LogBlock) -> bool:
         kind = block.block_type
-        if kind is BlockType.CORRUPT:
-            continue
-        if kind is BlockType.COMMAND:
-            target = rollback_target(block)
-            kept = [b for b in kept if b.instant_time != target]
-            continue
         if kind not in RECORD_BLOCK_TYPES:
             raise UnsupportedTableError(f"{block.path}: {kind.name} log blocks are not supported in data tables")
         instant = block.instant_time
@@ -54,11 +66,10 @@ def scan_blocks(
         if block.header.get("IS_PARTIAL", "").lower() == "true":
             raise UnsupportedTableError(f"{block.path}: partial-update log blocks are not supported")
         if query_instant is not None and instant > query_instant:
-            continue
-        if not timeline.is_committed(instant):
-            continue
-        kept.append(block)
-    return kept
+            return False
+        return timeline.is_committed(instant)
+
+    return fold_blocks(blocks, accept)
 
 
 def slice_blocks(storage: Storage, fs: FileSlice) -> Iterator[LogBlock]:
@@ -72,4 +83,4 @@ def valid_blocks(storage: Storage, fs: FileSlice, timeline: Timeline, query_inst
     return scan_blocks(slice_blocks(storage, fs), timeline, query_instant)
 
 
-__all__ = ["RECORD_BLOCK_TYPES", "scan_blocks", "slice_blocks", "valid_blocks"]
+__all__ = ["RECORD_BLOCK_TYPES", "fold_blocks", "scan_blocks", "slice_blocks", "valid_blocks"]

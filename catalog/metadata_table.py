@@ -38,8 +38,9 @@ from .file_slices import FileSlice
 from .fs_view import FileSystemView
 from .hfile import HFileReader
 from .listing import StorageListing
-from .log_blocks import decode_delete_block, rollback_target
+from .log_blocks import decode_delete_block
 from .log_format import BlockType, LogBlock, iter_log_blocks_in
+from .log_scanner import fold_blocks
 from .storage import Storage
 from .timeline import Timeline
 
@@ -315,27 +316,20 @@ class MetadataTable:
 
     def _valid_blocks(self, fs: FileSlice) -> list[LogBlock]:
         """HFILE_DATA and DELETE blocks of valid instants, with rollbacks applied (4.6, 6.5)."""
-        kept: list[LogBlock] = []
         valid = self.valid_instants
         paths = fs.log_file_paths
         # MDT log files are small: fetch each whole (to its current end), in one parallel batch
         contents = self.storage.read_ranges(paths, [0] * len(paths), [None] * len(paths)) if paths else []
-        for path, data in zip(paths, contents):
-            for block in iter_log_blocks_in(data, path, self.storage.uri):
-                kind = block.block_type
-                if kind is BlockType.CORRUPT:
-                    continue
-                if kind is BlockType.COMMAND:
-                    target = rollback_target(block)
-                    kept = [b for b in kept if b.instant_time != target]
-                    continue
-                if kind not in (BlockType.HFILE_DATA, BlockType.DELETE):
-                    raise CorruptTableError(f"{path}: unexpected {kind.name} block in a metadata log")
-                if "COMPACTED_BLOCK_TIMES" in block.header:
-                    raise MetadataTableError(f"{path}: log-compacted metadata blocks are not supported")
-                if block.instant_time in valid:
-                    kept.append(block)
-        return kept
+
+        def accept(block: LogBlock) -> bool:
+            if block.block_type not in (BlockType.HFILE_DATA, BlockType.DELETE):
+                raise CorruptTableError(f"{block.path}: unexpected {block.block_type.name} block in a metadata log")
+            if "COMPACTED_BLOCK_TIMES" in block.header:
+                raise MetadataTableError(f"{block.path}: log-compacted metadata blocks are not supported")
+            return block.instant_time in valid
+
+        blocks = (b for path, data in zip(paths, contents) for b in iter_log_blocks_in(data, path, self.storage.uri))
+        return fold_blocks(blocks, accept)
 
     def _apply_block(self, block: LogBlock, selection: KeySelection, merged: dict[str, dict[str, Any]]) -> None:
         content = block.content or b""

@@ -20,3 +20,13 @@ def fixture_table(fixture_root):
         return str(extract_table(name, fixture_root))
 
     return _get
+
+
+@pytest.fixture(scope="module")
+def tables(fixture_table):
+    """A SQLite registry with every fixture table registered: ``(registry, {identifier: path})``."""
+    from catalog.registry import Registry
+    from tests.flight_support import register_fixtures
+
+    registry = Registry("sqlite://")
+    return registry, register_fixtures(registry, fixture_table)

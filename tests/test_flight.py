@@ -21,17 +21,10 @@ from catalog.table import HudiTable
 from flight_server.config import ServerConfig
 from flight_server.tickets import TicketSigner
 from tests.fixtures import all_table_names, is_lance
-from tests.flight_support import assert_same_rows, identifier, register_fixtures, running_server
+from tests.flight_support import assert_same_rows, identifier, running_server
 
 SECRET = "ab" * 32
 SIMPLE = "sample_table/cow/v6_nonpartitioned"
-
-
-@pytest.fixture(scope="module")
-def tables(fixture_table):
-    registry = Registry("sqlite://")
-    paths = register_fixtures(registry, fixture_table)
-    return registry, paths
 
 
 @pytest.fixture(scope="module")

@@ -11,21 +11,14 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from catalog.registry import Registry
 from catalog.table import HudiTable
 from flight_server.client import HudiFlightClient, connect
 from flight_server.config import ServerConfig
 from tests.fixtures import all_table_names, is_lance
-from tests.flight_support import assert_same_rows, identifier, register_fixtures, running_server
+from tests.flight_support import assert_same_rows, identifier, running_server
 
 SECRET = "cd" * 32
 V9 = "sample_table/cow/v9_txns_simple_meta"
-
-
-@pytest.fixture(scope="module")
-def tables(fixture_table):
-    registry = Registry("sqlite://")
-    return registry, register_fixtures(registry, fixture_table)
 
 
 @pytest.fixture(scope="module")

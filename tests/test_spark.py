@@ -17,11 +17,10 @@ import pyarrow as pa
 import pytest
 
 from catalog import HudiTable
-from catalog.registry import Registry
 from flight_server.config import ServerConfig
 from flight_server.service import HudiFlightServer
 from tests.fixtures import all_table_names, is_lance
-from tests.flight_support import identifier, register_fixtures, rows
+from tests.flight_support import identifier, rows
 
 pyspark = pytest.importorskip("pyspark")
 
@@ -49,12 +48,6 @@ class CountingServer(HudiFlightServer):
         command = json.loads(descriptor.command) if descriptor.command else {}
         self.plans.append((command, len(info.endpoints)))
         return info
-
-
-@pytest.fixture(scope="module")
-def tables(fixture_table):
-    registry = Registry("sqlite://")
-    return registry, register_fixtures(registry, fixture_table)
 
 
 @pytest.fixture(scope="module")

@@ -10,13 +10,12 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import registry as dialect_registry
 
 from catalog import HudiTable
-from catalog.registry import Registry
 from flight_server import dbapi
 from flight_server.config import ServerConfig
 from flight_server.sql_planner import ReadOnlyError, parse_query, plan_select
 from flight_server.sqlalchemy_dialect import sql_type
 from tests.fixtures import all_table_names, is_lance
-from tests.flight_support import identifier, register_fixtures, rows, running_server
+from tests.flight_support import identifier, rows, running_server
 
 # The package is not installed in the dev checkout: register the entry point pyproject declares.
 dialect_registry.register("hudi.flight", "flight_server.sqlalchemy_dialect", "HudiFlightDialect")
@@ -24,12 +23,6 @@ dialect_registry.register("hudi.flight", "flight_server.sqlalchemy_dialect", "Hu
 TXNS = "sample_table/cow/v9_txns_simple_meta"  # txn_id key, partitioned by region
 TXNS_NOMETA = "sample_table/cow/v9_txns_simple_nometa"
 ALL_TYPES = "sample_table/cow/v6_nonpartitioned"
-
-
-@pytest.fixture(scope="module")
-def tables(fixture_table):
-    registry = Registry("sqlite://")
-    return registry, register_fixtures(registry, fixture_table)
 
 
 @pytest.fixture(scope="module")
