@@ -2,9 +2,14 @@
 
 >>> from catalog import HudiTable                     # doctest: +SKIP
 >>> HudiTable.open("/data/trips").read(columns=["id"])  # doctest: +SKIP
+
+Rooms, lowest first (imports point down only): ``errors``/``storage``; ``format`` (bytes ->
+Arrow); ``table`` (config, file names, partition paths); ``timeline``; ``fs_view``; ``listing``
+(storage and metadata table); ``state``; ``read`` (one split -> rows); ``plan`` (options ->
+splits); ``hudi_table`` (the public API).
 """
 
-from .exceptions import (
+from catalog.errors import (
     ColumnNotFoundError,
     CorruptTableError,
     HudiError,
@@ -14,8 +19,8 @@ from .exceptions import (
     UnknownTableError,
     UnsupportedTableError,
 )
-from .scan import ScanOptions, TableScan
-from .table import HudiTable
+from catalog.hudi_table import HudiTable
+from catalog.plan.options import ReadOptions
 
 __all__ = [
     "ColumnNotFoundError",
@@ -24,9 +29,8 @@ __all__ = [
     "HudiTable",
     "InvalidInstantError",
     "InvalidQueryError",
-    "ScanOptions",
+    "ReadOptions",
     "TableNotFoundError",
-    "TableScan",
     "UnknownTableError",
     "UnsupportedTableError",
 ]

@@ -21,12 +21,26 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterator, Sequence
+from typing import Iterator, Protocol, Sequence
 
-from .config import TableConfig
-from .file_slices import BaseFile, FileSlice, LogFile
-from .listing import FileListing
-from .timeline import Timeline
+from catalog.table.config import TableConfig
+from catalog.table.files import BaseFile, FileSlice, LogFile
+from catalog.timeline import Timeline
+
+
+class FileListing(Protocol):
+    """Where a table's files are: partitions and their files, NOT filtered by the timeline.
+
+    Implemented by storage listing and by the metadata-table listing (``catalog.listing``).
+    """
+
+    def list_partitions(self) -> list[str]:
+        """Relative partition paths; ``""`` for a non-partitioned table."""
+        ...
+
+    def list_files(self, partitions: Sequence[str]) -> dict[str, list[tuple[str, int]]]:
+        """Partition -> [(file name, size in bytes)], base and log files alike."""
+        ...
 
 
 @dataclass
@@ -163,4 +177,4 @@ class FileSystemView:
         return [p for p, groups in self._plans.items() if (partition, file_id) in groups and _visible(p, as_of)]
 
 
-__all__ = ["FileGroup", "FileSystemView"]
+__all__ = ["FileGroup", "FileListing", "FileSystemView"]

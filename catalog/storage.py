@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping
 
 from fsspec.core import url_to_fs
 
-from .exceptions import TableNotFoundError
+from catalog.errors import TableNotFoundError
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Avro and JSON schemas shipped with hudi-flight, loaded by name."""
+"""JSON Schemas of hudi-flight's wire format (Flight commands and action bodies), loaded by name."""
 
 from __future__ import annotations
 
@@ -10,5 +10,5 @@ from typing import Any
 
 @lru_cache(maxsize=None)
 def load(name: str) -> Any:
-    """Parse ``schemas/<name>`` (an ``.avsc`` or ``.json`` file) and return the JSON value."""
+    """Parse ``schemas/<name>`` (a ``.json`` file) and return the JSON value."""
     return json.loads(resources.files(__name__).joinpath(name).read_text(encoding="utf-8"))

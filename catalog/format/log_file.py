@@ -1,0 +1,266 @@
+"""Hudi log file block framing (format doc sections 4.1-4.3 and 4.5).
+
+A log file is a sequence of blocks::
+
+    #HUDI# | blockSize:int64 | version:int32 | type:int32 | header map | contentLength:int64
+           | content | footer map | reversePointer:int64
+
+``blockSize`` counts the bytes after itself up to the end of the block; the reverse pointer
+equals ``blockSize + 6``. Maps are ``count:int32`` then ``(key ordinal:int32, len:int32,
+utf-8 value)`` entries.
+
+Corrupt blocks (a crash mid-write, a truncated upload) are detected the way Hudi detects them:
+the declared size must stay inside the file, the trailing length must repeat it, and the next
+bytes must be a magic or the end of the file. A corrupt block is skipped up to the next magic
+with a :class:`CorruptBlockWarning` naming the file and offset. A block that passes these checks
+but cannot be parsed (unknown type, inconsistent inner lengths) raises :class:`CorruptTableError`,
+as does a file whose first bytes are not a magic.
+
+This module only frames blocks; decoding content is :mod:`catalog.format.log_block` (data, delete,
+command) and the metadata-table reader (HFILE_DATA).
+"""
+
+from __future__ import annotations
+
+import enum
+import io
+import struct
+import warnings
+from dataclasses import dataclass, field
+from typing import BinaryIO, Iterator
+
+from catalog.errors import CorruptBlockWarning, CorruptTableError, UnsupportedTableError
+from catalog.storage import Storage
+
+MAGIC = b"#HUDI#"
+LOG_FORMAT_VERSION = 1
+_SIZE_FIELD = 8
+_SCAN_CHUNK = 1 << 16
+
+
+class BlockType(enum.IntEnum):
+    """Block type ordinals as written on disk (4.2)."""
+
+    COMMAND = 0
+    DELETE = 1
+    CORRUPT = 2
+    AVRO_DATA = 3
+    HFILE_DATA = 4
+    PARQUET_DATA = 5
+    CDC_DATA = 6
+
+
+#: Header/footer key ordinals (4.3); unknown ordinals are kept as ``"UNKNOWN_<n>"``.
+HEADER_KEYS = (
+    "INSTANT_TIME",
+    "TARGET_INSTANT_TIME",
+    "SCHEMA",
+    "COMMAND_BLOCK_TYPE",
+    "COMPACTED_BLOCK_TIMES",
+    "RECORD_POSITIONS",
+    "BLOCK_IDENTIFIER",
+    "IS_PARTIAL",
+    "BASE_FILE_INSTANT_TIME_OF_RECORD_POSITIONS",
+)
+
+
+@dataclass(frozen=True)
+class LogBlock:
+    """One framed block of a log file.
+
+    ``content`` is the raw content bytes (``None`` when the block was read without content, see
+    :func:`iter_log_blocks`); ``content_offset``/``content_length`` locate it in the file so it
+    can be loaded later with :meth:`load_content`.
+    """
+
+    path: str  # relative to the storage root
+    offset: int  # of the magic
+    size: int  # total bytes, magic to reverse pointer inclusive
+    block_type: BlockType
+    header: dict[str, str] = field(default_factory=dict)
+    footer: dict[str, str] = field(default_factory=dict)
+    content_offset: int = 0
+    content_length: int = 0
+    content: bytes | None = None
+
+    @property
+    def instant_time(self) -> str | None:
+        return self.header.get("INSTANT_TIME")
+
+    def load_content(self, storage: Storage) -> bytes:
+        """The content bytes, read from storage if they were not read with the block."""
+        if self.content is not None:
+            return self.content
+        if self.content_length == 0:
+            return b""
+        data = storage.read_range(self.path, self.content_offset, self.content_offset + self.content_length)
+        if len(data) != self.content_length:
+            raise CorruptTableError(f"{storage.uri}/{self.path}: block content at {self.content_offset} is truncated")
+        return data
+
+
+def _parse_map(buf: bytes, pos: int, where: str) -> tuple[dict[str, str], int]:
+    """Decode a header/footer map starting at ``pos``; return it and the position after it."""
+    try:
+        (count,) = struct.unpack_from(">i", buf, pos)
+        pos += 4
+        if count < 0 or count > 1024:
+            raise CorruptTableError(f"{where}: implausible metadata entry count {count}")
+        out: dict[str, str] = {}
+        for _ in range(count):
+            key, length = struct.unpack_from(">ii", buf, pos)
+            pos += 8
+            if length < 0 or pos + length > len(buf):
+                raise CorruptTableError(f"{where}: metadata value length {length} runs past the block")
+            name = HEADER_KEYS[key] if 0 <= key < len(HEADER_KEYS) else f"UNKNOWN_{key}"
+            out[name] = buf[pos : pos + length].decode("utf-8")
+            pos += length
+    except struct.error as err:
+        raise CorruptTableError(f"{where}: metadata map runs past the block") from err
+    except UnicodeDecodeError as err:
+        raise CorruptTableError(f"{where}: metadata value is not UTF-8") from err
+    return out, pos
+
+
+def _parse_prefix(body: bytes, where: str) -> tuple[BlockType, dict[str, str], int, int]:
+    """Version, type, header and content length from the start of a block body (the bytes after
+    ``blockSize``); returns (type, header, content position in body, content length)."""
+    if len(body) < 8:
+        raise CorruptTableError(f"{where}: block too short ({len(body)} bytes)")
+    version, type_ordinal = struct.unpack_from(">ii", body, 0)
+    if version != LOG_FORMAT_VERSION:
+        raise UnsupportedTableError(f"{where}: unsupported log format version {version}")
+    try:
+        block_type = BlockType(type_ordinal)
+    except ValueError:
+        raise CorruptTableError(f"{where}: unknown log block type {type_ordinal}") from None
+    header, pos = _parse_map(body, 8, where)
+    if pos + 8 > len(body):
+        raise CorruptTableError(f"{where}: content length runs past the block")
+    (length,) = struct.unpack_from(">q", body, pos)
+    return block_type, header, pos + 8, length
+
+
+class _Reader:
+    """Sequential block reader over one open file."""
+
+    def __init__(self, fh: BinaryIO, file_size: int, path: str, uri: str, with_content: bool):
+        self.fh = fh
+        self.size = file_size
+        self.path = path
+        self.uri = uri
+        self.with_content = with_content
+
+    def _read_at(self, pos: int, n: int) -> bytes:
+        self.fh.seek(pos)
+        return self.fh.read(n)
+
+    def _next_magic(self, start: int) -> int:
+        """Offset of the next magic at or after ``start``; the file size if there is none."""
+        pos = start
+        while pos < self.size:
+            chunk = self._read_at(pos, _SCAN_CHUNK + len(MAGIC) - 1)
+            idx = chunk.find(MAGIC)
+            if idx >= 0:
+                return pos + idx
+            pos += _SCAN_CHUNK
+        return self.size
+
+    def _framing_ok(self, offset: int, block_size: int) -> bool:
+        """Hudi's corrupt-block checks (format doc 4.5)."""
+        q = offset + len(MAGIC) + _SIZE_FIELD
+        end = q + block_size
+        if block_size < _SIZE_FIELD or end > self.size:
+            return False
+        trailer = self._read_at(end - _SIZE_FIELD, _SIZE_FIELD)
+        if len(trailer) != _SIZE_FIELD or struct.unpack(">q", trailer)[0] != block_size + len(MAGIC):
+            return False
+        if end < self.size:
+            following = self._read_at(end, len(MAGIC))
+            if following != MAGIC[: len(following)] or (len(following) < len(MAGIC) and end + len(following) < self.size):
+                return False
+        return True
+
+    def blocks(self) -> Iterator[LogBlock]:
+        pos = 0
+        while pos < self.size:
+            magic = self._read_at(pos, len(MAGIC))
+            if magic != MAGIC:
+                raise CorruptTableError(
+                    f"{self.uri}/{self.path}: no log block magic at offset {pos} (not a Hudi log file?)"
+                )
+            raw_size = self._read_at(pos + len(MAGIC), _SIZE_FIELD)
+            block_size = struct.unpack(">q", raw_size)[0] if len(raw_size) == _SIZE_FIELD else -1
+            if not self._framing_ok(pos, block_size):
+                nxt = self._next_magic(pos + len(MAGIC))
+                warnings.warn(
+                    CorruptBlockWarning(
+                        f"{self.uri}/{self.path}: corrupt log block at offset {pos} "
+                        f"({nxt - pos} bytes) skipped"
+                    ),
+                    stacklevel=3,
+                )
+                yield LogBlock(self.path, pos, nxt - pos, BlockType.CORRUPT)
+                pos = nxt
+                continue
+            yield self._block(pos, block_size)
+            pos += len(MAGIC) + _SIZE_FIELD + block_size
+
+    def _block(self, offset: int, block_size: int) -> LogBlock:
+        """Parse a block whose framing checks passed."""
+        where = f"{self.uri}/{self.path} block at offset {offset}"
+        start = offset + len(MAGIC) + _SIZE_FIELD
+        body_len = block_size - _SIZE_FIELD  # without the reverse pointer
+        # Without content, read a prefix that usually holds the whole header (schemas are a few KB).
+        body = self._read_at(start, body_len if self.with_content else min(body_len, 16384))
+        try:
+            block_type, header, content_pos, length = _parse_prefix(body, where)
+        except CorruptTableError:
+            if len(body) == body_len:
+                raise
+            body = self._read_at(start, body_len)
+            block_type, header, content_pos, length = _parse_prefix(body, where)
+        if length < 0 or content_pos + length > body_len:
+            raise CorruptTableError(f"{where}: content length {length} runs past the block")
+        footer_pos = content_pos + length
+        if self.with_content:
+            content: bytes | None = body[content_pos:footer_pos]
+            tail = body[footer_pos:]
+        else:
+            content = None
+            tail = self._read_at(start + footer_pos, body_len - footer_pos)
+        footer, end = _parse_map(tail, 0, where)
+        if end != len(tail):
+            raise CorruptTableError(f"{where}: {len(tail) - end} unexpected bytes after the footer")
+        return LogBlock(
+            path=self.path,
+            offset=offset,
+            size=len(MAGIC) + _SIZE_FIELD + block_size,
+            block_type=block_type,
+            header=header,
+            footer=footer,
+            content_offset=start + content_pos,
+            content_length=length,
+            content=content,
+        )
+
+
+def iter_log_blocks(storage: Storage, path: str, *, with_content: bool = True) -> Iterator[LogBlock]:
+    """The blocks of the log file at ``path`` (relative to ``storage``), in file order.
+
+    Corrupt blocks come out as ``BlockType.CORRUPT`` blocks (after a warning) so callers see
+    where they were; skip them. With ``with_content=False`` only headers and footers are read
+    and :meth:`LogBlock.load_content` fetches a block's content later.
+    """
+    size = int(storage.info(path)["size"])
+    with storage.open(path) as fh:
+        yield from _Reader(fh, size, path, storage.uri, with_content).blocks()
+
+
+def iter_log_blocks_in(data: bytes, path: str, uri: str = "") -> Iterator[LogBlock]:
+    """Like :func:`iter_log_blocks` (with content) for a log file already read into memory
+    (the metadata-table reader fetches small MDT log files whole, one request each)."""
+    yield from _Reader(io.BytesIO(data), len(data), path, uri, True).blocks()
+
+
+__all__ = ["HEADER_KEYS", "MAGIC", "BlockType", "LogBlock", "iter_log_blocks", "iter_log_blocks_in"]

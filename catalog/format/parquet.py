@@ -1,0 +1,138 @@
+"""Parquet base files -> record batches in the table schema.
+
+pyarrow's native Parquet reader does the work through ``Storage.arrow_filesystem()`` (so every
+byte still goes through fsspec); a filter expression lets it skip row groups by statistics and
+drop non-matching rows. Batches are then cast to the table schema by column name: columns the
+file lacks become nulls (or a constant, for dropped partition columns), nested structs are
+matched field by field (format doc 9.2/9.3).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Iterator, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from catalog.errors import CorruptTableError, UnsupportedTableError
+from catalog.storage import Storage
+
+BATCH_SIZE = 65536
+_PARQUET = ds.ParquetFileFormat()
+
+
+def check_base_format(path: str) -> None:
+    ext = posixpath.splitext(path)[1].lstrip(".").lower()
+    if ext != "parquet":
+        raise UnsupportedTableError(f"unsupported base file format: {ext or path}")
+
+
+def cast_array(arr: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array | pa.ChunkedArray:
+    """Cast with Hudi's evolution rules: structs match children by name, missing children are null."""
+    if arr.type.equals(target):
+        return arr
+    if pa.types.is_struct(target) and pa.types.is_struct(arr.type):
+        if isinstance(arr, pa.ChunkedArray):
+            return pa.chunked_array([cast_array(c, target) for c in arr.chunks], type=target)
+        names = [arr.type.field(i).name for i in range(arr.type.num_fields)]
+        children = []
+        for i in range(target.num_fields):
+            child = target.field(i)
+            if child.name in names:
+                children.append(cast_array(arr.field(child.name), child.type))
+            else:
+                children.append(pa.nulls(len(arr), child.type))
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=arr.is_null())
+    try:
+        return arr.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+        raise CorruptTableError(f"cannot read a {arr.type} column as {target}: {err}") from err
+
+
+def conform_batch(
+    batch: pa.RecordBatch, schema: pa.Schema, constants: Mapping[str, pa.Scalar] | None = None
+) -> pa.RecordBatch:
+    """``batch`` with exactly the columns of ``schema``, cast by name; absent columns are null
+    (or ``constants[name]`` repeated)."""
+    if batch.schema.equals(schema):
+        return batch
+    if len(schema) == 0:
+        return batch.select([])  # from_arrays would lose the row count
+    arrays = []
+    for field in schema:
+        idx = batch.schema.get_field_index(field.name)
+        if idx >= 0:
+            arrays.append(cast_array(batch.column(idx), field.type))
+        elif constants and field.name in constants:
+            arrays.append(pa.array([constants[field.name].as_py()] * batch.num_rows, field.type))
+        else:
+            arrays.append(pa.nulls(batch.num_rows, field.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _pushable(expr: pc.Expression | None, filter_columns: Sequence[str], physical: pa.Schema, schema: pa.Schema) -> bool:
+    """Only hand the filter to the Parquet reader when the file has its columns with the table's types."""
+    if expr is None:
+        return False
+    for name in filter_columns:
+        idx = physical.get_field_index(name)
+        if idx < 0 or not physical.field(idx).type.equals(schema.field(name).type):
+            return False
+    return True
+
+
+def read_parquet(
+    storage: Storage,
+    arrow_fs: pa.fs.FileSystem,
+    path: str,
+    schema: pa.Schema,
+    *,
+    size: int | None = None,
+    row_groups: Sequence[int] | None = None,
+    filter: pc.Expression | None = None,
+    filter_columns: Sequence[str] = (),
+    constants: Mapping[str, pa.Scalar] | None = None,
+    batch_size: int = BATCH_SIZE,
+) -> Iterator[pa.RecordBatch]:
+    """Stream the rows of one Parquet file (relative ``path``) as batches of ``schema``.
+
+    ``schema`` holds the columns to return plus those the filter needs; ``filter`` is applied
+    exactly (pushed into the reader when the file's types allow, else after the cast).
+    """
+    check_base_format(path)
+    storage.stats.add("open")
+    full = storage.full_path(path)
+    try:
+        fragment = _PARQUET.make_fragment(
+            full, filesystem=arrow_fs, file_size=size or None, row_groups=list(row_groups) if row_groups else None
+        )
+        physical = fragment.physical_schema
+    except FileNotFoundError as err:  # e.g. cleaned after the plan was made
+        raise FileNotFoundError(f"base file missing: {storage.uri}/{path}") from err
+    except (pa.ArrowInvalid, OSError) as err:
+        raise CorruptTableError(f"cannot read Parquet base file {storage.uri}/{path}: {err}") from err
+    columns = [name for name in schema.names if physical.get_field_index(name) >= 0]
+    pushed = _pushable(filter, filter_columns, physical, schema)
+    try:
+        # use_threads=False: slices are already read in parallel by TableScan, and Arrow CPU threads
+        # calling back into a Python (fsspec) filesystem can abort the interpreter at exit.
+        batches = fragment.to_batches(
+            columns=columns, filter=filter if pushed else None, batch_size=batch_size, use_threads=False
+        )
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            out = conform_batch(batch, schema, constants)
+            if filter is not None and not pushed:
+                out = pa.Table.from_batches([out]).filter(filter).combine_chunks().to_batches()
+                out = out[0] if out else None
+                if out is None or out.num_rows == 0:
+                    continue
+            yield out
+    except pa.ArrowInvalid as err:
+        raise CorruptTableError(f"cannot decode Parquet base file {storage.uri}/{path}: {err}") from err
+
+
+__all__ = ["BATCH_SIZE", "cast_array", "check_base_format", "conform_batch", "read_parquet"]

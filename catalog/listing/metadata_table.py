@@ -1,0 +1,405 @@
+"""Reader of a table's metadata table (MDT, format doc section 6).
+
+The MDT lives under ``<table>/.hoodie/metadata`` and is itself a merge-on-read table: each MDT
+partition (``files``, ``column_stats``, ``partition_stats``, ``record_index``, ...) has file
+groups whose base files are HFiles and whose log files hold HFILE_DATA blocks (and DELETE
+blocks). Records are ``HoodieMetadataRecord`` Avro values keyed by the HFile row.
+
+This module answers "the merged records of these keys in that MDT partition", applying:
+
+* the MDT's own timeline for which MDT files count (the core's ``FileSystemView``, section 3.5);
+* the valid-instant rule of 6.5 for which log blocks count, and rollback command blocks (4.6);
+* Hudi's per-key merge (6.4): file-list maps merge entry by entry, other payloads replace, a
+  DELETE block removes the key.
+
+Anything it cannot trust raises :class:`MetadataTableError`; callers fall back to storage.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import decimal
+import hashlib
+import io
+import json
+import re
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+from typing import Any, Iterable, Iterator, Sequence
+
+import fastavro
+import pyarrow as pa
+import xxhash
+
+from catalog.table.config import TableConfig
+from catalog.errors import CorruptTableError, HudiError
+from catalog.table.files import FileSlice
+from catalog.fs_view import FileSystemView
+from catalog.format.hfile import HFileReader
+from catalog.listing.storage import StorageListing
+from catalog.format.log_block import decode_delete_block, fold_blocks
+from catalog.format.log_file import BlockType, LogBlock, iter_log_blocks_in
+from catalog.storage import Storage
+from catalog.timeline import Timeline
+
+METADATA_DIR = ".hoodie/metadata"
+ALL_PARTITIONS_KEY = "__all_partitions__"
+NON_PARTITIONED_KEY = "."
+FILES, COLUMN_STATS, PARTITION_STATS, RECORD_INDEX = "files", "column_stats", "partition_stats", "record_index"
+#: MDT deltacommits of index (re)initialisation carry requested times with this prefix (6.5 rule 5)
+_INIT_PREFIX = "00000000000000"
+_HASH_SEED = 0xDABADABA - (1 << 32)  # Java int seed, sign-extended to 64 bits (6.7)
+_RLI_GROUP = re.compile(r"^record-index-(\d{4})-\d+$")
+
+
+class MetadataTableError(HudiError, ValueError):
+    """The metadata table cannot be used for this read (missing, corrupt or out of sync)."""
+
+
+# -- key encodings (6.7, 6.2) -----------------------------------------------------------------
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def column_hash(column: str) -> str:
+    """Base64 of xxh64 of a column name (first part of column/partition stats keys)."""
+    return _b64(xxhash.xxh64(column.encode("utf-8"), seed=_HASH_SEED & 0xFFFFFFFFFFFFFFFF).digest())
+
+
+def partition_hash(partition: str) -> str:
+    """Base64 of xxh64 of a partition path; a non-partitioned table hashes ``.``."""
+    return column_hash(partition or NON_PARTITIONED_KEY)
+
+
+def file_hash(file_name: str) -> str:
+    return _b64(hashlib.md5(file_name.encode("utf-8")).digest())
+
+
+def column_stats_key(column: str, partition: str, file_name: str) -> str:
+    return column_hash(column) + partition_hash(partition) + file_hash(file_name)
+
+
+def partition_stats_key(column: str, partition: str) -> str:
+    return column_hash(column) + partition_hash(partition)
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (32-bit signed, over UTF-16 code units)."""
+    h = 0
+    units = text.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def shard_of(key: str, groups: int) -> int:
+    """The MDT file group index of ``key`` among ``groups`` (record index sharding, 6.2)."""
+    return abs(java_string_hash(key)) % groups
+
+
+# -- record decoding ------------------------------------------------------------------------
+@lru_cache(maxsize=64)
+def _parsed_schema(text: str) -> Any:
+    try:
+        return fastavro.parse_schema(json.loads(text))
+    except (ValueError, TypeError, KeyError) as err:
+        raise CorruptTableError(f"metadata record schema does not parse: {err}") from err
+
+
+def decode_records(
+    cells: Iterable[tuple[bytes, bytes]], schema_text: str | None, where: str
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(key, HoodieMetadataRecord) per HFile cell; the key comes from the row (6.3, 5.7).
+
+    Wrapper unions (column-stats values) decode as ``(record name, {"value": ...})`` so the
+    wrapper type, which carries the value type in index version 1, is kept.
+    """
+    if not schema_text:
+        raise CorruptTableError(f"{where}: no HoodieMetadataRecord schema (file info / SCHEMA header)")
+    schema = _parsed_schema(schema_text)
+    for row, value in cells:
+        try:
+            record = fastavro.schemaless_reader(
+                io.BytesIO(value), schema, None, return_record_name=True, return_record_name_override=True
+            )
+            key = row.decode("utf-8")
+        except (EOFError, ValueError, IndexError, TypeError, UnicodeDecodeError) as err:
+            raise CorruptTableError(f"{where}: metadata record {row[:64]!r} does not decode: {err}") from err
+        record["key"] = key
+        yield key, record
+
+
+_TIMESTAMP_UNITS = {15: "ms", 16: "us", 17: "ns", 18: "ms", 19: "us", 20: "ns"}
+_EPOCH = datetime.date(1970, 1, 1)
+
+
+def stats_value(wrapper: Any, value_type: dict[str, Any] | None, arrow_type: pa.DataType) -> Any:
+    """A column-stats ``minValue``/``maxValue`` as a Python value of ``arrow_type`` (6.7).
+
+    ``wrapper`` is ``(wrapper record name, {"value": v})`` or ``None``. Index version 2 names the
+    type in ``valueType.typeOrdinal``; version 1 in the wrapper. Raises ``ValueError`` for values
+    it cannot place (callers then do not prune).
+    """
+    if wrapper is None:
+        return None
+    name, payload = wrapper if isinstance(wrapper, tuple) else ("", wrapper)
+    value = payload["value"] if isinstance(payload, dict) else payload
+    ordinal = (value_type or {}).get("typeOrdinal", 0)
+    wrapper_name = name.rsplit(".", 1)[-1]
+    if ordinal == 10 and isinstance(value, bytes):
+        precision_scale = ((value_type or {}).get("additionalInfo") or "").split(",")
+        if len(precision_scale) != 2:
+            raise ValueError(f"decimal statistics without precision/scale: {value_type}")
+        return decimal.Decimal(int.from_bytes(value, "big", signed=True)).scaleb(-int(precision_scale[1]))
+    if (ordinal == 12 or wrapper_name == "DateWrapper") and isinstance(value, int):
+        return _EPOCH + datetime.timedelta(days=value)
+    unit = _TIMESTAMP_UNITS.get(ordinal) or ("us" if wrapper_name == "TimestampMicrosWrapper" else None)
+    if unit is not None and isinstance(value, int):
+        if not pa.types.is_timestamp(arrow_type):
+            raise ValueError(f"timestamp statistics for a {arrow_type} column")
+        return pa.scalar(value, pa.timestamp(unit)).cast(pa.timestamp(arrow_type.unit)).value
+    if ordinal in (13, 14) or wrapper_name in ("TimeMicrosWrapper", "ArrayWrapper"):
+        raise ValueError(f"statistics of type {wrapper_name or ordinal} are not used for pruning")
+    return value
+
+
+def merge_record(older: dict[str, Any] | None, newer: dict[str, Any]) -> dict[str, Any]:
+    """Combine two versions of one MDT key (HoodieMetadataPayload semantics, 6.4 and 6.7)."""
+    if older is None:
+        return newer
+    old_files, new_files = older.get("filesystemMetadata"), newer.get("filesystemMetadata")
+    if old_files is None or new_files is None:
+        return newer
+    merged = dict(old_files)
+    for name, info in new_files.items():
+        prev = merged.get(name)
+        if info["isDeleted"]:
+            if prev is not None and not prev["isDeleted"]:
+                del merged[name]
+            else:
+                merged[name] = info
+        elif prev is not None and not prev["isDeleted"]:
+            merged[name] = {"size": max(prev["size"], info["size"]), "isDeleted": False}
+        else:
+            merged[name] = info
+    return {**newer, "filesystemMetadata": merged}
+
+
+def live_files(record: dict[str, Any] | None) -> dict[str, int]:
+    """File name -> size of the live entries of a ``files``-partition record."""
+    entries = (record or {}).get("filesystemMetadata") or {}
+    return {name: int(info["size"]) for name, info in entries.items() if not info["isDeleted"]}
+
+
+@dataclass(frozen=True)
+class KeySelection:
+    """Which keys to read: all (both ``None``), exact keys, or key prefixes."""
+
+    keys: frozenset[str] | None = None
+    prefixes: tuple[str, ...] | None = None
+
+    def cells(self, reader: HFileReader) -> Iterator[tuple[bytes, bytes]]:
+        if self.keys is not None:
+            return reader.lookup(sorted(self.keys))
+        if self.prefixes is not None:
+            return reader.lookup_prefixes(self.prefixes)
+        return reader.scan()
+
+
+class MetadataTable:
+    """The MDT of one data table, checked against the data table's timeline."""
+
+    def __init__(self, storage: Storage, config: TableConfig, timeline: Timeline):
+        self.data_storage = storage
+        self.data_config = config
+        self.data_timeline = timeline
+        self.storage = storage.child(METADATA_DIR)
+        try:
+            self.config = TableConfig.load(self.storage)
+            self.timeline = Timeline.load(self.storage, self.config)
+        except (HudiError, OSError) as err:
+            raise MetadataTableError(f"{self.storage.uri}: metadata table unreadable: {err}") from err
+        if self.config.base_file_format != "HFILE" or not self.config.is_mor:
+            raise MetadataTableError(
+                f"{self.storage.uri}: not a metadata table (base format {self.config.base_file_format})"
+            )
+        self._view = FileSystemView(self.config, self.timeline, StorageListing(self.storage, self.config))
+        self._slices: dict[str, list[FileSlice]] = {}
+
+    # -- validity (6.5) -------------------------------------------------------------------
+    @cached_property
+    def valid_instants(self) -> frozenset[str]:
+        """Instants whose MDT log blocks may be read: completed data-table instants; completed MDT
+        deltacommits not pending on the data table (which admits MDT-only and index-initialising
+        ``00000000000000xxx`` instants); completed MDT rollbacks/restores; rolled-back instants."""
+        dt = self.data_timeline
+        valid = {i.requested_time for i in dt.completed}
+        for inst in self.timeline.completed:
+            if inst.action == "deltacommit" and not dt.is_pending(inst.requested_time):
+                valid.add(inst.requested_time)
+            elif inst.action in ("rollback", "restore"):
+                valid.add(inst.requested_time)
+        return frozenset(valid | self._dt_rolled_back)
+
+    @cached_property
+    def _dt_rolled_back(self) -> set[str]:
+        """Instants undone by the data table's completed rollbacks and restores (6.5 rule 3)."""
+        out: set[str] = set()
+        for inst in self.data_timeline.completed:
+            if inst.action in ("rollback", "restore"):
+                out |= _rolled_back(self.data_timeline.read_instant_file(inst))
+        return out
+
+    def check_in_sync(self) -> None:
+        """Raise unless the MDT has caught up with, and is not ahead of, the data timeline."""
+        mdt_done = {i.requested_time for i in self.timeline.completed if i.action == "deltacommit"}
+        latest = self.data_timeline.latest_commit
+        if latest is not None and latest.requested_time not in mdt_done:
+            raise MetadataTableError(
+                f"{self.storage.uri}: metadata table is behind the data table "
+                f"(no completed deltacommit for {latest.requested_time})"
+            )
+        dt = self.data_timeline
+        known = {i.requested_time for i in dt.completed} | self._dt_rolled_back
+        first = dt.start or ""
+        for t in sorted(mdt_done):
+            if t >= first and t not in known and not dt.is_pending(t) and not t.startswith(_INIT_PREFIX):
+                raise MetadataTableError(
+                    f"{self.storage.uri}: metadata table is ahead of the data table "
+                    f"(deltacommit {t} has no data-table instant)"
+                )
+
+    # -- slices and records ---------------------------------------------------------------
+    def file_slices(self, partition: str) -> list[FileSlice]:
+        """Latest MDT file slices of an MDT partition, ordered by file id."""
+        if partition not in self._slices:
+            try:
+                slices = list(self._view.latest_file_slices([partition], None))
+            except (HudiError, OSError) as err:
+                raise MetadataTableError(f"{self.storage.uri}/{partition}: cannot build slices: {err}") from err
+            self._slices[partition] = sorted(slices, key=lambda s: s.file_id)
+        return self._slices[partition]
+
+    def read(self, partition: str, selection: KeySelection = KeySelection()) -> dict[str, dict[str, Any]]:
+        """Merged records of an MDT partition (all file groups), restricted to ``selection``."""
+        out: dict[str, dict[str, Any]] = {}
+        for fs in self.file_slices(partition):
+            out.update(self.read_slice(fs, selection))
+        return out
+
+    def read_slice(self, fs: FileSlice, selection: KeySelection) -> dict[str, dict[str, Any]]:
+        """Merged records of one MDT file slice: base HFile, then valid log blocks in order."""
+        merged: dict[str, dict[str, Any]] = {}
+        try:
+            if fs.base_file is not None:
+                path = fs.base_file_path
+                assert path is not None
+                reader = HFileReader.from_storage(self.storage, path, size=fs.base_file.size or None)
+                for key, rec in decode_records(selection.cells(reader), reader.avro_schema, reader.name):
+                    merged[key] = merge_record(merged.get(key), rec)
+            for block in self._valid_blocks(fs):
+                self._apply_block(block, selection, merged)
+        except MetadataTableError:
+            raise
+        except (HudiError, OSError) as err:
+            raise MetadataTableError(f"{self.storage.uri}/{fs.partition}/{fs.file_id}: {err}") from err
+        return merged
+
+    def _valid_blocks(self, fs: FileSlice) -> list[LogBlock]:
+        """HFILE_DATA and DELETE blocks of valid instants, with rollbacks applied (4.6, 6.5)."""
+        valid = self.valid_instants
+        paths = fs.log_file_paths
+        # MDT log files are small: fetch each whole (to its current end), in one parallel batch
+        contents = self.storage.read_ranges(paths, [0] * len(paths), [None] * len(paths)) if paths else []
+
+        def accept(block: LogBlock) -> bool:
+            if block.block_type not in (BlockType.HFILE_DATA, BlockType.DELETE):
+                raise CorruptTableError(f"{block.path}: unexpected {block.block_type.name} block in a metadata log")
+            if "COMPACTED_BLOCK_TIMES" in block.header:
+                raise MetadataTableError(f"{block.path}: log-compacted metadata blocks are not supported")
+            return block.instant_time in valid
+
+        blocks = (b for path, data in zip(paths, contents) for b in iter_log_blocks_in(data, path, self.storage.uri))
+        return fold_blocks(blocks, accept)
+
+    def _apply_block(self, block: LogBlock, selection: KeySelection, merged: dict[str, dict[str, Any]]) -> None:
+        content = block.content or b""
+        where = f"{self.storage.uri}/{block.path} block at {block.offset}"
+        if block.block_type is BlockType.DELETE:
+            deletes = decode_delete_block(block, content)
+            for key in deletes.record_keys.to_pylist():
+                if key is not None:
+                    merged.pop(key, None)
+            return
+        reader = HFileReader.from_bytes(content, where)
+        schema = block.header.get("SCHEMA") or reader.avro_schema
+        for key, rec in decode_records(selection.cells(reader), schema, where):
+            merged[key] = merge_record(merged.get(key), rec)
+
+    # -- record index -----------------------------------------------------------------------
+    def record_locations(self, record_keys: Sequence[str]) -> dict[str, tuple[str, str]] | None:
+        """Record key -> (partition, file id) from the record index; ``None`` if its layout is unknown.
+
+        Keys absent from the result are not in the table.
+        """
+        slices = self.file_slices(RECORD_INDEX)
+        shards = [_RLI_GROUP.match(fs.file_id) for fs in slices]
+        numbers = [int(m.group(1)) if m else -1 for m in shards]
+        if not slices or numbers != list(range(len(slices))):
+            return None  # not the plain hash-sharded layout (e.g. partitioned record index)
+        wanted: dict[int, set[str]] = {}
+        for key in record_keys:
+            wanted.setdefault(shard_of(key, len(slices)), set()).add(key)
+        out: dict[str, tuple[str, str]] = {}
+        for shard, keys in wanted.items():
+            records = self.read_slice(slices[shard], KeySelection(keys=frozenset(keys)))
+            for key, rec in records.items():
+                info = rec.get("recordIndexMetadata")
+                if info is not None:
+                    out[key] = (_partition_of(info["partitionName"]), record_file_id(info))
+        return out
+
+
+def record_file_id(info: dict[str, Any]) -> str:
+    """The data file id of a ``HoodieRecordIndexInfo`` (6.9)."""
+    if info.get("fileIdEncoding", 0) == 1:
+        return str(info["fileId"])
+    high, low = info["fileIdHighBits"] & 0xFFFFFFFFFFFFFFFF, info["fileIdLowBits"] & 0xFFFFFFFFFFFFFFFF
+    hexed = f"{high:016x}{low:016x}"
+    uuid = f"{hexed[:8]}-{hexed[8:12]}-{hexed[12:16]}-{hexed[16:20]}-{hexed[20:]}"
+    index = info.get("fileIndex", -1)
+    return uuid if index is None or index < 0 else f"{uuid}-{index}"
+
+
+def _partition_of(mdt_name: str) -> str:
+    return "" if mdt_name == NON_PARTITIONED_KEY else mdt_name
+
+
+def _rolled_back(meta: dict[str, Any]) -> set[str]:
+    """Instants undone by a rollback or restore instant's metadata."""
+    out = set(meta.get("commitsRollback") or [])
+    for item in meta.get("instantsRollback") or []:
+        if isinstance(item, dict) and item.get("commitTime"):
+            out.add(item["commitTime"])
+    for rollbacks in (meta.get("hoodieRestoreMetadata") or {}).values():
+        for sub in rollbacks or []:
+            out |= _rolled_back(sub)
+    return out
+
+
+__all__ = [
+    "ALL_PARTITIONS_KEY",
+    "KeySelection",
+    "MetadataTable",
+    "MetadataTableError",
+    "column_stats_key",
+    "decode_records",
+    "java_string_hash",
+    "live_files",
+    "merge_record",
+    "partition_stats_key",
+    "record_file_id",
+    "shard_of",
+    "stats_value",
+]

@@ -1,0 +1,192 @@
+"""The query options, defined once, and the resolution of their instants against a timeline.
+
+:class:`ReadOptions` is the only definition of what a read can ask for (interfaces.md section 1);
+every surface (the library, the Flight command, the client, the CLI, Spark, SQL) converts to and
+from it, and ``schemas/command.schema.json`` mirrors it (a test keeps the two equal).
+
+:func:`resolve` is the only place instants are interpreted: it pins the query instant, lists the
+commits of an incremental range, and returns options with those instants written out, so that a
+plan read later (a Flight ticket, another server) sees exactly the table state it was planned on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from catalog.errors import InvalidInstantError, InvalidQueryError
+from catalog.plan.filters import FilterTuple, normalize_op
+from catalog.timeline import Timeline, validate_instant
+
+QUERY_TYPES = ("snapshot", "read_optimized", "incremental")
+
+
+def _normalise_filter(raw: Any) -> FilterTuple:
+    """One wire-form filter as a ``(column, op, value)`` tuple with its shape checked.
+
+    Columns and value types are checked later, against the table schema (``bind_filters``).
+    """
+    if not isinstance(raw, (tuple, list)) or len(raw) not in (2, 3):
+        raise InvalidQueryError(f"a filter must be a (column, op, value) tuple, got {raw!r}")
+    column, op = raw[0], normalize_op(raw[1])
+    if not isinstance(column, str):
+        raise InvalidQueryError(f"a filter column must be a string, got {column!r}")
+    if op in ("is null", "is not null"):
+        return (column, op, None)
+    if len(raw) < 3:
+        raise InvalidQueryError(f"filter on {column!r}: operator {op!r} needs a value")
+    value = raw[2]
+    if op in ("in", "not in"):
+        if not isinstance(value, (list, tuple)):
+            raise InvalidQueryError(f"filter on {column!r}: operator {op!r} needs a list value")
+        return (column, op, tuple(value))
+    if isinstance(value, (list, tuple, set)):
+        raise InvalidQueryError(f"filter on {column!r}: operator {op!r} needs a single value, not a list")
+    return (column, op, value)
+
+
+def _filter_json(item: FilterTuple) -> list[Any]:
+    column, op, value = item
+    if value is None:
+        return [column, op]
+    return [column, op, list(value) if isinstance(value, tuple) else value]
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """What to read. Meanings as in interfaces.md section 1:
+
+    Attributes:
+        columns: column names to return (``None``: all, meta columns first).
+        filters: ``(column, op, value)`` tuples ANDed together; ops ``= != < <= > >= in not in
+            is null is not null``. They prune and are applied to rows, so the result is exact.
+        query_type: ``snapshot``, ``read_optimized`` or ``incremental``.
+        as_of: time travel to an instant (``yyyyMMddHHmmssSSS``), inclusive.
+        start: incremental range start (exclusive).
+        end: incremental range end (inclusive).
+        limit: at most this many rows.
+    """
+
+    columns: tuple[str, ...] | None = None
+    filters: tuple[FilterTuple, ...] = ()
+    query_type: str = "snapshot"
+    as_of: str | None = None
+    start: str | None = None
+    end: str | None = None
+    limit: int | None = None
+
+    def __post_init__(self) -> None:
+        columns = self.columns
+        if columns is not None:
+            if isinstance(columns, str) or not all(isinstance(c, str) for c in columns):
+                raise InvalidQueryError(f"columns must be a list of column names, got {columns!r}")
+            object.__setattr__(self, "columns", tuple(columns))
+        filters: Any = self.filters if self.filters is not None else ()
+        if isinstance(filters, (tuple, list)) and len(filters) in (2, 3) and isinstance(filters[0], str):
+            filters = [filters]  # a single (column, op, value) tuple
+        if not isinstance(filters, (tuple, list)):
+            raise InvalidQueryError(f"filters must be a list of (column, op, value) tuples, got {filters!r}")
+        object.__setattr__(self, "filters", tuple(_normalise_filter(f) for f in filters))
+        qt = (self.query_type or "snapshot").strip().lower().replace("-", "_")
+        if qt not in QUERY_TYPES:
+            raise InvalidQueryError(f"unknown query_type {self.query_type!r}; expected one of {', '.join(QUERY_TYPES)}")
+        object.__setattr__(self, "query_type", qt)
+        limit = self.limit
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+            raise InvalidQueryError(f"limit must be a non-negative integer, got {limit!r}")
+        if qt != "incremental" and (self.start is not None or self.end is not None):
+            raise InvalidQueryError("start/end apply only to query_type='incremental'")
+        if qt == "incremental" and self.as_of is not None:
+            raise InvalidQueryError("as_of does not apply to incremental queries; use start/end")
+        for name in ("as_of", "start", "end"):
+            value = getattr(self, name)
+            if value is not None:
+                validate_instant(value, name)
+
+    @property
+    def read_optimized(self) -> bool:
+        return self.query_type == "read_optimized"
+
+    @property
+    def incremental(self) -> bool:
+        return self.query_type == "incremental"
+
+    def replace(self, **changes: Any) -> "ReadOptions":
+        return dataclasses.replace(self, **changes)
+
+    # -- wire form ------------------------------------------------------------------------
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (keys with default values left out; filters as lists)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value == f.default:
+                continue
+            if f.name == "columns":
+                value = list(value)
+            elif f.name == "filters":
+                value = [_filter_json(item) for item in value]
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> "ReadOptions":
+        """Options from their JSON form (other keys, such as a command's ``table``, are ignored)."""
+        known = cls.field_names()
+        return cls(**{k: doc[k] for k in known if doc.get(k) is not None})
+
+
+@dataclass(frozen=True)
+class ResolvedRead:
+    """A query's options with their instants resolved against one timeline.
+
+    Attributes:
+        options: the options with ``as_of`` (snapshot, read-optimized) or ``end`` (incremental)
+            written out, so that the same read later sees the same table state.
+        instant: the query instant (a requested time); ``None`` for a table without commits.
+        incremental_instants: requested times of the commits an incremental read returns.
+    """
+
+    options: ReadOptions
+    instant: str | None
+    incremental_instants: tuple[str, ...] = ()
+
+
+def resolve(options: ReadOptions, timeline: Timeline) -> ResolvedRead:
+    """Pin ``options`` to ``timeline`` (format doc 3.6 and 7.5 for the instant rules).
+
+    Raises:
+        InvalidInstantError: ``as_of`` lies before the table's first commit.
+    """
+    commits = timeline.commits
+    if options.incremental:
+        chosen = timeline.instants_in_range(options.start, options.end)
+        requested = tuple(i.requested_time for i in chosen)
+        pinned = options
+        if options.end is None and chosen:
+            pinned = options.replace(end=max(timeline.range_time(i) for i in chosen))
+        return ResolvedRead(pinned, max(requested) if requested else None, requested)
+    if options.as_of is not None:
+        if not commits or options.as_of < commits[0].requested_time:
+            first = commits[0].requested_time if commits else "none"
+            raise InvalidInstantError(f"as_of {options.as_of} is before the table's first commit ({first})")
+        return ResolvedRead(options, options.as_of)
+    if not commits:
+        return ResolvedRead(options, None)
+    latest = commits[-1].requested_time
+    return ResolvedRead(options.replace(as_of=latest), latest)
+
+
+def read_options(options: ReadOptions | None = None, /, **kwargs: Any) -> ReadOptions:
+    """``options`` updated with ``kwargs`` (the fields of :class:`ReadOptions`), or new options."""
+    if options is None:
+        return ReadOptions(**kwargs)
+    return options.replace(**kwargs) if kwargs else options
+
+
+__all__ = ["QUERY_TYPES", "ReadOptions", "ResolvedRead", "read_options", "resolve"]

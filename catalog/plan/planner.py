@@ -1,0 +1,166 @@
+"""The planner: a table state and read options -> a :class:`ScanPlan` (schema, context, splits).
+
+Steps, in order: resolve the options' instants (``catalog.plan.options``), bind filters to the
+schema, prune partitions (partition values, then partition statistics), build the file slices
+partition batch by partition batch (``catalog.fs_view``), prune slices (record index, then column
+statistics) and cut them into weighted splits (``catalog.plan.splits``). Everything after the
+binding is lazy: splits stream out while later partitions are still being listed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from catalog.errors import ColumnNotFoundError, UnsupportedTableError
+from catalog.plan.filters import BoundFilter, bind_filters, to_expression
+from catalog.plan.options import ReadOptions, ResolvedRead, resolve
+from catalog.plan.prune import PartitionValuePruner, index_pruners
+from catalog.plan.splits import FooterCache, SplitOptions, SplitPlanner
+from catalog.read.context import COMMIT_TIME_COLUMN, ReadContext
+from catalog.state import TableState
+from catalog.table.files import FileSlice, Split
+from catalog.timeline.instant_files import written_file_groups
+
+#: partitions whose slices are built together (bounds memory while planning streams)
+PARTITION_BATCH = 256
+
+
+@dataclass(frozen=True, eq=False)
+class ScanPlan:
+    """A planned read.
+
+    Attributes:
+        schema: the result schema.
+        context: what :func:`catalog.read.split_reader.read_split` needs for every split.
+        options: the options with their instants pinned (see :func:`resolve`).
+        splits: the splits, produced lazily as planning proceeds; iterate once.
+    """
+
+    schema: pa.Schema
+    context: ReadContext
+    options: ReadOptions
+    splits: Iterator[Split]
+
+
+def plan(
+    state: TableState,
+    options: ReadOptions,
+    split_options: SplitOptions | None = None,
+    footers: FooterCache | None = None,
+) -> ScanPlan:
+    """Plan ``options`` on ``state``. Everything that can be wrong with the query (unknown
+    column, bad filter value, instant before the first commit) fails here, before any data IO.
+
+    Raises:
+        InvalidQueryError: bad options, filters or columns (``ValueError``).
+        UnsupportedTableError: an incremental read of a table without meta fields.
+    """
+    if options.incremental and not state.config.populate_meta_fields:
+        # Java Hudi refuses these (no commit times to filter on); hudi-rs returns whole file groups.
+        raise UnsupportedTableError("incremental queries are not supported when meta fields are disabled")
+    resolved = resolve(options, state.timeline)
+    filters = bind_filters(list(options.filters), state.schema)
+    context = _context(state, resolved, filters)
+    splits = _splits(state, resolved, filters, split_options, footers) if resolved.instant is not None else iter(())
+    return ScanPlan(context.output_schema, context, resolved.options, splits)
+
+
+def output_schema(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:
+    """``schema`` projected on ``columns`` (all of it for ``None``)."""
+    if columns is None:
+        return schema
+    missing = [c for c in columns if schema.get_field_index(c) < 0]
+    if missing:
+        raise ColumnNotFoundError(f"column(s) not in the table schema: {', '.join(map(repr, missing))}")
+    return pa.schema([schema.field(c) for c in columns], metadata=schema.metadata)
+
+
+def _context(state: TableState, resolved: ResolvedRead, filters: list[BoundFilter]) -> ReadContext:
+    options = resolved.options
+    schema = state.schema
+    out = output_schema(schema, options.columns)
+    expr = to_expression(filters)
+    needed = [f.column for f in filters]
+    if options.incremental:
+        commit_time = pc.field(COMMIT_TIME_COLUMN)
+        if state.config.table_version >= 8:
+            cond = commit_time.isin(pa.array(resolved.incremental_instants, pa.string()))
+        else:
+            cond = pc.scalar(True)
+            if options.start is not None:
+                cond = cond & (commit_time > options.start)
+            if options.end is not None:
+                cond = cond & (commit_time <= options.end)
+        expr = cond if expr is None else expr & cond
+        needed.append(COMMIT_TIME_COLUMN)
+    names = list(out.names) + [c for c in dict.fromkeys(needed) if c not in out.names]
+    read_schema = pa.schema([schema.field(n) for n in names], metadata=schema.metadata)
+    return ReadContext(
+        storage=state.storage,
+        config=state.config,
+        commits=state.timeline.commit_set,
+        table_schema=schema,
+        read_schema=read_schema,
+        output_schema=out,
+        instant=resolved.instant,
+        read_optimized=options.read_optimized,
+        row_filter=expr,
+        filter_columns=tuple(dict.fromkeys(needed)),
+    )
+
+
+def _splits(
+    state: TableState,
+    resolved: ResolvedRead,
+    filters: list[BoundFilter],
+    split_options: SplitOptions | None,
+    footers: FooterCache | None,
+) -> Iterator[Split]:
+    slices = _slices(state, resolved, filters)
+    return SplitPlanner(state.storage, split_options, footers).plan(slices)
+
+
+def _slices(state: TableState, resolved: ResolvedRead, filters: list[BoundFilter]) -> Iterator[FileSlice]:
+    """File slices to read, pruned, streamed a batch of partitions at a time."""
+    options = resolved.options
+    instant = resolved.instant
+    latest = state.timeline.latest_commit
+    at_latest = latest is not None and instant is not None and instant >= latest.requested_time
+    partition_pruners, slice_pruners = index_pruners(state.metadata_table, at_latest, state.use_record_index)
+    partitions = state.listing.list_partitions()
+    if filters:
+        partitions = PartitionValuePruner(state.config, state.schema).prune(partitions, filters)
+        for pruner in partition_pruners:
+            partitions = pruner.prune(partitions, filters)
+    groups: set[tuple[str, str]] | None = None
+    if options.incremental:
+        groups = _incremental_groups(state, resolved.incremental_instants)
+        touched = {p for p, _ in groups}
+        partitions = [p for p in partitions if p in touched]
+    for i in range(0, len(partitions), PARTITION_BATCH):
+        chunk = partitions[i : i + PARTITION_BATCH]
+        slices: Sequence[FileSlice] = list(state.fs_view.latest_file_slices(chunk, instant, options.read_optimized))
+        if groups is not None:
+            slices = [fs for fs in slices if (fs.partition, fs.file_id) in groups]
+        if filters:
+            for slice_pruner in slice_pruners:
+                slices = slice_pruner.prune(slices, filters)
+        yield from slices
+
+
+def _incremental_groups(state: TableState, instants: Sequence[str]) -> set[tuple[str, str]]:
+    """(partition, file id) of every file group written by the incremental range's commits."""
+    timeline = state.timeline
+    groups: set[tuple[str, str]] = set()
+    for requested in instants:
+        inst = timeline.get(requested)
+        if inst is not None:
+            groups |= written_file_groups(timeline.commit_metadata(inst))
+    return groups
+
+
+__all__ = ["PARTITION_BATCH", "ScanPlan", "output_schema", "plan"]

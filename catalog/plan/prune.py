@@ -1,0 +1,359 @@
+"""Pruners: which partitions and file slices may hold rows matching a query's filters.
+
+Every pruner keeps anything it cannot prove empty (prune only on proof), and an index that cannot
+be read is skipped with a :class:`MetadataTableFallbackWarning`, never trusted half-way.
+
+* :class:`PartitionValuePruner`: partition values parsed from paths (plus filters on a
+  timestamp-keygen source column translated into path filters, when that is exact);
+* :class:`PartitionStatsPruner`: the MDT ``partition_stats`` ranges (6.7), latest commit only;
+* :class:`RecordIndexPruner`: the MDT ``record_index`` for ``=`` / ``in`` on a plain record key,
+  latest commit only, and only where the timeline proves keys unique (:func:`keys_are_unique`);
+* :class:`ColumnStatsPruner`: the MDT ``column_stats`` ranges per file (time-travel safe: stats
+  are per file name; a slice is dropped only if *every* one of its files is proven empty).
+
+The record index holds one location per key, so it is exact only when keys are unique
+table-wide. Hudi's upserts keep them unique; a plain ``INSERT`` into a table that already has
+rows does not (the ``v9_timebasedkeygen_*`` fixtures hold TXN-001 twice, in two partitions), and
+pruning by the index would then drop rows a full scan returns. ``use_record_index=None`` (the
+default) therefore uses it only when the timeline proves uniqueness; ``True`` forces it (Java's
+behaviour with ``hoodie.metadata.record.index.enable=true``), ``False`` never uses it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from datetime import datetime, timezone
+from typing import Any, Iterable, Protocol, Sequence
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import pyarrow as pa
+
+from catalog.errors import HudiError, MetadataTableFallbackWarning
+from catalog.listing.metadata_table import (
+    COLUMN_STATS,
+    NON_PARTITIONED_KEY,
+    PARTITION_STATS,
+    RECORD_INDEX,
+    KeySelection,
+    MetadataTable,
+    column_hash,
+    partition_hash,
+    stats_value,
+)
+from catalog.plan.filters import BoundFilter, filter_table, stats_may_match
+from catalog.table.config import TableConfig
+from catalog.table.files import FileSlice
+from catalog.table.partitions import PARTITION_PATH_COLUMN, PartitionScheme
+from catalog.timeline import Timeline
+
+
+class PartitionPruner(Protocol):
+    def prune(self, partitions: Sequence[str], filters: Sequence[BoundFilter]) -> list[str]:
+        """The partitions that may hold matching rows."""
+        ...
+
+
+class SlicePruner(Protocol):
+    def prune(self, slices: Sequence[FileSlice], filters: Sequence[BoundFilter]) -> list[FileSlice]:
+        """The file slices that may hold matching rows."""
+        ...
+
+
+# -- partition values -------------------------------------------------------------------------
+_EPOCH_UNITS = {"EPOCHMILLISECONDS": 1_000, "UNIX_TIMESTAMP": 1, "EPOCHMICROSECONDS": 1_000_000}
+_DATE_TOKENS = {"yyyy": "%Y", "MM": "%m", "dd": "%d", "HH": "%H", "mm": "%M", "ss": "%S"}
+_TOKEN_ORDER = list(_DATE_TOKENS)
+
+
+def _monotonic_strftime(java_format: str) -> str | None:
+    """A strftime pattern for a Java date format whose output sorts like time itself.
+
+    Only fixed-width numeric fields from years down, in order, separated by non-letter,
+    non-digit literals qualify (``yyyy/MM/dd/HH``, ``yyyy-MM-dd``); anything else returns None.
+    """
+    out, rank, i = [], -1, 0
+    while i < len(java_format):
+        token = next((t for t in _TOKEN_ORDER if java_format.startswith(t, i)), None)
+        if token is not None:
+            if _TOKEN_ORDER.index(token) != rank + 1:
+                return None
+            rank += 1
+            out.append(_DATE_TOKENS[token])
+            i += len(token)
+        elif java_format[i].isalnum() or java_format[i] in "'%":
+            return None
+        else:
+            out.append(java_format[i])
+            i += 1
+    return "".join(out) if rank >= 0 else None
+
+
+class TimestampPathFilters:
+    """Turns filters on a timestamp-keygen source column into ``_hoodie_partition_path`` filters.
+
+    Only when that is safe: an epoch-number source type (the value maps to one instant), an output
+    format that sorts like time, and a known output time zone. Otherwise nothing is translated.
+    """
+
+    def __init__(self, config: TableConfig, schema: pa.Schema):
+        opts = config.timestamp_keygen_options()
+        self.field: str | None = None
+        fields = config.partition_fields
+        unit = _EPOCH_UNITS.get((opts.get("timestamp.type") or "").upper())
+        pattern = _monotonic_strftime(opts.get("output.dateformat") or "")
+        zone_name = opts.get("output.timezone") or opts.get("timezone") or "UTC"
+        if not config.is_timestamp_keygen or len(fields) != 1 or unit is None or pattern is None:
+            return
+        if schema.get_field_index(fields[0]) < 0:
+            return
+        dtype = schema.field(fields[0]).type
+        if not (pa.types.is_integer(dtype) or pa.types.is_string(dtype)):
+            return
+        # A string column (Spark may store the source that way) orders as text, not as numbers,
+        # so only equality tests translate for it.
+        self.ranges = pa.types.is_integer(dtype)
+        try:
+            self.zone = ZoneInfo(zone_name)
+        except (ZoneInfoNotFoundError, ValueError):
+            return
+        self.field, self.unit, self.pattern = fields[0], unit, pattern
+
+    def _path(self, value: int | str) -> str | None:
+        try:
+            seconds = int(value) // self.unit
+        except ValueError:
+            return None  # not an epoch number: that value cannot be in any partition's rows
+        moment = datetime.fromtimestamp(seconds, tz=timezone.utc).astimezone(self.zone)
+        return moment.strftime(self.pattern)
+
+    def translate(self, filters: Sequence[BoundFilter]) -> list[BoundFilter]:
+        out: list[BoundFilter] = []
+        if self.field is None:
+            return out
+        string = pa.string()
+        for f in filters:
+            if f.column != self.field:
+                continue
+            if f.op == "in":
+                paths = sorted({p for p in map(self._path, f.value.to_pylist()) if p is not None})
+                if paths:
+                    out.append(BoundFilter(PARTITION_PATH_COLUMN, "in", pa.array(paths, string), string))
+                continue
+            # A path is the floor of its rows' times, so strict bounds become inclusive.
+            op = {"=": "=", ">": ">=", ">=": ">=", "<": "<=", "<=": "<="}.get(f.op)
+            if op is None or (op != "=" and not self.ranges):
+                continue
+            path = self._path(f.value.as_py())
+            if path is not None:
+                out.append(BoundFilter(PARTITION_PATH_COLUMN, op, pa.scalar(path, string), string))
+        return out
+
+
+
+
+class PartitionValuePruner:
+    """Prunes on the values a partition path spells (and ``_hoodie_partition_path`` itself)."""
+
+    def __init__(self, config: TableConfig, schema: pa.Schema):
+        self.scheme = PartitionScheme(config, schema)
+        self.timestamp_filters = TimestampPathFilters(config, schema)
+
+    def prune(self, partitions: Sequence[str], filters: Sequence[BoundFilter]) -> list[str]:
+        if not filters or not partitions:
+            return list(partitions)
+        table = self.scheme.values_table(partitions)
+        kept = filter_table(table, list(filters) + self.timestamp_filters.translate(filters))
+        return kept.column(PARTITION_PATH_COLUMN).to_pylist() if kept.num_rows != table.num_rows else list(partitions)
+
+
+# -- metadata-table indexes -------------------------------------------------------------------
+
+
+def _read_or_warn(mdt: MetadataTable, partition: str, prefixes: Iterable[str]) -> dict[str, dict[str, Any]] | None:
+    try:
+        return mdt.read(partition, KeySelection(prefixes=tuple(sorted(set(prefixes)))))
+    except (HudiError, OSError) as err:
+        warnings.warn(MetadataTableFallbackWarning(f"{partition} index not used: {err}"), stacklevel=4)
+        return None
+
+
+def _stats_partition(name: str) -> str:
+    return "" if name == NON_PARTITIONED_KEY else name
+
+
+class PartitionStatsPruner:
+    """Prunes partitions on the MDT ``partition_stats`` ranges; they describe the latest state."""
+
+    def __init__(self, mdt: MetadataTable):
+        self.mdt = mdt
+
+    def prune(self, partitions: Sequence[str], filters: Sequence[BoundFilter]) -> list[str]:
+        columns = {f.column for f in filters}
+        if not columns:
+            return list(partitions)
+        prefixes = [column_hash(c) + partition_hash(p) for c in columns for p in partitions]
+        stats = _read_or_warn(self.mdt, PARTITION_STATS, prefixes)
+        if stats is None:
+            return list(partitions)
+        by_partition: dict[str, list[dict[str, Any]]] = {}
+        for rec in stats.values():
+            info = rec.get("ColumnStatsMetadata")
+            if info is not None and not info.get("isDeleted"):
+                by_partition.setdefault(_stats_partition(info["fileName"]), []).append(info)
+        return [p for p in partitions if _may_match(by_partition.get(p, ()), filters)]
+
+
+class ColumnStatsPruner:
+    """Prunes slices on per-file MDT ``column_stats`` ranges (valid at any instant)."""
+
+    def __init__(self, mdt: MetadataTable):
+        self.mdt = mdt
+
+    def prune(self, slices: Sequence[FileSlice], filters: Sequence[BoundFilter]) -> list[FileSlice]:
+        columns = {f.column for f in filters}
+        if not slices or not columns:
+            return list(slices)
+        prefixes = [column_hash(c) + partition_hash(p) for c in columns for p in {fs.partition for fs in slices}]
+        stats = _read_or_warn(self.mdt, COLUMN_STATS, prefixes)
+        if stats is None:
+            return list(slices)
+        by_file: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for key, rec in stats.items():
+            info = rec.get("ColumnStatsMetadata")
+            if info is not None and not info.get("isDeleted"):
+                by_file.setdefault((key[12:24], info["fileName"]), []).append(info)
+        kept = []
+        for fs in slices:
+            names = ([fs.base_file.name] if fs.base_file else []) + [lf.name for lf in fs.log_files]
+            part = partition_hash(fs.partition)
+            # keep the slice unless every file has stats for a filter column and none may match
+            if any(_may_match(by_file.get((part, n)), filters) for n in names):
+                kept.append(fs)
+        return kept
+
+
+class RecordIndexPruner:
+    """Keeps the file groups the MDT ``record_index`` locates for the query's record keys."""
+
+    def __init__(self, mdt: MetadataTable, use_record_index: bool | None = None):
+        self.mdt = mdt
+        self._use = use_record_index
+
+    @property
+    def enabled(self) -> bool:
+        if self._use is None:
+            self._use = keys_are_unique(self.mdt.data_timeline)
+        return self._use
+
+    def prune(self, slices: Sequence[FileSlice], filters: Sequence[BoundFilter]) -> list[FileSlice]:
+        keys = record_key_values(self.mdt.data_config, filters)
+        if keys is None or not slices or not self.enabled:
+            return list(slices)
+        try:
+            located = self.mdt.record_locations(sorted(keys))
+        except (HudiError, OSError) as err:
+            warnings.warn(MetadataTableFallbackWarning(f"record index not used: {err}"), stacklevel=3)
+            return list(slices)
+        if located is None:
+            return list(slices)
+        groups = set(located.values())
+        return [fs for fs in slices if (fs.partition, fs.file_id) in groups]
+
+
+def record_key_values(config: TableConfig, filters: Sequence[BoundFilter]) -> set[str] | None:
+    """Record keys pinned by an ``=`` / ``in`` filter on the (single, string) record key."""
+    fields = config.record_key_fields
+    # complex/custom key generators may encode even one field as "field:value"; only plain keys
+    if len(fields) != 1 or any(k in config.key_generator.upper() for k in ("COMPLEX", "CUSTOM")):
+        return None
+    out: set[str] | None = None
+    for f in filters:
+        if f.column != fields[0] or not (pa.types.is_string(f.type) or pa.types.is_large_string(f.type)):
+            continue
+        if f.op == "=":
+            values = {f.value.as_py()}
+        elif f.op == "in":
+            values = set(f.value.to_pylist())
+        else:
+            continue
+        values.discard(None)
+        out = values if out is None else out & values
+    return out
+
+
+def _may_match(infos: Iterable[dict[str, Any]] | None, filters: Sequence[BoundFilter]) -> bool:
+    """Can data described by these column-stats entries hold rows matching ``filters``?
+
+    Missing entries, or values that do not convert to the column type, never prune.
+    """
+    if infos is None:
+        return True
+    by_column = {info["columnName"]: info for info in infos}
+    for f in filters:
+        info = by_column.get(f.column)
+        if info is None:
+            continue
+        values, nulls = info.get("valueCount"), info.get("nullCount")
+        if info.get("minValue") is None and info.get("maxValue") is None and not (values and nulls == values):
+            continue  # no range and not provably all-null (e.g. log-file entries of type NULL)
+        try:
+            lo = stats_value(info.get("minValue"), info.get("valueType"), f.type)
+            hi = stats_value(info.get("maxValue"), info.get("valueType"), f.type)
+            if not stats_may_match([f], f.column, lo, hi, nulls, values):
+                return False
+        except (ValueError, TypeError, ArithmeticError, pa.ArrowException):
+            continue
+    return True
+
+
+#: write operations after which every record key is still held once (format doc 2.4)
+_KEY_PRESERVING_OPERATIONS = frozenset(
+    {"UPSERT", "UPSERT_PREPPED", "DELETE", "DELETE_PREPPED", "DELETE_PARTITION", "COMPACT", "LOG_COMPACT",
+     "CLUSTER", "INSERT_OVERWRITE", "INSERT_OVERWRITE_TABLE", "INDEX", "ALTER_SCHEMA"}
+)
+
+
+def keys_are_unique(timeline: Timeline) -> bool:
+    """Whether the timeline proves record keys unique table-wide (so the record index is exact).
+
+    The first write may be any insert; every later write must be key-preserving. Reads one
+    commit metadata per write instant, so it is evaluated lazily, only for key filters.
+    """
+    for inst in timeline.commits[1:]:
+        operation = str(timeline.commit_metadata(inst).get("operationType") or "").upper()
+        if operation not in _KEY_PRESERVING_OPERATIONS:
+            return False
+    return True
+
+
+
+def index_pruners(
+    mdt: MetadataTable | None, at_latest: bool, use_record_index: bool | None
+) -> tuple[list[PartitionPruner], list[SlicePruner]]:
+    """The MDT index pruners usable for a query; ``at_latest``: it reads the latest commit."""
+    if mdt is None:
+        return [], []
+    usable = mdt.data_config.usable_metadata_partitions
+    partitions: list[PartitionPruner] = []
+    slices: list[SlicePruner] = []
+    if at_latest and PARTITION_STATS in usable:
+        partitions.append(PartitionStatsPruner(mdt))
+    if at_latest and RECORD_INDEX in usable:
+        slices.append(RecordIndexPruner(mdt, use_record_index))
+    if COLUMN_STATS in usable:
+        slices.append(ColumnStatsPruner(mdt))
+    return partitions, slices
+
+
+__all__ = [
+    "ColumnStatsPruner",
+    "PartitionPruner",
+    "PartitionStatsPruner",
+    "PartitionValuePruner",
+    "RecordIndexPruner",
+    "SlicePruner",
+    "TimestampPathFilters",
+    "index_pruners",
+    "keys_are_unique",
+    "record_key_values",
+]

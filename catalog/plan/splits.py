@@ -1,0 +1,253 @@
+"""Weighted split planning: pruned file slices -> units of parallel work (Flight endpoints).
+
+Modelled on Trino's Hudi split manager (and RFC-40's background split loader):
+
+* a file slice with log files is one split (the MOR merge needs the whole slice), weighted by the
+  slice's total size;
+* a base file without logs is cut into byte ranges of ``target_split_bytes`` (optionally smaller
+  for the first ``initial_split_count`` splits of a query). A range owns the Parquet row groups
+  whose first byte lies inside it, so the ranges tile the file and every row group (hence every
+  row) belongs to exactly one split; ranges that own no row group are dropped;
+* weight = clamp(split bytes / ``standard_split_bytes``, ``min_weight``, 1), Trino's
+  size-based split weight, so tiny files get small weights.
+
+Planning streams: :meth:`SplitPlanner.plan` consumes the (lazily listed) slices in a background
+thread and reads Parquet footers on a thread pool; splits are yielded as soon as they are ready,
+before later partitions are even listed. Footers are cached per (path, size): Hudi base files
+are immutable, so a warm planner does no footer IO.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+import pyarrow.parquet as pq
+
+from catalog.table.files import FileSlice, Split
+from catalog.storage import Storage
+
+MiB = 1024 * 1024
+DEFAULT_TARGET_SPLIT_BYTES = 128 * MiB
+# Log-only slices carry no footer; estimate their rows from bytes (Avro records of a few
+# hundred bytes are typical for Hudi log blocks). Only used for the endpoint's estimate.
+_LOG_BYTES_PER_ROW_GUESS = 200
+
+
+@dataclass(frozen=True)
+class SplitOptions:
+    """Knobs of the split planner (defaults follow Trino's Hudi connector)."""
+
+    target_split_bytes: int = DEFAULT_TARGET_SPLIT_BYTES
+    initial_split_bytes: int | None = None  # None: same as target_split_bytes
+    initial_split_count: int = 0
+    standard_split_bytes: int = DEFAULT_TARGET_SPLIT_BYTES  # the size that has weight 1
+    min_weight: float = 0.05
+    max_workers: int = 4
+
+    def __post_init__(self) -> None:
+        if self.target_split_bytes <= 0 or self.standard_split_bytes <= 0:
+            raise ValueError("split sizes must be positive")
+        if self.initial_split_bytes is not None and self.initial_split_bytes <= 0:
+            raise ValueError("initial_split_bytes must be positive")
+        if not 0 < self.min_weight <= 1:
+            raise ValueError("min_weight must be in (0, 1]")
+        if self.max_workers < 1:
+            raise ValueError("max_workers must be >= 1")
+
+
+def split_weight(nbytes: int, options: SplitOptions) -> float:
+    """Trino's size-based weight: clamp(bytes / standard, min_weight, 1)."""
+    return min(1.0, max(options.min_weight, nbytes / options.standard_split_bytes))
+
+
+def row_group_starts(metadata: pq.FileMetaData) -> list[int]:
+    """File offset of each row group's first byte (its first column chunk's first page)."""
+    starts = []
+    for i in range(metadata.num_row_groups):
+        col = metadata.row_group(i).column(0)
+        offset = col.data_page_offset
+        if col.has_dictionary_page and col.dictionary_page_offset:
+            offset = min(offset, col.dictionary_page_offset)
+        starts.append(offset)
+    return starts
+
+
+def row_group_bytes(metadata: pq.FileMetaData, index: int) -> int:
+    rg = metadata.row_group(index)
+    return sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
+
+
+def aligned_row_groups(metadata: pq.FileMetaData, start: int, length: int) -> list[int]:
+    """Row groups whose first byte lies in ``[start, start + length)``."""
+    end = start + length
+    return [i for i, s in enumerate(row_group_starts(metadata)) if start <= s < end]
+
+
+class FooterCache:
+    """A bounded LRU of Parquet footers keyed by (full path, size); thread safe."""
+
+    def __init__(self, max_entries: int = 4096):
+        self.max_entries = max_entries
+        self._entries: OrderedDict[tuple[str, int], pq.FileMetaData] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, storage: Storage, rel_path: str, size: int) -> pq.FileMetaData:
+        key = (storage.fs.unstrip_protocol(storage.full_path(rel_path)), size)
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None:
+                self._entries.move_to_end(key)
+                return hit
+        with storage.open(rel_path) as fh:
+            metadata = pq.read_metadata(fh)
+        with self._lock:
+            self._entries[key] = metadata
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+        return metadata
+
+
+_DEFAULT_FOOTER_CACHE = FooterCache()
+_DONE = object()
+
+
+@dataclass
+class _InitialBudget:
+    """How many of the query's first splits still use ``initial_split_bytes``."""
+
+    remaining: int
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def take(self, wanted: int) -> int:
+        with self.lock:
+            got = min(self.remaining, wanted)
+            self.remaining -= got
+            return got
+
+
+class SplitPlanner:
+    """Turns file slices of one table into weighted splits.
+
+    Args:
+        storage: the table's storage (footers are read through it).
+        options: split sizes and weights.
+        footer_cache: shared footer cache; the process-wide one by default.
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        options: SplitOptions | None = None,
+        footer_cache: FooterCache | None = None,
+    ):
+        self.storage = storage
+        self.options = options or SplitOptions()
+        self.footers = footer_cache or _DEFAULT_FOOTER_CACHE
+
+    def _split(self, fs: FileSlice, nbytes: int, rows: int, **kw) -> Split:
+        return Split(fs, nbytes, rows, split_weight(nbytes, self.options), **kw)
+
+    def split_slice(self, fs: FileSlice, budget: _InitialBudget | None = None) -> list[Split]:
+        """The splits of one file slice."""
+        base = fs.base_file
+        if base is None:  # log-only slice (MOR insert into a new file group)
+            size = fs.total_size
+            return [self._split(fs, size, max(1, size // _LOG_BYTES_PER_ROW_GUESS))]
+        if base.extension != "parquet":
+            # Other formats are refused by the reader; plan them as one unit so it says so.
+            return [self._split(fs, fs.total_size, 0)]
+        metadata = self.footers.get(self.storage, fs.base_file_path, base.size)
+        if fs.has_logs:
+            rows = metadata.num_rows
+            if base.size:
+                log_bytes = fs.total_size - base.size
+                rows += round(log_bytes * metadata.num_rows / base.size)
+            return [self._split(fs, fs.total_size, rows)]
+        return self._byte_ranges(fs, metadata, budget)
+
+    def _byte_ranges(self, fs: FileSlice, metadata: pq.FileMetaData, budget: _InitialBudget | None) -> list[Split]:
+        size = fs.base_file.size
+        if not size:  # size unknown to the listing: do not cut
+            return [self._split(fs, metadata.serialized_size, metadata.num_rows)]
+        target = self.options.target_split_bytes
+        small = self.options.initial_split_bytes
+        n_small = 0
+        if budget is not None and small and small < target:
+            n_small = budget.take(-(-size // small))
+        # Clamped so that a writer's odd offsets can never leave a row group without an owner.
+        starts = [min(max(s, 0), size - 1) for s in row_group_starts(metadata)]
+        out: list[Split] = []
+        pos = 0
+        while pos < size:
+            length = min(small if n_small > 0 else target, size - pos)
+            n_small -= 1
+            groups = tuple(i for i, s in enumerate(starts) if pos <= s < pos + length)
+            if pos == 0 and length >= size:
+                groups_arg = None  # the whole file: no restriction needed
+            else:
+                groups_arg = groups
+            if groups:
+                nbytes = sum(row_group_bytes(metadata, i) for i in groups)
+                rows = sum(metadata.row_group(i).num_rows for i in groups)
+                out.append(self._split(fs, nbytes, rows, start=pos, length=length if groups_arg else None,
+                                       row_groups=groups_arg))
+            pos += length
+        if not out:  # a footer-only file (no row groups): still one split, it yields nothing
+            out.append(self._split(fs, size, 0))
+        return out
+
+    def plan(self, slices: Iterable[FileSlice]) -> Iterator[Split]:
+        """Split ``slices`` in the background; yield splits as they become ready.
+
+        The slices iterable is consumed on a background thread (so partition listing overlaps
+        with footer reads and with the consumer). Errors are re-raised to the consumer; closing
+        the iterator early stops the background work.
+        """
+        results: queue.Queue = queue.Queue()
+        cancelled = threading.Event()
+        opts = self.options
+        budget = _InitialBudget(opts.initial_split_count) if opts.initial_split_count else None
+
+        def deliver(fut: Future) -> None:
+            err = fut.exception()
+            results.put(err if err is not None else fut.result())
+
+        def produce() -> None:
+            try:
+                with ThreadPoolExecutor(opts.max_workers, thread_name_prefix="hudi-splits") as pool:
+                    for fs in slices:
+                        if cancelled.is_set():
+                            break
+                        pool.submit(self.split_slice, fs, budget).add_done_callback(deliver)
+            except BaseException as err:  # listing failed: hand the error to the consumer
+                results.put(err)
+            results.put(_DONE)
+
+        worker = threading.Thread(target=produce, name="hudi-split-loader", daemon=True)
+        worker.start()
+        try:
+            while True:
+                item = results.get()
+                if item is _DONE:
+                    break
+                if isinstance(item, BaseException):
+                    raise item
+                yield from item
+        finally:
+            cancelled.set()
+
+
+__all__ = [
+    "DEFAULT_TARGET_SPLIT_BYTES",
+    "FooterCache",
+    "SplitOptions",
+    "SplitPlanner",
+    "aligned_row_groups",
+    "row_group_starts",
+    "split_weight",
+]

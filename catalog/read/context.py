@@ -1,0 +1,64 @@
+"""What a split reader needs to know about its query, as one frozen, picklable value.
+
+The planner (``catalog.plan.planner``) builds a :class:`ReadContext` once per query; readers of
+splits (``catalog.read.split_reader``) get nothing else, so the library, a Flight ``do_get`` and
+any other process that receives a context plus a split run exactly the same code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from catalog.storage import Storage
+from catalog.table.config import TableConfig
+from catalog.table.partitions import PartitionScheme
+from catalog.timeline import CommitSet
+
+COMMIT_TIME_COLUMN = "_hoodie_commit_time"
+
+
+@dataclass(frozen=True, eq=False)
+class ReadContext:
+    """The table facts and the query of one planned read.
+
+    Attributes:
+        storage: the table's storage (pickles by URL and options).
+        config: the table's ``hoodie.properties``.
+        commits: which instants are committed (decides which log blocks count).
+        table_schema: the full table schema.
+        read_schema: the columns read: output columns plus those the row filter needs.
+        output_schema: the columns returned.
+        instant: the query instant (log blocks after it are ignored); ``None``: no commits.
+        read_optimized: read base files only, ignoring log files.
+        row_filter: the exact row filter (query filters, plus the incremental commit-time
+            filter); ``None`` when every row counts.
+        filter_columns: the columns ``row_filter`` reads.
+    """
+
+    storage: Storage
+    config: TableConfig
+    commits: CommitSet
+    table_schema: pa.Schema
+    read_schema: pa.Schema
+    output_schema: pa.Schema
+    instant: str | None
+    read_optimized: bool = False
+    row_filter: pc.Expression | None = None
+    filter_columns: tuple[str, ...] = ()
+
+    @cached_property
+    def partition_scheme(self) -> PartitionScheme:
+        return PartitionScheme(self.config, self.table_schema)
+
+    def partition_constants(self, partition: str) -> dict[str, pa.Scalar] | None:
+        """Typed partition values for tables whose data files leave partition columns out."""
+        if not self.config.drop_partition_columns:
+            return None
+        return self.partition_scheme.typed_values(partition)
+
+
+__all__ = ["COMMIT_TIME_COLUMN", "ReadContext"]

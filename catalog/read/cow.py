@@ -1,0 +1,41 @@
+"""Reading a base file for a query: the copy-on-write path, and the base side of a MOR merge."""
+
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from catalog.format.parquet import read_parquet
+from catalog.read.context import ReadContext
+from catalog.table.files import FileSlice
+
+
+def read_base(
+    ctx: ReadContext,
+    fs: FileSlice,
+    schema: pa.Schema,
+    row_groups: Sequence[int] | None = None,
+    filter: pc.Expression | None = None,
+    filter_columns: Sequence[str] = (),
+) -> Iterator[pa.RecordBatch]:
+    """Batches of the slice's base file in ``schema`` (nothing for a log-only slice)."""
+    if fs.base_file is None or fs.base_file_path is None:
+        return iter(())
+    return read_parquet(
+        ctx.storage,
+        # A fresh pyarrow wrapper per file: a PyFileSystem that outlives the read can abort the
+        # interpreter when it is finalised at exit.
+        ctx.storage.arrow_filesystem(),
+        fs.base_file_path,
+        schema,
+        size=fs.base_file.size,
+        row_groups=row_groups,
+        filter=filter,
+        filter_columns=filter_columns,
+        constants=ctx.partition_constants(fs.partition),
+    )
+
+
+__all__ = ["read_base"]

@@ -1,0 +1,346 @@
+"""Vectorised merge-on-read merge of one file slice (format doc sections 7.1-7.3).
+
+Algorithm (Java's file-group reader semantics, restated with Arrow compute):
+
+1. The valid log blocks (:mod:`catalog.read.log_scan`) are decoded oldest first into Arrow tables
+   conformed to the *merge schema* (the columns the query needs plus record key, ordering and
+   delete-marker columns, cast by name to the table schema: missing columns are null, promoted
+   types are cast). Each row gets an apply sequence number and delete flags; delete-block keys
+   become rows with null payload.
+2. The log rows are reduced to one winner per record key (:func:`reduce_winners`):
+   COMMIT_TIME ordering keeps the last write; EVENT_TIME keeps the greatest ordering value, ties
+   to the later write. A delete without an ordering value (Hudi's default ``0``) is a
+   *commit-time delete*: it beats every older version of its key regardless of ordering, and
+   any later write beats it.
+3. Base batches stream through: a base row whose key has a log winner is replaced by it (or
+   dropped, if the winner is a delete), except that under EVENT_TIME ordering a base row with a
+   strictly greater ordering value than a non-commit-time winner keeps its place.
+4. Log winners never matched by a base row are inserts (deletes among them vanish).
+
+Memory bound: one base batch at a time (``BATCH_SIZE`` rows) plus the winner table, i.e. the
+latest version of every key that appears in the slice's valid log blocks, restricted to the
+merge-schema columns. Log blocks are decoded one at a time and folded into the winners whenever
+the pending rows outgrow the winner table (the reduction is associative), so a slice whose logs
+hold many versions of the same keys never holds them all at once. Block contents are fetched
+only for blocks that survive the scan (rolled-back and future blocks are never read).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from catalog.format.avro import OPERATION_COLUMN
+from catalog.format.parquet import cast_array
+from catalog.errors import UnsupportedTableError
+from catalog.table.files import FileSlice
+from catalog.format.log_block import DeleteRecords, decode_data_block, decode_delete_block
+from catalog.format.log_file import BlockType, LogBlock
+from catalog.read.context import ReadContext
+from catalog.read.cow import read_base
+from catalog.read.log_scan import valid_blocks
+from catalog.storage import Storage
+
+RECORD_KEY = "_hoodie_record_key"
+IS_DELETED = "_hoodie_is_deleted"
+EVENT_TIME = "EVENT_TIME_ORDERING"
+COMMIT_TIME = "COMMIT_TIME_ORDERING"
+
+_KEY = "__hf_key"
+_SEQ = "__hf_seq"
+_DEL = "__hf_delete"
+_CTDEL = "__hf_commit_time_delete"
+_INTERNAL = (_KEY, _SEQ, _DEL, _CTDEL)
+_NULL_KEY, _EMPTY_KEY = "__null__", "__empty__"
+#: Fold pending log rows into the winners once there are this many (and more than winners).
+_REDUCE_AT = 1 << 20
+
+
+class MergeSpec:
+    """What the merge of one table needs to know: key, ordering, delete marker, merge mode."""
+
+    def __init__(self, key_fields: Sequence[str], ordering: Sequence[str], mode: str, schema: pa.Schema):
+        self.key_fields = list(key_fields)
+        self.ordering = [f for f in ordering if schema.get_field_index(f) >= 0]
+        if mode not in (EVENT_TIME, COMMIT_TIME):
+            if mode == "CUSTOM":
+                raise UnsupportedTableError("custom record merge mode / payload is not supported for MOR reads")
+            mode = COMMIT_TIME  # payload-based v6 tables resolve to one of the two (config.py)
+        self.event_time = mode == EVENT_TIME and bool(self.ordering)
+        self.schema = schema  # merge schema: table types, all columns the merge and the query need
+
+    @classmethod
+    def for_context(cls, ctx: ReadContext) -> "MergeSpec":
+        full = ctx.table_schema
+        config = ctx.config
+        key_fields = [RECORD_KEY] if config.populate_meta_fields else list(config.record_key_fields)
+        names = list(ctx.read_schema.names)
+        extra = key_fields + list(config.ordering_fields)
+        names += [n for n in extra if n not in names and full.get_field_index(n) >= 0]
+        missing = [k for k in key_fields if full.get_field_index(k) < 0]
+        if missing:
+            raise UnsupportedTableError(f"record key field(s) {missing} not in the table schema; cannot merge logs")
+        schema = pa.schema([full.field(n) for n in names], metadata=full.metadata)
+        return cls(key_fields, config.ordering_fields, config.merge_mode, schema)
+
+    # -- keys ---------------------------------------------------------------------------
+    def keys(self, data: pa.Table | pa.RecordBatch) -> pa.Array:
+        """Record keys as Hudi spells them: the meta column, or the key rebuilt from key fields
+        (one field: its value; several: ``f1:v1,f2:v2``; null/empty values as Hudi marks them)."""
+        if self.key_fields == [RECORD_KEY]:
+            col = data.column(RECORD_KEY)
+            return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        parts = []
+        for name in self.key_fields:
+            col = data.column(name)
+            col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+            text = pc.cast(col, pa.string())
+            text = pc.if_else(pc.equal(text, ""), _EMPTY_KEY, text).fill_null(_NULL_KEY)
+            parts.append(text if len(self.key_fields) == 1 else pc.binary_join_element_wise(f"{name}:", text, ""))
+        if len(parts) == 1:
+            return parts[0]
+        return pc.binary_join_element_wise(*parts, ",")
+
+
+def conform_table(data: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``data`` with exactly ``schema``'s columns, matched by name and cast (absent -> null)."""
+    arrays = []
+    for field in schema:
+        idx = data.schema.get_field_index(field.name)
+        if idx >= 0:
+            arrays.append(cast_array(data.column(idx), field.type))
+        else:
+            arrays.append(pa.nulls(data.num_rows, field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _with_flags(data: pa.Table, keys: pa.Array, seq_start: int, delete: pa.Array, ctdel: pa.Array) -> pa.Table:
+    n = data.num_rows
+    return (
+        data.append_column(_KEY, keys)
+        .append_column(_SEQ, pa.array(np.arange(seq_start, seq_start + n, dtype=np.int64)))
+        .append_column(_DEL, delete)
+        .append_column(_CTDEL, ctdel)
+    )
+
+
+def data_rows(spec: MergeSpec, records: pa.Table, seq: int) -> pa.Table:
+    """Log data records (any schema) as merge rows numbered from ``seq``; records flagged by
+    ``_hoodie_is_deleted`` or operation ``D`` become deletes carrying their ordering value."""
+    # Markers are read from the records as written: the table schema may not declare them.
+    delete = pa.array(np.zeros(records.num_rows, dtype=bool))
+    if IS_DELETED in records.column_names:
+        flag = cast_array(records.column(IS_DELETED), pa.bool_()).combine_chunks()
+        delete = pc.or_(delete, pc.fill_null(flag, False))
+    if OPERATION_COLUMN in records.column_names:
+        op = records.column(OPERATION_COLUMN).combine_chunks()
+        delete = pc.or_(delete, pc.fill_null(pc.equal(op, "D"), False))
+    data = conform_table(records, spec.schema)
+    ctdel = pa.array(np.zeros(data.num_rows, dtype=bool))
+    return _with_flags(data, spec.keys(data), seq, delete, ctdel)
+
+
+def _is_default_ordering(value: object) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0)
+
+
+def delete_rows(spec: MergeSpec, deletes: DeleteRecords, seq: int) -> pa.Table:
+    """Delete-block keys as merge rows (null payload) numbered from ``seq``."""
+    n = len(deletes)
+    columns = {f.name: pa.nulls(n, f.type) for f in spec.schema}
+    default = [_is_default_ordering(v) for v in deletes.ordering_values]
+    if spec.ordering and not all(default):
+        first = spec.schema.field(spec.ordering[0])
+        values = [None if d else v for v, d in zip(deletes.ordering_values, default)]
+        try:
+            columns[first.name] = cast_array(pa.array(values), first.type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError):
+            columns[first.name] = pa.nulls(n, first.type)  # incomparable ordering: as if none
+    data = pa.Table.from_pydict(columns, schema=spec.schema)
+    return _with_flags(data, deletes.record_keys, seq, pa.array(np.ones(n, dtype=bool)), pa.array(default, pa.bool_()))
+
+
+def _last_per_key(rows: pa.Table, columns: list[str]) -> pa.Table:
+    """Sort ascending by ``columns`` (key first, nulls first) and keep the last row of each key."""
+    rows = rows.take(pc.sort_indices(rows, sort_keys=[(c, "ascending", "at_start") for c in columns]))
+    keys = rows.column(_KEY).combine_chunks()
+    n = len(keys)
+    if n <= 1:
+        return rows
+    last = pc.not_equal(keys.slice(0, n - 1), keys.slice(1))
+    mask = pa.concat_arrays([last, pa.array([True])])
+    return rows.filter(mask)
+
+
+def reduce_winners(spec: MergeSpec, rows: pa.Table) -> pa.Table:
+    """One row per key: the version that wins among ``rows`` (section 7.2 step 1, 7.3)."""
+    rows = rows.filter(pc.is_valid(rows.column(_KEY)))
+    if rows.num_rows == 0:
+        return rows
+    if not spec.event_time:
+        return _last_per_key(rows, [_KEY, _SEQ])
+    ctdel = rows.column(_CTDEL)
+    if pc.any(ctdel).as_py():
+        # Rows older than a key's last commit-time delete are gone, whatever their ordering.
+        last_del = rows.select([_KEY, _SEQ]).filter(ctdel).group_by(_KEY).aggregate([(_SEQ, "max")])
+        pos = pc.index_in(rows.column(_KEY), value_set=last_del.column(_KEY).combine_chunks())
+        cut = last_del.column(f"{_SEQ}_max").combine_chunks().take(pos)
+        keep = pc.or_kleene(pc.is_null(cut), pc.greater_equal(rows.column(_SEQ), cut))
+        rows = rows.filter(keep)
+    # A surviving commit-time delete ranks below every later write of its key.
+    rows = rows.append_column("__hf_rank", pc.invert(rows.column(_CTDEL)))
+    return _last_per_key(rows, [_KEY, "__hf_rank", *spec.ordering, _SEQ]).drop_columns(["__hf_rank"])
+
+
+def _greater(spec: MergeSpec, base: pa.RecordBatch, winners: pa.Table) -> pa.Array:
+    """Row-wise: base ordering value(s) strictly greater than the winners' (lexicographic)."""
+    result = pa.array(np.zeros(base.num_rows, dtype=bool))
+    equal_so_far = pa.array(np.ones(base.num_rows, dtype=bool))
+    for name in spec.ordering:
+        b = base.column(name)
+        w = winners.column(name).combine_chunks()
+        gt = pc.fill_null(pc.greater(b, w), False)
+        result = pc.or_(result, pc.and_(equal_so_far, gt))
+        equal_so_far = pc.and_(equal_so_far, pc.fill_null(pc.equal(b, w), False))
+    return result
+
+
+def collect_winners(spec: MergeSpec, storage: Storage, blocks: Sequence[LogBlock]) -> pa.Table | None:
+    """Decode ``blocks`` in order and fold them into the winner table."""
+    winners: pa.Table | None = None
+    pending: list[pa.Table] = []
+    pending_rows = 0
+    seq = 0
+    for block in blocks:
+        content = block.load_content(storage)
+        if block.block_type is BlockType.DELETE:
+            rows = delete_rows(spec, decode_delete_block(block, content), seq)
+        else:
+            rows = data_rows(spec, decode_data_block(block, content), seq)
+        seq += rows.num_rows
+        pending.append(rows)
+        pending_rows += rows.num_rows
+        if pending_rows >= _REDUCE_AT and pending_rows > (winners.num_rows if winners is not None else 0):
+            winners = reduce_winners(spec, pa.concat_tables(([winners] if winners is not None else []) + pending))
+            pending, pending_rows = [], 0
+    if pending:
+        winners = reduce_winners(spec, pa.concat_tables(([winners] if winners is not None else []) + pending))
+    return winners
+
+
+def _payload(spec: MergeSpec, rows: pa.Table) -> Iterator[pa.RecordBatch]:
+    rows = rows.drop_columns([c for c in _INTERNAL if c in rows.column_names])
+    for batch in rows.combine_chunks().to_batches():
+        if batch.num_rows:
+            yield batch
+
+
+def merge_file_slice(
+    ctx: ReadContext, fs: FileSlice, row_groups: Sequence[int] | None = None
+) -> Iterator[pa.RecordBatch]:
+    """The merged rows of one MOR file slice for a query (columns: the merge schema).
+
+    ``row_groups`` restricts the base file; log-only inserts are then emitted by the split that
+    holds row group 0, and keys living in other row groups are not re-emitted.
+    """
+    spec = MergeSpec.for_context(ctx)
+    blocks = valid_blocks(ctx.storage, fs, ctx.commits, ctx.instant)
+    if not blocks:
+        yield from read_base(ctx, fs, spec.schema, row_groups)
+        return
+    winners = collect_winners(spec, ctx.storage, blocks)
+    if winners is None or winners.num_rows == 0:
+        yield from read_base(ctx, fs, spec.schema, row_groups)
+        return
+    constants = ctx.partition_constants(fs.partition)
+    if constants:
+        winners = _fill_constants(winners, constants)
+    base = read_base(ctx, fs, spec.schema, row_groups)
+    emit_inserts = row_groups is None or 0 in row_groups
+    extra_keys = (
+        _other_row_group_keys(ctx.storage, spec, fs, row_groups) if row_groups is not None and emit_inserts else None
+    )
+    yield from merge_batches(spec, base, winners, emit_inserts=emit_inserts, other_base_keys=extra_keys)
+
+
+def merge_batches(
+    spec: MergeSpec,
+    base: Iterable[pa.RecordBatch],
+    winners: pa.Table,
+    *,
+    emit_inserts: bool = True,
+    other_base_keys: pa.Array | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Stream ``base`` batches (merge schema) against the log ``winners`` (section 7.2 steps 2-4).
+
+    ``other_base_keys``: keys of base rows outside ``base`` (other splits), which are not inserts.
+    """
+    winner_keys = winners.column(_KEY).combine_chunks()
+    seen = np.zeros(winners.num_rows, dtype=bool)
+    for batch in base:
+        idx = pc.index_in(spec.keys(batch), value_set=winner_keys)
+        matched = pc.is_valid(idx)
+        if not pc.any(matched).as_py():
+            yield batch
+            continue
+        seen[idx.filter(matched).to_numpy()] = True
+        if spec.event_time:
+            taken = winners.select([*spec.ordering, _CTDEL]).take(pc.fill_null(idx, 0))
+            not_ctdel = pc.invert(taken.column(_CTDEL).combine_chunks())
+            base_wins = pc.and_(pc.and_(matched, not_ctdel), _greater(spec, batch, taken))
+        else:
+            base_wins = pa.array(np.zeros(batch.num_rows, dtype=bool))
+        kept = batch.filter(pc.or_(pc.invert(matched), base_wins))
+        if kept.num_rows:
+            yield kept
+        replaced = winners.take(idx.filter(pc.and_(matched, pc.invert(base_wins))))
+        yield from _payload(spec, replaced.filter(pc.invert(replaced.column(_DEL))))
+    if not emit_inserts:
+        return
+    if other_base_keys is not None:
+        idx = pc.index_in(other_base_keys, value_set=winner_keys)
+        seen[idx.filter(pc.is_valid(idx)).to_numpy()] = True
+    unmatched = winners.filter(pa.array(~seen))
+    yield from _payload(spec, unmatched.filter(pc.invert(unmatched.column(_DEL))))
+
+
+def _other_row_group_keys(
+    storage: Storage, spec: MergeSpec, fs: FileSlice, row_groups: Sequence[int]
+) -> pa.Array | None:
+    """Record keys of the base row groups outside this split (key columns only)."""
+    if fs.base_file_path is None:
+        return None
+    with storage.open(fs.base_file_path) as fh:
+        pf = pq.ParquetFile(fh)
+        others = [i for i in range(pf.num_row_groups) if i not in set(row_groups)]
+        if not others:
+            return None
+        key_schema = pa.schema([spec.schema.field(k) for k in spec.key_fields])
+        keys = conform_table(pf.read_row_groups(others, columns=spec.key_fields), key_schema)
+    return spec.keys(keys)
+
+
+def _fill_constants(rows: pa.Table, constants: dict[str, pa.Scalar]) -> pa.Table:
+    """Partition values for tables that drop partition columns from data files."""
+    for name, value in constants.items():
+        idx = rows.schema.get_field_index(name)
+        if idx >= 0:
+            field = rows.schema.field(idx)
+            rows = rows.set_column(idx, field, pa.repeat(pa.scalar(value.as_py(), field.type), rows.num_rows))
+    return rows
+
+
+__all__ = [
+    "MergeSpec",
+    "collect_winners",
+    "conform_table",
+    "data_rows",
+    "delete_rows",
+    "merge_batches",
+    "merge_file_slice",
+    "reduce_winners",
+]

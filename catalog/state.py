@@ -1,0 +1,107 @@
+"""The state of a table at one timeline: config, timeline, schema, file listing, file-system view.
+
+A :class:`TableState` is what planning reads. It is built from storage once and is immutable in
+meaning: everything derived from it (schema, listing, slices) describes the table as of its
+timeline, so it can be reused while the table has no newer instant.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from catalog.errors import CorruptTableError, UnsupportedTableError
+from catalog.format.avro import avro_to_arrow_schema, with_meta_columns, without_meta_columns
+from catalog.fs_view import FileListing, FileSystemView
+from catalog.listing.mdt_listing import MetadataTableListing, choose_listing
+from catalog.listing.metadata_table import MetadataTable
+from catalog.storage import Storage
+from catalog.table.config import TableConfig
+from catalog.table.files import BaseFile
+from catalog.timeline import Timeline
+
+AVRO_SCHEMA_KEY = b"parquet.avro.schema"
+
+
+class TableState:
+    """A table as of its timeline (copy-on-write or merge-on-read).
+
+    Args:
+        storage: the table's storage.
+        config: its ``hoodie.properties``.
+        timeline: its timeline.
+        use_metadata_table: plan from the metadata table where it is usable.
+        use_record_index: ``None``: use the record index where the timeline proves keys unique;
+            ``True``: always (where present); ``False``: never.
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        config: TableConfig,
+        timeline: Timeline,
+        use_metadata_table: bool = True,
+        use_record_index: bool | None = None,
+    ):
+        if config.base_file_format != "PARQUET":
+            raise UnsupportedTableError(f"unsupported base file format: {config.base_file_format.lower()}")
+        self.storage = storage
+        self.config = config
+        self.timeline = timeline
+        self.use_metadata_table = use_metadata_table
+        self.use_record_index = use_record_index
+
+    @classmethod
+    def load(
+        cls, storage: Storage, use_metadata_table: bool = True, use_record_index: bool | None = None
+    ) -> "TableState":
+        """Read the config and the timeline of the table at ``storage``."""
+        config = TableConfig.load(storage)
+        return cls(storage, config, Timeline.load(storage, config), use_metadata_table, use_record_index)
+
+    @cached_property
+    def schema(self) -> pa.Schema:
+        """Table schema, meta columns first (format doc 2.5 for where it comes from).
+
+        Tables written with ``hoodie.populate.meta.fields=false`` have no meta columns in their
+        schema (Java's TableSchemaResolver includes them only when populated; hudi-rs agrees).
+        """
+        text = self.timeline.latest_schema_json() or self.config.create_schema
+        data = avro_to_arrow_schema(text) if text else self._schema_from_base_file()
+        if self.config.populate_meta_fields:
+            return with_meta_columns(data)
+        return without_meta_columns(data)
+
+    def _schema_from_base_file(self) -> pa.Schema:
+        files = self.listing.list_files(self.listing.list_partitions())
+        for partition, entries in files.items():
+            for name, _ in entries:
+                base = BaseFile.parse(name)
+                if base is None or not self.timeline.is_committed(base.instant):
+                    continue
+                path = f"{partition}/{name}" if partition else name
+                with self.storage.open(path) as fh:
+                    meta = pq.read_schema(fh)
+                avro = (meta.metadata or {}).get(AVRO_SCHEMA_KEY)
+                return avro_to_arrow_schema(avro.decode()) if avro else meta.remove_metadata()
+        raise CorruptTableError(f"{self.storage.uri}: no schema in the timeline, hoodie.properties or any base file")
+
+    @cached_property
+    def listing(self) -> FileListing:
+        """Where planning finds files: the metadata table when enabled and usable, else storage."""
+        return choose_listing(self.storage, self.config, self.timeline, self.use_metadata_table)
+
+    @property
+    def metadata_table(self) -> MetadataTable | None:
+        """The metadata table planning uses (for index pruning); ``None`` when listing storage."""
+        listing = self.listing
+        return listing.mdt if isinstance(listing, MetadataTableListing) else None
+
+    @cached_property
+    def fs_view(self) -> FileSystemView:
+        return FileSystemView(self.config, self.timeline, self.listing)
+
+
+__all__ = ["TableState"]

@@ -1,0 +1,182 @@
+"""The active timeline of a Hudi table (format doc section 2).
+
+Layout 1 (table versions 3 to 6) keeps instant files directly in ``.hoodie/``; layout 2
+(versions 8 and 9) keeps them in ``.hoodie/timeline/`` with ``<requested>_<completion>.<action>``
+names for completed instants. Instants are identified by their requested time, kept as strings.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any, Iterator, Sequence
+
+from catalog.storage import Storage
+from catalog.table.config import TableConfig
+from catalog.timeline.instant_files import decode_instant_file
+from catalog.timeline.instants import STATE_RANK, CommitSet, Instant, parse_instant_file_name
+
+#: actions whose completion changes the data of the table
+WRITE_ACTIONS = frozenset({"commit", "deltacommit", "replacecommit"})
+
+
+def timeline_folder(config: TableConfig) -> str:
+    """Where the active timeline's instant files are, relative to the table root."""
+    return ".hoodie" if config.timeline_layout_version < 2 else f".hoodie/{config.timeline_path}"
+
+
+class Timeline(Sequence[Instant]):
+    """The completed instants of a table, oldest first (by requested time), plus pending ones."""
+
+    def __init__(self, storage: Storage, config: TableConfig, instants: list[Instant]):
+        self._storage = storage
+        self._config = config
+        latest: dict[str, Instant] = {}
+        for inst in instants:
+            cur = latest.get(inst.requested_time)
+            if cur is None or STATE_RANK[inst.state] > STATE_RANK[cur.state]:
+                latest[inst.requested_time] = inst
+        ordered = sorted(latest.values(), key=lambda i: i.requested_time)
+        self.completed: list[Instant] = [i for i in ordered if i.is_completed]
+        self.pending: list[Instant] = [i for i in ordered if not i.is_completed]
+        self._by_time = {i.requested_time: i for i in self.completed}
+        self._metadata_cache: dict[str, dict[str, Any]] = {}
+
+    @classmethod
+    def load(cls, storage: Storage, config: TableConfig) -> "Timeline":
+        layout = config.timeline_layout_version
+        try:
+            entries = storage.ls(timeline_folder(config))
+        except FileNotFoundError:
+            entries = []
+        instants = []
+        for entry in entries:
+            if entry["type"] != "file":
+                continue
+            inst = parse_instant_file_name(entry["name"], layout)
+            if inst is not None:
+                instants.append(inst)
+        return cls(storage, config, instants)
+
+    # -- Sequence over completed instants ----------------------------------------------
+    def __getitem__(self, index):  # type: ignore[override]
+        return self.completed[index]
+
+    def __len__(self) -> int:
+        return len(self.completed)
+
+    def __iter__(self) -> Iterator[Instant]:
+        return iter(self.completed)
+
+    def __repr__(self) -> str:
+        return f"Timeline({len(self.completed)} completed, {len(self.pending)} pending)"
+
+    # -- queries ------------------------------------------------------------------------
+    @cached_property
+    def commits(self) -> list[Instant]:
+        """Completed data-writing instants (commit, deltacommit, replacecommit), oldest first."""
+        return [i for i in self.completed if i.action in WRITE_ACTIONS]
+
+    @property
+    def latest_commit(self) -> Instant | None:
+        return self.commits[-1] if self.commits else None
+
+    def get(self, requested_time: str) -> Instant | None:
+        return self._by_time.get(requested_time)
+
+    def is_completed(self, requested_time: str) -> bool:
+        return requested_time in self._by_time
+
+    @cached_property
+    def commit_set(self) -> CommitSet:
+        """The committed-or-not facts of this timeline as plain data (readers carry it)."""
+        return CommitSet(
+            frozenset(self._by_time), frozenset(i.requested_time for i in self.pending), self.start
+        )
+
+    def is_pending(self, requested_time: str) -> bool:
+        return requested_time in self.commit_set.pending
+
+    @cached_property
+    def start(self) -> str | None:
+        """Requested time of the first active instant (older instants count as committed)."""
+        first = [i.requested_time for i in (self.completed + self.pending)]
+        return min(first) if first else None
+
+    def is_committed(self, requested_time: str) -> bool:
+        """Completed, or older than the active timeline (see :class:`CommitSet`)."""
+        return self.commit_set.is_committed(requested_time)
+
+    def pending_instants(self, *actions: str) -> list[Instant]:
+        return [i for i in self.pending if not actions or i.action in actions]
+
+    def completion_time(self, requested_time: str) -> str | None:
+        inst = self._by_time.get(requested_time)
+        return inst.completion_time if inst else None
+
+    # -- instant files ------------------------------------------------------------------
+    def _folder(self) -> str:
+        return timeline_folder(self._config)
+
+    def read_instant_file(self, instant: Instant) -> dict[str, Any]:
+        """Decoded content of an instant file (JSON or Avro); ``{}`` for empty files."""
+        cached = self._metadata_cache.get(instant.file_name)
+        if cached is not None:
+            return cached
+        path = f"{self._folder()}/{instant.file_name}"
+        data = self._storage.read_bytes(path)
+        value = decode_instant_file(data, f"{self._storage.uri}/{path}")
+        self._metadata_cache[instant.file_name] = value
+        return value
+
+    def commit_metadata(self, instant: Instant) -> dict[str, Any]:
+        return self.read_instant_file(instant)
+
+    def requested_file(self, instant: Instant) -> dict[str, Any]:
+        """The ``.requested`` file of an instant (compaction and clustering plans)."""
+        name = f"{instant.requested_time}.{instant.action}.requested"
+        path = f"{self._folder()}/{name}"
+        try:
+            data = self._storage.read_bytes(path)
+        except FileNotFoundError:
+            return {}
+        return decode_instant_file(data, f"{self._storage.uri}/{path}")
+
+    # -- derived facts ------------------------------------------------------------------
+    def replaced_file_groups(self, as_of: str | None) -> dict[str, set[str]]:
+        """Partition -> file ids retired by completed replacecommits at or before ``as_of``."""
+        out: dict[str, set[str]] = {}
+        for inst in self.commits:
+            if inst.action != "replacecommit" or (as_of is not None and inst.requested_time > as_of):
+                continue
+            meta = self.commit_metadata(inst)
+            for partition, ids in (meta.get("partitionToReplaceFileIds") or {}).items():
+                out.setdefault(partition or "", set()).update(ids or [])
+        return out
+
+    def latest_schema_json(self) -> str | None:
+        """The Avro schema (without meta fields) recorded by the latest write that has one."""
+        for inst in reversed(self.commits):
+            meta = self.commit_metadata(inst)
+            schema = (meta.get("extraMetadata") or {}).get("schema")
+            if schema:
+                return schema
+        return None
+
+    def range_time(self, instant: Instant) -> str:
+        """The time an incremental range compares: the completion time in table version 8+, the
+        requested time before (format doc 7.5)."""
+        if self._config.table_version >= 8 and instant.completion_time:
+            return instant.completion_time
+        return instant.requested_time
+
+    def instants_in_range(self, start: str | None, end: str | None) -> list[Instant]:
+        """Completed write instants for an incremental read of ``(start, end]``."""
+        out = []
+        for inst in self.commits:
+            t = self.range_time(inst)
+            if (start is None or t > start) and (end is None or t <= end):
+                out.append(inst)
+        return out
+
+
+__all__ = ["WRITE_ACTIONS", "Timeline", "timeline_folder"]

@@ -1,0 +1,416 @@
+"""PySpark Python Data Source (Spark 4.x) reading Hudi tables through a hudi-flight server.
+
+::
+
+    from flight_server.spark import HudiFlightDataSource
+    spark.dataSource.register(HudiFlightDataSource)
+    df = spark.read.format("hudi-flight").option("uri", "grpc://host:8815").load("ns.table")
+
+The source speaks only Flight (``flight_server.client.session``), never reads storage itself, so
+executors need nothing but network access to the server. The driver plans once
+(``get_flight_info``) and packs the weighted endpoints into input partitions whose weights sum
+to about 1, so many small splits do not become many tasks; executors ``do_get`` their tickets
+(plain bytes: Spark pickles readers and partitions, Flight objects do not pickle) and hand the
+Arrow record batches to Spark unchanged apart from a cast to Spark's Arrow layout.
+
+Filter pushdown needs ``spark.sql.python.filterPushdown.enabled=true``: Spark refuses a reader
+that implements ``pushFilters`` while the flag is off, so the source hands out a pushdown
+reader only when the flag is on (see :func:`_spark_allows_pushdown`) or when the ``pushdown``
+option forces it. See docs/spark.md.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    EqualNullSafe,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    IsNotNull,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+    Not,
+)
+from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
+from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxFiles, SupportsTriggerAvailableNow
+from pyspark.sql.types import StructField, StructType
+
+from catalog.plan.options import ReadOptions
+
+from flight_server.client.session import HudiFlightClient, PlannedEndpoint
+
+SOURCE_NAME = "hudi-flight"
+#: read options given to the source as plain strings (``columns`` is parsed; see _parse_columns)
+_STRING_READ_OPTIONS = ("query_type", "as_of", "start", "end")
+_RPC_TIMEOUT = 60.0
+#: Python types of literals the service compares exactly like Spark (others stay with Spark).
+_PUSHABLE_LITERALS = (bool, int, float, str)
+
+
+# -- options ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Query:
+    """The source options, validated, as plain picklable data."""
+
+    uri: str
+    table: str
+    options: ReadOptions = field(default_factory=ReadOptions)
+    token: str | None = field(default=None, repr=False)
+    min_partitions: int = 2
+
+    @classmethod
+    def from_options(cls, options: Any) -> "_Query":
+        opts = {k.lower(): v for k, v in dict(options).items()}
+        uri = opts.get("uri")
+        if not uri:
+            raise ValueError(f'{SOURCE_NAME}: option "uri" is required, e.g. .option("uri", "grpc://host:8815")')
+        table = opts.get("table") or opts.get("path")
+        if not table or "." not in table:
+            raise ValueError(f'{SOURCE_NAME}: name the table as "namespace.table" in load(...), got {table!r}')
+        read = {name: opts[name] for name in _STRING_READ_OPTIONS if opts.get(name) is not None}
+        try:
+            read_options = ReadOptions(columns=_parse_columns(opts.get("columns")), **read)
+        except ValueError as err:
+            raise ValueError(f"{SOURCE_NAME}: {err}") from err
+        return cls(
+            uri=uri,
+            table=table,
+            options=read_options,
+            token=opts.get("token"),
+            min_partitions=_positive_int(opts, "min_partitions", 2),
+        )
+
+    def client(self) -> HudiFlightClient:
+        return HudiFlightClient(self.uri, token=self.token, timeout=_RPC_TIMEOUT)
+
+    def with_options(self, **changes: Any) -> "_Query":
+        return replace(self, options=self.options.replace(**changes))
+
+
+def _positive_int(opts: dict[str, str], key: str, default: int) -> int:
+    text = opts.get(key)
+    try:
+        value = default if text is None else int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{SOURCE_NAME}: option {key!r} must be a positive integer, got {text!r}")
+    return value
+
+
+def _parse_columns(value: str | None) -> tuple[str, ...] | None:
+    """``"a,b"`` or a JSON list ``'["a", "b"]'`` -> ``("a", "b")``."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    names = json.loads(text) if text.startswith("[") else [c.strip() for c in text.split(",")]
+    if not all(isinstance(n, str) and n for n in names):
+        raise ValueError(f"{SOURCE_NAME}: bad columns option {value!r}")
+    return tuple(names)
+
+
+# -- types -----------------------------------------------------------------------------------
+
+
+def spark_schema(schema: pa.Schema) -> StructType:
+    """Arrow -> Spark schema (pyspark's own mapping; zone-less timestamps become TIMESTAMP_NTZ)."""
+    fields = []
+    for f in schema:
+        try:
+            data_type = from_arrow_type(f.type, prefer_timestamp_ntz=True)
+        except Exception as err:
+            raise ValueError(f"{SOURCE_NAME}: column {f.name!r} has Arrow type {f.type} that Spark cannot hold") from err
+        fields.append(StructField(f.name, data_type, nullable=f.nullable))
+    return StructType(fields)
+
+
+def _conform(batches: Iterator[pa.RecordBatch], target: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Cast batches to the exact Arrow layout Spark expects (names of nested fields, units, zones)."""
+    for batch in batches:
+        yield batch if batch.schema.equals(target) else batch.cast(target)
+
+
+# -- filter pushdown ------------------------------------------------------------------------
+
+_COMPARISONS = {
+    EqualTo: "=",
+    GreaterThan: ">",
+    GreaterThanOrEqual: ">=",
+    LessThan: "<",
+    LessThanOrEqual: "<=",
+}
+
+
+def _pushable_value(value: Any) -> bool:
+    # datetime/date/Decimal are left to Spark: the wire format carries JSON scalars only and a
+    # string would be re-parsed by the server with its own rules. NaN/inf too: Spark treats
+    # NaN as equal to itself and larger than any number, Arrow compute does not.
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, _PUSHABLE_LITERALS)
+
+
+def to_service_filter(flt: Filter, top_level: set[str]) -> tuple[Any, ...] | None:
+    """The service's ``(column, op, value)`` for a Spark filter, or ``None`` if it cannot be sent.
+
+    Only top-level columns are pushed; nested paths (``a.b``) and ``<=>`` are left to Spark.
+    """
+    attribute = getattr(flt, "attribute", None)
+    if isinstance(flt, Not):
+        child = flt.child
+        if isinstance(child, EqualTo) and _column(child.attribute, top_level) and _pushable_value(child.value):
+            return (_column(child.attribute, top_level), "!=", child.value)
+        if isinstance(child, In) and _column(child.attribute, top_level) and all(map(_pushable_value, child.value)):
+            return (_column(child.attribute, top_level), "not in", list(child.value))
+        return None
+    column = _column(attribute, top_level) if attribute is not None else None
+    if column is None or isinstance(flt, EqualNullSafe):
+        return None
+    if type(flt) in _COMPARISONS and _pushable_value(flt.value):
+        return (column, _COMPARISONS[type(flt)], flt.value)
+    if isinstance(flt, In) and flt.value and all(map(_pushable_value, flt.value)):
+        return (column, "in", list(flt.value))
+    if isinstance(flt, IsNull):
+        return (column, "is null")
+    if isinstance(flt, IsNotNull):
+        return (column, "is not null")
+    return None
+
+
+def _column(path: tuple[str, ...], top_level: set[str]) -> str | None:
+    return path[0] if len(path) == 1 and path[0] in top_level else None
+
+
+def _spark_allows_pushdown() -> bool:
+    """Whether ``spark.sql.python.filterPushdown.enabled`` is on for the reader being created.
+
+    Spark does not hand the flag to the source, yet refuses a reader that implements
+    ``pushFilters`` while it is off. So look at the Spark worker calling ``DataSource.reader``:
+    its filter-pushdown worker only runs when the flag is on, and its plain planning worker
+    holds the flag in the local ``enable_pushdown``. Anything else (another Spark version, a
+    direct call) counts as off, which is always safe.
+    """
+    frame = inspect.currentframe()
+    try:
+        caller = frame.f_back.f_back if frame is not None and frame.f_back is not None else None
+        if caller is None:
+            return False
+        if caller.f_globals.get("__name__", "").endswith(".data_source_pushdown_filters"):
+            return True
+        return caller.f_locals.get("enable_pushdown") is True
+    finally:
+        del frame
+
+
+# -- planning -------------------------------------------------------------------------------
+
+
+class EndpointGroup(InputPartition):
+    """One Spark input partition: a few endpoints whose weights sum to about 1."""
+
+    def __init__(self, endpoints: Sequence[PlannedEndpoint]):
+        super().__init__([ep.weight for ep in endpoints])
+        self.endpoints = tuple(endpoints)
+
+    def __repr__(self) -> str:
+        return f"EndpointGroup({len(self.endpoints)} endpoints, weight={sum(self.value):.3f})"
+
+
+def pack_endpoints(
+    endpoints: Sequence[PlannedEndpoint], capacity: float = 1.0, min_partitions: int = 1
+) -> list[EndpointGroup]:
+    """Pack endpoints into partitions whose weights sum to at most ``capacity`` (like Trino's
+    weighted splits), heaviest first, each into the least-loaded partition it fits in.
+
+    At least ``min(min_partitions, len(endpoints))`` partitions are used, so a small table
+    still spreads over the executor cores; beyond that a new partition opens only when no
+    existing one has room. An endpoint heavier than ``capacity`` gets a partition of its own.
+    Never returns an empty list: an empty table still yields one (empty) task.
+    """
+    bins: list[list[PlannedEndpoint]] = [[] for _ in range(min(min_partitions, len(endpoints)))]
+    loads = [0.0] * len(bins)
+    for ep in sorted(endpoints, key=lambda e: e.weight, reverse=True):
+        weight = max(ep.weight, 0.0)
+        fits = [i for i, load in enumerate(loads) if load + weight <= capacity + 1e-9]
+        if fits:
+            i = min(fits, key=loads.__getitem__)
+        else:
+            bins.append([])
+            loads.append(0.0)
+            i = len(bins) - 1
+        bins[i].append(ep)
+        loads[i] += weight
+    return [EndpointGroup(b) for b in bins if b] or [EndpointGroup([])]
+
+
+def _read_group(query: _Query, group: EndpointGroup, schema: StructType) -> Iterator[pa.RecordBatch]:
+    target = to_arrow_schema(schema, timezone="UTC")
+    if not group.endpoints:
+        return
+    with query.client() as client:
+        for ep in group.endpoints:
+            yield from _conform(client.fetch(ep), target)
+
+
+# -- batch reads ----------------------------------------------------------------------------
+
+
+class HudiFlightReader(DataSourceReader):
+    """Batch reader without filter pushdown (Spark evaluates every filter)."""
+
+    def __init__(self, query: _Query, schema: StructType):
+        self.query = query
+        self.schema = schema
+
+    def partitions(self) -> list[EndpointGroup]:
+        with self.query.client() as client:
+            endpoints = client.plan(self.query.table, self.query.options).endpoints
+        return pack_endpoints(endpoints, min_partitions=self.query.min_partitions)
+
+    def read(self, partition: EndpointGroup) -> Iterator[pa.RecordBatch]:
+        return _read_group(self.query, partition, self.schema)
+
+
+class HudiFlightPushdownReader(HudiFlightReader):
+    """Batch reader that sends the filters the service can evaluate exactly with the query."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        top_level = set(self.schema.fieldNames())
+        pushed = []
+        for flt in filters:
+            wire = to_service_filter(flt, top_level)
+            if wire is None:
+                yield flt
+            else:
+                pushed.append(wire)
+        self.query = self.query.with_options(filters=self.query.options.filters + tuple(pushed))
+
+
+# -- streaming ------------------------------------------------------------------------------
+
+_DATA_ACTIONS = ("commit", "deltacommit", "replacecommit")
+_BEGINNING = ""
+
+
+class HudiFlightStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Follows a table commit by commit with incremental queries.
+
+    Offsets are ``{"instant": t}``: every commit whose instant (completion time, or requested
+    time where the table records none) is ``<= t`` has been read. Each micro-batch reads the
+    incremental range ``(start, end]`` of at most ``max_commits_per_trigger`` commits (default 1),
+    so a commit is seen exactly once. The ``start`` option sets where a new query begins
+    (exclusive; default: before the first commit).
+    """
+
+    def __init__(self, query: _Query, schema: StructType, max_commits: int):
+        self.query = query
+        self.schema = schema
+        self.max_commits = max_commits
+        self._target: str | None = None
+
+    def _instants(self) -> list[str]:
+        with self.query.client() as client:
+            info = client.table_info(self.query.table)
+        return sorted(
+            {i.get("completion_time") or i["requested_time"] for i in info["timeline"] if i["action"] in _DATA_ACTIONS}
+        )
+
+    def initialOffset(self) -> dict:
+        return {"instant": self.query.options.start or _BEGINNING}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        # "files" are commits here: Spark has no commit-count limit of its own.
+        return ReadMaxFiles(self.max_commits)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        instants = self._instants()
+        self._target = instants[-1] if instants else _BEGINNING
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        pending = [t for t in self._instants() if t > start["instant"]]
+        if self._target is not None:
+            pending = [t for t in pending if t <= self._target]
+        if not pending:
+            return start
+        if isinstance(limit, ReadMaxFiles):
+            pending = pending[: max(limit.max_files, 1)]
+        return {"instant": pending[-1]}
+
+    def partitions(self, start: dict, end: dict) -> list[EndpointGroup]:
+        if end["instant"] <= start["instant"]:
+            return [EndpointGroup([])]
+        options = self.query.options.replace(
+            query_type="incremental", as_of=None, start=start["instant"] or None, end=end["instant"]
+        )
+        with self.query.client() as client:
+            endpoints = client.plan(self.query.table, options).endpoints
+        return pack_endpoints(endpoints, min_partitions=self.query.min_partitions)
+
+    def read(self, partition: EndpointGroup) -> Iterator[pa.RecordBatch]:
+        return _read_group(self.query, partition, self.schema)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to release: the service keeps no per-query state."""
+
+
+# -- the data source ------------------------------------------------------------------------
+
+
+class HudiFlightDataSource(DataSource):
+    """``spark.read.format("hudi-flight")``: options ``uri`` (required), ``columns``,
+    ``query_type``, ``as_of``, ``start``, ``end``, ``token``, ``min_partitions`` (default 2);
+    ``pushdown`` (``auto``/``true``/``false``);
+    for streams ``max_commits_per_trigger``. The table is the ``load()`` argument."""
+
+    def __init__(self, options: dict[str, str]):
+        super().__init__(options)
+        self.query = _Query.from_options(options)
+        opts = {k.lower(): v for k, v in dict(options).items()}
+        self.pushdown = opts.get("pushdown", "auto").lower()
+        if self.pushdown not in ("auto", "true", "false"):
+            raise ValueError(f'{SOURCE_NAME}: option "pushdown" must be auto, true or false, got {self.pushdown!r}')
+        self.max_commits = _positive_int(opts, "max_commits_per_trigger", 1)
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> StructType:
+        with self.query.client() as client:
+            return spark_schema(client.schema(self.query.table, self.query.options))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        if self.pushdown == "true" or (self.pushdown == "auto" and _spark_allows_pushdown()):
+            return HudiFlightPushdownReader(self.query, schema)
+        return HudiFlightReader(self.query, schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return HudiFlightStreamReader(self.query, schema, self.max_commits)
+
+
+__all__ = [
+    "EndpointGroup",
+    "HudiFlightDataSource",
+    "HudiFlightPushdownReader",
+    "HudiFlightReader",
+    "HudiFlightStreamReader",
+    "pack_endpoints",
+    "spark_schema",
+    "to_service_filter",
+]

@@ -1,0 +1,1 @@
+"""The SQL driver (PEP 249) and the SQLAlchemy dialect over a hudi-flight server."""

@@ -1,0 +1,206 @@
+"""SQLAlchemy dialect ``hudi+flight://[:token@]host:port[/namespace][?tls=true&timeout=s]``.
+
+Built on :mod:`flight_server.dbapi`; the URL password, if any, is sent as the bearer token.
+
+Inspection is answered by the service's actions (``list-namespaces``, ``list-tables``,
+``table-info``) and ``get_schema``: namespaces are schemas, a table's columns carry SQL types
+mapped from Arrow, its primary key is the Hudi record key, and its comment names the table type
+and version. Queries go through the DB-API driver (read-only SELECT, pushed down per table).
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import pyarrow as pa
+from sqlalchemy import types as sqltypes
+from sqlalchemy.engine import default, reflection
+from sqlalchemy.engine.url import URL
+from sqlalchemy.exc import NoSuchTableError
+
+from flight_server.client.session import DEFAULT_PORT
+
+_SIMPLE_TYPES: list[tuple[Any, Any]] = [
+    (pa.types.is_boolean, sqltypes.Boolean),
+    (pa.types.is_int8, sqltypes.SmallInteger),
+    (pa.types.is_int16, sqltypes.SmallInteger),
+    (pa.types.is_uint8, sqltypes.SmallInteger),
+    (pa.types.is_int32, sqltypes.Integer),
+    (pa.types.is_uint16, sqltypes.Integer),
+    (pa.types.is_int64, sqltypes.BigInteger),
+    (pa.types.is_uint32, sqltypes.BigInteger),
+    (pa.types.is_uint64, sqltypes.Numeric),
+    (pa.types.is_float16, sqltypes.REAL),
+    (pa.types.is_float32, sqltypes.REAL),
+    (pa.types.is_float64, sqltypes.Double),
+    (pa.types.is_string, sqltypes.String),
+    (pa.types.is_large_string, sqltypes.Text),
+    (pa.types.is_binary, sqltypes.LargeBinary),
+    (pa.types.is_large_binary, sqltypes.LargeBinary),
+    (pa.types.is_date, sqltypes.Date),
+    (pa.types.is_time, sqltypes.Time),
+    (pa.types.is_duration, sqltypes.Interval),
+]
+
+
+def sql_type(dtype: pa.DataType) -> sqltypes.TypeEngine:
+    """The SQLAlchemy type of an Arrow type (nested structs and maps become JSON)."""
+    if pa.types.is_decimal(dtype):
+        return sqltypes.Numeric(precision=dtype.precision, scale=dtype.scale)
+    if pa.types.is_timestamp(dtype):
+        return sqltypes.DateTime(timezone=dtype.tz is not None)
+    if pa.types.is_fixed_size_binary(dtype):
+        return sqltypes.BINARY(dtype.byte_width)
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype) or pa.types.is_fixed_size_list(dtype):
+        return sqltypes.ARRAY(sql_type(dtype.value_type))
+    if pa.types.is_struct(dtype) or pa.types.is_map(dtype):
+        return sqltypes.JSON()
+    if pa.types.is_dictionary(dtype):
+        return sql_type(dtype.value_type)
+    for test, type_ in _SIMPLE_TYPES:
+        if test(dtype):
+            return type_()
+    return sqltypes.NullType()
+
+
+class HudiFlightDialect(default.DefaultDialect):
+    """Read-only dialect; DuckDB's SQL is what finally runs, so compile generic ANSI SQL."""
+
+    name = "hudi"
+    driver = "flight"
+    supports_statement_cache = True
+    supports_alter = False
+    supports_sequences = False
+    supports_native_boolean = True
+    supports_native_decimal = True
+    supports_simple_order_by_label = True
+    supports_schemas = True
+    supports_views = False
+    postfetch_lastrowid = False
+    default_paramstyle = "pyformat"
+
+    @classmethod
+    def import_dbapi(cls) -> ModuleType:
+        from flight_server.client.sql import dbapi
+
+        return dbapi
+
+    def create_connect_args(self, url: URL) -> tuple[list[Any], dict[str, Any]]:
+        query = dict(url.query)
+        tls = str(query.pop("tls", "false")).lower() in ("1", "true", "yes")
+        timeout = float(query.pop("timeout")) if "timeout" in query else 60.0
+        if query:
+            raise ValueError(f"unknown hudi+flight URL options: {', '.join(sorted(query))}")
+        scheme = "grpc+tls" if tls else "grpc"
+        uri = f"{scheme}://{url.host or '127.0.0.1'}:{url.port or DEFAULT_PORT}"
+        return [], {"uri": uri, "namespace": url.database or None, "timeout": timeout, "token": url.password or None}
+
+    # -- no transactions ---------------------------------------------------------------------
+    def do_begin(self, dbapi_connection: Any) -> None:
+        pass
+
+    def do_rollback(self, dbapi_connection: Any) -> None:
+        pass
+
+    def do_commit(self, dbapi_connection: Any) -> None:
+        pass
+
+    def get_isolation_level(self, dbapi_connection: Any) -> str:
+        return "AUTOCOMMIT"
+
+    def get_default_isolation_level(self, dbapi_conn: Any) -> str:
+        return "AUTOCOMMIT"
+
+    def _get_server_version_info(self, connection: Any) -> tuple[int, ...]:
+        return ()
+
+    def _get_default_schema_name(self, connection: Any) -> str | None:
+        return _driver(connection).namespace
+
+    def do_ping(self, dbapi_connection: Any) -> bool:
+        dbapi_connection.call("health")
+        return True
+
+    # -- inspection --------------------------------------------------------------------------
+    def _namespace(self, connection: Any, schema: str | None) -> str | None:
+        return schema or _driver(connection).namespace
+
+    @reflection.cache
+    def _tables(self, connection: Any, schema: str | None, **kw: Any) -> list[dict[str, Any]]:
+        namespace = self._namespace(connection, schema)
+        if namespace is None:
+            return []
+        return _driver(connection).list_tables(namespace)
+
+    @reflection.cache
+    def _info(self, connection: Any, table_name: str, schema: str | None, **kw: Any) -> dict[str, Any]:
+        namespace = self._namespace(connection, schema)
+        driver = _driver(connection)
+        if namespace is None or table_name not in {t["name"] for t in self._tables(connection, namespace, **kw)}:
+            raise NoSuchTableError(f"{namespace}.{table_name}" if namespace else table_name)
+        identifier = f"{namespace}.{table_name}"
+        info = driver.table_info(identifier)
+        info["arrow"] = driver.table_schema(identifier)
+        return info
+
+    def get_schema_names(self, connection: Any, **kw: Any) -> list[str]:
+        return _driver(connection).list_namespaces()
+
+    def has_schema(self, connection: Any, schema_name: str, **kw: Any) -> bool:
+        return schema_name in self.get_schema_names(connection, **kw)
+
+    def get_table_names(self, connection: Any, schema: str | None = None, **kw: Any) -> list[str]:
+        return [t["name"] for t in self._tables(connection, schema, **kw)]
+
+    def has_table(self, connection: Any, table_name: str, schema: str | None = None, **kw: Any) -> bool:
+        return table_name in self.get_table_names(connection, schema, **kw)
+
+    def get_view_names(self, connection: Any, schema: str | None = None, **kw: Any) -> list[str]:
+        return []
+
+    def get_columns(self, connection: Any, table_name: str, schema: str | None = None, **kw: Any) -> list[dict]:
+        info = self._info(connection, table_name, schema, **kw)
+        partition_fields = set(info.get("partition_fields") or [])
+        return [
+            {
+                "name": f.name,
+                "type": sql_type(f.type),
+                "nullable": f.nullable,
+                "default": None,
+                "autoincrement": False,
+                "comment": "partition field" if f.name in partition_fields else None,
+            }
+            for f in info["arrow"]
+        ]
+
+    def get_pk_constraint(self, connection: Any, table_name: str, schema: str | None = None, **kw: Any) -> dict:
+        info = self._info(connection, table_name, schema, **kw)
+        return {"constrained_columns": list(info.get("record_key_fields") or []), "name": None}
+
+    def get_foreign_keys(self, connection: Any, table_name: str, schema: str | None = None, **kw: Any) -> list:
+        return []
+
+    def get_indexes(self, connection: Any, table_name: str, schema: str | None = None, **kw: Any) -> list:
+        return []
+
+    def get_unique_constraints(self, connection: Any, table_name: str, schema: str | None = None, **kw: Any) -> list:
+        return []
+
+    def get_check_constraints(self, connection: Any, table_name: str, schema: str | None = None, **kw: Any) -> list:
+        return []
+
+    def get_table_comment(self, connection: Any, table_name: str, schema: str | None = None, **kw: Any) -> dict:
+        info = self._info(connection, table_name, schema, **kw)
+        text = f"Hudi {info['table_type']} table, table version {info['table_version']}"
+        if info.get("partition_fields"):
+            text += f", partitioned by {', '.join(info['partition_fields'])}"
+        return {"text": text}
+
+
+def _driver(connection: Any) -> Any:
+    """The :class:`flight_server.dbapi.Connection` behind a SQLAlchemy connection."""
+    return connection.connection.dbapi_connection
+
+
+__all__ = ["HudiFlightDialect", "sql_type"]

@@ -1,0 +1,309 @@
+"""SELECT planning for the DB-API driver: what each table reference must fetch from the service.
+
+A query is parsed with sqlglot; every reference to a served table becomes a :class:`ScanSpec`
+(the columns the query mentions, the WHERE conjuncts of the form ``column op literal`` that the
+service evaluates exactly, and a LIMIT when the query is a plain single-table scan). The query
+itself is rewritten to read registered Arrow views and is run *entirely* by DuckDB, WHERE clause
+included, so pushdown only ever removes rows the query would drop anyway. Two cases keep a
+filter local: ``IS NULL`` in a scope with an outer join (pushing it would turn unmatched rows
+into null-extended ones), and literals whose type does not match the column's (the service and
+DuckDB might coerce differently).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+from sqlglot.optimizer.scope import Scope, traverse_scope
+
+from catalog.plan.options import ReadOptions
+
+DIALECT = "duckdb"
+READ_ONLY = "hudi-flight is read-only: only SELECT queries are supported"
+
+_FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_COMPARISON = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
+
+
+class ReadOnlyError(Exception):
+    """The statement would change data or state; the driver maps it to NotSupportedError."""
+
+
+@dataclass
+class ScanSpec:
+    """One table reference: fetch ``table`` with these options and register it as ``view``."""
+
+    view: str
+    table: str
+    options: ReadOptions = field(default_factory=ReadOptions)
+
+
+@dataclass
+class SelectPlan:
+    """The DuckDB SQL to run over the fetched views, and the scans that feed it."""
+
+    sql: str
+    scans: list[ScanSpec]
+
+
+# -- parameters --------------------------------------------------------------------------------
+
+
+def sql_literal(value: Any) -> str:
+    """A Python value as a SQL literal (client-side binding of ``pyformat`` parameters)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, (int, float, decimal.Decimal)):
+        return repr(value) if isinstance(value, float) else str(value)
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, _dt.datetime):
+        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
+    if isinstance(value, _dt.date):
+        return f"DATE '{value.isoformat()}'"
+    if isinstance(value, _dt.time):
+        return f"TIME '{value.isoformat()}'"
+    if isinstance(value, (bytes, bytearray)):
+        return "'" + "".join(f"\\x{b:02x}" for b in value) + "'::BLOB"
+    raise TypeError(f"cannot bind a parameter of type {type(value).__name__}")
+
+
+def bind_parameters(sql: str, params: Mapping[str, Any] | Sequence[Any] | None) -> str:
+    """Substitute ``%(name)s`` / ``%s`` parameters as literals; no params: the SQL is unchanged."""
+    if params is None:
+        return sql
+    if isinstance(params, Mapping):
+        return sql % {k: sql_literal(v) for k, v in params.items()}
+    return sql % tuple(sql_literal(v) for v in params)
+
+
+# -- parsing -----------------------------------------------------------------------------------
+
+
+def parse_query(sql: str) -> exp.Query:
+    """Parse one SELECT (or set operation / WITH query); anything else is :class:`ReadOnlyError`."""
+    try:
+        statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
+    except sqlglot.errors.SqlglotError as err:
+        raise ValueError(f"cannot parse SQL: {err}") from err
+    if len(statements) != 1:
+        raise ValueError(f"expected exactly one statement, got {len(statements)}")
+    statement = statements[0]
+    if not isinstance(statement, exp.Query) or statement.find(exp.Into) is not None:
+        raise ReadOnlyError(f"{READ_ONLY}; got {statement.key.upper()}")
+    return statement
+
+
+def table_references(query: exp.Query) -> list[exp.Table]:
+    """Table nodes that name catalog tables (CTE names and table functions excluded)."""
+    ctes = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
+    out = []
+    for table in query.find_all(exp.Table):
+        if not isinstance(table.this, exp.Identifier):
+            continue  # read_parquet(...) and other table functions
+        if not table.db and table.name.lower() in ctes:
+            continue
+        out.append(table)
+    return out
+
+
+# -- planning ----------------------------------------------------------------------------------
+
+
+Resolver = Callable[[str | None, str], tuple[str, pa.Schema]]
+
+
+def plan_select(query: exp.Query, resolve: Resolver) -> SelectPlan:
+    """Work out the scans of ``query``; ``resolve(namespace, name)`` -> (identifier, schema)."""
+    references = table_references(query)
+    resolved = {id(t): resolve(t.db or None, t.name) for t in references}
+    needed = _mentioned_columns(query)
+    pushable = _pushable_filters(query, resolved)
+    limit = _plain_limit(query, references, pushable)
+
+    scans = []
+    for i, table in enumerate(references):
+        identifier, schema = resolved[id(table)]
+        view = f"__hudi_scan_{i}"
+        scans.append(
+            ScanSpec(
+                view=view,
+                table=identifier,
+                options=ReadOptions(
+                    columns=_projection(schema, needed), filters=tuple(pushable.get(id(table), [])), limit=limit
+                ),
+            )
+        )
+        alias = table.alias or table.name
+        table.replace(exp.Table(this=exp.to_identifier(view), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+    for column in query.find_all(exp.Column):
+        # ns.table.column -> table.column: the view is aliased by the bare table name.
+        column.set("db", None)
+        column.set("catalog", None)
+    return SelectPlan(sql=query.sql(dialect=DIALECT), scans=scans)
+
+
+def _mentioned_columns(query: exp.Query) -> set[str] | None:
+    """Lower-cased names of every column the query mentions; ``None`` when a ``*`` needs them all."""
+    for star in query.find_all(exp.Star):
+        if not isinstance(star.parent, exp.Count):
+            return None
+    return {c.name.lower() for c in query.find_all(exp.Column) if not isinstance(c.this, exp.Star)}
+
+
+def _projection(schema: pa.Schema, needed: set[str] | None) -> list[str] | None:
+    if needed is None:
+        return None
+    columns = [f.name for f in schema if f.name.lower() in needed]
+    return columns or [schema.names[0]]  # COUNT(*) and friends: any one column carries the rows
+
+
+def _pushable_filters(query: exp.Query, resolved: dict[int, tuple[str, pa.Schema]]) -> dict[int, list[tuple]]:
+    out: dict[int, list[tuple]] = {}
+    try:
+        scopes = traverse_scope(query)
+    except Exception:  # sqlglot cannot scope this query: push nothing, DuckDB still answers it
+        return out
+    for scope in scopes:
+        for node_id, filters in _scope_filters(scope, resolved).items():
+            out.setdefault(node_id, []).extend(filters)
+    return out
+
+
+def _scope_filters(scope: Scope, resolved: dict[int, tuple[str, pa.Schema]]) -> dict[int, list[tuple]]:
+    select = scope.expression
+    if not isinstance(select, exp.Select) or select.args.get("where") is None:
+        return {}
+    sources = {alias.lower(): src for alias, src in scope.sources.items()}
+    tables = {alias: src for alias, src in sources.items() if isinstance(src, exp.Table) and id(src) in resolved}
+    outer_join = any(j.side for j in select.args.get("joins") or [])
+    out: dict[int, list[tuple]] = {}
+    for condition in _conjuncts(select.args["where"].this):
+        found = _as_filter(condition)
+        if found is None:
+            continue
+        column, op, value = found
+        if op == "is null" and outer_join:
+            continue
+        alias = column.table.lower() if column.table else (next(iter(sources)) if len(sources) == 1 else None)
+        table = tables.get(alias) if alias else None
+        if table is None:
+            continue
+        schema = resolved[id(table)][1]
+        field_ = _field(schema, column.name)
+        if field_ is None or not _literal_fits(field_.type, value):
+            continue
+        out.setdefault(id(table), []).append((field_.name, op) if value is _NO_VALUE else (field_.name, op, value))
+    return out
+
+
+def _conjuncts(condition: exp.Expression) -> list[exp.Expression]:
+    condition = condition.unnest()
+    return list(condition.flatten()) if isinstance(condition, exp.And) else [condition]
+
+
+_NO_VALUE = object()
+
+
+def _as_filter(node: exp.Expression) -> tuple[exp.Column, str, Any] | None:
+    """``column op literal`` (either side), ``column [NOT] IN (literals)``, ``column IS [NOT] NULL``."""
+    negated = isinstance(node, exp.Not)
+    inner = node.this.unnest() if negated else node
+    if isinstance(inner, exp.Is) and isinstance(inner.this, exp.Column) and isinstance(inner.expression, exp.Null):
+        return inner.this, "is not null" if negated else "is null", _NO_VALUE
+    if isinstance(inner, exp.In) and isinstance(inner.this, exp.Column) and not inner.args.get("query"):
+        values = [_literal(v) for v in inner.expressions]
+        if not values or any(v is _NO_VALUE for v in values) or len({type(v) for v in values}) != 1:
+            return None
+        return inner.this, "not in" if negated else "in", values
+    if negated or type(node) not in _COMPARISON:
+        return None
+    op = _COMPARISON[type(node)]
+    left, right = node.this, node.expression
+    if isinstance(left, exp.Column) and _literal(right) is not _NO_VALUE:
+        return left, op, _literal(right)
+    if isinstance(right, exp.Column) and _literal(left) is not _NO_VALUE:
+        return right, _FLIP[op], _literal(left)
+    return None
+
+
+def _literal(node: exp.Expression) -> Any:
+    """The Python value of a string, number or boolean literal; ``_NO_VALUE`` for anything else."""
+    sign = 1
+    if isinstance(node, exp.Neg):
+        node, sign = node.this, -1
+    if isinstance(node, exp.Boolean) and sign == 1:
+        return bool(node.this)
+    if not isinstance(node, exp.Literal):
+        return _NO_VALUE
+    if node.is_string:
+        return node.this if sign == 1 else _NO_VALUE
+    text = node.this
+    try:
+        return sign * int(text)
+    except ValueError:
+        try:
+            number = sign * float(text)
+        except ValueError:
+            return _NO_VALUE
+        return number if math.isfinite(number) else _NO_VALUE
+
+
+def _field(schema: pa.Schema, name: str) -> pa.Field | None:
+    matches = [f for f in schema if f.name.lower() == name.lower()]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _literal_fits(dtype: pa.DataType, value: Any) -> bool:
+    """Only send comparisons the service evaluates exactly as DuckDB would."""
+    if value is _NO_VALUE:
+        return True
+    sample = value[0] if isinstance(value, list) else value
+    if isinstance(sample, bool):
+        return pa.types.is_boolean(dtype)
+    if isinstance(sample, int):
+        return pa.types.is_integer(dtype) or pa.types.is_floating(dtype)
+    if isinstance(sample, float):
+        return pa.types.is_floating(dtype)
+    return pa.types.is_string(dtype) or pa.types.is_large_string(dtype)
+
+
+def _plain_limit(query: exp.Query, references: list[exp.Table], pushable: dict[int, list[tuple]]) -> int | None:
+    """LIMIT (+ OFFSET) when the query is ``SELECT cols FROM one_table [WHERE pushed] LIMIT n``."""
+    if not isinstance(query, exp.Select) or len(references) != 1 or query.args.get("joins"):
+        return None
+    limit = query.args.get("limit")
+    if limit is None or any(
+        query.args.get(k) for k in ("group", "having", "order", "distinct", "qualify", "with")
+    ) or query.find(exp.AggFunc, exp.Window, exp.Subquery):
+        return None
+    where = query.args.get("where")
+    if where is not None and len(_conjuncts(where.this)) != len(pushable.get(id(references[0]), [])):
+        return None
+    count = _literal(limit.expression)
+    offset = query.args.get("offset")
+    skip = _literal(offset.expression) if offset is not None else 0
+    if not isinstance(count, int) or not isinstance(skip, int) or isinstance(count, bool):
+        return None
+    return count + skip
+
+
+__all__ = [
+    "READ_ONLY",
+    "ReadOnlyError",
+    "ScanSpec",
+    "SelectPlan",
+    "bind_parameters",
+    "parse_query",
+    "plan_select",
+    "sql_literal",
+]

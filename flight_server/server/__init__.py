@@ -1,0 +1,1 @@
+"""The Flight server: service (RPCs), actions, wire format, tickets, registry, config, errors, serve."""

@@ -1,0 +1,112 @@
+"""Server configuration: defaults, a TOML or JSON config file, and command-line overrides.
+
+Precedence: command line > config file > defaults. An example file is ``deploy/hudi-flight.toml``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from catalog.plan.splits import DEFAULT_TARGET_SPLIT_BYTES, SplitOptions
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8815
+
+
+def default_state_dir() -> Path:
+    """Where the embedded catalog and the generated ticket secret live by default."""
+    return Path(os.environ.get("HUDI_FLIGHT_HOME", Path.home() / ".hudi-flight"))
+
+
+def _toml() -> Any:
+    try:
+        import tomllib
+    except ModuleNotFoundError as err:  # Python 3.10
+        raise ValueError("TOML config files need Python 3.11+; use a .json config file") from err
+    return tomllib
+
+
+@dataclass
+class ServerConfig:
+    """Everything ``hudi-flight serve`` can be told."""
+
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    warehouses: list[str] = field(default_factory=list)
+    storage_options: dict[str, Any] = field(default_factory=dict)  # for warehouse tables
+    catalog_url: str | None = None  # default: sqlite in state_dir
+    state_dir: str | None = None
+    secret: str | None = None  # hex; default: generated once into state_dir/ticket-secret
+    secret_file: str | None = None
+    ticket_ttl_seconds: float = 3600.0
+    auth_tokens: list[str] = field(default_factory=list)  # empty: no authentication
+    target_split_bytes: int = DEFAULT_TARGET_SPLIT_BYTES
+    initial_split_bytes: int | None = None
+    initial_split_count: int = 0
+    split_workers: int = 4
+    refresh_interval_seconds: float = 60.0  # warehouse re-scan timer; 0 disables it
+    table_cache_seconds: float = 10.0  # how long an opened table's timeline is reused
+    locations: list[str] = field(default_factory=list)  # data servers named in endpoints
+    processes: int = 1
+
+    # -- derived ---------------------------------------------------------------------------
+    @property
+    def state_path(self) -> Path:
+        return Path(self.state_dir) if self.state_dir else default_state_dir()
+
+    @property
+    def resolved_catalog_url(self) -> str:
+        if self.catalog_url:
+            return self.catalog_url
+        return f"sqlite:///{self.state_path / 'catalog.db'}"
+
+    @property
+    def resolved_secret_file(self) -> Path:
+        return Path(self.secret_file) if self.secret_file else self.state_path / "ticket-secret"
+
+    @property
+    def location(self) -> str:
+        return f"grpc+tcp://{self.host}:{self.port}"
+
+    def split_options(self) -> SplitOptions:
+        return SplitOptions(
+            target_split_bytes=self.target_split_bytes,
+            initial_split_bytes=self.initial_split_bytes,
+            initial_split_count=self.initial_split_count,
+            max_workers=self.split_workers,
+        )
+
+    # -- loading ---------------------------------------------------------------------------
+    def updated(self, overrides: Mapping[str, Any]) -> "ServerConfig":
+        """A copy with the non-``None`` entries of ``overrides`` applied."""
+        known = {f.name for f in dataclasses.fields(self)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise ValueError(f"unknown configuration keys: {', '.join(unknown)}")
+        return dataclasses.replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str] | None = None, **overrides: Any) -> "ServerConfig":
+        """Defaults, then the file at ``path`` (``.toml`` or ``.json``), then ``overrides``.
+
+        Raises:
+            ValueError: unreadable file or unknown keys.
+        """
+        config = cls()
+        if path is not None:
+            p = Path(path)
+            try:
+                text = p.read_text()
+                doc = json.loads(text) if p.suffix == ".json" else _toml().loads(text)
+            except (OSError, ValueError) as err:
+                raise ValueError(f"cannot read config file {p}: {err}") from err
+            config = config.updated(doc.get("server", doc))
+        return config.updated(overrides)
+
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "ServerConfig", "default_state_dir"]

@@ -1,0 +1,242 @@
+"""The Arrow Flight service: plans Hudi queries into weighted, signed endpoints and streams them.
+
+This module holds the RPCs only. A query's path: ``get_flight_info`` parses the command
+(``wire``), opens the table state (``tables``), plans it with the library's planner, and signs
+one ticket per split carrying the pinned options and the split (``tickets``); ``do_get``
+verifies a ticket, rebuilds the read context from the same table state and options, and
+streams :func:`catalog.read.split_reader.read_split`. Errors are mapped in ``errors``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from typing import Any, Iterator
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from catalog.errors import InvalidQueryError, UnknownTableError
+from catalog.plan.options import ReadOptions
+from catalog.plan.planner import ScanPlan, plan
+from catalog.plan.splits import FooterCache
+from catalog.read.split_reader import read_split, read_splits
+from catalog.state import TableState
+from catalog.table.files import Split
+
+from flight_server.server.actions import HANDLERS
+from flight_server.server.auth import BearerTokenMiddlewareFactory
+from flight_server.server.config import ServerConfig
+from flight_server.server.errors import flight_errors, stream_errors
+from flight_server.server.registry import Registry, TableEntry, parse_identifier
+from flight_server.server.tables import TableCache
+from flight_server.server.tickets import TicketSigner, load_or_create_secret
+from flight_server.server.wire import (
+    ACTIONS,
+    QueryCommand,
+    TicketBody,
+    endpoint_metadata,
+    parse_action,
+    parse_command,
+    query_metadata,
+    split_from_json,
+    split_to_json,
+)
+
+log = logging.getLogger(__name__)
+
+
+def _descriptor_command(descriptor: flight.FlightDescriptor) -> QueryCommand:
+    if descriptor.descriptor_type == flight.DescriptorType.CMD:
+        return parse_command(descriptor.command)
+    path = [p.decode() if isinstance(p, bytes) else p for p in descriptor.path]
+    if len(path) == 2:
+        identifier = f"{path[0]}.{path[1]}"
+    elif len(path) == 1:
+        identifier = path[0]
+    else:
+        raise InvalidQueryError(f"path descriptor must be [namespace, table], got {path}")
+    parse_identifier(identifier)
+    return QueryCommand(identifier)
+
+
+def _timestamp(epoch_seconds: float) -> pa.TimestampScalar:
+    return pa.scalar(int(epoch_seconds * 1_000_000), type=pa.timestamp("us", tz="UTC"))
+
+
+class HudiFlightServer(flight.FlightServerBase):
+    """Flight front end of the catalog registry (interfaces.md section 2).
+
+    Args:
+        config: server settings (address, splits, tickets, warehouses).
+        registry: the catalog; built from ``config.resolved_catalog_url`` when omitted.
+        signer: ticket signer; built from the configured or persisted secret when omitted.
+    """
+
+    def __init__(
+        self,
+        config: ServerConfig | None = None,
+        registry: Registry | None = None,
+        signer: TicketSigner | None = None,
+        **kwargs: Any,
+    ):
+        self.config = config or ServerConfig()
+        self.config.state_path.mkdir(parents=True, exist_ok=True)
+        if self.config.auth_tokens:
+            kwargs.setdefault("middleware", {})["auth"] = BearerTokenMiddlewareFactory(self.config.auth_tokens)
+        try:
+            super().__init__(self.config.location, **kwargs)
+        except pa.ArrowException as err:
+            raise OSError(f"cannot listen on {self.config.location} (address in use?)") from err
+        self.registry = registry or Registry(self.config.resolved_catalog_url)
+        if signer is None:
+            secret = (
+                bytes.fromhex(self.config.secret)
+                if self.config.secret
+                else load_or_create_secret(self.config.resolved_secret_file)
+            )
+            signer = TicketSigner(secret, self.config.ticket_ttl_seconds)
+        self.signer = signer
+        self.split_options = self.config.split_options()
+        self.footers = FooterCache()
+        self.tables = TableCache(self.config.table_cache_seconds)
+        self.started = time.time()
+        self._stop = threading.Event()
+        self._location_load = {loc: 0.0 for loc in self.config.locations}
+        self._location_lock = threading.Lock()
+        if self.config.warehouses:
+            self.scan_warehouses()
+            if self.config.refresh_interval_seconds > 0:
+                threading.Thread(target=self._rescan_loop, name="hudi-warehouse-scan", daemon=True).start()
+
+    # -- catalog -------------------------------------------------------------------------
+    def scan_warehouses(self) -> int:
+        """Register the tables of every configured warehouse; returns how many there are."""
+        found = 0
+        for warehouse in self.config.warehouses:
+            found += len(self.registry.discover(warehouse, self.config.storage_options or None))
+        self.tables.drop()
+        return found
+
+    def _rescan_loop(self) -> None:
+        while not self._stop.wait(self.config.refresh_interval_seconds):
+            try:
+                self.scan_warehouses()
+            except Exception:  # a transient storage error must not kill the timer
+                log.exception("warehouse re-scan failed")
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        super().shutdown()
+
+    def open_table(self, identifier: str) -> tuple[TableEntry, TableState]:
+        entry = self.registry.load_table(identifier)
+        return entry, self.tables.get(entry)
+
+    # -- planning ------------------------------------------------------------------------
+    def _plan(self, state: TableState, options: ReadOptions) -> ScanPlan:
+        return plan(state, options, self.split_options, self.footers)
+
+    def _locations(self, weight: float) -> list[str]:
+        """Least-loaded data location first, the next one as a retry target."""
+        if not self._location_load:
+            return []
+        with self._location_lock:
+            ranked = sorted(self._location_load, key=self._location_load.__getitem__)
+            self._location_load[ranked[0]] += weight
+        return ranked[:2]
+
+    def _endpoint(self, body: TicketBody, expires_at: float, metadata: bytes, weight: float) -> flight.FlightEndpoint:
+        ticket = self.signer.sign(body.to_json(), expires_at)
+        return flight.FlightEndpoint(
+            ticket, self._locations(weight), expiration_time=_timestamp(expires_at), app_metadata=metadata
+        )
+
+    def plan_query(self, command: QueryCommand) -> tuple[pa.Schema, list[flight.FlightEndpoint], int, int]:
+        """Schema, endpoints, estimated rows and bytes of a query."""
+        entry, state = self.open_table(command.table)
+        scan = self._plan(state, command.options)
+        splits = list(scan.splits)
+        if scan.context.instant is None:  # a table without commits
+            return scan.schema, [], 0, 0
+        expires_at = self.signer.expiry()
+        wire = scan.options.to_json()
+        rows = sum(s.estimated_rows for s in splits)
+        nbytes = sum(s.bytes for s in splits)
+        instant = scan.context.instant
+        if scan.options.limit is not None:
+            # A limit is only defined over the union: one endpoint reads the whole query.
+            body = TicketBody(entry.identifier, entry.base_uri, instant, wire)
+            meta = query_metadata(splits, scan.options.limit)
+            return scan.schema, [self._endpoint(body, expires_at, meta, 1.0)], min(rows, scan.options.limit), nbytes
+        endpoints = [
+            self._endpoint(
+                TicketBody(entry.identifier, entry.base_uri, instant, wire, split_to_json(s)),
+                expires_at,
+                endpoint_metadata(s),
+                s.weight,
+            )
+            for s in splits
+        ]
+        return scan.schema, endpoints, rows, nbytes
+
+    # -- Flight RPCs ---------------------------------------------------------------------
+    @flight_errors
+    def get_flight_info(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
+        schema, endpoints, rows, nbytes = self.plan_query(_descriptor_command(descriptor))
+        return flight.FlightInfo(schema, descriptor, endpoints, rows, nbytes, ordered=False)
+
+    @flight_errors
+    def get_schema(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor) -> flight.SchemaResult:
+        command = _descriptor_command(descriptor)
+        _, state = self.open_table(command.table)
+        return flight.SchemaResult(self._plan(state, command.options).schema)
+
+    @flight_errors
+    def list_flights(self, context: flight.ServerCallContext, criteria: bytes) -> Iterator[flight.FlightInfo]:
+        infos = []
+        for entry in self.registry.list_tables():
+            descriptor = flight.FlightDescriptor.for_path(entry.namespace, entry.name)
+            try:
+                scan = self._plan(self.tables.get(entry), ReadOptions())
+                splits: list[Split] = list(scan.splits)
+            except Exception as err:  # one unreadable table must not hide the others
+                log.warning("list_flights: skipping %s: %s", entry.identifier, err)
+                continue
+            rows = sum(s.estimated_rows for s in splits)
+            nbytes = sum(s.bytes for s in splits)
+            infos.append(flight.FlightInfo(scan.schema, descriptor, [], rows, nbytes))
+        return iter(infos)
+
+    @flight_errors
+    def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.FlightDataStream:
+        body = TicketBody.from_json(self.signer.verify(ticket.ticket))
+        entry, state = self.open_table(body.table)
+        if entry.base_uri != body.uri:
+            raise UnknownTableError(f"table {body.table} was re-registered elsewhere since planning; plan again")
+        scan = self._plan(state, ReadOptions.from_json(body.command))
+        if body.split is None:
+            batches = read_splits(scan.context, scan.splits, scan.options.limit)
+        else:
+            batches = read_split(scan.context, split_from_json(body.split))
+        return flight.GeneratorStream(scan.schema, stream_errors(self._until_cancelled(context, batches)))
+
+    @staticmethod
+    def _until_cancelled(context: flight.ServerCallContext, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            if context.is_cancelled():  # client went away: stop reading storage
+                return
+            yield batch
+
+    def list_actions(self, context: flight.ServerCallContext) -> list[tuple[str, str]]:
+        return [(name, description) for name, (_, description) in ACTIONS.items()]
+
+    @flight_errors
+    def do_action(self, context: flight.ServerCallContext, action: flight.Action) -> list[bytes]:
+        body = parse_action(action.type, action.body.to_pybytes() if action.body is not None else b"")
+        return [json.dumps(HANDLERS[action.type](self, body), default=str).encode()]
+
+
+__all__ = ["HudiFlightServer"]

@@ -1,0 +1,42 @@
+"""Opened tables of the server: a :class:`TableState` per registered table, reused for a while."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from catalog.state import TableState
+from catalog.storage import open_table_storage
+
+from flight_server.server.registry import TableEntry
+
+
+class TableCache:
+    """Table states by identifier, reused for ``ttl`` seconds (timelines go stale after that)."""
+
+    def __init__(self, ttl: float):
+        self.ttl = ttl
+        self._items: dict[str, tuple[float, str, TableState]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, entry: TableEntry) -> TableState:
+        now = time.monotonic()
+        with self._lock:
+            hit = self._items.get(entry.identifier)
+        if hit and hit[1] == entry.base_uri and now - hit[0] < self.ttl:
+            return hit[2]
+        storage = open_table_storage(entry.base_uri, dict(entry.storage_options) or None)
+        state = TableState.load(storage)
+        with self._lock:
+            self._items[entry.identifier] = (now, entry.base_uri, state)
+        return state
+
+    def drop(self, identifier: str | None = None) -> None:
+        with self._lock:
+            if identifier is None:
+                self._items.clear()
+            else:
+                self._items.pop(identifier, None)
+
+
+__all__ = ["TableCache"]

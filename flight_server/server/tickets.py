@@ -1,0 +1,120 @@
+"""Opaque, signed, expiring Flight tickets.
+
+A ticket is ``b"hf1." + base64url(json payload) + b"." + base64url(HMAC-SHA256(secret, payload))``.
+The payload is whatever the service needs to read one split without re-planning (table, pinned
+instant, query options, the split itself) plus an absolute expiry. Any server holding the same
+secret can verify and serve it; nothing is kept in server memory between planning and reading.
+
+The payload is signed, not encrypted: it must never carry credentials (storage options stay in
+the registry of the serving server).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from catalog.errors import InvalidTicketError
+
+_PREFIX = b"hf1."
+SECRET_BYTES = 32
+
+
+def _b64(data: bytes) -> bytes:
+    return base64.urlsafe_b64encode(data).rstrip(b"=")
+
+
+def _unb64(data: bytes) -> bytes:
+    return base64.urlsafe_b64decode(data + b"=" * (-len(data) % 4))
+
+
+class TicketSigner:
+    """Signs and verifies ticket payloads with one shared secret.
+
+    Args:
+        secret: the HMAC key; at least 16 bytes.
+        ttl_seconds: lifetime of the tickets this signer issues.
+    """
+
+    def __init__(self, secret: bytes, ttl_seconds: float = 3600.0):
+        if len(secret) < 16:
+            raise ValueError("ticket secret must be at least 16 bytes")
+        if ttl_seconds <= 0:
+            raise ValueError("ticket ttl must be positive")
+        self._secret = bytes(secret)
+        self.ttl_seconds = float(ttl_seconds)
+
+    def _mac(self, body: bytes) -> bytes:
+        return hmac.new(self._secret, body, hashlib.sha256).digest()
+
+    def expiry(self, now: float | None = None) -> float:
+        """The absolute expiry (epoch seconds) of a ticket issued at ``now``."""
+        return (time.time() if now is None else now) + self.ttl_seconds
+
+    def sign(self, payload: Mapping[str, Any], expires_at: float) -> bytes:
+        """Serialise ``payload`` with its expiry and sign it."""
+        doc = dict(payload)
+        doc["exp"] = round(expires_at, 3)
+        body = _b64(json.dumps(doc, separators=(",", ":"), sort_keys=True).encode())
+        return _PREFIX + body + b"." + _b64(self._mac(body))
+
+    def verify(self, ticket: bytes, now: float | None = None) -> dict[str, Any]:
+        """Return the payload of a genuine, unexpired ticket.
+
+        Raises:
+            InvalidTicketError: malformed, bad signature (forged, altered or signed under another
+                secret) or expired.
+        """
+        if not ticket.startswith(_PREFIX) or ticket.count(b".") != 2:
+            raise InvalidTicketError("ticket is not a hudi-flight ticket")
+        body, _, sig = ticket[len(_PREFIX):].partition(b".")
+        try:
+            given = _unb64(sig)
+        except ValueError as err:
+            raise InvalidTicketError("ticket signature is malformed") from err
+        if not hmac.compare_digest(given, self._mac(body)):
+            raise InvalidTicketError("ticket signature does not match (forged, altered or from another server)")
+        try:
+            doc = json.loads(_unb64(body))
+        except ValueError as err:  # signed by us yet unreadable: only if the secret leaked
+            raise InvalidTicketError("ticket payload is not valid JSON") from err
+        exp = doc.pop("exp", None)
+        if not isinstance(exp, (int, float)):
+            raise InvalidTicketError("ticket has no expiry")
+        if (time.time() if now is None else now) > exp:
+            raise InvalidTicketError("ticket expired; plan the query again")
+        return doc
+
+
+def load_or_create_secret(path: str | os.PathLike[str]) -> bytes:
+    """Read the hex secret at ``path``; on first start create it (mode 0600) and return it."""
+    p = Path(path)
+    if p.exists():
+        text = p.read_text().strip()
+        try:
+            secret = bytes.fromhex(text)
+        except ValueError as err:
+            raise ValueError(f"ticket secret file {p} does not hold a hex string") from err
+        if len(secret) < 16:
+            raise ValueError(f"ticket secret in {p} is shorter than 16 bytes")
+        return secret
+    p.parent.mkdir(parents=True, exist_ok=True)
+    secret = secrets.token_bytes(SECRET_BYTES)
+    try:
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another server process created it first: use theirs
+        time.sleep(0.05)
+        return load_or_create_secret(p)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(secret.hex() + "\n")
+    return secret
+
+
+__all__ = ["TicketSigner", "load_or_create_secret"]
