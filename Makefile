@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv system-deps test demo bench bench-quick clean
+.PHONY: venv system-deps lint test demo bench bench-quick clean
 
 # PostgreSQL (registry tests run against a real server on loopback) and Java (Spark).
 system-deps:
@@ -20,6 +20,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+lint: $(STAMP)
+	$(PY) -m ruff check catalog flight_server hudi_generator schemas tests bench
+	$(PY) -m mypy catalog flight_server
 
 test: $(STAMP) system-deps
 	$(PY) -m pytest -n 2 -q $(PYTEST_ARGS)

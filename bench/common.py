@@ -28,7 +28,7 @@ Typical use::
 
 Synthetic tables come from the generator (``catalog.testing.generator``)::
 
-    from catalog.testing.generator import GeneratorSpec, generate, expected_table
+    from hudi_generator.generator import GeneratorSpec, generate, expected_table
     generate(str(path), GeneratorSpec(rows=..., partitions=..., files_per_partition=..., commits=...,
                                       table_type="MERGE_ON_READ", metadata_table=True, column_stats=False))
 

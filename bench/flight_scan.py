@@ -47,7 +47,7 @@ def _data_dir(size: str) -> Path:
 
 def _table(size: str) -> Path:
     """The generated table (reused between runs), under ``<data>/wh/bench/trips``."""
-    from catalog.testing.generator import GeneratorSpec, generate
+    from hudi_generator.generator import GeneratorSpec, generate
 
     rows, partitions, rg = SIZES[size]
     path = _data_dir(size) / "wh" / "bench" / "trips"
@@ -84,7 +84,7 @@ class _Server:
 
 
 def _service_read(uri: str, table: str, workers: int, columns: list[str] | None = None) -> int:
-    from flight_server.client import connect
+    from flight_server.client.session import connect
 
     with connect(uri, max_workers=workers) as client:
         return sum(b.num_rows for b in client.read_batches(table, columns=columns))
@@ -106,12 +106,12 @@ def _planning(uri: str, table: str, repeat: int) -> list[float]:
 def run(size: str) -> list[dict]:
     from hudi import HudiTableBuilder
 
-    from catalog.table import HudiTable
-    from tests.fixtures import extract_table
+    from catalog import HudiTable
+    from tests.support.fixtures import extract_table
 
     path = _table(size)
     table = HudiTable.open(str(path))
-    files = [str(path / fs.base_file_path) for fs in table.scan().plan_slices()]
+    files = [str(path / s.file_slice.base_file_path) for s in table.scan().splits if s.start == 0]
     nbytes = sum(os.path.getsize(f) for f in files)
     rows = table.read(columns=["_hoodie_record_key"]).num_rows
     params = {"rows": rows, "parquet_bytes": nbytes, "files": len(files), "client_workers": WORKERS,

@@ -13,7 +13,7 @@ SIZES = {"quick": (200_000, 1_000), "full": (2_000_000, 10_000)}
 
 
 def run(size: str) -> list[dict]:
-    from catalog.testing.generator import MERGE_ON_READ, GeneratorSpec, generate
+    from hudi_generator.generator import MERGE_ON_READ, GeneratorSpec, generate
 
     rows, partitions = SIZES[size]
     target = table_dir("generate_table", size) / "trips"

@@ -36,7 +36,7 @@ NAMESPACE, TABLE = "bench", "trips"
 
 
 def _table(size: str) -> tuple[Path, "GeneratorSpec"]:  # noqa: F821 - imported lazily
-    from catalog.testing.generator import GeneratorSpec, generate
+    from hudi_generator.generator import GeneratorSpec, generate
 
     rows, partitions, files, _ = SIZES[size]
     spec = GeneratorSpec(rows=rows, partitions=partitions, files_per_partition=files, commits=1, table_name=TABLE,
@@ -90,8 +90,8 @@ def _latencies(uri: str, make_filters, clients: int, per_client: int) -> list[fl
 
 
 def run(size: str) -> list[dict]:
-    from flight_server.config import ServerConfig
-    from flight_server.service import HudiFlightServer
+    from flight_server.server.config import ServerConfig
+    from flight_server.server.service import HudiFlightServer
 
     warehouse, spec = _table(size)
     requests = SIZES[size][3]
@@ -104,7 +104,7 @@ def run(size: str) -> list[dict]:
         thread.start()
         uri = f"grpc://127.0.0.1:{port}"
         try:
-            from catalog.testing.generator import expected_table
+            from hudi_generator.generator import expected_table
 
             # sanity: the key query finds exactly one row, the partition query the expected rows
             probe = flight.connect(uri)

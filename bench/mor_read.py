@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from bench.common import check_size, measure, row, table_dir
 from catalog import HudiTable
-from catalog.testing.generator import MERGE_ON_READ, GeneratorSpec, generate
+from hudi_generator.generator import MERGE_ON_READ, GeneratorSpec, generate
 
 ROWS = {"quick": 100_000, "full": 2_000_000}
 REPEATS = {"quick": 3, "full": 3}
@@ -72,7 +72,7 @@ def run(size: str) -> list[dict]:
     params = {"rows": ROWS[size], "updated": "10%", "deleted": "1%", "log_blocks": "avro"}
     out = []
     for competitor, fn in (("hudi-flight", _ours), ("hudi-rs", _theirs)):
-        t = measure(lambda: fn(path), repeat=REPEATS[size], warmup=0)
+        t = measure(lambda fn=fn: fn(path), repeat=REPEATS[size], warmup=0)
         name = f"mor_read/{ROWS[size]:,} rows snapshot"
         out.append(row(name, competitor, "median wall time", t.median, "s", repeats=t.repeats, params=params))
         out.append(row(name, competitor, "throughput", rows / t.median, "rows/s", repeats=t.repeats, params=params))

@@ -154,7 +154,7 @@ def bench_data_dir() -> Path:
 
 
 def table_spec(partitions: int, rows_per_partition: int = ROWS_PER_PARTITION, commits: int = COMMITS):
-    from catalog.testing.generator import MERGE_ON_READ, GeneratorSpec
+    from hudi_generator.generator import MERGE_ON_READ, GeneratorSpec
 
     return GeneratorSpec(
         rows=partitions * rows_per_partition,
@@ -170,7 +170,7 @@ def table_spec(partitions: int, rows_per_partition: int = ROWS_PER_PARTITION, co
 
 
 def build_table(uri: str, partitions: int, options: dict[str, Any] | None = None, **spec_kw: Any) -> None:
-    from catalog.testing.generator import generate
+    from hudi_generator.generator import generate
 
     opts = {k: v for k, v in (options or {}).items() if k not in ("skip_instance_cache", "use_listings_cache")}
     generate(uri, table_spec(partitions, **spec_kw), opts or None)
@@ -204,7 +204,8 @@ def measure_ours(
     uri: str, options: dict[str, Any] | None, use_mdt: bool, server: MotoServer | None, repeat: int
 ) -> dict[str, Any]:
     """Cold open + plan with hudi-flight; requests by ``Storage.stats`` and (on S3) server-side."""
-    from catalog.table import HudiTable
+    from catalog import HudiTable, ReadOptions
+    from catalog.plan.planner import file_slices
 
     times, plan_requests, total_requests, server_requests, slices, kind = [], 0, 0, None, 0, ""
     for _ in range(repeat):
@@ -212,14 +213,14 @@ def measure_ours(
         t0 = time.perf_counter()
         table = HudiTable.open(uri, options, use_metadata_table=use_mdt)
         opened = table.storage.stats.total
-        planned = list(table.scan().plan_slices())
+        planned = list(file_slices(table.state, ReadOptions()))
         times.append(time.perf_counter() - t0)
         total_requests = table.storage.stats.total
         plan_requests = total_requests - opened
         if server:
             server_requests = server.request_count() - before
         slices = len(planned)
-        kind = type(table.listing).__name__
+        kind = type(table.state.listing).__name__
     return {
         "seconds": _median(times),
         "runs": repeat,

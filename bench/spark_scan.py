@@ -46,7 +46,7 @@ def _spark_session():
 
 
 def run(size: str) -> list[dict]:
-    from catalog.table import HudiTable
+    from catalog import HudiTable
 
     path = _table(size)
     table = HudiTable.open(str(path))

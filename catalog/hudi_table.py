@@ -14,7 +14,7 @@ from catalog.plan.options import ReadOptions, read_options
 from catalog.plan.planner import ScanPlan, plan
 from catalog.read.split_reader import read_splits
 from catalog.state import TableState
-from catalog.storage import open_table_storage
+from catalog.storage import Storage, open_table_storage
 from catalog.table.config import TableConfig
 from catalog.timeline import Timeline
 
@@ -62,6 +62,11 @@ class HudiTable:
     @property
     def uri(self) -> str:
         return self.state.storage.uri
+
+    @property
+    def storage(self) -> Storage:
+        """The table's storage (its ``stats`` count the requests made)."""
+        return self.state.storage
 
     @property
     def config(self) -> TableConfig:

@@ -120,10 +120,22 @@ class Storage:
         self.stats.add("open")
         return self.fs.open(self.full_path(rel), "rb", **kwargs)
 
-    def arrow_filesystem(self):
-        """A ``pyarrow.fs.FileSystem`` over the same fsspec filesystem (for pyarrow readers)."""
-        import pyarrow.fs as pafs
+    def arrow_filesystem(self) -> Any:
+        """A ``pyarrow.fs.FileSystem`` over the same files (for pyarrow's Parquet reader).
 
+        Local tables get Arrow's native ``LocalFileSystem``. pyarrow's Parquet scan reads and
+        decodes on Arrow's own thread pools whatever ``use_threads`` says; with a Python-backed
+        ``PyFileSystem`` those threads take the GIL to read and to drop their last references to
+        Python objects, and one that does so while the interpreter finalizes is killed by CPython
+        inside a ``noexcept`` destructor: the process aborts ("terminate called without an active
+        exception"). Other protocols (remote stores, caller-registered filesystems) keep the
+        fsspec bridge, so every request still goes through fsspec there.
+        """
+        import pyarrow.fs as pafs
+        from fsspec.implementations.local import LocalFileSystem
+
+        if type(self.fs) is LocalFileSystem:  # exactly fsspec's own: a registered subclass keeps the bridge
+            return pafs.LocalFileSystem()
         return pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
 
     def __getstate__(self) -> dict[str, Any]:
@@ -131,7 +143,7 @@ class Storage:
         return {"uri": self.uri, "storage_options": self.storage_options}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["uri"], state["storage_options"])
+        type(self).__init__(self, state["uri"], state["storage_options"])
 
 
 def open_table_storage(uri: str, storage_options: Mapping[str, Any] | None = None) -> Storage:

@@ -11,7 +11,9 @@ from typing import Any
 
 import pyarrow as pa
 
-META_FIELDS = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name")
+META_FIELDS = (
+    "_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"
+)
 
 
 def decimal_fixed_size(precision: int) -> int:
@@ -68,6 +70,9 @@ def _avro_field(field: pa.Field, namespace: str) -> dict:
 
 def arrow_to_avro(schema: pa.Schema, record_name: str, namespace: str, with_meta_fields: bool = False) -> dict:
     """Avro record schema for ``schema``; ``with_meta_fields`` prepends the five Hudi meta columns."""
-    fields = [{"name": m, "type": ["null", "string"], "doc": "", "default": None} for m in META_FIELDS] if with_meta_fields else []
+    fields = (
+        [{"name": m, "type": ["null", "string"], "doc": "", "default": None} for m in META_FIELDS]
+        if with_meta_fields else []
+    )
     fields += [_avro_field(f, namespace) for f in schema if f.name not in META_FIELDS]
     return {"type": "record", "name": record_name, "namespace": namespace, "fields": fields}

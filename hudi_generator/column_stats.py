@@ -76,6 +76,7 @@ def column_stats_records(table: pa.Table, partition: str, file_name: str,
     for name in indexed_columns(table.schema):
         col = table.column(name)
         wrapper = _wrapper(col.type)
+        assert wrapper is not None  # indexed_columns keeps only wrapped types
         mm = pc.min_max(col)
         lo, hi = mm["min"].as_py(), mm["max"].as_py()
         total, uncompressed = sizes.get(name, (0, 0))

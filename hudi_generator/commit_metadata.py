@@ -14,7 +14,7 @@ _NS = "org.apache.hudi.avro.model"
 _STR = {"type": "string", "avro.java.string": "String"}
 
 
-def _opt(t: Any) -> dict:
+def _opt(t: Any) -> list[Any]:
     return ["null", t]
 
 
@@ -29,7 +29,8 @@ _STAT_FIELDS: list[tuple[str, Any]] = [
     ("cdcStats", {"type": "map", "values": "long", "avro.java.string": "String", "default": None}),
     ("prevBaseFile", _STR), ("minEventTime", "long"), ("maxEventTime", "long"),
     ("runtimeStats", {"type": "record", "name": f"{_NS}.HoodieRuntimeStats", "fields": [
-        {"name": n, "type": _opt("long"), "default": None} for n in ("totalScanTime", "totalCreateTime", "totalUpsertTime")
+        {"name": n, "type": _opt("long"), "default": None}
+        for n in ("totalScanTime", "totalCreateTime", "totalUpsertTime")
     ]}),
     ("totalLogFilesCompacted", "long"), ("totalLogReadTimeMs", "long"), ("totalLogSizeCompacted", "long"),
     ("tempPath", _STR), ("numUpdates", "long"),
@@ -44,16 +45,22 @@ WRITE_STAT_SCHEMA = {
 
 def _metadata_schema(name: str, replace: bool) -> dict:
     fields = [
-        {"name": "partitionToWriteStats", "type": _opt({"type": "map", "avro.java.string": "String",
-                                                         "values": {"type": "array", "items": WRITE_STAT_SCHEMA}}), "default": None},
+        {"name": "partitionToWriteStats",
+         "type": _opt({"type": "map", "avro.java.string": "String",
+                       "values": {"type": "array", "items": WRITE_STAT_SCHEMA}}),
+         "default": None},
         {"name": "compacted", "type": _opt("boolean"), "default": None},
-        {"name": "extraMetadata", "type": _opt({"type": "map", "values": _STR, "avro.java.string": "String", "default": None}), "default": None},
+        {"name": "extraMetadata",
+         "type": _opt({"type": "map", "values": _STR, "avro.java.string": "String", "default": None}),
+         "default": None},
         {"name": "version", "type": ["int", "null"], "default": 1},
         {"name": "operationType", "type": _opt(_STR), "default": None},
     ]
     if replace:
-        fields.append({"name": "partitionToReplaceFileIds", "type": _opt({"type": "map", "avro.java.string": "String",
-                                                                         "values": {"type": "array", "items": _STR}}), "default": None})
+        fields.append({"name": "partitionToReplaceFileIds",
+                       "type": _opt({"type": "map", "avro.java.string": "String",
+                                     "values": {"type": "array", "items": _STR}}),
+                       "default": None})
     return {"type": "record", "name": f"{_NS}.{name}", "fields": fields}
 
 

@@ -30,7 +30,9 @@ def trips_schema(partition_levels: int) -> pa.Schema:
         pa.field("amount", pa.decimal128(12, 2)),
         pa.field("event_time", pa.timestamp("us", tz="UTC")),
         pa.field("trip_count", pa.int32()),
-        pa.field("location", pa.struct([pa.field("lat", pa.float64()), pa.field("lon", pa.float64()), pa.field("zone", pa.string())])),
+        pa.field("location", pa.struct([
+            pa.field("lat", pa.float64()), pa.field("lon", pa.float64()), pa.field("zone", pa.string()),
+        ])),
         pa.field("region", pa.string()),
     ]
     if partition_levels == 2:
@@ -110,7 +112,9 @@ def trips_rows(seed: int, rows: np.ndarray, version: np.ndarray, scheme: Partiti
     ver = version.astype(np.int64)
     keys = record_keys(rows)
     ts = BASE_TS_MS + rows.astype(np.int64) * 1000 + ver
-    rider = pc.binary_join_element_wise(_prefixed("rider-", (h % np.uint64(1000)).astype(np.int64)), _prefixed("v", ver), "-")
+    rider = pc.binary_join_element_wise(
+        _prefixed("rider-", (h % np.uint64(1000)).astype(np.int64)), _prefixed("v", ver), "-"
+    )
     driver = _prefixed("driver-", (h2 % np.uint64(500)).astype(np.int64))
     driver_null = (h2 >> np.uint64(20)) % np.uint64(11) == 0
     driver = pc.if_else(pa.array(driver_null), pa.nulls(n, pa.string()), driver)

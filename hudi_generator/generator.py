@@ -27,9 +27,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hudi_generator.avro_schema import META_FIELDS, arrow_to_avro
+from hudi_generator.column_stats import column_stats_records, indexed_columns
 from hudi_generator.commit_metadata import commit_metadata_bytes, write_stat
 from hudi_generator.data import Evolution, PartitionScheme, record_keys, trips_rows, trips_schema
-from hudi_generator.column_stats import column_stats_records, indexed_columns
 from hudi_generator.log_writer import avro_data_block, delete_block, log_file_name
 from hudi_generator.metadata_table import MetadataTableWriter, column_stats_encoded, files_records, record_index_encoded
 from hudi_generator.properties import render_properties, table_checksum
@@ -114,7 +114,8 @@ class GeneratorSpec:
 
     def instants(self) -> list[tuple[str, str]]:
         """(requested, completed) per commit, 10 s apart, each completing 2 s after it starts."""
-        return [(_instant(self.start_time + timedelta(seconds=10 * k)), _instant(self.start_time + timedelta(seconds=10 * k + 2)))
+        return [(_instant(self.start_time + timedelta(seconds=10 * k)),
+                 _instant(self.start_time + timedelta(seconds=10 * k + 2)))
                 for k in range(self.commits)]
 
 
@@ -160,7 +161,9 @@ def _group_rows(spec: GeneratorSpec, group: int) -> tuple[int, np.ndarray]:
     return p, np.arange(p + spec.n_partitions * slot, spec.rows, spec.n_groups, dtype=np.int64)
 
 
-def _history(spec: GeneratorSpec, rows: np.ndarray) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+def _history(
+    spec: GeneratorSpec, rows: np.ndarray
+) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """Per commit, yield ``(commit, version, alive, updated, deleted)`` arrays over ``rows``:
     the state after the commit and what it touched. Commit 1 inserts every row."""
     evo = Evolution(spec.seed, spec.update_fraction, spec.delete_fraction)
@@ -182,7 +185,8 @@ def _with_meta(spec: GeneratorSpec, data: pa.Table, rows: np.ndarray, version: n
     seqno = pc.binary_join_element_wise(commit_times, pa.array(np.full(len(rows), group)).cast(pa.string()),
                                         pa.array(rows).cast(pa.string()), "_")
     n = len(rows)
-    meta = [commit_times, seqno, data.column("uuid"), pa.repeat(pa.scalar(partition), n), pa.repeat(pa.scalar(file_name), n)]
+    meta = [commit_times, seqno, data.column("uuid"),
+            pa.repeat(pa.scalar(partition), n), pa.repeat(pa.scalar(file_name), n)]
     cols = meta + list(data.columns)
     return pa.Table.from_arrays(cols, names=list(META_FIELDS) + data.column_names)
 
@@ -258,7 +262,9 @@ class _TableWriter:
         size = self.target.write(f"{rel_dir}/{name}" if rel_dir else name, buf.getvalue())
         return size, footers[0]
 
-    def _stats(self, table: pa.Table, partition: str, file_name: str, footer: pq.FileMetaData | None = None) -> dict[str, bytes]:
+    def _stats(
+        self, table: pa.Table, partition: str, file_name: str, footer: pq.FileMetaData | None = None
+    ) -> dict[str, bytes]:
         if not self.spec.column_stats:
             return {}
         return column_stats_encoded(list(column_stats_records(table, partition, file_name, footer)))
@@ -287,10 +293,12 @@ class _TableWriter:
                 size, footer = self._base_file(part, name, full)
                 col_stats = self._stats(full, part, name, footer)
                 stat = write_stat(
-                    fileId=fid, path=prefix + name, prevCommit=base_instant, partitionPath=part, numWrites=int(alive.sum()),
+                    fileId=fid, path=prefix + name, prevCommit=base_instant, partitionPath=part,
+                    numWrites=int(alive.sum()),
                     numInserts=int(alive.sum()) if k == 1 else 0, numUpdateWrites=int(upd.sum()) if k > 1 else 0,
                     numDeletes=int(dele.sum()), totalWriteBytes=size, totalWriteErrors=0, fileSizeInBytes=size,
-                    prevBaseFile=base_name, totalLogRecords=0, totalLogBlocks=0, totalCorruptLogBlock=0, totalRollbackBlocks=0,
+                    prevBaseFile=base_name, totalLogRecords=0, totalLogBlocks=0, totalCorruptLogBlock=0,
+                    totalRollbackBlocks=0,
                 )
                 base_name, base_instant = name, instant
             else:
@@ -306,9 +314,11 @@ class _TableWriter:
                     blocks.append(delete_block(instant, ((key, part) for key in keys), self.log_schema))
                 size = self.target.write(prefix + name, b"".join(blocks))
                 stat = write_stat(
-                    fileId=fid, path=prefix + name, prevCommit=base_instant, partitionPath=part, numWrites=int(upd.sum()),
+                    fileId=fid, path=prefix + name, prevCommit=base_instant, partitionPath=part,
+                    numWrites=int(upd.sum()),
                     numUpdateWrites=int(upd.sum()), numDeletes=int(dele.sum()), numInserts=0, totalWriteBytes=size,
-                    totalWriteErrors=0, fileSizeInBytes=size, logVersion=1, logOffset=0, baseFile=base_name, logFiles=[name],
+                    totalWriteErrors=0, fileSizeInBytes=size, logVersion=1, logOffset=0, baseFile=base_name,
+                    logFiles=[name],
                     totalLogRecords=0, totalLogBlocks=0, totalCorruptLogBlock=0, totalRollbackBlocks=0,
                 )
             rli, rli_deletes = {}, []
@@ -324,8 +334,10 @@ class _TableWriter:
         # partition p holds row p first, so only the first ``rows`` partitions exist
         paths = [self.spec.partition_path(p) for p in range(min(self.spec.n_partitions, self.spec.rows))]
         if self.spec.partitions:
-            content = render_properties({"commitTime": self.instants[0][0], "partitionDepth": str(self.spec.partition_levels)},
-                                        "partition metadata")
+            content = render_properties(
+                {"commitTime": self.instants[0][0], "partitionDepth": str(self.spec.partition_levels)},
+                "partition metadata",
+            )
             with ThreadPoolExecutor(self.spec.workers) as pool:
                 list(pool.map(lambda p: self.target.write(f"{p}/.hoodie_partition_metadata", content), paths))
         return paths
@@ -345,7 +357,9 @@ class _TableWriter:
             "hoodie.archivelog.folder": "archived",
             "hoodie.table.recordkey.fields": "uuid",
             "hoodie.table.precombine.field": "ts",
-            "hoodie.table.keygenerator.type": ("COMPLEX" if len(fields) > 1 else "SIMPLE") if fields else "NON_PARTITION",
+            "hoodie.table.keygenerator.type": (
+                ("COMPLEX" if len(fields) > 1 else "SIMPLE") if fields else "NON_PARTITION"
+            ),
             "hoodie.datasource.write.hive_style_partitioning": str(spec.hive_style).lower(),
             "hoodie.datasource.write.partitionpath.urlencode": "false",
             "hoodie.datasource.write.drop.partition.columns": "false",
@@ -392,7 +406,9 @@ class _TableWriter:
         tl = ".hoodie/timeline/"
         self.target.write(f"{tl}{requested}.{action}.requested", b"")
         self.target.write(f"{tl}{requested}.{'deltacommit.inflight' if self.is_mor else 'inflight'}", b"")
-        self.target.write(f"{tl}{requested}_{completed}.{action}", commit_metadata_bytes(stats, operation, self.avro_schema_json))
+        self.target.write(
+            f"{tl}{requested}_{completed}.{action}", commit_metadata_bytes(stats, operation, self.avro_schema_json)
+        )
 
 
 def _epoch_ms(instant: str) -> int:
@@ -402,7 +418,9 @@ def _epoch_ms(instant: str) -> int:
 
 
 def _mdt_time(instant: str, millis: int) -> str:
-    return _instant(datetime.strptime(instant[:14], "%Y%m%d%H%M%S") + timedelta(milliseconds=int(instant[14:]) + millis))
+    return _instant(
+        datetime.strptime(instant[:14], "%Y%m%d%H%M%S") + timedelta(milliseconds=int(instant[14:]) + millis)
+    )
 
 
 def generate(uri: str, spec: GeneratorSpec | None = None, storage_options: dict | None = None) -> GeneratedTable:
@@ -435,13 +453,14 @@ def generate(uri: str, spec: GeneratorSpec | None = None, storage_options: dict 
 
     mdt = None
     if writer.mdt_partitions:
-        mdt = MetadataTableWriter(target.under(".hoodie/metadata"), spec.table_name, writer.mdt_partitions, spec.hfile_compression,
-                                  shards={"record_index": writer.record_index_shards})
+        mdt = MetadataTableWriter(target.under(".hoodie/metadata"), spec.table_name, writer.mdt_partitions,
+                                  spec.hfile_compression, shards={"record_index": writer.record_index_shards})
         if spec.column_stats:
             target.write(INDEX_DEFS_PATH, writer.index_definitions())
 
     def mdt_records(k: int) -> dict[str, dict[str, bytes]]:
-        return {"files": files_records(added.pop(k, {})), "column_stats": col_stats.pop(k, {}), "record_index": rli.pop(k, {})}
+        return {"files": files_records(added.pop(k, {})), "column_stats": col_stats.pop(k, {}),
+                "record_index": rli.pop(k, {})}
 
     if mdt is not None:
         # initialised on the empty table just before the first commit, as Hudi's first write does
@@ -459,7 +478,9 @@ def generate(uri: str, spec: GeneratorSpec | None = None, storage_options: dict 
 
 def _parser() -> argparse.ArgumentParser:
     d = GeneratorSpec()
-    p = argparse.ArgumentParser(prog="hudi-flight generate", description="Write a synthetic Hudi table (table version 8).")
+    p = argparse.ArgumentParser(
+        prog="hudi-flight generate", description="Write a synthetic Hudi table (table version 8)."
+    )
     p.add_argument("uri", help="target table path or fsspec URL (local path, s3://bucket/path, memory://...)")
     p.add_argument("--rows", type=int, default=d.rows)
     p.add_argument("--partitions", type=int, default=d.partitions, help="0 = non-partitioned")
@@ -495,15 +516,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         files_per_partition=args.files_per_partition, row_group_size=args.row_group_size, commits=args.commits,
         update_fraction=args.update_fraction, delete_fraction=args.delete_fraction,
         table_type=MERGE_ON_READ if args.table_type == "mor" else COPY_ON_WRITE,
-        metadata_table=not args.no_metadata_table, column_stats=args.column_stats, record_index=args.record_index, table_name=args.table_name, hive_style=not args.non_hive_style,
+        metadata_table=not args.no_metadata_table, column_stats=args.column_stats, record_index=args.record_index,
+        table_name=args.table_name, hive_style=not args.non_hive_style,
         seed=args.seed, workers=args.workers,
     )
     try:
         res = generate(args.uri, spec, options or None)
     except (ValueError, OSError) as exc:
         raise SystemExit(f"hudi-flight generate: {exc}") from exc
-    print(json.dumps({"uri": res.uri, "live_rows": res.live_rows, "files": res.files_written, "bytes": res.bytes_written,
-                      "partitions": len(res.partitions), "instants": [r for r, _ in res.instants]}))
+    print(json.dumps({"uri": res.uri, "live_rows": res.live_rows, "files": res.files_written,
+                      "bytes": res.bytes_written, "partitions": len(res.partitions),
+                      "instants": [r for r, _ in res.instants]}))
     return 0
 
 

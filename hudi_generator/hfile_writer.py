@@ -85,7 +85,9 @@ class HFileWriter:
         data = gzip.compress(body, mtime=0) if self.compression == "GZ" else body
         with_header = HEADER_SIZE + len(data)
         checksum_bytes = 4 * -(-with_header // BYTES_PER_CHECKSUM)
-        header = magic + struct.pack(">iiqBii", len(data) + checksum_bytes, len(body), prev_offset, 0, BYTES_PER_CHECKSUM, with_header)
+        header = magic + struct.pack(
+            ">iiqBii", len(data) + checksum_bytes, len(body), prev_offset, 0, BYTES_PER_CHECKSUM, with_header
+        )
         return header + data + b"\x00" * checksum_bytes
 
     def to_bytes(self) -> bytes:
@@ -97,6 +99,7 @@ class HFileWriter:
 
         def flush() -> None:
             nonlocal prev_data, pending, first_row
+            assert first_row is not None  # set by the first cell of every pending block
             block = self._block(b"DATABLK*", bytes(pending), prev_data)
             index.append((len(out), len(block), struct.pack(">H", len(first_row)) + first_row))
             prev_data = len(out)

@@ -29,7 +29,8 @@ _WRAPPERS = [
 
 #: The single-field wrapper records Hudi uses for ordering values and column statistics.
 WRAPPER_SCHEMAS = [
-    {"type": "record", "name": name, "namespace": "org.apache.hudi.avro.model", "fields": [{"name": "value", "type": t}]}
+    {"type": "record", "name": name, "namespace": "org.apache.hudi.avro.model",
+     "fields": [{"name": "value", "type": t}]}
     for name, t in _WRAPPERS
 ]
 
@@ -92,7 +93,10 @@ def avro_data_block(instant: str, schema: dict, records: Iterable[dict]) -> byte
 def delete_block(instant: str, keys: Iterable[tuple[str, str]], schema: dict | None = None) -> bytes:
     """DELETE block of (record key, partition path) pairs with the default ordering value
     (IntWrapper 0), i.e. commit-time-ordering deletes, as SQL DELETE writes them."""
-    records = [{"recordKey": k, "partitionPath": p, "orderingVal": ("org.apache.hudi.avro.model.IntWrapper", {"value": 0})} for k, p in keys]
+    records = [
+        {"recordKey": k, "partitionPath": p, "orderingVal": ("org.apache.hudi.avro.model.IntWrapper", {"value": 0})}
+        for k, p in keys
+    ]
     buf = io.BytesIO()
     fastavro.schemaless_writer(buf, DELETE_RECORD_LIST_SCHEMA, {"deleteRecordList": records})
     payload = buf.getvalue()

@@ -37,7 +37,8 @@ METADATA_RECORD_SCHEMA = {
     "doc": "A record saved within the Metadata Table",
     "fields": [
         *({"name": n, "type": _OPT_STR, "doc": "", "default": None} for n in (
-            "_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name")),
+            "_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path",
+            "_hoodie_file_name")),
         {"name": "key", "type": {"type": "string", "avro.java.string": "String"}},
         {"name": "type", "type": "int"},
         {"name": "filesystemMetadata", "type": ["null", {
@@ -59,7 +60,8 @@ METADATA_RECORD_SCHEMA = {
                 {"name": "fileName", "type": _OPT_STR, "default": None},
                 {"name": "columnName", "type": _OPT_STR, "default": None},
                 {"name": "minValue", "type": ["null", *WRAPPER_SCHEMAS], "default": None},
-                {"name": "maxValue", "type": ["null", *(f"{_NS}.{w['name']}" for w in WRAPPER_SCHEMAS)], "default": None},
+                {"name": "maxValue", "type": ["null", *(f"{_NS}.{w['name']}" for w in WRAPPER_SCHEMAS)],
+                 "default": None},
                 {"name": "valueCount", "type": _OPT_LONG, "default": None},
                 {"name": "nullCount", "type": _OPT_LONG, "default": None},
                 {"name": "totalSize", "type": _OPT_LONG, "default": None},
@@ -103,7 +105,9 @@ def files_records(listing: Mapping[str, Mapping[str, int]]) -> dict[str, bytes]:
     def fs_map(files: Mapping[str, int]) -> dict:
         return {name: {"size": size, "isDeleted": False} for name, size in files.items()}
 
-    out = {ALL_PARTITIONS_KEY: _encode({"type": TYPE_ALL_PARTITIONS, "filesystemMetadata": fs_map({p: 0 for p in keyed})})}
+    out = {
+        ALL_PARTITIONS_KEY: _encode({"type": TYPE_ALL_PARTITIONS, "filesystemMetadata": fs_map({p: 0 for p in keyed})})
+    }
     for p, files in keyed.items():
         out[p] = _encode({"type": TYPE_FILE_LIST, "filesystemMetadata": fs_map(files)})
     return out
@@ -186,7 +190,9 @@ class MetadataTableWriter:
                  shards: Mapping[str, int] | None = None) -> None:
         unknown = set(partitions) - set(FILE_ID_PREFIXES)
         if unknown or "files" not in partitions:
-            raise ValueError(f"MDT partitions must include 'files' and be among {sorted(FILE_ID_PREFIXES)}: {list(partitions)}")
+            raise ValueError(
+                f"MDT partitions must include 'files' and be among {sorted(FILE_ID_PREFIXES)}: {list(partitions)}"
+            )
         self._write = write
         self._compression = compression
         self.partitions = list(partitions)
@@ -226,7 +232,9 @@ class MetadataTableWriter:
         for part in self.partitions:
             for shard, recs in enumerate(self._split(part, records.get(part, {}))):
                 fid = self._file_id(part, shard)
-                self._write(f"{part}/{log_file_name(fid, MDT_INIT_INSTANT, '0-0-0')}", delete_block(MDT_INIT_INSTANT, []))
+                self._write(
+                    f"{part}/{log_file_name(fid, MDT_INIT_INSTANT, '0-0-0')}", delete_block(MDT_INIT_INSTANT, [])
+                )
                 if not recs:
                     continue
                 self._bases.add((part, shard))
@@ -260,6 +268,7 @@ class MetadataTableWriter:
                 stats.setdefault(part, []).append(write_stat(
                     fileId=fid, path=f"{part}/{log_name}", prevCommit=MDT_INIT_INSTANT, partitionPath=part,
                     numWrites=len(recs), numUpdateWrites=len(recs), numDeletes=len(gone), fileSizeInBytes=size,
-                    totalWriteBytes=size, logVersion=1, logOffset=0, baseFile=self._base_name(part, shard) if (part, shard) in self._bases else "",
+                    totalWriteBytes=size, logVersion=1, logOffset=0,
+                    baseFile=self._base_name(part, shard) if (part, shard) in self._bases else "",
                     logFiles=[log_name], numInserts=0, totalWriteErrors=0))
         self._instant(data_instant, completed, stats, "UPSERT_PREPPED")

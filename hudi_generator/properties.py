@@ -7,7 +7,10 @@ import zlib
 from collections.abc import Mapping
 from datetime import datetime, timezone
 
-_SPECIAL = {"\\": "\\\\", ":": "\\:", "=": "\\=", "#": "\\#", "!": "\\!", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f"}
+_SPECIAL = {
+    "\\": "\\\\", ":": "\\:", "=": "\\=", "#": "\\#", "!": "\\!",
+    "\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f",
+}
 
 
 def _escape(text: str, is_key: bool) -> str:

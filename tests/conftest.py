@@ -1,10 +1,21 @@
+"""Session-wide fixtures: the Spark-written fixture tables, generated tables, a fixture catalog."""
+
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.fixtures import extract_table
+from tests.support.fixtures import FIXTURES_DIR, HUDI_DIR, extract_table
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not HUDI_DIR.is_dir():
+        raise pytest.UsageError(
+            f"the Spark-written fixture tables are not at {FIXTURES_DIR}: "
+            "set HUDI_FLIGHT_FIXTURES to the shared fixtures folder (the one holding hudi/)"
+        )
 
 
 @pytest.fixture(scope="session")
@@ -22,11 +33,44 @@ def fixture_table(fixture_root):
     return _get
 
 
+@pytest.fixture(scope="session")
+def generated_table(tmp_path_factory):
+    """``generated_table(spec)`` -> base path of a table the generator wrote for ``spec``.
+
+    Written once per session and spec; treat it as read-only (copy it with
+    ``generated_copy`` to change it).
+    """
+    from hudi_generator.generator import generate
+
+    cache: dict = {}
+
+    def _get(spec) -> str:
+        if spec not in cache:
+            path = tmp_path_factory.mktemp("generated") / "table"
+            generate(str(path), spec)
+            cache[spec] = str(path)
+        return cache[spec]
+
+    return _get
+
+
+@pytest.fixture
+def generated_copy(generated_table, tmp_path):
+    """``generated_copy(spec)`` -> a private, writable copy of ``generated_table(spec)``."""
+
+    def _copy(spec) -> str:
+        target = tmp_path / "table-copy"
+        shutil.copytree(generated_table(spec), target)
+        return str(target)
+
+    return _copy
+
+
 @pytest.fixture(scope="module")
 def tables(fixture_table):
     """A SQLite registry with every fixture table registered: ``(registry, {identifier: path})``."""
-    from catalog.registry import Registry
-    from tests.flight_support import register_fixtures
+    from flight_server.server.registry import Registry
+    from tests.support.servers import register_fixtures
 
     registry = Registry("sqlite://")
     return registry, register_fixtures(registry, fixture_table)

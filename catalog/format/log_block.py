@@ -23,8 +23,8 @@ import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from catalog.format.avro import avro_to_arrow_schema, parse_avro_schema, records_to_arrow
 from catalog.errors import CorruptTableError, UnsupportedTableError
+from catalog.format.avro import avro_to_arrow_schema, parse_avro_schema, records_to_arrow
 from catalog.format.log_file import BlockType, LogBlock
 
 #: The only command Hudi writes (``COMMAND_BLOCK_TYPE`` header value).
@@ -146,7 +146,9 @@ def _record_bodies(block: LogBlock, content: bytes, count: int) -> bytes:
         (length,) = struct.unpack_from(">i", content, pos)
         pos += 4
         if length < 0 or pos + length > end:
-            raise CorruptTableError(f"{_where(block)}: cannot decode Avro records: record length {length} runs past the block")
+            raise CorruptTableError(
+                f"{_where(block)}: cannot decode Avro records: record length {length} runs past the block"
+            )
         parts.append(content[pos : pos + length])
         pos += length
     return b"".join(parts)
@@ -172,7 +174,7 @@ def decode_avro_block(block: LogBlock, content: bytes) -> pa.Table:
         if table is not None:
             return table
     try:
-        records = list(fastavro.reader(_container(text, count, bodies)))
+        records: list[Any] = list(fastavro.reader(_container(text, count, bodies)))
     except (EOFError, ValueError, IndexError, TypeError, struct.error) as err:
         raise CorruptTableError(f"{_where(block)}: cannot decode Avro records: {err}") from err
     if len(records) != count:
@@ -225,7 +227,9 @@ def _decode_with_polars(text: str, count: int, bodies: bytes, schema: pa.Schema)
 def decode_parquet_block(block: LogBlock, content: bytes) -> pa.Table:
     """PARQUET_DATA content: a complete Parquet file."""
     try:
-        return pq.read_table(pa.BufferReader(content))
+        # Not pq.read_table: its dataset scan decodes on Arrow's CPU pool, whose threads may drop
+        # the last reference to ``content`` (a Python object) while the interpreter exits.
+        return pq.ParquetFile(pa.BufferReader(content)).read(use_threads=False)
     except (pa.ArrowInvalid, OSError) as err:
         raise CorruptTableError(f"{_where(block)}: cannot read Parquet block: {err}") from err
 
@@ -249,7 +253,7 @@ def decode_delete_block(block: LogBlock, content: bytes) -> DeleteRecords:
     if length < 0 or 8 + length > len(content):
         raise CorruptTableError(f"{_where(block)}: delete payload length {length} runs past the block")
     try:
-        value = fastavro.schemaless_reader(io.BytesIO(content[8 : 8 + length]), _DELETE_LIST_SCHEMA, None)
+        value: Any = fastavro.schemaless_reader(io.BytesIO(content[8 : 8 + length]), _DELETE_LIST_SCHEMA, None)
     except (EOFError, ValueError, IndexError, TypeError) as err:
         raise CorruptTableError(f"{_where(block)}: cannot decode delete records: {err}") from err
     entries = value["deleteRecordList"]

@@ -177,7 +177,9 @@ class _Reader:
             return False
         if end < self.size:
             following = self._read_at(end, len(MAGIC))
-            if following != MAGIC[: len(following)] or (len(following) < len(MAGIC) and end + len(following) < self.size):
+            if following != MAGIC[: len(following)] or (
+                len(following) < len(MAGIC) and end + len(following) < self.size
+            ):
                 return False
         return True
 

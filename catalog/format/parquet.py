@@ -72,7 +72,9 @@ def conform_batch(
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _pushable(expr: pc.Expression | None, filter_columns: Sequence[str], physical: pa.Schema, schema: pa.Schema) -> bool:
+def _pushable(
+    expr: pc.Expression | None, filter_columns: Sequence[str], physical: pa.Schema, schema: pa.Schema
+) -> bool:
     """Only hand the filter to the Parquet reader when the file has its columns with the table's types."""
     if expr is None:
         return False
@@ -116,8 +118,7 @@ def read_parquet(
     columns = [name for name in schema.names if physical.get_field_index(name) >= 0]
     pushed = _pushable(filter, filter_columns, physical, schema)
     try:
-        # use_threads=False: slices are already read in parallel by TableScan, and Arrow CPU threads
-        # calling back into a Python (fsspec) filesystem can abort the interpreter at exit.
+        # use_threads=False: splits are already read in parallel (catalog.read.split_reader).
         batches = fragment.to_batches(
             columns=columns, filter=filter if pushed else None, batch_size=batch_size, use_threads=False
         )

@@ -32,15 +32,15 @@ import fastavro
 import pyarrow as pa
 import xxhash
 
-from catalog.table.config import TableConfig
 from catalog.errors import CorruptTableError, HudiError
-from catalog.table.files import FileSlice
-from catalog.fs_view import FileSystemView
 from catalog.format.hfile import HFileReader
-from catalog.listing.storage import StorageListing
 from catalog.format.log_block import decode_delete_block, fold_blocks
 from catalog.format.log_file import BlockType, LogBlock, iter_log_blocks_in
+from catalog.fs_view import FileSystemView
+from catalog.listing.storage import StorageListing
 from catalog.storage import Storage
+from catalog.table.config import TableConfig
+from catalog.table.files import FileSlice
 from catalog.timeline import Timeline
 
 METADATA_DIR = ".hoodie/metadata"
@@ -120,7 +120,7 @@ def decode_records(
     schema = _parsed_schema(schema_text)
     for row, value in cells:
         try:
-            record = fastavro.schemaless_reader(
+            record: Any = fastavro.schemaless_reader(
                 io.BytesIO(value), schema, None, return_record_name=True, return_record_name_override=True
             )
             key = row.decode("utf-8")

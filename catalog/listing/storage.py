@@ -10,8 +10,8 @@ import posixpath
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
-from catalog.table.config import TableConfig
 from catalog.storage import Storage
+from catalog.table.config import TableConfig
 
 PARTITION_METAFILE = ".hoodie_partition_metadata"
 _LIST_THREADS = 8

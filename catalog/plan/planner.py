@@ -124,6 +124,14 @@ def _splits(
     return SplitPlanner(state.storage, split_options, footers).plan(slices)
 
 
+def file_slices(state: TableState, options: ReadOptions) -> Iterator[FileSlice]:
+    """The pruned file slices a read of ``options`` covers (before they are cut into splits)."""
+    resolved = resolve(options, state.timeline)
+    if resolved.instant is None:
+        return iter(())
+    return _slices(state, resolved, bind_filters(list(options.filters), state.schema))
+
+
 def _slices(state: TableState, resolved: ResolvedRead, filters: list[BoundFilter]) -> Iterator[FileSlice]:
     """File slices to read, pruned, streamed a batch of partitions at a time."""
     options = resolved.options
@@ -163,4 +171,4 @@ def _incremental_groups(state: TableState, instants: Sequence[str]) -> set[tuple
     return groups
 
 
-__all__ = ["PARTITION_BATCH", "ScanPlan", "output_schema", "plan"]
+__all__ = ["PARTITION_BATCH", "ScanPlan", "file_slices", "output_schema", "plan"]

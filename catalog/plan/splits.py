@@ -26,10 +26,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
-from catalog.table.files import FileSlice, Split
+from catalog.errors import CorruptTableError
 from catalog.storage import Storage
+from catalog.table.files import FileSlice, Split
 
 MiB = 1024 * 1024
 DEFAULT_TARGET_SPLIT_BYTES = 128 * MiB
@@ -103,8 +105,13 @@ class FooterCache:
             if hit is not None:
                 self._entries.move_to_end(key)
                 return hit
-        with storage.open(rel_path) as fh:
-            metadata = pq.read_metadata(fh)
+        try:
+            with storage.open(rel_path) as fh:
+                metadata = pq.read_metadata(fh)
+        except FileNotFoundError as err:  # e.g. cleaned after the slices were listed
+            raise FileNotFoundError(f"base file missing: {storage.uri}/{rel_path}") from err
+        except (pa.ArrowInvalid, OSError) as err:
+            raise CorruptTableError(f"cannot read Parquet base file {storage.uri}/{rel_path}: {err}") from err
         with self._lock:
             self._entries[key] = metadata
             while len(self._entries) > self.max_entries:
@@ -161,7 +168,9 @@ class SplitPlanner:
         if base.extension != "parquet":
             # Other formats are refused by the reader; plan them as one unit so it says so.
             return [self._split(fs, fs.total_size, 0)]
-        metadata = self.footers.get(self.storage, fs.base_file_path, base.size)
+        base_path = fs.base_file_path
+        assert base_path is not None  # base is not None
+        metadata = self.footers.get(self.storage, base_path, base.size)
         if fs.has_logs:
             rows = metadata.num_rows
             if base.size:
@@ -171,6 +180,7 @@ class SplitPlanner:
         return self._byte_ranges(fs, metadata, budget)
 
     def _byte_ranges(self, fs: FileSlice, metadata: pq.FileMetaData, budget: _InitialBudget | None) -> list[Split]:
+        assert fs.base_file is not None  # only slices with a base file are cut into byte ranges
         size = fs.base_file.size
         if not size:  # size unknown to the listing: do not cut
             return [self._split(fs, metadata.serialized_size, metadata.num_rows)]
@@ -184,7 +194,7 @@ class SplitPlanner:
         out: list[Split] = []
         pos = 0
         while pos < size:
-            length = min(small if n_small > 0 else target, size - pos)
+            length = min(small if small and n_small > 0 else target, size - pos)
             n_small -= 1
             groups = tuple(i for i, s in enumerate(starts) if pos <= s < pos + length)
             if pos == 0 and length >= size:
@@ -239,7 +249,10 @@ class SplitPlanner:
                     raise item
                 yield from item
         finally:
+            # Wait for the loader: a thread still reading footers when the interpreter exits
+            # could touch Arrow during finalization (see Storage.arrow_filesystem).
             cancelled.set()
+            worker.join()
 
 
 __all__ = [

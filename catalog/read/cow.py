@@ -25,8 +25,6 @@ def read_base(
         return iter(())
     return read_parquet(
         ctx.storage,
-        # A fresh pyarrow wrapper per file: a PyFileSystem that outlives the read can abort the
-        # interpreter when it is finalised at exit.
         ctx.storage.arrow_filesystem(),
         fs.base_file_path,
         schema,

@@ -22,10 +22,10 @@ from __future__ import annotations
 from typing import Iterable, Iterator
 
 from catalog.errors import UnsupportedTableError
-from catalog.table.files import FileSlice
 from catalog.format.log_block import fold_blocks
 from catalog.format.log_file import BlockType, LogBlock, iter_log_blocks
 from catalog.storage import Storage
+from catalog.table.files import FileSlice
 from catalog.timeline import CommitSet
 
 RECORD_BLOCK_TYPES = frozenset({BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.DELETE})

@@ -34,16 +34,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from catalog.format.avro import OPERATION_COLUMN
-from catalog.format.parquet import cast_array
 from catalog.errors import UnsupportedTableError
-from catalog.table.files import FileSlice
+from catalog.format.avro import OPERATION_COLUMN
 from catalog.format.log_block import DeleteRecords, decode_data_block, decode_delete_block
 from catalog.format.log_file import BlockType, LogBlock
+from catalog.format.parquet import cast_array
 from catalog.read.context import ReadContext
 from catalog.read.cow import read_base
 from catalog.read.log_scan import valid_blocks
 from catalog.storage import Storage
+from catalog.table.files import FileSlice
 
 RECORD_KEY = "_hoodie_record_key"
 IS_DELETED = "_hoodie_is_deleted"

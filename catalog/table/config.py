@@ -229,7 +229,9 @@ def _merge_mode(props: Mapping[str, str], version: int, payload: str, ordering: 
     explicit = (props.get("hoodie.record.merge.mode") or "").upper()
     if version >= 8 and explicit:
         if explicit not in MERGE_MODES:
-            raise CorruptTableError(f"unknown hoodie.record.merge.mode {explicit!r}; expected one of {', '.join(MERGE_MODES)}")
+            raise CorruptTableError(
+                f"unknown hoodie.record.merge.mode {explicit!r}; expected one of {', '.join(MERGE_MODES)}"
+            )
         mode = explicit
     elif payload.endswith("OverwriteWithLatestAvroPayload"):
         mode = "COMMIT_TIME_ORDERING"
@@ -239,8 +241,8 @@ def _merge_mode(props: Mapping[str, str], version: int, payload: str, ordering: 
         mode = "CUSTOM"
     else:
         strategy = props.get("hoodie.record.merge.strategy.id") or ""
-        mode = _STRATEGY_MODES.get(strategy) if version >= 8 else None
-        mode = mode or ("EVENT_TIME_ORDERING" if ordering else "COMMIT_TIME_ORDERING")
+        by_strategy = _STRATEGY_MODES.get(strategy) if version >= 8 else None
+        mode = by_strategy or ("EVENT_TIME_ORDERING" if ordering else "COMMIT_TIME_ORDERING")
     if mode == "EVENT_TIME_ORDERING" and not ordering:
         return "COMMIT_TIME_ORDERING"
     return mode

@@ -19,7 +19,7 @@ def decode_instant_file(data: bytes, where: str) -> dict[str, Any]:
         return {}
     try:
         if data.startswith(AVRO_MAGIC):
-            records = list(fastavro.reader(io.BytesIO(data)))
+            records: list[Any] = list(fastavro.reader(io.BytesIO(data)))
             return records[0] if records else {}
         value = json.loads(data.decode("utf-8"))
     except (ValueError, EOFError, UnicodeDecodeError, StopIteration, TypeError) as err:

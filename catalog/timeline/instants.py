@@ -101,4 +101,13 @@ class CommitSet:
         return self.start is not None and requested_time < self.start and requested_time not in self.pending
 
 
-__all__ = ["COMPLETED", "INFLIGHT", "REQUESTED", "STATE_RANK", "CommitSet", "Instant", "parse_instant_file_name", "validate_instant"]
+__all__ = [
+    "COMPLETED",
+    "INFLIGHT",
+    "REQUESTED",
+    "STATE_RANK",
+    "CommitSet",
+    "Instant",
+    "parse_instant_file_name",
+    "validate_instant",
+]

@@ -16,7 +16,6 @@ from typing import Any, Sequence
 import pyarrow as pa
 
 from catalog.plan.options import QUERY_TYPES, ReadOptions
-
 from flight_server.cli.output import CliError, format_table, one_line, write_output
 from flight_server.client.session import HudiFlightClient, QueryPlan
 from flight_server.server.config import DEFAULT_HOST, DEFAULT_PORT, ServerConfig

@@ -25,7 +25,7 @@ import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Generator, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -230,7 +230,7 @@ class HudiFlightClient:
             return [self.uri, self.uri]
         return uris if len(uris) == 2 else uris + [self.uri]
 
-    def fetch(self, endpoint: PlannedEndpoint) -> Iterator[pa.RecordBatch]:
+    def fetch(self, endpoint: PlannedEndpoint) -> Generator[pa.RecordBatch, None, None]:
         """Stream one endpoint's record batches, retrying once elsewhere on a transport failure."""
         delivered = 0
         targets = self._targets(endpoint)

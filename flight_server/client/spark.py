@@ -50,7 +50,6 @@ from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxFiles, SupportsTr
 from pyspark.sql.types import StructField, StructType
 
 from catalog.plan.options import ReadOptions
-
 from flight_server.client.session import HudiFlightClient, PlannedEndpoint
 
 SOURCE_NAME = "hudi-flight"
@@ -135,7 +134,9 @@ def spark_schema(schema: pa.Schema) -> StructType:
         try:
             data_type = from_arrow_type(f.type, prefer_timestamp_ntz=True)
         except Exception as err:
-            raise ValueError(f"{SOURCE_NAME}: column {f.name!r} has Arrow type {f.type} that Spark cannot hold") from err
+            raise ValueError(
+                f"{SOURCE_NAME}: column {f.name!r} has Arrow type {f.type} that Spark cannot hold"
+            ) from err
         fields.append(StructField(f.name, data_type, nullable=f.nullable))
     return StructType(fields)
 
@@ -172,6 +173,7 @@ def to_service_filter(flt: Filter, top_level: set[str]) -> tuple[Any, ...] | Non
     Only top-level columns are pushed; nested paths (``a.b``) and ``<=>`` are left to Spark.
     """
     attribute = getattr(flt, "attribute", None)
+    value = getattr(flt, "value", None)
     if isinstance(flt, Not):
         child = flt.child
         if isinstance(child, EqualTo) and _column(child.attribute, top_level) and _pushable_value(child.value):
@@ -182,8 +184,8 @@ def to_service_filter(flt: Filter, top_level: set[str]) -> tuple[Any, ...] | Non
     column = _column(attribute, top_level) if attribute is not None else None
     if column is None or isinstance(flt, EqualNullSafe):
         return None
-    if type(flt) in _COMPARISONS and _pushable_value(flt.value):
-        return (column, _COMPARISONS[type(flt)], flt.value)
+    if type(flt) in _COMPARISONS and _pushable_value(value):
+        return (column, _COMPARISONS[type(flt)], value)
     if isinstance(flt, In) and flt.value and all(map(_pushable_value, flt.value)):
         return (column, "in", list(flt.value))
     if isinstance(flt, IsNull):
@@ -283,7 +285,8 @@ class HudiFlightReader(DataSourceReader):
             endpoints = client.plan(self.query.table, self.query.options).endpoints
         return pack_endpoints(endpoints, min_partitions=self.query.min_partitions)
 
-    def read(self, partition: EndpointGroup) -> Iterator[pa.RecordBatch]:
+    # Spark hands back the partitions this reader planned, so the parameter is narrower than InputPartition.
+    def read(self, partition: EndpointGroup) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         return _read_group(self.query, partition, self.schema)
 
 
@@ -362,7 +365,8 @@ class HudiFlightStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             endpoints = client.plan(self.query.table, options).endpoints
         return pack_endpoints(endpoints, min_partitions=self.query.min_partitions)
 
-    def read(self, partition: EndpointGroup) -> Iterator[pa.RecordBatch]:
+    # Spark hands back the partitions this reader planned, so the parameter is narrower than InputPartition.
+    def read(self, partition: EndpointGroup) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         return _read_group(self.query, partition, self.schema)
 
     def commit(self, end: dict) -> None:

@@ -11,7 +11,6 @@ from typing import Any, Callable, Protocol
 
 from catalog.state import TableState
 from catalog.storage import open_table_storage
-
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry, TableEntry
 from flight_server.server.tables import TableCache

@@ -117,7 +117,8 @@ class Registry:
 
     def __init__(self, url: str = "sqlite://", **engine_kwargs: Any):
         try:
-            if sa.engine.make_url(url).get_backend_name() == "sqlite" and sa.engine.make_url(url).database in (None, "", ":memory:"):
+            parsed_url = sa.engine.make_url(url)
+            if parsed_url.get_backend_name() == "sqlite" and parsed_url.database in (None, "", ":memory:"):
                 # One in-memory database shared by every thread (each connection would get its own).
                 engine_kwargs.setdefault("poolclass", sa.pool.StaticPool)
                 engine_kwargs.setdefault("connect_args", {"check_same_thread": False})
@@ -244,7 +245,9 @@ class Registry:
                 if f"{r.namespace}.{r.name}" not in keep
             ]
             for ns, name in stale:
-                conn.execute(tables_table.delete().where((tables_table.c.namespace == ns) & (tables_table.c.name == name)))
+                conn.execute(
+                    tables_table.delete().where((tables_table.c.namespace == ns) & (tables_table.c.name == name))
+                )
         return registered
 
 
@@ -277,7 +280,9 @@ def find_hudi_tables(
                 out.append((f"{namespace}.{posixpath.basename(rel)}", f"{base_uri}/{rel}"))
             continue
         if depth < max_depth:
-            todo.extend((posixpath.join(rel, n) if rel else n, depth + 1) for n in sorted(names) if not n.startswith("."))
+            todo.extend(
+                (posixpath.join(rel, n) if rel else n, depth + 1) for n in sorted(names) if not n.startswith(".")
+            )
     return out
 
 

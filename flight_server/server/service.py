@@ -25,7 +25,6 @@ from catalog.plan.splits import FooterCache
 from catalog.read.split_reader import read_split, read_splits
 from catalog.state import TableState
 from catalog.table.files import Split
-
 from flight_server.server.actions import HANDLERS
 from flight_server.server.auth import BearerTokenMiddlewareFactory
 from flight_server.server.config import ServerConfig
@@ -184,7 +183,9 @@ class HudiFlightServer(flight.FlightServerBase):
 
     # -- Flight RPCs ---------------------------------------------------------------------
     @flight_errors
-    def get_flight_info(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
+    def get_flight_info(
+        self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
+    ) -> flight.FlightInfo:
         schema, endpoints, rows, nbytes = self.plan_query(_descriptor_command(descriptor))
         return flight.FlightInfo(schema, descriptor, endpoints, rows, nbytes, ordered=False)
 
@@ -224,7 +225,9 @@ class HudiFlightServer(flight.FlightServerBase):
         return flight.GeneratorStream(scan.schema, stream_errors(self._until_cancelled(context, batches)))
 
     @staticmethod
-    def _until_cancelled(context: flight.ServerCallContext, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def _until_cancelled(
+        context: flight.ServerCallContext, batches: Iterator[pa.RecordBatch]
+    ) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             if context.is_cancelled():  # client went away: stop reading storage
                 return

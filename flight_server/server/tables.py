@@ -7,7 +7,6 @@ import time
 
 from catalog.state import TableState
 from catalog.storage import open_table_storage
-
 from flight_server.server.registry import TableEntry
 
 

@@ -174,7 +174,9 @@ def split_from_json(doc: dict[str, Any]) -> Split:
         fs = FileSlice(doc["p"], doc["f"], doc["bi"], base, logs)  # type: ignore[arg-type]
         nbytes, rows, weight = doc.get("n") or (0, 0, 1.0)
         row_groups = doc.get("rg")
-        return Split(fs, int(nbytes), int(rows), float(weight), row_groups=tuple(row_groups) if row_groups is not None else None)
+        return Split(
+            fs, int(nbytes), int(rows), float(weight), row_groups=tuple(row_groups) if row_groups is not None else None
+        )
     except (KeyError, TypeError, IndexError, ValueError) as err:
         raise InvalidQueryError("ticket names an invalid file slice") from err
 

@@ -11,7 +11,7 @@ and version. Queries go through the DB-API driver (read-only SELECT, pushed down
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from sqlalchemy import types as sqltypes
@@ -20,6 +20,14 @@ from sqlalchemy.engine.url import URL
 from sqlalchemy.exc import NoSuchTableError
 
 from flight_server.client.session import DEFAULT_PORT
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine.interfaces import (
+        IsolationLevel,
+        ReflectedColumn,
+        ReflectedPrimaryKeyConstraint,
+        ReflectedTableComment,
+    )
 
 _SIMPLE_TYPES: list[tuple[Any, Any]] = [
     (pa.types.is_boolean, sqltypes.Boolean),
@@ -87,7 +95,7 @@ class HudiFlightDialect(default.DefaultDialect):
         return dbapi
 
     def create_connect_args(self, url: URL) -> tuple[list[Any], dict[str, Any]]:
-        query = dict(url.query)
+        query: dict[str, Any] = dict(url.query)
         tls = str(query.pop("tls", "false")).lower() in ("1", "true", "yes")
         timeout = float(query.pop("timeout")) if "timeout" in query else 60.0
         if query:
@@ -106,16 +114,17 @@ class HudiFlightDialect(default.DefaultDialect):
     def do_commit(self, dbapi_connection: Any) -> None:
         pass
 
-    def get_isolation_level(self, dbapi_connection: Any) -> str:
+    def get_isolation_level(self, dbapi_connection: Any) -> IsolationLevel:
         return "AUTOCOMMIT"
 
-    def get_default_isolation_level(self, dbapi_conn: Any) -> str:
+    def get_default_isolation_level(self, dbapi_conn: Any) -> IsolationLevel:
         return "AUTOCOMMIT"
 
     def _get_server_version_info(self, connection: Any) -> tuple[int, ...]:
         return ()
 
-    def _get_default_schema_name(self, connection: Any) -> str | None:
+    # None when the URL names no namespace (SQLAlchemy's default_schema_name is optional).
+    def _get_default_schema_name(self, connection: Any) -> str | None:  # type: ignore[override]
         return _driver(connection).namespace
 
     def do_ping(self, dbapi_connection: Any) -> bool:
@@ -159,7 +168,9 @@ class HudiFlightDialect(default.DefaultDialect):
     def get_view_names(self, connection: Any, schema: str | None = None, **kw: Any) -> list[str]:
         return []
 
-    def get_columns(self, connection: Any, table_name: str, schema: str | None = None, **kw: Any) -> list[dict]:
+    def get_columns(
+        self, connection: Any, table_name: str, schema: str | None = None, **kw: Any
+    ) -> list[ReflectedColumn]:
         info = self._info(connection, table_name, schema, **kw)
         partition_fields = set(info.get("partition_fields") or [])
         return [
@@ -174,7 +185,9 @@ class HudiFlightDialect(default.DefaultDialect):
             for f in info["arrow"]
         ]
 
-    def get_pk_constraint(self, connection: Any, table_name: str, schema: str | None = None, **kw: Any) -> dict:
+    def get_pk_constraint(
+        self, connection: Any, table_name: str, schema: str | None = None, **kw: Any
+    ) -> ReflectedPrimaryKeyConstraint:
         info = self._info(connection, table_name, schema, **kw)
         return {"constrained_columns": list(info.get("record_key_fields") or []), "name": None}
 
@@ -190,7 +203,9 @@ class HudiFlightDialect(default.DefaultDialect):
     def get_check_constraints(self, connection: Any, table_name: str, schema: str | None = None, **kw: Any) -> list:
         return []
 
-    def get_table_comment(self, connection: Any, table_name: str, schema: str | None = None, **kw: Any) -> dict:
+    def get_table_comment(
+        self, connection: Any, table_name: str, schema: str | None = None, **kw: Any
+    ) -> ReflectedTableComment:
         info = self._info(connection, table_name, schema, **kw)
         text = f"Hudi {info['table_type']} table, table version {info['table_version']}"
         if info.get("partition_fields"):

@@ -29,7 +29,9 @@ DIALECT = "duckdb"
 READ_ONLY = "hudi-flight is read-only: only SELECT queries are supported"
 
 _FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
-_COMPARISON = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
+_COMPARISON: dict[type[exp.Expression], str] = {
+    exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="
+}
 
 
 class ReadOnlyError(Exception):
@@ -160,11 +162,11 @@ def _mentioned_columns(query: exp.Query) -> set[str] | None:
     return {c.name.lower() for c in query.find_all(exp.Column) if not isinstance(c.this, exp.Star)}
 
 
-def _projection(schema: pa.Schema, needed: set[str] | None) -> list[str] | None:
+def _projection(schema: pa.Schema, needed: set[str] | None) -> tuple[str, ...] | None:
     if needed is None:
         return None
-    columns = [f.name for f in schema if f.name.lower() in needed]
-    return columns or [schema.names[0]]  # COUNT(*) and friends: any one column carries the rows
+    columns = tuple(f.name for f in schema if f.name.lower() in needed)
+    return columns or (schema.names[0],)  # COUNT(*) and friends: any one column carries the rows
 
 
 def _pushable_filters(query: exp.Query, resolved: dict[int, tuple[str, pa.Schema]]) -> dict[int, list[tuple]]:
@@ -206,9 +208,9 @@ def _scope_filters(scope: Scope, resolved: dict[int, tuple[str, pa.Schema]]) -> 
     return out
 
 
-def _conjuncts(condition: exp.Expression) -> list[exp.Expression]:
-    condition = condition.unnest()
-    return list(condition.flatten()) if isinstance(condition, exp.And) else [condition]
+def _conjuncts(condition: exp.Expression) -> list[Any]:
+    node = condition.unnest()  # sqlglot >= 30 types nodes as its ``Expr`` base class
+    return list(node.flatten()) if isinstance(node, exp.And) else [node]
 
 
 _NO_VALUE = object()

@@ -1,0 +1,177 @@
+"""The split planner on synthetic Parquet base files and hand-built file slices.
+
+Invariant checked throughout: the row groups named by the splits of a base file cover every row
+group exactly once, so reading each split's row groups and concatenating gives the file.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from catalog.errors import CorruptTableError
+from catalog.plan.splits import (
+    FooterCache,
+    SplitOptions,
+    SplitPlanner,
+    aligned_row_groups,
+    row_group_starts,
+    split_weight,
+)
+from catalog.storage import Storage
+from catalog.table.files import BaseFile, FileSlice, LogFile
+
+MiB = 1024 * 1024
+INSTANT = "20240101000000000"
+
+
+def _write_base(root, partition: str, file_id: str, rows: int, row_group_size: int) -> FileSlice:
+    name = f"{file_id}_0-1-0_{INSTANT}.parquet"
+    folder = root / partition if partition else root
+    folder.mkdir(parents=True, exist_ok=True)
+    table = pa.table({"id": pa.array(range(rows), pa.int64()), "s": pa.array([f"v{i:08d}" for i in range(rows)])})
+    pq.write_table(table, folder / name, row_group_size=row_group_size, compression="none")
+    size = (folder / name).stat().st_size
+    return FileSlice(partition, file_id, INSTANT, BaseFile.parse(name, size))
+
+
+@pytest.fixture
+def storage(tmp_path):
+    return Storage(str(tmp_path))
+
+
+def _read_split(storage, split):
+    pf = pq.ParquetFile(storage.full_path(split.file_slice.base_file_path))
+    if split.row_groups is None:
+        return pf.read()
+    return pf.read_row_groups(list(split.row_groups))
+
+
+def test_weight_clamps():
+    opts = SplitOptions()
+    assert split_weight(1, opts) == 0.05
+    assert split_weight(64 * MiB, opts) == 0.5
+    assert split_weight(10 * 128 * MiB, opts) == 1.0
+
+
+def test_small_file_is_one_whole_split(tmp_path, storage):
+    fs = _write_base(tmp_path, "p=1", "fg1", rows=100, row_group_size=10)
+    (split,) = SplitPlanner(storage, SplitOptions(), FooterCache()).split_slice(fs)
+    assert split.row_groups is None and split.length is None
+    assert split.estimated_rows == 100
+    assert split.weight == 0.05  # tiny file, minimum weight
+    assert split.partition == "p=1" and split.file_ids == ["fg1"]
+
+
+@pytest.mark.parametrize("target", [4096, 10_000, 33_333, 70_000])
+def test_byte_ranges_cover_each_row_group_once(tmp_path, storage, target):
+    fs = _write_base(tmp_path, "", "fg1", rows=20_000, row_group_size=1000)
+    meta = pq.read_metadata(storage.full_path(fs.base_file_path))
+    assert meta.num_row_groups == 20
+    splits = SplitPlanner(storage, SplitOptions(target_split_bytes=target), FooterCache()).split_slice(fs)
+    assert len(splits) > 1
+    owned = [g for s in splits for g in s.row_groups]
+    assert sorted(owned) == list(range(20))  # no row group read twice or lost
+    starts = row_group_starts(meta)
+    for s in splits:  # each split owns exactly the row groups starting in its range
+        assert list(s.row_groups) == aligned_row_groups(meta, s.start, s.length)
+        assert all(s.start <= starts[g] < s.start + s.length for g in s.row_groups)
+        assert s.length <= target
+        assert s.estimated_rows == sum(meta.row_group(g).num_rows for g in s.row_groups)
+        assert 0.05 <= s.weight <= 1
+    union = pa.concat_tables(_read_split(storage, s) for s in splits)
+    assert sorted(union["id"].to_pylist()) == list(range(20_000))
+
+
+def test_initial_splits_are_smaller(tmp_path, storage):
+    fs = _write_base(tmp_path, "", "fg1", rows=20_000, row_group_size=500)
+    size = fs.base_file.size
+    opts = SplitOptions(target_split_bytes=size // 2, initial_split_bytes=size // 8, initial_split_count=3)
+    splits = SplitPlanner(storage, opts, FooterCache()).split_slice(fs, budget=_budget(3))
+    lengths = [s.length for s in splits]
+    assert lengths[:3] == [size // 8] * 3
+    assert lengths[3] == size // 2  # then the regular target (the last range is the remainder)
+    assert sum(lengths) == size and [s.start for s in splits][1:] == [sum(lengths[:i]) for i in range(1, len(lengths))]
+    assert sorted(g for s in splits for g in s.row_groups) == list(range(40))
+
+
+def _budget(n):
+    from catalog.plan.splits import _InitialBudget
+
+    return _InitialBudget(n)
+
+
+def test_slice_with_logs_is_one_split_weighted_by_total_size(tmp_path, storage):
+    fs = _write_base(tmp_path, "", "fg1", rows=20_000, row_group_size=1000)
+    log = LogFile.parse(f".fg1_{INSTANT}.log.1_0-1-0", size=30 * MiB)
+    mor = FileSlice("", "fg1", INSTANT, fs.base_file, [log])
+    (split,) = SplitPlanner(storage, SplitOptions(target_split_bytes=4096), FooterCache()).split_slice(mor)
+    assert split.row_groups is None
+    assert split.bytes == fs.base_file.size + 30 * MiB
+    assert split.weight == pytest.approx((fs.base_file.size + 30 * MiB) / (128 * MiB))
+    assert split.estimated_rows > 20_000
+
+
+def test_log_only_slice(storage):
+    log = LogFile.parse(f".fg9_{INSTANT}.log.1_0-1-0", size=1000)
+    (split,) = SplitPlanner(storage).split_slice(FileSlice("p", "fg9", INSTANT, None, [log]))
+    assert split.bytes == 1000 and split.weight == 0.05 and split.estimated_rows > 0
+
+
+def test_footer_cache_avoids_io(tmp_path, storage):
+    fs = _write_base(tmp_path, "", "fg1", rows=100, row_group_size=10)
+    cache = FooterCache()
+    planner = SplitPlanner(storage, SplitOptions(), cache)
+    planner.split_slice(fs)
+    opens = storage.stats.counts["open"]
+    planner.split_slice(fs)
+    assert storage.stats.counts["open"] == opens == 1
+
+
+def test_plan_streams_before_listing_finishes(tmp_path, storage):
+    """The first partition's splits come out while the slice source is still blocked."""
+    first = _write_base(tmp_path, "p=1", "fg1", rows=10, row_group_size=10)
+    last = _write_base(tmp_path, "p=2", "fg2", rows=10, row_group_size=10)
+    release = threading.Event()
+
+    def slices():
+        yield first
+        release.wait(10)  # "listing the last partition" takes until the consumer has a split
+        yield last
+
+    it = SplitPlanner(storage, SplitOptions(), FooterCache()).plan(slices())
+    t0 = time.monotonic()
+    got = next(it)
+    assert got.partition == "p=1" and time.monotonic() - t0 < 5
+    release.set()
+    assert [s.partition for s in it] == ["p=2"]
+
+
+def test_plan_propagates_listing_errors(storage):
+    def slices():
+        raise FileNotFoundError("partition vanished")
+        yield  # pragma: no cover
+
+    with pytest.raises(FileNotFoundError, match="vanished"):
+        list(SplitPlanner(storage).plan(slices()))
+
+
+def test_plan_propagates_footer_errors(tmp_path, storage):
+    name = f"fg1_0-1-0_{INSTANT}.parquet"
+    (tmp_path / name).write_bytes(b"not parquet at all")
+    fs = FileSlice("", "fg1", INSTANT, BaseFile.parse(name, 18))
+    with pytest.raises(CorruptTableError, match=name):
+        list(SplitPlanner(storage, footer_cache=FooterCache()).plan([fs]))
+    (tmp_path / name).unlink()  # gone after listing (a cleaner): a FileNotFoundError naming it
+    with pytest.raises(FileNotFoundError, match=name):
+        list(SplitPlanner(storage, footer_cache=FooterCache()).plan([fs]))
+
+
+@pytest.mark.parametrize("kwargs", [{"target_split_bytes": 0}, {"min_weight": 0}, {"max_workers": 0}])
+def test_bad_options(kwargs):
+    with pytest.raises(ValueError):
+        SplitOptions(**kwargs)

@@ -1,0 +1,77 @@
+"""Which log blocks of a slice count (format doc 4.6): instants, rollbacks, corrupt blocks."""
+
+from __future__ import annotations
+
+import pytest
+
+from catalog import HudiTable
+from catalog.errors import UnsupportedTableError
+from catalog.format.log_file import BlockType, LogBlock
+from catalog.read.log_scan import scan_blocks, valid_blocks
+from catalog.timeline import CommitSet
+
+ROLLBACK = "sample_table/mor/parquet/v6_nonpartitioned_rollback"
+FAILED = "20250126040826878"  # the instant rolled back by the command block in log.2
+NEXT = "20250126060846931"  # the write in log.3
+
+
+def _slice(table: HudiTable):
+    (fs,) = table.state.fs_view.latest_file_slices([""], None)
+    return fs
+
+
+def test_rollback_command_removes_the_failed_block(fixture_table):
+    table = HudiTable.open(fixture_table(ROLLBACK))
+    fs = _slice(table)
+    assert len(fs.log_files) == 3
+    kept = valid_blocks(table.storage, fs, table.timeline.commit_set, table.timeline.commits[-1].requested_time)
+    assert [(b.block_type, b.instant_time) for b in kept] == [(BlockType.PARQUET_DATA, NEXT)]
+    assert all(b.content is None for b in kept)  # contents are fetched later, only for these
+
+
+def test_time_travel_excludes_later_blocks(fixture_table):
+    table = HudiTable.open(fixture_table(ROLLBACK))
+    fs = _slice(table)
+    assert valid_blocks(table.storage, fs, table.timeline.commit_set, "20250126040823628") == []
+
+
+def _b(kind: BlockType, instant: str, **header: str) -> LogBlock:
+    return LogBlock("log", 0, 0, kind, {"INSTANT_TIME": instant, **header})
+
+
+def _commits(committed: set[str]) -> CommitSet:
+    return CommitSet(frozenset(committed), frozenset(), None)
+
+
+def test_rollback_removes_all_earlier_blocks_of_target_not_just_the_previous():
+    blocks = [
+        _b(BlockType.AVRO_DATA, "1"),
+        _b(BlockType.AVRO_DATA, "2"),
+        _b(BlockType.DELETE, "2"),
+        _b(BlockType.AVRO_DATA, "3"),
+        _b(BlockType.COMMAND, "4", COMMAND_BLOCK_TYPE="0", TARGET_INSTANT_TIME="2"),
+        _b(BlockType.AVRO_DATA, "2"),  # a block after the rollback is not undone by it
+    ]
+    kept = scan_blocks(blocks, _commits({"1", "2", "3"}), None)
+    assert [b.instant_time for b in kept] == ["1", "3", "2"]
+
+
+def test_uncommitted_future_and_corrupt_blocks_are_skipped():
+    blocks = [
+        _b(BlockType.AVRO_DATA, "1"),
+        LogBlock("log", 10, 5, BlockType.CORRUPT),
+        _b(BlockType.AVRO_DATA, "2"),  # inflight / failed writer
+        _b(BlockType.PARQUET_DATA, "3"),
+        _b(BlockType.DELETE, "5"),  # after the query instant
+    ]
+    kept = scan_blocks(blocks, _commits({"1", "3", "5"}), "4")
+    assert [b.instant_time for b in kept] == ["1", "3"]
+
+
+def test_unsupported_block_kinds_are_refused():
+    with pytest.raises(UnsupportedTableError, match="HFILE_DATA"):
+        scan_blocks([_b(BlockType.HFILE_DATA, "1")], _commits({"1"}), None)
+    with pytest.raises(UnsupportedTableError, match="log-compacted"):
+        scan_blocks([_b(BlockType.AVRO_DATA, "1", COMPACTED_BLOCK_TIMES="0")], _commits({"1"}), None)
+    with pytest.raises(UnsupportedTableError, match="partial-update"):
+        scan_blocks([_b(BlockType.AVRO_DATA, "1", IS_PARTIAL="true")], _commits({"1"}), None)

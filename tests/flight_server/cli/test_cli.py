@@ -1,0 +1,218 @@
+"""The ``hudi-flight`` command line: serve (as a real subprocess), register, tables, info, read,
+demo; one-line errors with exit code 1."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+
+from catalog.hudi_table import HudiTable
+from flight_server.cli.main import main, parse_filter
+from tests.support.compare import assert_same_rows
+from tests.support.servers import free_port
+
+REPO = Path(__file__).resolve().parents[3]
+V9 = "sample_table/cow/v9_txns_simple_meta"
+V6 = "sample_table/cow/v6_nonpartitioned"
+
+
+@pytest.fixture(scope="module")
+def warehouse(fixture_table, tmp_path_factory):
+    """A warehouse folder ``wh/sales/<table>`` holding two fixture tables (copied)."""
+    wh = tmp_path_factory.mktemp("wh")
+    shutil.copytree(fixture_table(V9), wh / "sales" / "txns")
+    shutil.copytree(fixture_table(V6), wh / "sales" / "basic")
+    return wh
+
+
+@pytest.fixture(scope="module")
+def server(warehouse, tmp_path_factory):
+    """``hudi-flight serve`` in a subprocess with only --port, --warehouse and --state-dir."""
+    port = free_port()
+    state = tmp_path_factory.mktemp("state")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "flight_server.cli", "serve", "--port", str(port), "--warehouse", str(warehouse),
+         "--state-dir", str(state)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
+    )
+    line = proc.stdout.readline()  # printed once the server listens
+    assert "serving 2 table(s)" in line, line + proc.stderr.read() if proc.poll() is not None else line
+    yield f"grpc://127.0.0.1:{port}", state
+    proc.terminate()
+    proc.wait(10)
+
+
+def _run(capsys, *argv) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_serve_created_sqlite_catalog_and_secret(server):
+    _, state = server
+    assert (state / "catalog.db").exists()
+    assert len(bytes.fromhex((state / "ticket-secret").read_text().strip())) == 32
+
+
+def test_tables(server, capsys):
+    uri, _ = server
+    code, out, _ = _run(capsys, "tables", "--server", uri)
+    assert code == 0
+    assert [line.split("\t")[0] for line in out.splitlines()] == ["sales.basic", "sales.txns"]
+    code, out, _ = _run(capsys, "tables", "--server", uri, "--json")
+    assert {t["table"] for t in json.loads(out)} == {"sales.basic", "sales.txns"}
+
+
+def test_register_and_info(server, capsys, fixture_table):
+    uri, _ = server
+    code, out, _ = _run(capsys, "register", "other.basic", fixture_table(V6), "--server", uri)
+    assert code == 0 and out.startswith("registered other.basic (COPY_ON_WRITE, version 6)")
+    code, out, _ = _run(capsys, "info", "other.basic", "--server", uri)
+    info = json.loads(out)
+    assert info["table_version"] == 6 and info["timeline"]
+
+
+def test_read_prints_rows(server, capsys, warehouse):
+    uri, _ = server
+    code, out, _ = _run(capsys, "read", "sales.txns", "--server", uri, "--columns", "txn_id,region",
+                        "--filter", "region = apac")
+    expected = HudiTable.open(str(warehouse / "sales" / "txns")).read(columns=["txn_id", "region"],
+                                                                       filters=[("region", "=", "apac")])
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["txn_id", "|", "region"]
+    assert lines[-1] == f"({expected.num_rows} rows)"
+    assert sorted(line.split()[0] for line in lines[2:-1]) == sorted(expected["txn_id"].to_pylist())
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_read_writes_output(server, capsys, warehouse, tmp_path, suffix):
+    uri, _ = server
+    out_file = tmp_path / f"out{suffix}"
+    code, out, _ = _run(capsys, "read", "sales.txns", "--server", uri, "--output", str(out_file),
+                        "--filter", "txn_ts > 1700300000000", "--columns", "txn_id", "--columns", "txn_ts")
+    expected = HudiTable.open(str(warehouse / "sales" / "txns")).read(
+        columns=["txn_id", "txn_ts"], filters=[("txn_ts", ">", 1700300000000)])
+    assert code == 0 and out.strip() == f"wrote {expected.num_rows} rows to {out_file}"
+    got = pq.read_table(out_file) if suffix == ".parquet" else pacsv.read_csv(out_file)
+    if suffix == ".parquet":
+        assert_same_rows(got, expected, exact_types=True)
+    else:
+        assert sorted(got["txn_id"].to_pylist()) == sorted(expected["txn_id"].to_pylist())
+
+
+def test_read_limit(server, capsys):
+    uri, _ = server
+    code, out, _ = _run(capsys, "read", "sales.txns", "--server", uri, "--limit", "2", "--columns", "txn_id")
+    assert code == 0 and out.splitlines()[-1] == "(2 rows)"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["read", "sales.nope"], "hudi-flight: error: planning sales.nope: table sales.nope is not registered"),
+        (["read", "sales.txns", "--columns", "nope"],
+         "hudi-flight: error: planning sales.txns rejected by {uri}: column(s) not in the table schema: 'nope'"),
+        (["read", "sales.txns", "--filter", "txn_ts ~ 3"], "hudi-flight: error: cannot parse filter 'txn_ts ~ 3'"),
+        (["read", "sales.txns", "--output", "x.json"], "hudi-flight: error: --output 'x.json': use a .parquet or .csv"),
+        (["register", "bad", "/tmp"],
+         "hudi-flight: error: action register-table rejected by {uri}: invalid register-table body at table"),
+    ],
+)
+def test_errors_are_one_line_exit_1(server, capsys, argv, message):
+    uri, _ = server
+    code, out, err = _run(capsys, *argv, "--server", uri)
+    assert code == 1 and out == ""
+    assert len(err.splitlines()) == 1 and err.startswith(message.format(uri=uri)), err
+
+
+def test_unreachable_server_is_one_line(capsys):
+    code, _, err = _run(capsys, "tables", "--server", f"grpc://127.0.0.1:{free_port()}")
+    assert code == 1 and len(err.splitlines()) == 1 and err.startswith("hudi-flight: error:")
+
+
+def test_bad_config_file(capsys, tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[server]\nbogus = 1\n')
+    code, _, err = _run(capsys, "serve", "--config", str(cfg))
+    assert code == 1 and err.strip() == "hudi-flight: error: unknown configuration keys: bogus"
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("city = sf", ("city", "=", "sf")),
+        ("n >= 3", ("n", ">=", 3)),
+        ("x in a, b", ("x", "in", ["a", "b"])),
+        ('x not in [1, 2]', ("x", "not in", [1, 2])),
+        ("flag is not null", ("flag", "is not null", None)),
+        ("s = \"3\"", ("s", "=", "3")),
+    ],
+)
+def test_parse_filter(text, expected):
+    assert parse_filter(text) == expected
+
+
+def test_demo_end_to_end(capsys):
+    code, out, err = _run(capsys, "demo")
+    assert code == 0, err
+    assert "SELECT" in out and "demo done" in out
+    assert "MERGE_ON_READ" in out and "COPY_ON_WRITE" in out
+
+
+def test_generate_delegates_to_generator(capsys, tmp_path):
+    target = tmp_path / "gen" / "trips"
+    code, out, _ = _run(capsys, "generate", str(target), "--rows", "50", "--partitions", "2")
+    assert code == 0 and json.loads(out)["live_rows"] == 50
+    t = HudiTable.open(str(target))
+    assert t.read().num_rows == 50 and t.table_type == "COPY_ON_WRITE"
+
+
+def test_example_config_loads():
+    from flight_server.server.config import ServerConfig
+
+    cfg = ServerConfig.load(REPO / "deploy" / "hudi-flight.toml", port=9000)
+    assert (cfg.host, cfg.port, cfg.warehouses) == ("0.0.0.0", 9000, ["/warehouse"])
+    assert cfg.split_options().target_split_bytes == 128 * 1024 * 1024
+
+
+def test_port_in_use_is_one_line(capsys, tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        code, _, err = _run(capsys, "serve", "--port", str(port), "--state-dir", str(tmp_path))
+    assert code == 1
+    assert err.strip() == f"hudi-flight: error: cannot listen on grpc+tcp://127.0.0.1:{port} (address in use?)"
+
+
+def test_serve_defaults(monkeypatch, tmp_path):
+    from flight_server.server.config import ServerConfig
+
+    monkeypatch.setenv("HUDI_FLIGHT_HOME", str(tmp_path))
+    cfg = ServerConfig.load(None)
+    assert cfg.location == "grpc+tcp://127.0.0.1:8815"
+    assert cfg.resolved_catalog_url == f"sqlite:///{tmp_path / 'catalog.db'}"
+    assert cfg.resolved_secret_file == tmp_path / "ticket-secret"
+
+
+def test_progress_bar_counts_rows(server, capsys):
+    from flight_server.cli.main import _read, build_parser
+    from flight_server.client.session import connect
+
+    uri, _ = server
+    args = build_parser().parse_args(["read", "sales.txns", "--columns", "txn_id"])
+    with connect(uri) as client:
+        table = _read(args, client, progress=True)
+    err = capsys.readouterr().err
+    assert f"0/{table.num_rows}" in err and "rows/s" in err  # the bar's total is the planned estimate

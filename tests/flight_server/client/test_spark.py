@@ -1,0 +1,287 @@
+"""Spark reads through a real hudi-flight server (flight_server.spark), one SparkSession (local[2]).
+
+Everything Spark sees comes over Flight; expectations come from ``catalog.HudiTable`` read
+directly from storage.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow as pa
+import pytest
+
+from catalog import HudiTable
+from flight_server.server.config import ServerConfig
+from flight_server.server.service import HudiFlightServer
+from tests.support.compare import rows
+from tests.support.fixtures import all_table_names, is_lance
+from tests.support.servers import identifier
+
+pyspark = pytest.importorskip("pyspark")
+
+from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNull, Not, StringStartsWith  # noqa: E402
+
+from flight_server.client.session import PlannedEndpoint  # noqa: E402
+from flight_server.client.spark import HudiFlightDataSource, pack_endpoints, to_service_filter  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
+PARTITIONED = "sample_table/cow/v9_txns_simple_meta"  # partitioned by region: apac, eu, us
+
+
+class CountingServer(HudiFlightServer):
+    """The real server, also recording how many endpoints each plan produced."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.plans: list[tuple[dict, int]] = []
+
+    def get_flight_info(self, context, descriptor):
+        info = super().get_flight_info(context, descriptor)
+        command = json.loads(descriptor.command) if descriptor.command else {}
+        self.plans.append((command, len(info.endpoints)))
+        return info
+
+
+@pytest.fixture(scope="module")
+def server(tables, tmp_path_factory):
+    registry, _ = tables
+    config = ServerConfig(port=0, state_dir=str(tmp_path_factory.mktemp("state")))
+    srv = CountingServer(config, registry=registry)
+    thread = threading.Thread(target=srv.serve, daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def uri(server) -> str:
+    return f"grpc://127.0.0.1:{server.port}"
+
+
+@pytest.fixture(scope="session")
+def spark():
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("hudi-flight-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    session.dataSource.register(HudiFlightDataSource)
+    yield session
+    session.stop()
+
+
+def _spark_rows(df) -> pa.Table:
+    return df.toArrow()
+
+
+def _same(got: pa.Table, expected: pa.Table) -> None:
+    """Same columns and rows; Spark's Arrow layout (zones, nested field names) is cast back first."""
+    assert got.schema.names == expected.schema.names
+    assert got.num_rows == expected.num_rows
+    assert rows(got.cast(expected.schema)) == rows(expected)
+
+
+SERVED = [n for n in all_table_names() if not is_lance(n)]
+
+
+def test_every_fixture_table_reads_like_the_library(spark, uri, tables):
+    """Every served (non-Lance) table, COW and MOR, equals HudiTable.read. The reads run as
+    concurrent Spark jobs to keep the suite short."""
+    _, paths = tables
+
+    def check(name: str) -> str | None:
+        ident = identifier(name)
+        df = spark.read.format("hudi-flight").option("uri", uri).load(ident)
+        try:
+            _same(_spark_rows(df), HudiTable.open(paths[ident]).read())
+        except AssertionError as err:
+            return f"{name}: {err}"
+        return None
+
+    with ThreadPoolExecutor(3) as pool:
+        mismatched = [m for m in pool.map(check, SERVED) if m]
+    assert not mismatched, "\n".join(mismatched)
+
+
+def test_schema_maps_decimals_timestamps_and_nested_types(spark, uri):
+    df = spark.read.format("hudi-flight").option("uri", uri).load(identifier("sample_table/cow/v6_nonpartitioned"))
+    types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    assert types["decimalField"] == "decimal(10,5)"
+    assert types["timestampField"] == "timestamp"
+    assert types["dateField"] == "date"
+    assert types["arrayField"].startswith("array<struct<arr_struct_f1:string")
+    assert types["mapField"].startswith("map<string,struct<")
+    assert types["structField"].startswith("struct<field1:string,field2:int")
+
+
+def test_columns_option_and_time_travel(spark, uri, tables):
+    _, paths = tables
+    ident = identifier(PARTITIONED)
+    table = HudiTable.open(paths[ident])
+    first = table.timeline[0].requested_time
+    df = (
+        spark.read.format("hudi-flight")
+        .option("uri", uri)
+        .option("columns", "txn_id,amount")
+        .option("as_of", first)
+        .load(ident)
+    )
+    assert df.columns == ["txn_id", "amount"]
+    _same(_spark_rows(df), table.read(columns=["txn_id", "amount"], as_of=first))
+
+
+def test_incremental_query_type(spark, uri, tables):
+    _, paths = tables
+    ident = identifier(PARTITIONED)
+    table = HudiTable.open(paths[ident])
+    start, end = table.timeline[4].completion_time, table.timeline[9].completion_time
+    df = (
+        spark.read.format("hudi-flight")
+        .option("uri", uri)
+        .option("query_type", "incremental")
+        .option("start", start)
+        .option("end", end)
+        .load(ident)
+    )
+    expected = table.read(query_type="incremental", start=start, end=end)
+    assert expected.num_rows > 0
+    _same(_spark_rows(df), expected)
+
+
+def test_endpoints_are_packed_by_weight(spark, uri, server):
+    server.plans.clear()
+    df = spark.read.format("hudi-flight").option("uri", uri).load(identifier(PARTITIONED))
+    partitions = df.rdd.getNumPartitions()
+    (_, endpoints), *_ = [p for p in server.plans if p[0].get("table") == identifier(PARTITIONED)]
+    assert endpoints >= 3  # at least one small file per region
+    assert partitions < endpoints  # small splits share a task
+
+
+def test_pushed_filters_reduce_planned_endpoints_and_stay_exact(spark, uri, server, tables):
+    _, paths = tables
+    ident = identifier(PARTITIONED)
+    expected = HudiTable.open(paths[ident]).read(filters=[("region", "=", "eu"), ("amount", ">", 100.0)])
+    spark.conf.set(PUSHDOWN, "true")
+    try:
+        server.plans.clear()
+        df = spark.read.format("hudi-flight").option("uri", uri).load(ident)
+        full = df.count()
+        plans_full = [n for c, n in server.plans if c.get("table") == ident and not c.get("filters")]
+        server.plans.clear()
+        filtered = df.where("region = 'eu' AND amount > 100.0 AND txn_id LIKE '%'")
+        got = _spark_rows(filtered)
+        pushed = [(c["filters"], n) for c, n in server.plans if c.get("filters")]
+    finally:
+        spark.conf.set(PUSHDOWN, "false")
+    assert full == HudiTable.open(paths[ident]).read().num_rows
+    assert pushed, "no filters reached the service"
+    filters, endpoints = pushed[-1]
+    assert ["region", "=", "eu"] in filters
+    # amount is a decimal (a Decimal literal is not sent) and LIKE is not expressible: Spark keeps both.
+    assert not any(f[0] == "amount" and f[1] == ">" for f in filters)
+    assert not any(f[0] == "txn_id" and f[1] not in ("is not null",) for f in filters)
+    assert endpoints < plans_full[-1]
+    _same(got, expected)
+
+
+def test_reads_work_with_pushdown_flag_off(spark, uri, tables):
+    _, paths = tables
+    ident = identifier(PARTITIONED)
+    assert spark.conf.get(PUSHDOWN) == "false"
+    got = _spark_rows(spark.read.format("hudi-flight").option("uri", uri).load(ident).where("region = 'us'"))
+    _same(got, HudiTable.open(paths[ident]).read(filters=[("region", "=", "us")]))
+
+
+def test_streaming_sees_each_commit_exactly_once(spark, uri, tables, tmp_path):
+    _, paths = tables
+    ident = identifier(PARTITIONED)
+    table = HudiTable.open(paths[ident])
+    query = (
+        spark.readStream.format("hudi-flight")
+        .option("uri", uri)
+        .load(ident)
+        .writeStream.format("memory")
+        .queryName("hudi_stream")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(90)
+    progress = query.recentProgress
+    got = _spark_rows(spark.sql("SELECT * FROM hudi_stream"))
+    data = [i for i in table.timeline if i.action in ("commit", "deltacommit", "replacecommit")]
+    bounds = [None] + [i.completion_time for i in data]
+    parts = [table.read(query_type="incremental", start=s, end=e) for s, e in zip(bounds, bounds[1:])]
+    expected = pa.concat_tables([p for p in parts if p.num_rows])
+    assert len(progress) == len(data)  # one micro-batch per commit
+    assert [p["numInputRows"] for p in progress] == [part.num_rows for part in parts]
+    _same(got, expected)
+
+
+# -- bad input -------------------------------------------------------------------------------
+
+
+def test_server_down_names_the_uri(spark):
+    with pytest.raises(Exception, match="127.0.0.1:1"):
+        spark.read.format("hudi-flight").option("uri", "grpc://127.0.0.1:1").load("ns.t").schema  # noqa: B018 - resolving the schema raises
+
+
+def test_unknown_table_is_reported(spark, uri):
+    with pytest.raises(Exception, match="nope.missing"):
+        spark.read.format("hudi-flight").option("uri", uri).load("nope.missing").schema  # noqa: B018 - resolving the schema raises
+
+
+def test_lance_table_is_refused_clearly(spark, uri):
+    name = next(n for n in all_table_names() if is_lance(n))
+    with pytest.raises(Exception, match="unsupported base file format"):
+        spark.read.format("hudi-flight").option("uri", uri).load(identifier(name)).schema  # noqa: B018 - resolving the schema raises
+
+
+# -- pure units (no Spark job) ----------------------------------------------------------------
+
+
+def _ep(weight: float) -> PlannedEndpoint:
+    return PlannedEndpoint(ticket=b"t", locations=(), weight=weight, metadata={})
+
+
+def test_packing_keeps_partition_weight_near_one():
+    groups = pack_endpoints([_ep(0.05)] * 40 + [_ep(1.0), _ep(0.6), _ep(0.5)])
+    loads = sorted(round(sum(ep.weight for ep in g.endpoints), 6) for g in groups)
+    assert sum(len(g.endpoints) for g in groups) == 43
+    assert all(load <= 1.0 for load in loads)
+    assert len(groups) == 5  # total weight 4.1: five partitions is the minimum
+    assert len(pack_endpoints([])) == 1 and not pack_endpoints([])[0].endpoints
+    spread = pack_endpoints([_ep(0.05)] * 4, min_partitions=2)  # a small table still uses two cores
+    assert [len(g.endpoints) for g in spread] == [2, 2]
+    assert len(pack_endpoints([_ep(0.05)], min_partitions=2)) == 1
+
+
+def test_spark_filters_to_service_filters():
+    cols = {"a", "s"}
+    assert to_service_filter(EqualTo(("a",), 1), cols) == ("a", "=", 1)
+    assert to_service_filter(GreaterThan(("a",), 2.5), cols) == ("a", ">", 2.5)
+    assert to_service_filter(In(("s",), ("x", "y")), cols) == ("s", "in", ["x", "y"])
+    assert to_service_filter(Not(EqualTo(("a",), 1)), cols) == ("a", "!=", 1)
+    assert to_service_filter(Not(In(("a",), (1, 2))), cols) == ("a", "not in", [1, 2])
+    assert to_service_filter(IsNull(("s",)), cols) == ("s", "is null")
+    assert to_service_filter(StringStartsWith(("s",), "x"), cols) is None
+    assert to_service_filter(EqualTo(("a", "b"), 1), cols) is None  # nested path
+    assert to_service_filter(EqualTo(("zz",), 1), cols) is None
+    assert to_service_filter(EqualTo(("a",), datetime.date(2024, 1, 1)), cols) is None
+    assert to_service_filter(GreaterThan(("a",), float("nan")), cols) is None

@@ -1,0 +1,49 @@
+"""Servers for tests: a free loopback port, a server on a background thread, a fixture catalog."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from typing import Iterator
+
+from flight_server.server.config import ServerConfig
+from flight_server.server.registry import Registry
+from flight_server.server.service import HudiFlightServer
+from tests.support.fixtures import all_table_names
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def identifier(name: str) -> str:
+    """``sample_table/mor/avro/v9_x`` -> ``sample_table_mor_avro.v9_x`` (unique per fixture)."""
+    folder, _, table = name.rpartition("/")
+    return f"{folder.replace('/', '_')}.{table}"
+
+
+def register_fixtures(registry: Registry, fixture_table) -> dict[str, str]:
+    """Register every fixture table; returns identifier -> base path."""
+    out = {}
+    for name in all_table_names():
+        path = fixture_table(name)
+        registry.register_table(identifier(name), path)
+        out[identifier(name)] = path
+    return out
+
+
+@contextlib.contextmanager
+def running_server(config: ServerConfig, registry: Registry | None = None, **kwargs) -> Iterator[HudiFlightServer]:
+    """A server on a free port, serving on a background thread until the block exits."""
+    server = HudiFlightServer(config, registry=registry, **kwargs)
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        thread.join(10)
