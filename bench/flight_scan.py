@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,18 +24,13 @@ import pyarrow.dataset as ds
 import pyarrow.flight as flight
 
 from bench.common import check_size, percentile, round_robin, row
+from tests.support.servers import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 # rows, partitions, parquet row-group rows; ~60 bytes of Parquet per generated row.
 SIZES = {"quick": (600_000, 4, 65_536), "full": (20_500_000, 8, 262_144)}
 PLAN_FIXTURE = "sample_table/cow/v9_txns_simple_meta"
 WORKERS = 4  # parallel endpoint fetches of the client
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _data_dir(size: str) -> Path:
@@ -64,7 +58,7 @@ class _Server:
     """``hudi-flight serve`` in a subprocess."""
 
     def __init__(self, warehouse: Path, processes: int):
-        self.port = _free_port()
+        self.port = free_port()
         self.state = tempfile.mkdtemp(prefix="hudi-flight-bench-")
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         self.proc = subprocess.Popen(

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import random
 import shutil
-import socket
 import sys
 import tempfile
 import threading
@@ -28,6 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.flight as flight
 
 from bench.common import percentile, row, table_dir
+from tests.support.servers import free_port
 
 # rows, partitions, files per partition, requests per (query, concurrency), spread over the clients
 SIZES = {"quick": (200_000, 20, 2, 32), "full": (2_000_000, 200, 4, 320)}
@@ -49,12 +49,6 @@ def _table(size: str) -> tuple[Path, "GeneratorSpec"]:  # noqa: F821 - imported 
         generate(str(path), spec)
         marker.touch()
     return warehouse, spec
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _query(client: flight.FlightClient, filters: list) -> int:
@@ -95,7 +89,7 @@ def run(size: str) -> list[dict]:
 
     warehouse, spec = _table(size)
     requests = SIZES[size][3]
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory(prefix="hudi-flight-latency-") as state:
         config = ServerConfig(host="127.0.0.1", port=port, warehouses=[str(warehouse)], state_dir=state,
                               refresh_interval_seconds=0, table_cache_seconds=3600)

@@ -50,6 +50,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from tests.support.servers import free_port
+
 REGION = "eu-west-1"
 BUCKET = "planning-bench"
 ROWS_PER_PARTITION = 20
@@ -68,17 +70,11 @@ SIZES: dict[str, list[tuple[str, int, dict[str, int]]]] = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class MotoServer:
     """A moto S3 server subprocess whose request log can be counted."""
 
     def __init__(self) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self._dir = tempfile.mkdtemp(prefix="moto-bench-")
         self.log_path = Path(self._dir) / "requests.log"
