@@ -173,6 +173,15 @@ def validate_rows(rows: Iterable[dict], source: str) -> list[dict]:
     return out
 
 
+def base_file_paths(table_path: str | Path) -> list[str]:
+    """Full paths of the base files a snapshot of the table reads (for direct-Parquet competitors)."""
+    from catalog import HudiTable, ReadOptions
+    from catalog.plan.planner import file_slices
+
+    table = HudiTable.open(str(table_path))
+    return [str(Path(table_path) / fs.base_file_path) for fs in file_slices(table.state, ReadOptions()) if fs.base_file_path]
+
+
 def table_dir(benchmark: str, size: str) -> Path:
     """A per-benchmark, per-size folder for generated tables, created on demand."""
     path = DATA_DIR / check_size(size) / benchmark

@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pyarrow.flight as flight
 
-from bench.common import check_size, percentile, round_robin, row
+from bench.common import base_file_paths, check_size, percentile, round_robin, row
 from tests.support.servers import free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -105,7 +105,7 @@ def run(size: str) -> list[dict]:
 
     path = _table(size)
     table = HudiTable.open(str(path))
-    files = [str(path / s.file_slice.base_file_path) for s in table.scan().splits if s.start == 0]
+    files = base_file_paths(path)
     nbytes = sum(os.path.getsize(f) for f in files)
     rows = table.read(columns=["_hoodie_record_key"]).num_rows
     params = {"rows": rows, "parquet_bytes": nbytes, "files": len(files), "client_workers": WORKERS,

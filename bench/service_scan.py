@@ -20,7 +20,7 @@ from typing import Callable
 
 import pyarrow.dataset as ds
 
-from bench.common import check_size, percentile, round_robin, row
+from bench.common import base_file_paths, check_size, percentile, round_robin, row
 from bench.flight_scan import WORKERS, _Server, _service_read
 from bench.flight_scan import _table as cow_table
 from bench.mor_read import ensure_table as mor_table
@@ -47,7 +47,7 @@ def _scenario(name: str, path: Path, ident: str, columns: list[str] | None, cow:
         "hudi-rs (hudi package)": lambda: _hudi_rows(path, columns),
     }
     if cow:
-        files = [str(path / fs.base_file_path) for fs in table.scan().plan_slices()]
+        files = base_file_paths(path)
         competitors["pyarrow.dataset (1 process)"] = lambda: ds.dataset(files, format="parquet").to_table(
             columns=columns
         ).num_rows

@@ -19,7 +19,7 @@ import os
 import sys
 from typing import Callable
 
-from bench.common import measure, row
+from bench.common import base_file_paths, measure, row
 from bench.flight_scan import _Server, _table
 
 TWO_COLUMNS = ["fare", "rider"]
@@ -50,7 +50,7 @@ def run(size: str) -> list[dict]:
 
     path = _table(size)
     table = HudiTable.open(str(path))
-    files = [str(path / fs.base_file_path) for fs in table.scan().plan_slices()]
+    files = base_file_paths(path)
     rows = table.read(columns=["_hoodie_record_key"]).num_rows
     nbytes = sum(os.path.getsize(f) for f in files)
     params = {"rows": rows, "parquet_bytes": nbytes, "files": len(files), "spark": "local[2]"}
