@@ -144,7 +144,8 @@ def _parse_prefix(body: bytes, where: str) -> tuple[BlockType, dict[str, str], i
 class _Reader:
     """Sequential block reader over one open file."""
 
-    def __init__(self, fh: BinaryIO, file_size: int, path: str, uri: str, with_content: bool):
+    def __init__(self, fh: BinaryIO, file_size: int, path: str, uri: str, with_content: bool, strict: bool = False):
+        self.strict = strict
         self.fh = fh
         self.size = file_size
         self.path = path
@@ -195,6 +196,8 @@ class _Reader:
             block_size = struct.unpack(">q", raw_size)[0] if len(raw_size) == _SIZE_FIELD else -1
             if not self._framing_ok(pos, block_size):
                 nxt = self._next_magic(pos + len(MAGIC))
+                if self.strict:
+                    raise CorruptTableError(f"{self.uri}/{self.path}: corrupt log block at offset {pos} ({nxt - pos} bytes)")
                 warnings.warn(
                     CorruptBlockWarning(
                         f"{self.uri}/{self.path}: corrupt log block at offset {pos} "
@@ -259,10 +262,14 @@ def iter_log_blocks(storage: Storage, path: str, *, with_content: bool = True) -
         yield from _Reader(fh, size, path, storage.uri, with_content).blocks()
 
 
-def iter_log_blocks_in(data: bytes, path: str, uri: str = "") -> Iterator[LogBlock]:
+def iter_log_blocks_in(data: bytes, path: str, uri: str = "", *, strict: bool = False) -> Iterator[LogBlock]:
     """Like :func:`iter_log_blocks` (with content) for a log file already read into memory
-    (the metadata-table reader fetches small MDT log files whole, one request each)."""
-    yield from _Reader(io.BytesIO(data), len(data), path, uri, True).blocks()
+    (the metadata-table reader fetches small MDT log files whole, one request each).
+
+    With ``strict`` a corrupt block raises ``CorruptTableError`` instead of being skipped: the
+    metadata table is an index, and a skipped block would silently drop files from a plan.
+    """
+    yield from _Reader(io.BytesIO(data), len(data), path, uri, True, strict).blocks()
 
 
 __all__ = ["HEADER_KEYS", "MAGIC", "BlockType", "LogBlock", "iter_log_blocks", "iter_log_blocks_in"]
