@@ -41,7 +41,7 @@ HOODIE_KEY = "org.apache.hudi.common.model.HoodieKey"
 DELETE_RECORD = "org.apache.hudi.common.model.DeleteRecord"
 _ARRAYS = {1: f"[L{HOODIE_KEY};", 2: f"[L{DELETE_RECORD};"}
 # Kryo 4 default registrations (id -> class) of the values an ordering field may hold
-_REGISTERED = {0: "int", 1: "String", 2: "float", 3: "boolean", 4: "byte", 5: "char", 6: "short", 7: "long", 8: "double"}
+_REGISTERED = dict(enumerate(("int", "String", "float", "boolean", "byte", "char", "short", "long", "double")))
 
 
 class _Reader:
@@ -51,7 +51,9 @@ class _Reader:
         self.refs: list[Any] = []  # referenceable objects in first-written order
 
     def unsupported(self, what: str) -> UnsupportedTableError:
-        return UnsupportedTableError(f"{self.where}: Kryo delete payload holds {what}, which this reader does not decode")
+        return UnsupportedTableError(
+            f"{self.where}: Kryo delete payload holds {what}, which this reader does not decode"
+        )
 
     def byte(self) -> int:
         v = self.b[self.p]

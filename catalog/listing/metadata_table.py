@@ -322,7 +322,12 @@ class MetadataTable:
                 raise MetadataTableError(f"{block.path}: log-compacted metadata blocks are not supported")
             return block.instant_time in valid
 
-        blocks = (b for path, data in zip(paths, contents) for b in iter_log_blocks_in(data, path, self.storage.uri, strict=True))
+        # strict: a corrupt MDT block raises (and planning falls back) instead of being skipped
+        blocks = (
+            b
+            for path, data in zip(paths, contents)
+            for b in iter_log_blocks_in(data, path, self.storage.uri, strict=True)
+        )
         return fold_blocks(blocks, accept)
 
     def _apply_block(self, block: LogBlock, selection: KeySelection, merged: dict[str, dict[str, Any]]) -> None:
