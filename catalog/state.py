@@ -21,6 +21,7 @@ from catalog.storage import Storage
 from catalog.table.config import TableConfig
 from catalog.table.files import BaseFile
 from catalog.timeline import Timeline
+from catalog.timeline.instant_files import written_file_groups
 
 AVRO_SCHEMA_KEY = b"parquet.avro.schema"
 
@@ -91,7 +92,22 @@ class TableState:
     @cached_property
     def listing(self) -> FileListing:
         """Where planning finds files: the metadata table when enabled and usable, else storage."""
+        self._check_partitioning()
         return choose_listing(self.storage, self.config, self.timeline, self.use_metadata_table)
+
+    def _check_partitioning(self) -> None:
+        """A table without ``hoodie.table.partition.fields`` whose latest commit wrote into
+        partitions has a damaged ``hoodie.properties``: listing only its root would read no rows."""
+        latest = self.timeline.latest_commit
+        if self.config.is_partitioned or latest is None:
+            return
+        partitions = sorted({p for p, _ in written_file_groups(self.timeline.commit_metadata(latest)) if p})
+        if partitions:
+            raise CorruptTableError(
+                f"{self.storage.uri}/.hoodie/hoodie.properties names no hoodie.table.partition.fields, "
+                f"but commit {latest.requested_time} wrote into partitions {partitions[:3]}: the properties file "
+                "is incomplete"
+            )
 
     @property
     def metadata_table(self) -> MetadataTable | None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fixtures import FIXTURES_DIR, HUDI_DIR, extract_table
+from tests.support.fixtures import FIXTURES_DIR, HUDI_DIR, extract_external, extract_table
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -29,6 +29,17 @@ def fixture_table(fixture_root):
 
     def _get(name: str) -> str:
         return str(extract_table(name, fixture_root))
+
+    return _get
+
+
+@pytest.fixture(scope="session")
+def external_table(fixture_root):
+    """``external_table("trino/stock_ticks_mor")`` -> extracted base path (str) of an external
+    fixture (``FIXTURES_DIR / "external"``); shared by the session: copy it to change it."""
+
+    def _get(name: str) -> str:
+        return str(extract_external(name, fixture_root))
 
     return _get
 

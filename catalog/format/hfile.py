@@ -195,7 +195,11 @@ class HFileReader:
         info, _ = self._block_in(section, info_pos, FILE_INFO_MAGIC)
         self.file_info = self._parse_file_info(info)
         kv_version = self.file_info.get(b"KEY_VALUE_VERSION")
+        # HBase writes KEY_VALUE_VERSION=1 and a vlong memstore timestamp per cell. Hudi's native
+        # writer (1.x) omits KEY_VALUE_VERSION yet still writes one 0x00 memstore byte per cell
+        # (Hudi's own reader always skips exactly one byte: HFileDataBlock).
         self._has_mvcc = kv_version is not None and int.from_bytes(kv_version, "big") == 1
+        self._mvcc_byte = kv_version is None
         self._has_tags = t.major >= 3 and b"hfile.MAX_TAGS_LEN" in self.file_info
         self._root_rows = [e.row for e in self.root_index]
 
@@ -327,6 +331,10 @@ class HFileReader:
                     pos += 2 + tlen
                 if self._has_mvcc:
                     _, pos = _hadoop_vlong(body, pos)
+                elif self._mvcc_byte:
+                    if pos >= end or body[pos] != 0:
+                        raise CorruptTableError(f"{self.name}: cell before {pos} lacks its 0x00 memstore byte")
+                    pos += 1
                 out.append((row, value))
         except struct.error as err:
             raise CorruptTableError(f"{self.name}: data block truncated ({err})") from err

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from catalog.errors import CorruptTableError, UnsupportedTableError
 from catalog.format.avro import avro_to_arrow_schema, parse_avro_schema, records_to_arrow
+from catalog.format.kryo import decode_kryo_deletes
 from catalog.format.log_file import BlockType, LogBlock
 
 #: The only command Hudi writes (``COMMAND_BLOCK_TYPE`` header value).
@@ -164,7 +165,7 @@ def decode_avro_block(block: LogBlock, content: bytes) -> pa.Table:
     if len(content) < 8:
         raise CorruptTableError(f"{_where(block)}: Avro block content too short")
     version, count = struct.unpack_from(">ii", content, 0)
-    if version not in (2, 3):
+    if version not in (1, 2, 3):  # one layout in every version (HoodieAvroDataBlock.RecordIterator)
         raise UnsupportedTableError(f"{_where(block)}: unsupported Avro data block version {version}")
     if count < 0:
         raise CorruptTableError(f"{_where(block)}: negative record count {count}")
@@ -244,14 +245,23 @@ def decode_data_block(block: LogBlock, content: bytes) -> pa.Table:
 
 
 def decode_delete_block(block: LogBlock, content: bytes) -> DeleteRecords:
-    """DELETE content: int32 version, int32 length, Avro ``HoodieDeleteRecordList`` (version 3)."""
+    """DELETE content: int32 version, int32 length, then the payload: Avro
+    ``HoodieDeleteRecordList`` (version 3) or Kryo ``HoodieKey[]`` / ``DeleteRecord[]`` (versions
+    1 and 2, see ``catalog.format.kryo``)."""
     if len(content) < 8:
         raise CorruptTableError(f"{_where(block)}: delete block content too short")
     version, length = struct.unpack_from(">ii", content, 0)
-    if version != 3:
-        raise UnsupportedTableError(f"{_where(block)}: unsupported delete block version {version} (Kryo keys)")
+    if version not in (1, 2, 3):
+        raise UnsupportedTableError(f"{_where(block)}: unsupported delete block version {version}")
     if length < 0 or 8 + length > len(content):
         raise CorruptTableError(f"{_where(block)}: delete payload length {length} runs past the block")
+    if version < 3:
+        keys = decode_kryo_deletes(version, content[8 : 8 + length], _where(block))
+        return DeleteRecords(
+            pa.array([k for k, _, _ in keys], pa.string()),
+            pa.array([p for _, p, _ in keys], pa.string()),
+            [o for _, _, o in keys],
+        )
     try:
         value: Any = fastavro.schemaless_reader(io.BytesIO(content[8 : 8 + length]), _DELETE_LIST_SCHEMA, None)
     except (EOFError, ValueError, IndexError, TypeError) as err:

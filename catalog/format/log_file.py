@@ -22,9 +22,11 @@ command) and the metadata-table reader (HFILE_DATA).
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import io
 import struct
+import threading
 import warnings
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterator
@@ -144,7 +146,8 @@ def _parse_prefix(body: bytes, where: str) -> tuple[BlockType, dict[str, str], i
 class _Reader:
     """Sequential block reader over one open file."""
 
-    def __init__(self, fh: BinaryIO, file_size: int, path: str, uri: str, with_content: bool):
+    def __init__(self, fh: BinaryIO, file_size: int, path: str, uri: str, with_content: bool, strict: bool = False):
+        self.strict = strict
         self.fh = fh
         self.size = file_size
         self.path = path
@@ -195,13 +198,11 @@ class _Reader:
             block_size = struct.unpack(">q", raw_size)[0] if len(raw_size) == _SIZE_FIELD else -1
             if not self._framing_ok(pos, block_size):
                 nxt = self._next_magic(pos + len(MAGIC))
-                warnings.warn(
-                    CorruptBlockWarning(
-                        f"{self.uri}/{self.path}: corrupt log block at offset {pos} "
-                        f"({nxt - pos} bytes) skipped"
-                    ),
-                    stacklevel=3,
-                )
+                what = f"{self.uri}/{self.path}: corrupt log block at offset {pos} ({nxt - pos} bytes)"
+                if self.strict:
+                    raise CorruptTableError(what)
+                _note_corrupt_block(f"{what} skipped")
+                warnings.warn(CorruptBlockWarning(f"{what} skipped"), stacklevel=3)
                 yield LogBlock(self.path, pos, nxt - pos, BlockType.CORRUPT)
                 pos = nxt
                 continue
@@ -247,6 +248,30 @@ class _Reader:
         )
 
 
+_collectors = threading.local()
+
+
+def _note_corrupt_block(message: str) -> None:
+    notes = getattr(_collectors, "notes", None)
+    if notes is not None:
+        notes.append(message)
+
+
+@contextlib.contextmanager
+def collecting_corrupt_blocks() -> Iterator[list[str]]:
+    """The messages of the corrupt blocks skipped on this thread inside the ``with`` block (they
+    are warned about too): how the Flight service tells its clients, not only its log."""
+    outer = getattr(_collectors, "notes", None)
+    notes: list[str] = []
+    _collectors.notes = notes
+    try:
+        yield notes
+    finally:
+        _collectors.notes = outer
+        if outer is not None:
+            outer.extend(notes)
+
+
 def iter_log_blocks(storage: Storage, path: str, *, with_content: bool = True) -> Iterator[LogBlock]:
     """The blocks of the log file at ``path`` (relative to ``storage``), in file order.
 
@@ -259,10 +284,22 @@ def iter_log_blocks(storage: Storage, path: str, *, with_content: bool = True) -
         yield from _Reader(fh, size, path, storage.uri, with_content).blocks()
 
 
-def iter_log_blocks_in(data: bytes, path: str, uri: str = "") -> Iterator[LogBlock]:
+def iter_log_blocks_in(data: bytes, path: str, uri: str = "", *, strict: bool = False) -> Iterator[LogBlock]:
     """Like :func:`iter_log_blocks` (with content) for a log file already read into memory
-    (the metadata-table reader fetches small MDT log files whole, one request each)."""
-    yield from _Reader(io.BytesIO(data), len(data), path, uri, True).blocks()
+    (the metadata-table reader fetches small MDT log files whole, one request each).
+
+    With ``strict`` a corrupt block raises ``CorruptTableError`` instead of being skipped: the
+    metadata table is an index, and a skipped block would silently drop files from a plan.
+    """
+    yield from _Reader(io.BytesIO(data), len(data), path, uri, True, strict).blocks()
 
 
-__all__ = ["HEADER_KEYS", "MAGIC", "BlockType", "LogBlock", "iter_log_blocks", "iter_log_blocks_in"]
+__all__ = [
+    "HEADER_KEYS",
+    "MAGIC",
+    "BlockType",
+    "LogBlock",
+    "collecting_corrupt_blocks",
+    "iter_log_blocks",
+    "iter_log_blocks_in",
+]

@@ -132,7 +132,9 @@ def read_parquet(
                 if out is None or out.num_rows == 0:
                     continue
             yield out
-    except pa.ArrowInvalid as err:
+    except (FileNotFoundError, ConnectionError, TimeoutError):
+        raise  # storage trouble, not a damaged file
+    except (pa.ArrowInvalid, OSError) as err:  # Arrow reports undecodable pages as OSError
         raise CorruptTableError(f"cannot decode Parquet base file {storage.uri}/{path}: {err}") from err
 
 

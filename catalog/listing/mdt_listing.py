@@ -57,10 +57,10 @@ class MetadataTableListing:
 def choose_listing(
     storage: Storage, config: TableConfig, timeline: Timeline, use_metadata_table: bool
 ) -> FileListing:
-    """The MDT listing when enabled and usable (table version 8+), else storage listing, with a
-    warning when the MDT is declared usable but cannot be trusted."""
-    if not use_metadata_table or FILES not in config.usable_metadata_partitions or config.table_version < 8:
-        # Table version 6 MDTs (layout 1, HBase-written HFiles) are unverified: no fixture has one.
+    """The MDT listing when enabled and usable (any supported table version that declares the
+    ``files`` partition), else storage listing, with a warning when the MDT is declared usable
+    but cannot be trusted."""
+    if not use_metadata_table or FILES not in config.usable_metadata_partitions:
         return StorageListing(storage, config)
     try:
         mdt = MetadataTable(storage, config, timeline)

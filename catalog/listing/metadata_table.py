@@ -317,10 +317,17 @@ class MetadataTable:
             if block.block_type not in (BlockType.HFILE_DATA, BlockType.DELETE):
                 raise CorruptTableError(f"{block.path}: unexpected {block.block_type.name} block in a metadata log")
             if "COMPACTED_BLOCK_TIMES" in block.header:
+                # Log compaction (Hudi 0.14+) merges earlier blocks into one that lists their
+                # instants; not applied here, so planning falls back to storage listing.
                 raise MetadataTableError(f"{block.path}: log-compacted metadata blocks are not supported")
             return block.instant_time in valid
 
-        blocks = (b for path, data in zip(paths, contents) for b in iter_log_blocks_in(data, path, self.storage.uri))
+        # strict: a corrupt MDT block raises (and planning falls back) instead of being skipped
+        blocks = (
+            b
+            for path, data in zip(paths, contents)
+            for b in iter_log_blocks_in(data, path, self.storage.uri, strict=True)
+        )
         return fold_blocks(blocks, accept)
 
     def _apply_block(self, block: LogBlock, selection: KeySelection, merged: dict[str, dict[str, Any]]) -> None:

@@ -11,7 +11,7 @@ from catalog.storage import Storage
 
 PROPERTIES_PATH = ".hoodie/hoodie.properties"
 BACKUP_PATH = ".hoodie/hoodie.properties.backup"
-SUPPORTED_VERSIONS = (6, 8, 9)
+SUPPORTED_VERSIONS = (3, 4, 5, 6, 8, 9)
 TIMESTAMP_KEYGEN_PREFIXES = ("hoodie.keygen.timebased.", "hoodie.deltastreamer.keygen.timebased.")
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
@@ -154,7 +154,9 @@ class TableConfig:
         except ValueError:
             raise CorruptTableError(f"{source}: hoodie.table.version is not a number: {version_text!r}") from None
         if version not in SUPPORTED_VERSIONS:
-            raise UnsupportedTableError(f"only Hudi table versions 6, 8 and 9 are supported; found {version}")
+            raise UnsupportedTableError(
+                f"{source}: Hudi table version {version} is not supported (supported: 3, 4, 5, 6, 8 and 9)"
+            )
         layout_text = props.get("hoodie.timeline.layout.version") or ("2" if version >= 8 else "1")
         try:
             layout = int(layout_text)
@@ -225,7 +227,8 @@ _STRATEGY_MODES = {
 
 
 def _merge_mode(props: Mapping[str, str], version: int, payload: str, ordering: list[str]) -> str:
-    """The record merge mode, inferred for v6 tables the way Hudi 1.x infers it (format doc 7.1)."""
+    """The record merge mode, inferred for v6 tables the way Hudi 1.x infers it (format doc 7.1);
+    tables before version 6 without a payload class used 0.x's default payload (latest write wins)."""
     explicit = (props.get("hoodie.record.merge.mode") or "").upper()
     if version >= 8 and explicit:
         if explicit not in MERGE_MODES:
@@ -242,7 +245,12 @@ def _merge_mode(props: Mapping[str, str], version: int, payload: str, ordering: 
     else:
         strategy = props.get("hoodie.record.merge.strategy.id") or ""
         by_strategy = _STRATEGY_MODES.get(strategy) if version >= 8 else None
-        mode = by_strategy or ("EVENT_TIME_ORDERING" if ordering else "COMMIT_TIME_ORDERING")
+        if version < 6:
+            # Hudi 0.x defaulted hoodie.compaction.payload.class to OverwriteWithLatestAvroPayload:
+            # the latest write wins, whatever the precombine field says.
+            mode = "COMMIT_TIME_ORDERING"
+        else:
+            mode = by_strategy or ("EVENT_TIME_ORDERING" if ordering else "COMMIT_TIME_ORDERING")
     if mode == "EVENT_TIME_ORDERING" and not ordering:
         return "COMMIT_TIME_ORDERING"
     return mode

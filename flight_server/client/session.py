@@ -23,6 +23,7 @@ import contextlib
 import json
 import queue
 import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Callable, Generator, Iterator, Mapping
@@ -30,6 +31,7 @@ from typing import Any, Callable, Generator, Iterator, Mapping
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from catalog.errors import CorruptBlockWarning
 from catalog.plan.options import ReadOptions, read_options
 
 DEFAULT_PORT = 8815
@@ -241,6 +243,7 @@ class HudiFlightClient:
                     reader = self._client(target).do_get(ticket, self.options)
                     skip = delivered
                     for chunk in reader:
+                        _warn_corrupt_blocks(chunk.app_metadata)
                         batch = chunk.data
                         if skip:
                             if batch.num_rows <= skip:
@@ -327,6 +330,19 @@ def connect(uri: str = DEFAULT_URI, **kwargs: Any) -> HudiFlightClient:
     """Connect to a hudi-flight server (see :class:`HudiFlightClient`)."""
     return HudiFlightClient(uri, **kwargs)
 
+
+
+def _warn_corrupt_blocks(app_metadata: Any) -> None:
+    """Turn the server's ``{"corrupt_blocks": [...]}`` batch metadata (log blocks it skipped as
+    corrupt while reading, as Hudi does) into a :class:`CorruptBlockWarning` here, per block."""
+    if not app_metadata:
+        return
+    try:
+        notes = json.loads(app_metadata.to_pybytes()).get("corrupt_blocks") or []
+    except (ValueError, AttributeError):
+        return
+    for note in notes:
+        warnings.warn(CorruptBlockWarning(f"server skipped {note}"), stacklevel=4)
 
 __all__ = [
     "DEFAULT_URI",

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from catalog.errors import InvalidQueryError, UnknownTableError
+from catalog.format.log_file import collecting_corrupt_blocks
 from catalog.plan.options import ReadOptions
 from catalog.plan.planner import ScanPlan, plan
 from catalog.plan.splits import FooterCache
@@ -222,7 +223,9 @@ class HudiFlightServer(flight.FlightServerBase):
             batches = read_splits(scan.context, scan.splits, scan.options.limit)
         else:
             batches = read_split(scan.context, split_from_json(body.split))
-        return flight.GeneratorStream(scan.schema, stream_errors(self._until_cancelled(context, batches)))
+        return flight.GeneratorStream(
+            scan.schema, stream_errors(_with_corrupt_block_notes(self._until_cancelled(context, batches), scan.schema))
+        )
 
     @staticmethod
     def _until_cancelled(
@@ -240,6 +243,29 @@ class HudiFlightServer(flight.FlightServerBase):
     def do_action(self, context: flight.ServerCallContext, action: flight.Action) -> list[bytes]:
         body = parse_action(action.type, action.body.to_pybytes() if action.body is not None else b"")
         return [json.dumps(HANDLERS[action.type](self, body), default=str).encode()]
+
+
+def _with_corrupt_block_notes(
+    batches: Iterator[pa.RecordBatch], schema: pa.Schema
+) -> Iterator[pa.RecordBatch | tuple[pa.RecordBatch, bytes]]:
+    """The batches, with the log blocks skipped as corrupt while reading them (Hudi's rule, and a
+    CorruptBlockWarning in the server log) told to the client too: as the ``app_metadata``
+    ``{"corrupt_blocks": [message, ...]}`` of the next batch (an empty one at the end if needed).
+
+    Notes are collected on the thread that advances the stream, i.e. for one split's ticket;
+    a whole-table ticket reads on worker threads and only logs them.
+    """
+    it = iter(batches)
+    while True:
+        with collecting_corrupt_blocks() as notes:
+            batch = next(it, None)
+        if notes:
+            meta = json.dumps({"corrupt_blocks": notes}).encode()
+            yield (batch if batch is not None else pa.RecordBatch.from_pylist([], schema=schema)), meta
+        elif batch is not None:
+            yield batch
+        if batch is None:
+            return
 
 
 __all__ = ["HudiFlightServer"]

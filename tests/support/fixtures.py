@@ -15,6 +15,8 @@ FIXTURES_DIR = Path(
     os.environ.get("HUDI_FLIGHT_FIXTURES", Path(__file__).resolve().parents[3] / "shared" / "fixtures")
 )
 HUDI_DIR = FIXTURES_DIR / "hudi"
+#: tables written by other projects' test suites (their README lists them), one table per zip
+EXTERNAL_DIR = FIXTURES_DIR / "external"
 
 
 def all_table_names() -> list[str]:
@@ -40,6 +42,24 @@ def extract_table(name: str, dest: Path) -> Path:
             members = [m for m in zf.namelist() if not m.startswith("__MACOSX")]
             zf.extractall(target.parent, members)
     return target
+
+
+def extract_external(name: str, dest: Path) -> Path:
+    """Unzip external fixture ``name`` (e.g. ``trino/stock_ticks_mor``) under ``dest``; return the
+    base path of the one table folder at the zip's root."""
+    target = dest / "external" / name
+    if not target.exists():
+        target.mkdir(parents=True)
+        with zipfile.ZipFile(EXTERNAL_DIR / f"{name}.zip") as zf:
+            members = [m for m in zf.namelist() if not m.startswith("__MACOSX")]
+            zf.extractall(target, members)
+    (root,) = {m.split("/", 1)[0] for m in members_of(EXTERNAL_DIR / f"{name}.zip")}
+    return target / root
+
+
+def members_of(zip_path: Path) -> list[str]:
+    with zipfile.ZipFile(zip_path) as zf:
+        return [m for m in zf.namelist() if not m.startswith("__MACOSX")]
 
 
 def sql_path(name: str) -> Path:

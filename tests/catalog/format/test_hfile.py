@@ -138,3 +138,17 @@ def test_metadata_table_base_hfile(fixture_table):
     assert reader.trailer.minor == 0 and reader.trailer.codec == 1
     assert '"HoodieMetadataRecord"' in (reader.avro_schema or "")
     assert reader.meta_block("bloomFilter") is not None
+
+
+def test_hudi_native_hfile_without_key_value_version(external_table):
+    """Hudi 1.x's own HFile writer omits KEY_VALUE_VERSION but still writes a 0x00 memstore byte
+    after every cell (v8 fixture's metadata-table log blocks); the HBase rule alone misaligns them."""
+    from catalog.format.log_file import BlockType, iter_log_blocks_in
+
+    files = Path(external_table("trino/hudi_custom_keygen_pt_v8_mor")) / ".hoodie/metadata/files"
+    log = next(files.glob(".files-0000-0_20250613132422252.log.*"))
+    (block,) = [b for b in iter_log_blocks_in(log.read_bytes(), log.name) if b.block_type is BlockType.HFILE_DATA]
+    reader = HFileReader.from_bytes(block.content or b"", log.name)
+    assert reader.info("KEY_VALUE_VERSION") is None
+    rows = [row for row, _ in reader.scan()]
+    assert b"__all_partitions__" in rows and len(rows) == reader.entry_count >= 2

@@ -72,10 +72,27 @@ def test_delete_block_wrapper_union_values(value, expected):
     assert decoded.record_keys.to_pylist() == ["k1"] and decoded.ordering_values == [expected]
 
 
-def test_delete_block_old_kryo_version_is_refused():
+def test_delete_block_unknown_version_is_refused():
     block = LogBlock("x", 0, 0, BlockType.DELETE, {})
-    with pytest.raises(UnsupportedTableError, match="delete block version 2"):
-        decode_delete_block(block, struct.pack(">ii", 2, 0))
+    with pytest.raises(UnsupportedTableError, match="delete block version 4"):
+        decode_delete_block(block, struct.pack(">ii", 4, 0))
+
+
+def test_kryo_delete_block_versions_1_and_2():
+    """Delete block versions 1 and 2 (Kryo, Hudi <= 0.13) decode to keys and ordering values
+    (payloads from catalog/format tests' Kryo 4.0.3 vectors, see test_kryo.py)."""
+    from tests.catalog.format.test_kryo import VECTORS
+
+    block = LogBlock("x", 0, 0, BlockType.DELETE, {})
+    _, payload, _ = VECTORS["v1_keys_2"]
+    d1 = decode_delete_block(block, struct.pack(">ii", 1, len(payload)) + payload)
+    assert d1.record_keys.to_pylist() == ["k1", "k2"]
+    assert d1.partition_paths.to_pylist() == ["2018/08/31", None]
+    assert d1.ordering_values == [None, None]
+    _, payload, _ = VECTORS["v2_long_str"]
+    d2 = decode_delete_block(block, struct.pack(">ii", 2, len(payload)) + payload)
+    assert d2.record_keys.to_pylist() == ["key-\u00e9", "k2", "k3"]
+    assert d2.ordering_values == [1234567890123, "abc", None]
 
 
 def test_truncated_avro_content_raises_clearly():

@@ -99,12 +99,24 @@ def test_v6_merge_mode_from_payload(payload, mode):
     assert cfg.merge_mode == mode
 
 
+@pytest.mark.parametrize("version", ["3", "4", "5"])
+def test_pre_v6_merge_mode_without_payload_is_commit_time(version):
+    """Hudi 0.x defaulted the payload class to OverwriteWithLatestAvroPayload (latest write wins)
+    even with a precombine field; v6 without a payload infers event-time ordering from it."""
+    cfg = _config(**{"hoodie.table.version": version, "hoodie.table.precombine.field": "ts"})
+    assert (cfg.table_version, cfg.merge_mode) == (int(version), "COMMIT_TIME_ORDERING")
+    v6 = _config(**{"hoodie.table.version": "6", "hoodie.table.precombine.field": "ts"})
+    assert v6.merge_mode == "EVENT_TIME_ORDERING"
+
+
 @pytest.mark.parametrize(
     "props, error, message",
     [
         ({"hoodie.table.version": "6"}, CorruptTableError, "hoodie.table.type"),
         ({"hoodie.table.type": "COPY_ON_WRITE"}, CorruptTableError, "hoodie.table.version"),
-        ({"hoodie.table.type": "COPY_ON_WRITE", "hoodie.table.version": "5"}, UnsupportedTableError, "found 5"),
+        ({"hoodie.table.type": "COPY_ON_WRITE", "hoodie.table.version": "2"}, UnsupportedTableError, "version 2 is not"),
+        ({"hoodie.table.type": "COPY_ON_WRITE", "hoodie.table.version": "7"}, UnsupportedTableError, "version 7 is not"),
+        ({"hoodie.table.type": "COPY_ON_WRITE", "hoodie.table.version": "10"}, UnsupportedTableError, "version 10 is"),
         (
             {"hoodie.table.type": "COPY_ON_WRITE", "hoodie.table.version": "6", "hoodie.table.base.file.format": "CSV"},
             CorruptTableError,

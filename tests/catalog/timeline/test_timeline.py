@@ -115,3 +115,18 @@ def test_replacecommit_metadata(fixture_table):
     assert sorted(replaced) == ["10", "20", "30"] and all(len(ids) == 1 for ids in replaced.values())
     first = table.timeline.commits[0].requested_time
     assert table.timeline.replaced_file_groups(first) == {}
+
+
+def test_twenty_digit_mdt_instant_file_names_parse_but_user_instants_stay_strict():
+    """0.14/0.15 metadata tables name compactions ``<instant>001.commit`` (20 digits); they sort
+    between ``<instant>`` and the next millisecond. Users still give 14 or 17 digits."""
+    inst = parse_instant_file_name("20250522045918378001.commit", 1)
+    assert inst is not None and (inst.requested_time, inst.action, inst.state) == (
+        "20250522045918378001", "commit", COMPLETED
+    )
+    req = parse_instant_file_name("20250522045918378001.compaction.requested", 1)
+    assert req is not None and req.state == REQUESTED
+    assert "20250522045918378" < inst.requested_time < "20250522045918379"
+    assert parse_instant_file_name("2025052204591837800.commit", 1) is None  # 19 digits
+    with pytest.raises(InvalidInstantError):
+        validate_instant("20250522045918378001")

@@ -1,0 +1,56 @@
+"""Damaged tables through a real server: a corrupt metadata-table block falls back to storage
+listing (all rows served); corrupt data log blocks skipped as Hudi skips them are told to the
+client, which warns, not only written to the server log."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import warnings
+
+import pytest
+
+from catalog import HudiTable
+from catalog.errors import CorruptBlockWarning, MetadataTableFallbackWarning
+from flight_server.client.session import connect
+from flight_server.server.config import ServerConfig
+from flight_server.server.registry import Registry
+from tests.catalog.test_corruption import LAST_MDT_LOG, truncated_mdt_copy
+from tests.support.compare import assert_same_rows
+from tests.support.servers import running_server
+
+
+def _serve(path, tmp_path):
+    registry = Registry("sqlite://")
+    registry.register_table("bad.t", str(path))
+    return running_server(ServerConfig(port=0, state_dir=str(tmp_path / "state")), registry=registry)
+
+
+def test_truncated_mdt_log_served_in_full(external_table, tmp_path):
+    path = truncated_mdt_copy(external_table, tmp_path)
+    expected = HudiTable.open(str(path), use_metadata_table=False).read()
+    with _serve(path, tmp_path) as server, connect(f"127.0.0.1:{server.port}") as client:
+        # the server plans in this process: its fallback warning is seen here
+        with pytest.warns(MetadataTableFallbackWarning, match=re.escape(LAST_MDT_LOG)):
+            served = client.read("bad.t")
+    assert sorted(served["price"].to_pylist()) == [101.0, 102.0, 201.0, 202.0]
+    assert_same_rows(served, expected, "served after fallback")
+
+
+def test_skipped_corrupt_data_block_reaches_the_client(fixture_table, tmp_path):
+    path = tmp_path / "t"
+    shutil.copytree(fixture_table("sample_table/mor/parquet/v6_nonpartitioned"), path)
+    (log,) = [p for p in path.iterdir() if ".log." in p.name]
+    log.write_bytes(log.read_bytes()[:-100])  # a writer crashed mid-block
+    table = HudiTable.open(str(path))
+    with pytest.warns(CorruptBlockWarning):
+        expected = table.read()
+    with _serve(path, tmp_path) as server, connect(f"127.0.0.1:{server.port}") as client:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            served = client.read("bad.t")
+    client_side = [str(w.message) for w in seen if str(w.message).startswith("server skipped")]
+    assert client_side and all(log.name in m and "corrupt log block" in m for m in client_side), seen
+    assert all(issubclass(w.category, CorruptBlockWarning) for w in seen if str(w.message) in client_side)
+    assert_same_rows(served, expected, "corrupt block skipped")
+    assert_same_rows(served, table.read(query_type="read_optimized"), "as read-optimized")
