@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import itertools
 import json
 import random
 import uuid
@@ -31,6 +32,7 @@ from hudi_generator.column_stats import column_stats_records, indexed_columns
 from hudi_generator.commit_metadata import commit_metadata_bytes, write_stat
 from hudi_generator.data import Evolution, PartitionScheme, record_keys, trips_rows, trips_schema
 from hudi_generator.log_writer import avro_data_block, delete_block, log_file_name
+from hudi_generator.lsm_history import write_lsm_history
 from hudi_generator.metadata_table import MetadataTableWriter, column_stats_encoded, files_records, record_index_encoded
 from hudi_generator.properties import render_properties, table_checksum
 
@@ -69,6 +71,7 @@ class GeneratorSpec:
     start_time: datetime = datetime(2025, 1, 1, tzinfo=timezone.utc)
     workers: int = 4
     hfile_compression: str = "GZ"
+    archive_commits: int = 0  # the first N commits move to the LSM history (.hoodie/timeline/history)
 
     def validate(self) -> None:
         problems = []
@@ -92,6 +95,8 @@ class GeneratorSpec:
             problems.append("column_stats and record_index need the metadata table")
         if self.record_index_shards < 0:
             problems.append("record_index_shards must be >= 0")
+        if not 0 <= self.archive_commits < self.commits:
+            problems.append("archive_commits must be >= 0 and leave at least one active commit")
         if self.workers < 1:
             problems.append("workers must be >= 1")
         if problems:
@@ -191,15 +196,22 @@ def _with_meta(spec: GeneratorSpec, data: pa.Table, rows: np.ndarray, version: n
     return pa.Table.from_arrays(cols, names=list(META_FIELDS) + data.column_names)
 
 
-def expected_table(spec: GeneratorSpec, with_meta: bool = False) -> pa.Table:
+def expected_table(spec: GeneratorSpec, with_meta: bool = False, as_of: int | None = None,
+                   since: int = 0) -> pa.Table:
     """The snapshot a correct reader returns for the table ``spec`` generates (rows in file-group
     order). ``with_meta`` adds ``_hoodie_commit_time``, ``_hoodie_record_key`` and
-    ``_hoodie_partition_path``."""
+    ``_hoodie_partition_path``. ``as_of=k``: the snapshot after commit ``k`` (time travel);
+    ``since=j``: only rows last written by commits after ``j`` (an incremental read of
+    ``(commit j, commit k]``)."""
     spec.validate()
+    upto = spec.commits if as_of is None else as_of
+    if not 1 <= upto <= spec.commits:
+        raise ValueError(f"as_of must be a commit number within 1..{spec.commits}")
     parts = []
     for g in range(spec.n_groups):
         p, rows = _group_rows(spec, g)
-        *_, (_, version, alive, _, _) = _history(spec, rows)
+        *_, (_, version, alive, _, _) = itertools.islice(_history(spec, rows), upto)
+        alive = alive & (version > since)
         t = trips_rows(spec.seed, rows[alive], version[alive], spec.scheme, p)
         if with_meta:
             full = _with_meta(spec, t, rows[alive], version[alive], g, spec.partition_path(p), "")
@@ -245,6 +257,7 @@ class _TableWriter:
         self.log_schema = arrow_to_avro(schema, f"{spec.table_name}_record", ns, with_meta_fields=True)
         self.log_schema_json = json.dumps(self.log_schema)
         self.is_mor = spec.table_type == MERGE_ON_READ
+        self.archived: list[tuple[str, str, str, bytes]] = []
 
     def _base_file(self, rel_dir: str, name: str, table: pa.Table) -> tuple[int, pq.FileMetaData]:
         """Write one parquet base file; return its size and footer metadata."""
@@ -404,11 +417,17 @@ class _TableWriter:
         action = "deltacommit" if self.is_mor else "commit"
         operation = "INSERT" if k == 1 else "UPSERT"
         tl = ".hoodie/timeline/"
+        metadata = commit_metadata_bytes(stats, operation, self.avro_schema_json)
+        if k <= self.spec.archive_commits:
+            # archived: Hudi's archiver moves the instant to the LSM history and deletes its files
+            self.archived.append((requested, completed, action, metadata))
+            return
         self.target.write(f"{tl}{requested}.{action}.requested", b"")
         self.target.write(f"{tl}{requested}.{'deltacommit.inflight' if self.is_mor else 'inflight'}", b"")
-        self.target.write(
-            f"{tl}{requested}_{completed}.{action}", commit_metadata_bytes(stats, operation, self.avro_schema_json)
-        )
+        self.target.write(f"{tl}{requested}_{completed}.{action}", metadata)
+
+    def write_history(self) -> None:
+        write_lsm_history(self.target.under(".hoodie/timeline/history"), self.archived)
 
 
 def _epoch_ms(instant: str) -> int:
@@ -472,6 +491,7 @@ def generate(uri: str, spec: GeneratorSpec | None = None, storage_options: dict 
             mdt.append(requested, _mdt_time(requested, 1000), mdt_records(k), seq=k,
                        deletes={"record_index": rli_deletes.pop(k, [])})
         writer.write_instant(k, per_commit.pop(k, {}))
+    writer.write_history()
     target.write(".hoodie/hoodie.properties", render_properties(writer.properties(), "Updated"))
     return result
 
@@ -496,6 +516,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--record-index", action="store_true", help="also write the MDT record_index partition")
     p.add_argument("--table-name", default=d.table_name)
     p.add_argument("--non-hive-style", action="store_true", help="partition folders hold values only")
+    p.add_argument("--archive-commits", type=int, default=d.archive_commits,
+                   help="move the first N commits to the LSM history (archived timeline)")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--workers", type=int, default=d.workers)
     p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", help="fsspec storage option")
@@ -517,7 +539,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         update_fraction=args.update_fraction, delete_fraction=args.delete_fraction,
         table_type=MERGE_ON_READ if args.table_type == "mor" else COPY_ON_WRITE,
         metadata_table=not args.no_metadata_table, column_stats=args.column_stats, record_index=args.record_index,
-        table_name=args.table_name, hive_style=not args.non_hive_style,
+        table_name=args.table_name, hive_style=not args.non_hive_style, archive_commits=args.archive_commits,
         seed=args.seed, workers=args.workers,
     )
     try:
