@@ -194,9 +194,11 @@ class Timeline(Sequence[Instant]):
                 out.setdefault(partition or "", set()).update(ids or [])
         return out
 
-    def latest_schema_json(self) -> str | None:
-        """The Avro schema (without meta fields) recorded by the latest write that has one."""
-        for inst in reversed(self.commits):
+    def latest_schema_json(self, as_of: str | None = None) -> str | None:
+        """The Avro schema (without meta fields) recorded by the latest write (at or before
+        ``as_of``) that has one."""
+        commits = self.commits if as_of is None else [i for i in self.all_commits(as_of) if i.requested_time <= as_of]
+        for inst in reversed(commits):
             meta = self.commit_metadata(inst)
             schema = (meta.get("extraMetadata") or {}).get("schema")
             if schema:
