@@ -20,6 +20,14 @@ from catalog.listing.metadata_table import MetadataTable
 from catalog.storage import Storage
 from catalog.table.config import TableConfig
 from catalog.table.files import BaseFile
+from catalog.table.internal_schema import (
+    LATEST_SCHEMA_KEY,
+    SCHEMA_COMMIT,
+    SCHEMA_DIR,
+    InternalSchema,
+    SchemaHistory,
+    parse_internal_schemas,
+)
 from catalog.timeline import Timeline
 from catalog.timeline.instant_files import written_file_groups
 
@@ -74,6 +82,46 @@ class TableState:
         if self.config.populate_meta_fields:
             return with_meta_columns(data)
         return without_meta_columns(data)
+
+    @cached_property
+    def schema_history(self) -> SchemaHistory | None:
+        """Schema on read: the internal schema versions (``None`` unless the latest commit
+        records a ``latest_schema``); see :mod:`catalog.table.internal_schema`."""
+        latest = self.timeline.latest_commit
+        if latest is None:
+            return None
+        text = (self.timeline.commit_metadata(latest).get("extraMetadata") or {}).get(LATEST_SCHEMA_KEY)
+        if not text:
+            return None
+        current = parse_internal_schemas(text, f"{self.storage.uri} commit {latest.requested_time}")[-1]
+        return SchemaHistory.of(self._schema_commits(), current)
+
+    def _schema_commits(self) -> list[InternalSchema]:
+        """The history in the newest ``.hoodie/.schema/<instant>.schemacommit`` of a committed
+        instant (Java's FileBasedInternalSchemaStorageManager ignores uncommitted ones)."""
+        try:
+            entries = self.storage.ls(SCHEMA_DIR)
+        except FileNotFoundError:
+            return []
+        suffix = f".{SCHEMA_COMMIT}"
+        times = [e["name"][: -len(suffix)] for e in entries if e["type"] == "file" and e["name"].endswith(suffix)]
+        times = [t for t in times if t.isdigit() and self.timeline.is_committed(t)]
+        if not times:
+            return []
+        path = f"{SCHEMA_DIR}/{max(times)}{suffix}"
+        return parse_internal_schemas(self.storage.read_bytes(path), f"{self.storage.uri}/{path}")
+
+    def schema_as_of(self, instant: str | None) -> pa.Schema:
+        """The table schema a read as of ``instant`` returns: with schema on read, the schema of
+        that commit (time travel sees the columns as they were, as Java does); else :attr:`schema`."""
+        latest = self.timeline.latest_commit
+        if instant is None or self.schema_history is None or latest is None or instant >= latest.requested_time:
+            return self.schema
+        text = self.timeline.latest_schema_json(instant)
+        if not text:
+            return self.schema
+        data = avro_to_arrow_schema(text)
+        return with_meta_columns(data) if self.config.populate_meta_fields else without_meta_columns(data)
 
     def _schema_from_base_file(self) -> pa.Schema:
         files = self.listing.list_files(self.listing.list_partitions())

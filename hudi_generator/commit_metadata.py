@@ -82,13 +82,14 @@ def commit_metadata_bytes(
     schema_json: str,
     compacted: bool = False,
     partition_to_replace_file_ids: Mapping[str, Sequence[str]] | None = None,
+    extra_metadata: Mapping[str, str] | None = None,
 ) -> bytes:
     """One-record Avro object container file for a completed commit/deltacommit (or replacecommit
     when ``partition_to_replace_file_ids`` is given)."""
     record = {
         "partitionToWriteStats": {p: list(s) for p, s in partition_to_write_stats.items()},
         "compacted": compacted,
-        "extraMetadata": {"schema": schema_json},
+        "extraMetadata": {"schema": schema_json, **(extra_metadata or {})},
         "version": 1,
         "operationType": operation_type,
     }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import itertools
 import json
 import random
 import uuid
@@ -31,8 +32,10 @@ from hudi_generator.column_stats import column_stats_records, indexed_columns
 from hudi_generator.commit_metadata import commit_metadata_bytes, write_stat
 from hudi_generator.data import Evolution, PartitionScheme, record_keys, trips_rows, trips_schema
 from hudi_generator.log_writer import avro_data_block, delete_block, log_file_name
+from hudi_generator.lsm_history import write_lsm_history
 from hudi_generator.metadata_table import MetadataTableWriter, column_stats_encoded, files_records, record_index_encoded
 from hudi_generator.properties import render_properties, table_checksum
+from hudi_generator.schema_evolution import SchemaHistory, evolve, evolved_schema
 
 COPY_ON_WRITE, MERGE_ON_READ = "COPY_ON_WRITE", "MERGE_ON_READ"
 _EVENT_TIME_STRATEGY = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
@@ -69,6 +72,8 @@ class GeneratorSpec:
     start_time: datetime = datetime(2025, 1, 1, tzinfo=timezone.utc)
     workers: int = 4
     hfile_compression: str = "GZ"
+    evolve_schema: bool = False  # schema on read: rename (commit 2), add + promote (3), drop (4)
+    archive_commits: int = 0  # the first N commits move to the LSM history (.hoodie/timeline/history)
 
     def validate(self) -> None:
         problems = []
@@ -92,6 +97,10 @@ class GeneratorSpec:
             problems.append("column_stats and record_index need the metadata table")
         if self.record_index_shards < 0:
             problems.append("record_index_shards must be >= 0")
+        if not 0 <= self.archive_commits < self.commits:
+            problems.append("archive_commits must be >= 0 and leave at least one active commit")
+        if self.evolve_schema and self.column_stats:
+            problems.append("evolve_schema does not write column_stats")
         if self.workers < 1:
             problems.append("workers must be >= 1")
         if problems:
@@ -191,16 +200,25 @@ def _with_meta(spec: GeneratorSpec, data: pa.Table, rows: np.ndarray, version: n
     return pa.Table.from_arrays(cols, names=list(META_FIELDS) + data.column_names)
 
 
-def expected_table(spec: GeneratorSpec, with_meta: bool = False) -> pa.Table:
+def expected_table(spec: GeneratorSpec, with_meta: bool = False, as_of: int | None = None,
+                   since: int = 0) -> pa.Table:
     """The snapshot a correct reader returns for the table ``spec`` generates (rows in file-group
     order). ``with_meta`` adds ``_hoodie_commit_time``, ``_hoodie_record_key`` and
-    ``_hoodie_partition_path``."""
+    ``_hoodie_partition_path``. ``as_of=k``: the snapshot after commit ``k`` (time travel);
+    ``since=j``: only rows last written by commits after ``j`` (an incremental read of
+    ``(commit j, commit k]``)."""
     spec.validate()
+    upto = spec.commits if as_of is None else as_of
+    if not 1 <= upto <= spec.commits:
+        raise ValueError(f"as_of must be a commit number within 1..{spec.commits}")
     parts = []
     for g in range(spec.n_groups):
         p, rows = _group_rows(spec, g)
-        *_, (_, version, alive, _, _) = _history(spec, rows)
+        *_, (_, version, alive, _, _) = itertools.islice(_history(spec, rows), upto)
+        alive = alive & (version > since)
         t = trips_rows(spec.seed, rows[alive], version[alive], spec.scheme, p)
+        if spec.evolve_schema:
+            t = evolve(t, upto, version[alive])
         if with_meta:
             full = _with_meta(spec, t, rows[alive], version[alive], g, spec.partition_path(p), "")
             t = full.drop_columns(["_hoodie_commit_seqno", "_hoodie_file_name"])
@@ -245,12 +263,30 @@ class _TableWriter:
         self.log_schema = arrow_to_avro(schema, f"{spec.table_name}_record", ns, with_meta_fields=True)
         self.log_schema_json = json.dumps(self.log_schema)
         self.is_mor = spec.table_type == MERGE_ON_READ
+        self.history = SchemaHistory(schema, [r for r, _ in self.instants]) if spec.evolve_schema else None
+        self._schemas: dict[int, tuple[dict, str, dict, str]] = {}
+        self.archived: list[tuple[str, str, str, bytes]] = []
 
-    def _base_file(self, rel_dir: str, name: str, table: pa.Table) -> tuple[int, pq.FileMetaData]:
+    def schemas_at(self, k: int) -> tuple[dict, str, dict, str]:
+        """(Avro schema, its JSON, the same with meta fields, its JSON) of commit ``k``."""
+        if self.history is None:
+            return self.avro_schema, self.avro_schema_json, self.log_schema, self.log_schema_json
+        if k not in self._schemas:
+            schema = evolved_schema(trips_schema(self.spec.partition_levels), k)
+            name, ns = f"{self.spec.table_name}_record", f"hoodie.{self.spec.table_name}"
+            avro = arrow_to_avro(schema, name, ns)
+            log = arrow_to_avro(schema, name, ns, with_meta_fields=True)
+            self._schemas[k] = (avro, json.dumps(avro), log, json.dumps(log))
+        return self._schemas[k]
+
+    def data_at(self, data: pa.Table, k: int, version: np.ndarray) -> pa.Table:
+        return evolve(data, k, version) if self.history is not None else data
+
+    def _base_file(self, rel_dir: str, name: str, table: pa.Table, k: int = 1) -> tuple[int, pq.FileMetaData]:
         """Write one parquet base file; return its size and footer metadata."""
         keys = table.column("_hoodie_record_key")
         meta = {
-            "parquet.avro.schema": self.log_schema_json,
+            "parquet.avro.schema": self.schemas_at(k)[3],
             "writer.model.name": "avro",
             "hoodie_min_record_key": pc.min(keys).as_py() or "",
             "hoodie_max_record_key": pc.max(keys).as_py() or "",
@@ -289,8 +325,9 @@ class _TableWriter:
             if k == 1 or not self.is_mor:
                 name = f"{fid}_{token}_{instant}.parquet"
                 data = trips_rows(spec.seed, rows[alive], version[alive], spec.scheme, p)
+                data = self.data_at(data, k, version[alive])
                 full = _with_meta(spec, data, rows[alive], version[alive], g, part, name)
-                size, footer = self._base_file(part, name, full)
+                size, footer = self._base_file(part, name, full, k)
                 col_stats = self._stats(full, part, name, footer)
                 stat = write_stat(
                     fileId=fid, path=prefix + name, prevCommit=base_instant, partitionPath=part,
@@ -306,12 +343,13 @@ class _TableWriter:
                 blocks, col_stats = [], {}
                 if upd.any():
                     t = trips_rows(spec.seed, rows[upd], version[upd], spec.scheme, p)
+                    t = self.data_at(t, k, version[upd])
                     full = _with_meta(spec, t, rows[upd], version[upd], g, part, fid)
-                    blocks.append(avro_data_block(instant, self.log_schema, full.to_pylist()))
+                    blocks.append(avro_data_block(instant, self.schemas_at(k)[2], full.to_pylist()))
                     col_stats = self._stats(full, part, name)
                 if dele.any():
                     keys = record_keys(rows[dele]).to_pylist()
-                    blocks.append(delete_block(instant, ((key, part) for key in keys), self.log_schema))
+                    blocks.append(delete_block(instant, ((key, part) for key in keys), self.schemas_at(k)[2]))
                 size = self.target.write(prefix + name, b"".join(blocks))
                 stat = write_stat(
                     fileId=fid, path=prefix + name, prevCommit=base_instant, partitionPath=part,
@@ -404,11 +442,24 @@ class _TableWriter:
         action = "deltacommit" if self.is_mor else "commit"
         operation = "INSERT" if k == 1 else "UPSERT"
         tl = ".hoodie/timeline/"
+        extra = None
+        if self.history is not None:
+            extra = {"latest_schema": self.history.latest_schema_json(k)}
+            sc = ".hoodie/.schema/"
+            self.target.write(f"{sc}{requested}.schemacommit.requested", b"")
+            self.target.write(f"{sc}{requested}.schemacommit.inflight", b"")
+            self.target.write(f"{sc}{requested}.schemacommit", self.history.history_json(k).encode())
+        metadata = commit_metadata_bytes(stats, operation, self.schemas_at(k)[1], extra_metadata=extra)
+        if k <= self.spec.archive_commits:
+            # archived: Hudi's archiver moves the instant to the LSM history and deletes its files
+            self.archived.append((requested, completed, action, metadata))
+            return
         self.target.write(f"{tl}{requested}.{action}.requested", b"")
         self.target.write(f"{tl}{requested}.{'deltacommit.inflight' if self.is_mor else 'inflight'}", b"")
-        self.target.write(
-            f"{tl}{requested}_{completed}.{action}", commit_metadata_bytes(stats, operation, self.avro_schema_json)
-        )
+        self.target.write(f"{tl}{requested}_{completed}.{action}", metadata)
+
+    def write_history(self) -> None:
+        write_lsm_history(self.target.under(".hoodie/timeline/history"), self.archived)
 
 
 def _epoch_ms(instant: str) -> int:
@@ -472,6 +523,7 @@ def generate(uri: str, spec: GeneratorSpec | None = None, storage_options: dict 
             mdt.append(requested, _mdt_time(requested, 1000), mdt_records(k), seq=k,
                        deletes={"record_index": rli_deletes.pop(k, [])})
         writer.write_instant(k, per_commit.pop(k, {}))
+    writer.write_history()
     target.write(".hoodie/hoodie.properties", render_properties(writer.properties(), "Updated"))
     return result
 
@@ -496,6 +548,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--record-index", action="store_true", help="also write the MDT record_index partition")
     p.add_argument("--table-name", default=d.table_name)
     p.add_argument("--non-hive-style", action="store_true", help="partition folders hold values only")
+    p.add_argument("--evolve-schema", action="store_true",
+                   help="schema on read: rename, add, promote and drop columns across commits 2-4")
+    p.add_argument("--archive-commits", type=int, default=d.archive_commits,
+                   help="move the first N commits to the LSM history (archived timeline)")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--workers", type=int, default=d.workers)
     p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", help="fsspec storage option")
@@ -517,7 +573,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         update_fraction=args.update_fraction, delete_fraction=args.delete_fraction,
         table_type=MERGE_ON_READ if args.table_type == "mor" else COPY_ON_WRITE,
         metadata_table=not args.no_metadata_table, column_stats=args.column_stats, record_index=args.record_index,
-        table_name=args.table_name, hive_style=not args.non_hive_style,
+        table_name=args.table_name, hive_style=not args.non_hive_style, archive_commits=args.archive_commits,
+        evolve_schema=args.evolve_schema,
         seed=args.seed, workers=args.workers,
     )
     try:

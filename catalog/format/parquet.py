@@ -97,11 +97,14 @@ def read_parquet(
     filter_columns: Sequence[str] = (),
     constants: Mapping[str, pa.Scalar] | None = None,
     batch_size: int = BATCH_SIZE,
+    source_names: Mapping[str, str] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Stream the rows of one Parquet file (relative ``path``) as batches of ``schema``.
 
     ``schema`` holds the columns to return plus those the filter needs; ``filter`` is applied
     exactly (pushed into the reader when the file's types allow, else after the cast).
+    ``source_names`` (schema on read) maps the names of ``schema`` to the file's column names;
+    columns it leaves out are absent from the file.
     """
     check_base_format(path)
     storage.stats.add("open")
@@ -116,7 +119,11 @@ def read_parquet(
     except (pa.ArrowInvalid, OSError) as err:
         raise CorruptTableError(f"cannot read Parquet base file {storage.uri}/{path}: {err}") from err
     columns = [name for name in schema.names if physical.get_field_index(name) >= 0]
-    pushed = _pushable(filter, filter_columns, physical, schema)
+    to_query: dict[str, str] | None = None
+    if source_names is not None:
+        to_query = {source_names[n]: n for n in schema.names if n in source_names}
+        columns = [c for c in to_query if physical.get_field_index(c) >= 0]
+    pushed = to_query is None and _pushable(filter, filter_columns, physical, schema)
     try:
         # use_threads=False: splits are already read in parallel (catalog.read.split_reader).
         batches = fragment.to_batches(
@@ -125,6 +132,8 @@ def read_parquet(
         for batch in batches:
             if batch.num_rows == 0:
                 continue
+            if to_query is not None:
+                batch = batch.rename_columns([to_query[c] for c in batch.schema.names])
             out = conform_batch(batch, schema, constants)
             if filter is not None and not pushed:
                 out = pa.Table.from_batches([out]).filter(filter).combine_chunks().to_batches()

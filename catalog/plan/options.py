@@ -172,6 +172,8 @@ def resolve(options: ReadOptions, timeline: Timeline) -> ResolvedRead:
             pinned = options.replace(end=max(timeline.range_time(i) for i in chosen))
         return ResolvedRead(pinned, max(requested) if requested else None, requested)
     if options.as_of is not None:
+        if commits and options.as_of < commits[0].requested_time:
+            commits = timeline.all_commits(options.as_of)  # time travel into the archived timeline
         if not commits or options.as_of < commits[0].requested_time:
             first = commits[0].requested_time if commits else "none"
             raise InvalidInstantError(f"as_of {options.as_of} is before the table's first commit ({first})")

@@ -63,8 +63,9 @@ def plan(
         # Java Hudi refuses these (no commit times to filter on); hudi-rs returns whole file groups.
         raise UnsupportedTableError("incremental queries are not supported when meta fields are disabled")
     resolved = resolve(options, state.timeline)
-    filters = bind_filters(list(options.filters), state.schema)
-    context = _context(state, resolved, filters)
+    schema = state.schema_as_of(None if options.incremental else resolved.instant)
+    filters = bind_filters(list(options.filters), schema)
+    context = _context(state, resolved, filters, schema)
     splits = _splits(state, resolved, filters, split_options, footers) if resolved.instant is not None else iter(())
     return ScanPlan(context.output_schema, context, resolved.options, splits)
 
@@ -79,9 +80,11 @@ def output_schema(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema
     return pa.schema([schema.field(c) for c in columns], metadata=schema.metadata)
 
 
-def _context(state: TableState, resolved: ResolvedRead, filters: list[BoundFilter]) -> ReadContext:
+def _context(state: TableState, resolved: ResolvedRead, filters: list[BoundFilter], schema: pa.Schema) -> ReadContext:
     options = resolved.options
-    schema = state.schema
+    history = state.schema_history
+    if history is not None and not options.incremental:
+        history = history.as_of(resolved.instant)
     out = output_schema(schema, options.columns)
     expr = to_expression(filters)
     needed = [f.column for f in filters]
@@ -110,6 +113,7 @@ def _context(state: TableState, resolved: ResolvedRead, filters: list[BoundFilte
         read_optimized=options.read_optimized,
         row_filter=expr,
         filter_columns=tuple(dict.fromkeys(needed)),
+        schema_history=history,
     )
 
 

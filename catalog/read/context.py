@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from catalog.storage import Storage
 from catalog.table.config import TableConfig
+from catalog.table.internal_schema import ColumnMap, SchemaHistory
 from catalog.table.partitions import PartitionScheme
 from catalog.timeline import CommitSet
 
@@ -37,6 +38,8 @@ class ReadContext:
         row_filter: the exact row filter (query filters, plus the incremental commit-time
             filter); ``None`` when every row counts.
         filter_columns: the columns ``row_filter`` reads.
+        schema_history: schema on read: the internal schema versions, to match the columns of
+            files written with older schemas by field id; ``None`` for other tables.
     """
 
     storage: Storage
@@ -49,10 +52,15 @@ class ReadContext:
     read_optimized: bool = False
     row_filter: pc.Expression | None = None
     filter_columns: tuple[str, ...] = ()
+    schema_history: SchemaHistory | None = None
 
     @cached_property
     def partition_scheme(self) -> PartitionScheme:
         return PartitionScheme(self.config, self.table_schema)
+
+    def column_map(self, instant: str | None) -> ColumnMap | None:
+        """Renames/drops for a file or log block written at ``instant`` (schema on read)."""
+        return self.schema_history.column_map(instant) if self.schema_history is not None else None
 
     def partition_constants(self, partition: str) -> dict[str, pa.Scalar] | None:
         """Typed partition values for tables whose data files leave partition columns out."""

@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 from catalog.format.parquet import read_parquet
 from catalog.read.context import ReadContext
 from catalog.table.files import FileSlice
+from catalog.table.internal_schema import file_columns
 
 
 def read_base(
@@ -23,6 +24,7 @@ def read_base(
     """Batches of the slice's base file in ``schema`` (nothing for a log-only slice)."""
     if fs.base_file is None or fs.base_file_path is None:
         return iter(())
+    mapping = ctx.column_map(fs.base_file.instant)
     return read_parquet(
         ctx.storage,
         ctx.storage.arrow_filesystem(),
@@ -33,6 +35,7 @@ def read_base(
         filter=filter,
         filter_columns=filter_columns,
         constants=ctx.partition_constants(fs.partition),
+        source_names=file_columns(list(schema.names), mapping) if mapping else None,
     )
 
 

@@ -27,7 +27,7 @@ only for blocks that survive the scan (rolled-back and future blocks are never r
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -44,6 +44,7 @@ from catalog.read.cow import read_base
 from catalog.read.log_scan import valid_blocks
 from catalog.storage import Storage
 from catalog.table.files import FileSlice
+from catalog.table.internal_schema import ColumnMap, rename_columns
 
 RECORD_KEY = "_hoodie_record_key"
 IS_DELETED = "_hoodie_is_deleted"
@@ -209,8 +210,14 @@ def _greater(spec: MergeSpec, base: pa.RecordBatch, winners: pa.Table) -> pa.Arr
     return result
 
 
-def collect_winners(spec: MergeSpec, storage: Storage, blocks: Sequence[LogBlock]) -> pa.Table | None:
-    """Decode ``blocks`` in order and fold them into the winner table."""
+def collect_winners(
+    spec: MergeSpec,
+    storage: Storage,
+    blocks: Sequence[LogBlock],
+    column_map: Callable[[str | None], ColumnMap | None] | None = None,
+) -> pa.Table | None:
+    """Decode ``blocks`` in order and fold them into the winner table (``column_map``: schema on
+    read, the renames/drops of a block written at an instant)."""
     winners: pa.Table | None = None
     pending: list[pa.Table] = []
     pending_rows = 0
@@ -220,7 +227,10 @@ def collect_winners(spec: MergeSpec, storage: Storage, blocks: Sequence[LogBlock
         if block.block_type is BlockType.DELETE:
             rows = delete_rows(spec, decode_delete_block(block, content), seq)
         else:
-            rows = data_rows(spec, decode_data_block(block, content), seq)
+            records = decode_data_block(block, content)
+            if column_map is not None:
+                records = rename_columns(records, column_map(block.instant_time))
+            rows = data_rows(spec, records, seq)
         seq += rows.num_rows
         pending.append(rows)
         pending_rows += rows.num_rows
@@ -252,7 +262,7 @@ def merge_file_slice(
     if not blocks:
         yield from read_base(ctx, fs, spec.schema, row_groups)
         return
-    winners = collect_winners(spec, ctx.storage, blocks)
+    winners = collect_winners(spec, ctx.storage, blocks, ctx.column_map if ctx.schema_history is not None else None)
     if winners is None or winners.num_rows == 0:
         yield from read_base(ctx, fs, spec.schema, row_groups)
         return

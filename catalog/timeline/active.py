@@ -12,6 +12,7 @@ from typing import Any, Iterator, Sequence
 
 from catalog.storage import Storage
 from catalog.table.config import TableConfig
+from catalog.timeline.archived import ArchivedTimeline
 from catalog.timeline.instant_files import decode_instant_file
 from catalog.timeline.instants import STATE_RANK, CommitSet, Instant, parse_instant_file_name
 
@@ -40,6 +41,7 @@ class Timeline(Sequence[Instant]):
         self.pending: list[Instant] = [i for i in ordered if not i.is_completed]
         self._by_time = {i.requested_time: i for i in self.completed}
         self._metadata_cache: dict[str, dict[str, Any]] = {}
+        self._archived: ArchivedTimeline | None = None
 
     @classmethod
     def load(cls, storage: Storage, config: TableConfig) -> "Timeline":
@@ -81,7 +83,44 @@ class Timeline(Sequence[Instant]):
         return self.commits[-1] if self.commits else None
 
     def get(self, requested_time: str) -> Instant | None:
-        return self._by_time.get(requested_time)
+        """A completed instant: active, or archived once the archive was loaded."""
+        inst = self._by_time.get(requested_time)
+        if inst is None and self._archived is not None:
+            inst = self._archived_by_time.get(requested_time)
+        return inst
+
+    # -- archived timeline (loaded only for queries older than the active timeline) ------
+    def archived(self) -> ArchivedTimeline:
+        """The archived timeline, read on first use (format doc 2.8)."""
+        if self._archived is None:
+            self._archived = ArchivedTimeline.load(self._storage, self._config)
+        return self._archived
+
+    @cached_property
+    def _archived_by_time(self) -> dict[str, Instant]:
+        active = self.start
+        return {
+            i.requested_time: i
+            for i in self.archived().instants
+            if active is None or i.requested_time < active
+        }
+
+    @cached_property
+    def archived_commits(self) -> list[Instant]:
+        """Completed data-writing instants of the archived timeline older than the active one."""
+        return [i for i in self._archived_by_time.values() if i.action in WRITE_ACTIONS]
+
+    def needs_archive(self, instant: str | None) -> bool:
+        """Whether a query reaching back to ``instant`` (``None``: the beginning) needs the
+        archived timeline: it is older than the first active instant."""
+        return self.start is not None and (instant is None or instant < self.start)
+
+    def all_commits(self, instant: str | None) -> list[Instant]:
+        """The completed write instants, archived ones included when a query reaching back to
+        ``instant`` needs them, oldest first."""
+        if not self.needs_archive(instant):
+            return self.commits
+        return sorted(self.archived_commits + self.commits, key=lambda i: i.requested_time)
 
     def is_completed(self, requested_time: str) -> bool:
         return requested_time in self._by_time
@@ -110,7 +149,7 @@ class Timeline(Sequence[Instant]):
         return [i for i in self.pending if not actions or i.action in actions]
 
     def completion_time(self, requested_time: str) -> str | None:
-        inst = self._by_time.get(requested_time)
+        inst = self.get(requested_time)
         return inst.completion_time if inst else None
 
     # -- instant files ------------------------------------------------------------------
@@ -129,6 +168,8 @@ class Timeline(Sequence[Instant]):
         return value
 
     def commit_metadata(self, instant: Instant) -> dict[str, Any]:
+        if instant.requested_time not in self._by_time and self._archived is not None:
+            return self._archived.metadata.get(instant.requested_time, {})
         return self.read_instant_file(instant)
 
     def requested_file(self, instant: Instant) -> dict[str, Any]:
@@ -145,7 +186,7 @@ class Timeline(Sequence[Instant]):
     def replaced_file_groups(self, as_of: str | None) -> dict[str, set[str]]:
         """Partition -> file ids retired by completed replacecommits at or before ``as_of``."""
         out: dict[str, set[str]] = {}
-        for inst in self.commits:
+        for inst in self.all_commits(as_of) if as_of is not None else self.commits:
             if inst.action != "replacecommit" or (as_of is not None and inst.requested_time > as_of):
                 continue
             meta = self.commit_metadata(inst)
@@ -153,9 +194,11 @@ class Timeline(Sequence[Instant]):
                 out.setdefault(partition or "", set()).update(ids or [])
         return out
 
-    def latest_schema_json(self) -> str | None:
-        """The Avro schema (without meta fields) recorded by the latest write that has one."""
-        for inst in reversed(self.commits):
+    def latest_schema_json(self, as_of: str | None = None) -> str | None:
+        """The Avro schema (without meta fields) recorded by the latest write (at or before
+        ``as_of``) that has one."""
+        commits = self.commits if as_of is None else [i for i in self.all_commits(as_of) if i.requested_time <= as_of]
+        for inst in reversed(commits):
             meta = self.commit_metadata(inst)
             schema = (meta.get("extraMetadata") or {}).get("schema")
             if schema:
@@ -172,7 +215,10 @@ class Timeline(Sequence[Instant]):
     def instants_in_range(self, start: str | None, end: str | None) -> list[Instant]:
         """Completed write instants for an incremental read of ``(start, end]``."""
         out = []
-        for inst in self.commits:
+        commits = self.commits
+        if commits and (start is None or start < self.range_time(commits[0])):
+            commits = self.all_commits(None)
+        for inst in commits:
             t = self.range_time(inst)
             if (start is None or t > start) and (end is None or t <= end):
                 out.append(inst)

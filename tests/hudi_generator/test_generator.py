@@ -389,3 +389,30 @@ def test_record_index_locates_every_live_key(generated_table, table_type: str) -
     mdt = HudiTable.open(str(table)).state.metadata_table
     assert mdt is not None  # planning reads this table's metadata table
     assert mdt.record_locations(sorted(where) + deleted) == where
+
+
+def test_archive_and_schema_evolution_files(tmp_path):
+    """``archive_commits`` moves the first commits to the LSM history (manifest, _version_, one
+    layer-0 parquet file of HoodieLSMTimelineInstant rows); ``evolve_schema`` writes the schema
+    history and ``latest_schema``."""
+    import pyarrow.parquet as pq
+
+    spec = GeneratorSpec(**{**SMALL, "commits": 5}, archive_commits=2, evolve_schema=True, metadata_table=False)
+    generate(str(tmp_path / "t"), spec)
+    hoodie = tmp_path / "t" / ".hoodie"
+    history = hoodie / "timeline" / "history"
+    assert (history / "_version_").read_text() == "1"
+    manifest = json.loads((history / "manifest_1").read_text())
+    (entry,) = manifest["files"]
+    instants = [r for r, _ in spec.instants()]
+    assert entry["fileName"] == f"{instants[0]}_{instants[1]}_0.parquet"
+    rows = pq.read_table(history / entry["fileName"]).to_pylist()
+    assert [r["instantTime"] for r in rows] == instants[:2] and all(r["metadata"].startswith(b"Obj\x01") for r in rows)
+    active = sorted(p.name.split("_")[0].split(".")[0] for p in (hoodie / "timeline").glob("*_*.commit"))
+    assert active == instants[2:]
+    schemas = json.loads((hoodie / ".schema" / f"{instants[-1]}.schemacommit").read_text())["schemas"]
+    assert [s["version_id"] for s in schemas] == [int(t) for t in reversed(instants)]
+    names = [[f["name"] for f in s["fields"]] for s in reversed(schemas)]
+    assert "driver" in names[0] and "driver_name" in names[1] and "tip" in names[2] and "rider" not in names[3]
+    with pytest.raises(ValueError, match="archive_commits"):
+        GeneratorSpec(commits=2, archive_commits=2).validate()
