@@ -100,7 +100,8 @@ class HudiFlightServer(flight.FlightServerBase):
         self.signer = signer
         self.split_options = self.config.split_options()
         self.footers = FooterCache()
-        self.tables = TableCache(self.config.table_cache_seconds)
+        self.policy = self.config.storage_policy()
+        self.tables = TableCache(self.config.table_cache_seconds, self.policy.options_for)
         self.started = time.time()
         self._stop = threading.Event()
         self._location_load = {loc: 0.0 for loc in self.config.locations}
@@ -115,7 +116,8 @@ class HudiFlightServer(flight.FlightServerBase):
         """Register the tables of every configured warehouse; returns how many there are."""
         found = 0
         for warehouse in self.config.warehouses:
-            found += len(self.registry.discover(warehouse, self.config.storage_options or None))
+            options = self.policy.options_for(warehouse, None)
+            found += len(self.registry.discover(warehouse, options or None, store_options=False))
         self.tables.drop()
         return found
 
