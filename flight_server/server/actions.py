@@ -6,12 +6,14 @@ returns a JSON-serialisable result.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any, Callable, Protocol
 
 from catalog.state import TableState
 from catalog.storage import open_table_storage
 from flight_server.server.config import ServerConfig
+from flight_server.server.limits import Limits
 from flight_server.server.policy import StoragePolicy
 from flight_server.server.registry import Registry, TableEntry
 from flight_server.server.tables import TableCache
@@ -24,6 +26,7 @@ class ActionContext(Protocol):
     tables: TableCache
     config: ServerConfig
     policy: StoragePolicy
+    limits: Limits
     started: float
 
     def scan_warehouses(self) -> int: ...
@@ -43,6 +46,8 @@ def list_tables(server: ActionContext, body: dict) -> list[dict]:
 
 
 def register_table(server: ActionContext, body: dict) -> dict:
+    properties = body.get("properties") or {}
+    server.limits.check_properties(properties, len(json.dumps(properties)))
     uri, client_options = server.policy.check(body["uri"], body.get("storage_options"))
     state = TableState.load(open_table_storage(uri, server.policy.options_for(uri, client_options) or None))
     entry = server.registry.register_table(

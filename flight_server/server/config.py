@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from catalog.plan.splits import DEFAULT_TARGET_SPLIT_BYTES, SplitOptions
+from flight_server.server.limits import Limits
 from flight_server.server.policy import DEFAULT_PROTOCOLS, StoragePolicy
 
 DEFAULT_HOST = "127.0.0.1"
@@ -59,6 +60,15 @@ class ServerConfig:
     allowed_protocols: list[str] = field(default_factory=lambda: list(DEFAULT_PROTOCOLS))
     client_storage_option_keys: list[str] = field(default_factory=list)  # none: clients send no options
     root_storage_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # root URI -> options
+    # bounded work per call (see flight_server.server.limits.Limits for the defaults)
+    max_body_bytes: int = Limits.max_body_bytes
+    max_json_depth: int = Limits.max_json_depth
+    max_filters: int = Limits.max_filters
+    max_in_values: int = Limits.max_in_values
+    max_properties_bytes: int = Limits.max_properties_bytes
+    planning_seconds: float = Limits.planning_seconds
+    max_streams_per_caller: int = Limits.max_streams_per_caller
+    footer_cache_bytes: int = Limits.footer_cache_bytes
 
     # -- derived ---------------------------------------------------------------------------
     @property
@@ -89,6 +99,10 @@ class ServerConfig:
             client_option_keys=self.client_storage_option_keys,
             root_storage_options=root_options,
         )
+
+    def limits(self) -> Limits:
+        """The bounds on each call, from the ``max_*``/``*_seconds``/``*_bytes`` settings."""
+        return Limits(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Limits)})
 
     def split_options(self) -> SplitOptions:
         return SplitOptions(
