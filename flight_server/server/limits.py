@@ -27,7 +27,7 @@ class LimitExceededError(InvalidQueryError):
     """A request went past a configured bound; the message names the bound."""
 
     def __init__(self, name: str, limit: float, what: str):
-        super().__init__(f"limit {name} ({limit:g}) exceeded: {what}")
+        super().__init__(f"limit {name} ({limit}) exceeded: {what}")
         self.name = name
 
 
