@@ -19,6 +19,7 @@ are immutable, so a warm planner does no footer IO.
 
 from __future__ import annotations
 
+import posixpath
 import queue
 import threading
 from collections import OrderedDict
@@ -91,20 +92,30 @@ def aligned_row_groups(metadata: pq.FileMetaData, start: int, length: int) -> li
 
 
 class FooterCache:
-    """A bounded LRU of Parquet footers keyed by (full path, size); thread safe."""
+    """An LRU of Parquet footers keyed by (normalised full path, size), bounded in entries and
+    in bytes (each footer counts its serialized size); thread safe.
 
-    def __init__(self, max_entries: int = 4096):
+    The key is normalised so that aliases of one file (``a//b``, ``a/./b``, ``a/x/../b``) share
+    one entry; a footer larger than the whole budget is returned without being cached.
+    """
+
+    def __init__(self, max_entries: int = 4096, max_bytes: int = 256 << 20):
         self.max_entries = max_entries
-        self._entries: OrderedDict[tuple[str, int], pq.FileMetaData] = OrderedDict()
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._entries: OrderedDict[tuple[str, int], tuple[pq.FileMetaData, int]] = OrderedDict()
         self._lock = threading.Lock()
 
+    def __len__(self) -> int:
+        return len(self._entries)
+
     def get(self, storage: Storage, rel_path: str, size: int) -> pq.FileMetaData:
-        key = (storage.fs.unstrip_protocol(storage.full_path(rel_path)), size)
+        key = (storage.fs.unstrip_protocol(posixpath.normpath(storage.full_path(rel_path))), size)
         with self._lock:
             hit = self._entries.get(key)
             if hit is not None:
                 self._entries.move_to_end(key)
-                return hit
+                return hit[0]
         try:
             with storage.open(rel_path) as fh:
                 metadata = pq.read_metadata(fh)
@@ -112,10 +123,18 @@ class FooterCache:
             raise FileNotFoundError(f"base file missing: {storage.uri}/{rel_path}") from err
         except (pa.ArrowInvalid, OSError) as err:
             raise CorruptTableError(f"cannot read Parquet base file {storage.uri}/{rel_path}: {err}") from err
+        cost = int(metadata.serialized_size) + 512  # plus the Python and C++ object overhead
+        if cost > self.max_bytes:
+            return metadata
         with self._lock:
-            self._entries[key] = metadata
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self.bytes -= old[1]
+            self._entries[key] = (metadata, cost)
+            self.bytes += cost
+            while len(self._entries) > self.max_entries or self.bytes > self.max_bytes:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self.bytes -= dropped
         return metadata
 
 

@@ -84,6 +84,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         warehouses=args.warehouse,
+        allowed_roots=args.allow_root,
         catalog_url=args.catalog_url,
         state_dir=args.state_dir,
         secret_file=args.secret_file,
@@ -217,6 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", help=f"bind address (default {DEFAULT_HOST})")
     p.add_argument("--port", type=int, help=f"port (default {DEFAULT_PORT}; 0 = any free port)")
     p.add_argument("--warehouse", action="append", help="register every Hudi table under this URI (repeatable)")
+    p.add_argument("--allow-root", action="append", metavar="URI",
+                   help="register-table may also register tables under this URI (repeatable)")
     p.add_argument("--catalog-url", help="SQLAlchemy URL of the catalog (default: SQLite in the state dir)")
     p.add_argument("--config", help="TOML or JSON config file")
     p.add_argument("--state-dir", help="where the embedded catalog and the ticket secret live")

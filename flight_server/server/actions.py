@@ -6,12 +6,15 @@ returns a JSON-serialisable result.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any, Callable, Protocol
 
 from catalog.state import TableState
 from catalog.storage import open_table_storage
 from flight_server.server.config import ServerConfig
+from flight_server.server.limits import Limits
+from flight_server.server.policy import StoragePolicy
 from flight_server.server.registry import Registry, TableEntry
 from flight_server.server.tables import TableCache
 
@@ -22,6 +25,8 @@ class ActionContext(Protocol):
     registry: Registry
     tables: TableCache
     config: ServerConfig
+    policy: StoragePolicy
+    limits: Limits
     started: float
 
     def scan_warehouses(self) -> int: ...
@@ -41,9 +46,12 @@ def list_tables(server: ActionContext, body: dict) -> list[dict]:
 
 
 def register_table(server: ActionContext, body: dict) -> dict:
-    state = TableState.load(open_table_storage(body["uri"], body.get("storage_options") or None))
+    properties = body.get("properties") or {}
+    server.limits.check_properties(properties, len(json.dumps(properties)))
+    uri, client_options = server.policy.check(body["uri"], body.get("storage_options"))
+    state = TableState.load(open_table_storage(uri, server.policy.options_for(uri, client_options) or None))
     entry = server.registry.register_table(
-        body["table"], body["uri"], body.get("storage_options"), body.get("properties"), body.get("replace", False)
+        body["table"], uri, client_options, body.get("properties"), body.get("replace", False)
     )
     server.tables.drop(entry.identifier)
     return {**entry.to_json(), "table_type": state.config.table_type, "table_version": state.config.table_version}

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from catalog.plan.splits import DEFAULT_TARGET_SPLIT_BYTES, SplitOptions
+from flight_server.server.limits import Limits
+from flight_server.server.policy import DEFAULT_PROTOCOLS, StoragePolicy
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8815
@@ -53,6 +55,20 @@ class ServerConfig:
     table_cache_seconds: float = 10.0  # how long an opened table's timeline is reused
     locations: list[str] = field(default_factory=list)  # data servers named in endpoints
     processes: int = 1
+    # storage confinement of register-table (interfaces.md section 6)
+    allowed_roots: list[str] = field(default_factory=list)  # besides every warehouse
+    allowed_protocols: list[str] = field(default_factory=lambda: list(DEFAULT_PROTOCOLS))
+    client_storage_option_keys: list[str] = field(default_factory=list)  # none: clients send no options
+    root_storage_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # root URI -> options
+    # bounded work per call (see flight_server.server.limits.Limits for the defaults)
+    max_body_bytes: int = Limits.max_body_bytes
+    max_json_depth: int = Limits.max_json_depth
+    max_filters: int = Limits.max_filters
+    max_in_values: int = Limits.max_in_values
+    max_properties_bytes: int = Limits.max_properties_bytes
+    planning_seconds: float = Limits.planning_seconds
+    max_streams_per_caller: int = Limits.max_streams_per_caller
+    footer_cache_bytes: int = Limits.footer_cache_bytes
 
     # -- derived ---------------------------------------------------------------------------
     @property
@@ -72,6 +88,21 @@ class ServerConfig:
     @property
     def location(self) -> str:
         return f"grpc+tcp://{self.host}:{self.port}"
+
+    def storage_policy(self) -> StoragePolicy:
+        """The confinement of ``register-table``: warehouses and ``allowed_roots``."""
+        root_options = {w: dict(self.storage_options) for w in self.warehouses if self.storage_options}
+        root_options.update(self.root_storage_options)
+        return StoragePolicy(
+            roots=[*self.warehouses, *self.allowed_roots],
+            protocols=self.allowed_protocols,
+            client_option_keys=self.client_storage_option_keys,
+            root_storage_options=root_options,
+        )
+
+    def limits(self) -> Limits:
+        """The bounds on each call, from the ``max_*``/``*_seconds``/``*_bytes`` settings."""
+        return Limits(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Limits)})
 
     def split_options(self) -> SplitOptions:
         return SplitOptions(

@@ -4,16 +4,24 @@ pyarrow maps ``ValueError`` to INVALID_ARGUMENT, ``KeyError`` to NOT_FOUND and
 ``NotImplementedError`` to UNIMPLEMENTED by itself; this module adds ticket problems
 (UNAUTHENTICATED), vanished table data (NOT_FOUND) and turns anything unexpected into
 INTERNAL with a generic message (the details go to the server log, not to the client).
+
+pyarrow appends the Python traceback (with chained causes, file paths and, for catalog errors,
+SQL parameters) to the status of every non-Flight exception. Errors that reach the client are
+therefore re-raised as fresh, *public* exceptions: same status code, a clean message, and a
+traceback that :func:`_format_exception` renders as the exception type alone.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import threading
+import traceback
 from typing import Any, Callable, Iterator, TypeVar
 
 import pyarrow as pa
 import pyarrow.flight as flight
+from sqlalchemy.exc import SQLAlchemyError
 
 from catalog.errors import InvalidTicketError, UnknownTableError
 
@@ -21,14 +29,72 @@ log = logging.getLogger("flight_server")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+_PUBLIC = "_hudi_flight_public"
+
+
+class PublicInvalid(ValueError):
+    """INVALID_ARGUMENT with a clean message."""
+
+
+class PublicNotFound(KeyError):
+    """NOT_FOUND with a clean message."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class PublicUnimplemented(NotImplementedError):
+    """UNIMPLEMENTED with a clean message."""
+
+
+def _public(err: Exception) -> Exception:
+    setattr(err, _PUBLIC, True)
+    return err
+
+
+_original_format_exception = traceback.format_exception
+_install_lock = threading.Lock()
+
+
+def _format_exception(exc: Any, *args: Any, **kwargs: Any) -> list[str]:
+    """``traceback.format_exception`` that shows a public exception as its type name only.
+
+    pyarrow's ``PythonErrorDetail`` formats the status detail with this function; for the
+    exceptions built here the client so sees ``<message>. Detail: Python exception: <Type>``.
+    """
+    value = args[0] if args else kwargs.get("value", exc)
+    if isinstance(value, BaseException) and getattr(value, _PUBLIC, False):
+        return [type(value).__name__]
+    return _original_format_exception(exc, *args, **kwargs)
+
+
+def install() -> None:
+    """Route traceback formatting through :func:`_format_exception` (idempotent)."""
+    with _install_lock:
+        if traceback.format_exception is not _format_exception:
+            traceback.format_exception = _format_exception  # type: ignore[assignment]
+
+
 def translated(err: Exception) -> Exception:
-    """The exception a Flight client should see for ``err`` (``err`` itself when pyarrow maps it)."""
+    """The public exception a Flight client should see for ``err``."""
+    if getattr(err, _PUBLIC, False):
+        return err
+    if isinstance(err, flight.FlightError):
+        return err  # pyarrow sends these without a traceback
     if isinstance(err, InvalidTicketError):
         return flight.FlightUnauthenticatedError(str(err))
+    if isinstance(err, SQLAlchemyError):
+        log.error("catalog database error", exc_info=err)
+        return flight.FlightInternalError("catalog database error; see the server log")
     if isinstance(err, FileNotFoundError):
-        return UnknownTableError(f"table data not found: {err}")
-    if isinstance(err, (flight.FlightError, ValueError, KeyError, NotImplementedError)):
-        return err
+        return _public(PublicNotFound(f"table data not found: {err}"))
+    if isinstance(err, ValueError):
+        return _public(PublicInvalid(str(err)))
+    if isinstance(err, KeyError):
+        message = str(err) if isinstance(err, UnknownTableError) or not err.args else str(err.args[0])
+        return _public(PublicNotFound(message))
+    if isinstance(err, NotImplementedError):
+        return _public(PublicUnimplemented(str(err)))
     log.error("internal error", exc_info=err)
     return flight.FlightInternalError(f"internal error ({type(err).__name__}); see the server log")
 
@@ -60,4 +126,13 @@ def stream_errors(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
         raise new from err
 
 
-__all__ = ["flight_errors", "stream_errors", "translated"]
+install()
+
+__all__ = [
+    "PublicInvalid",
+    "PublicNotFound",
+    "flight_errors",
+    "install",
+    "stream_errors",
+    "translated",
+]

@@ -217,23 +217,28 @@ class Registry:
         warehouse: str,
         storage_options: Mapping[str, Any] | None = None,
         max_depth: int = 6,
+        store_options: bool = True,
     ) -> list[TableEntry]:
         """Register every Hudi table under ``warehouse``; drop those of it that vanished.
+
+        With ``store_options=False`` the storage options are used for listing only and not
+        written to the catalog (the server supplies them per root when it opens a table).
 
         Returns the tables registered from this warehouse. A name already taken by a table
         from elsewhere is left alone (logged), so discovery never steals a manual entry.
         """
         found = find_hudi_tables(warehouse, storage_options, max_depth)
+        stored = storage_options if store_options else None
         found_uris = {uri for _, uri in found}
         registered = []
         for identifier, uri in found:
             try:
-                registered.append(self.register_table(identifier, uri, storage_options, warehouse=warehouse))
+                registered.append(self.register_table(identifier, uri, stored, warehouse=warehouse))
             except TableAlreadyExistsError as err:
                 current = self.load_table(identifier)
                 if current.warehouse == warehouse and current.base_uri not in found_uris:  # it moved
                     registered.append(
-                        self.register_table(identifier, uri, storage_options, replace=True, warehouse=warehouse)
+                        self.register_table(identifier, uri, stored, replace=True, warehouse=warehouse)
                     )
                 else:
                     log.warning("warehouse %s: skipping %s: %s", warehouse, uri, err)

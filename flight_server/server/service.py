@@ -30,7 +30,9 @@ from flight_server.server.actions import HANDLERS
 from flight_server.server.auth import BearerTokenMiddlewareFactory
 from flight_server.server.config import ServerConfig
 from flight_server.server.errors import flight_errors, stream_errors
+from flight_server.server.limits import MIDDLEWARE_KEY, CallerMiddlewareFactory, Limits, StreamGate, caller_of
 from flight_server.server.registry import Registry, TableEntry, parse_identifier
+from flight_server.server.state_files import private_dir, private_sqlite
 from flight_server.server.tables import TableCache
 from flight_server.server.tickets import TicketSigner, load_or_create_secret
 from flight_server.server.wire import (
@@ -48,9 +50,10 @@ from flight_server.server.wire import (
 log = logging.getLogger(__name__)
 
 
-def _descriptor_command(descriptor: flight.FlightDescriptor) -> QueryCommand:
+def _descriptor_command(descriptor: flight.FlightDescriptor, limits: Limits) -> QueryCommand:
     if descriptor.descriptor_type == flight.DescriptorType.CMD:
-        return parse_command(descriptor.command)
+        return parse_command(descriptor.command, limits)
+    limits.check_body(b"".join(p if isinstance(p, bytes) else p.encode() for p in descriptor.path), "path")
     path = [p.decode() if isinstance(p, bytes) else p for p in descriptor.path]
     if len(path) == 2:
         identifier = f"{path[0]}.{path[1]}"
@@ -83,14 +86,18 @@ class HudiFlightServer(flight.FlightServerBase):
         **kwargs: Any,
     ):
         self.config = config or ServerConfig()
-        self.config.state_path.mkdir(parents=True, exist_ok=True)
+        private_dir(self.config.state_path)
+        kwargs.setdefault("middleware", {})[MIDDLEWARE_KEY] = CallerMiddlewareFactory()
         if self.config.auth_tokens:
             kwargs.setdefault("middleware", {})["auth"] = BearerTokenMiddlewareFactory(self.config.auth_tokens)
         try:
             super().__init__(self.config.location, **kwargs)
         except pa.ArrowException as err:
             raise OSError(f"cannot listen on {self.config.location} (address in use?)") from err
-        self.registry = registry or Registry(self.config.resolved_catalog_url)
+        if registry is None:
+            private_sqlite(self.config.resolved_catalog_url)
+            registry = Registry(self.config.resolved_catalog_url)
+        self.registry = registry
         if signer is None:
             secret = (
                 bytes.fromhex(self.config.secret)
@@ -100,8 +107,11 @@ class HudiFlightServer(flight.FlightServerBase):
             signer = TicketSigner(secret, self.config.ticket_ttl_seconds)
         self.signer = signer
         self.split_options = self.config.split_options()
-        self.footers = FooterCache()
-        self.tables = TableCache(self.config.table_cache_seconds)
+        self.limits = self.config.limits()
+        self.streams = StreamGate(self.limits.max_streams_per_caller)
+        self.footers = FooterCache(max_bytes=self.limits.footer_cache_bytes)
+        self.policy = self.config.storage_policy()
+        self.tables = TableCache(self.config.table_cache_seconds, self.policy.options_for)
         self.started = time.time()
         self._stop = threading.Event()
         self._location_load = {loc: 0.0 for loc in self.config.locations}
@@ -116,7 +126,8 @@ class HudiFlightServer(flight.FlightServerBase):
         """Register the tables of every configured warehouse; returns how many there are."""
         found = 0
         for warehouse in self.config.warehouses:
-            found += len(self.registry.discover(warehouse, self.config.storage_options or None))
+            options = self.policy.options_for(warehouse, None)
+            found += len(self.registry.discover(warehouse, options or None, store_options=False))
         self.tables.drop()
         return found
 
@@ -156,9 +167,10 @@ class HudiFlightServer(flight.FlightServerBase):
 
     def plan_query(self, command: QueryCommand) -> tuple[pa.Schema, list[flight.FlightEndpoint], int, int]:
         """Schema, endpoints, estimated rows and bytes of a query."""
+        deadline = self.limits.deadline()
         entry, state = self.open_table(command.table)
         scan = self._plan(state, command.options)
-        splits = list(scan.splits)
+        splits = list(deadline.bounded(iter(scan.splits)))
         if scan.context.instant is None:  # a table without commits
             return scan.schema, [], 0, 0
         expires_at = self.signer.expiry()
@@ -187,12 +199,12 @@ class HudiFlightServer(flight.FlightServerBase):
     def get_flight_info(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.FlightInfo:
-        schema, endpoints, rows, nbytes = self.plan_query(_descriptor_command(descriptor))
+        schema, endpoints, rows, nbytes = self.plan_query(_descriptor_command(descriptor, self.limits))
         return flight.FlightInfo(schema, descriptor, endpoints, rows, nbytes, ordered=False)
 
     @flight_errors
     def get_schema(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor) -> flight.SchemaResult:
-        command = _descriptor_command(descriptor)
+        command = _descriptor_command(descriptor, self.limits)
         _, state = self.open_table(command.table)
         return flight.SchemaResult(self._plan(state, command.options).schema)
 
@@ -214,6 +226,7 @@ class HudiFlightServer(flight.FlightServerBase):
 
     @flight_errors
     def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.FlightDataStream:
+        self.limits.check_ticket(ticket.ticket)
         body = TicketBody.from_json(self.signer.verify(ticket.ticket))
         entry, state = self.open_table(body.table)
         if entry.base_uri != body.uri:
@@ -223,9 +236,11 @@ class HudiFlightServer(flight.FlightServerBase):
             batches = read_splits(scan.context, scan.splits, scan.options.limit)
         else:
             batches = read_split(scan.context, split_from_json(body.split))
-        return flight.GeneratorStream(
-            scan.schema, stream_errors(_with_corrupt_block_notes(self._until_cancelled(context, batches), scan.schema))
-        )
+        caller = caller_of(context)
+        self.streams.acquire(caller)
+        notes = _with_corrupt_block_notes(self._until_cancelled(context, batches), scan.schema)
+        guarded = self.streams.guarded(caller, stream_errors(notes))
+        return flight.GeneratorStream(scan.schema, guarded)
 
     @staticmethod
     def _until_cancelled(
@@ -241,7 +256,7 @@ class HudiFlightServer(flight.FlightServerBase):
 
     @flight_errors
     def do_action(self, context: flight.ServerCallContext, action: flight.Action) -> list[bytes]:
-        body = parse_action(action.type, action.body.to_pybytes() if action.body is not None else b"")
+        body = parse_action(action.type, action.body.to_pybytes() if action.body is not None else b"", self.limits)
         return [json.dumps(HANDLERS[action.type](self, body), default=str).encode()]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any, Callable, Mapping
 
 from catalog.state import TableState
 from catalog.storage import open_table_storage
@@ -13,8 +14,9 @@ from flight_server.server.registry import TableEntry
 class TableCache:
     """Table states by identifier, reused for ``ttl`` seconds (timelines go stale after that)."""
 
-    def __init__(self, ttl: float):
+    def __init__(self, ttl: float, options: Callable[[str, Mapping[str, Any]], dict[str, Any]] | None = None):
         self.ttl = ttl
+        self._options = options or (lambda uri, stored: dict(stored))
         self._items: dict[str, tuple[float, str, TableState]] = {}
         self._lock = threading.Lock()
 
@@ -24,7 +26,7 @@ class TableCache:
             hit = self._items.get(entry.identifier)
         if hit and hit[1] == entry.base_uri and now - hit[0] < self.ttl:
             return hit[2]
-        storage = open_table_storage(entry.base_uri, dict(entry.storage_options) or None)
+        storage = open_table_storage(entry.base_uri, self._options(entry.base_uri, entry.storage_options) or None)
         state = TableState.load(storage)
         with self._lock:
             self._items[entry.identifier] = (now, entry.base_uri, state)

@@ -105,7 +105,7 @@ def load_or_create_secret(path: str | os.PathLike[str]) -> bytes:
         if len(secret) < 16:
             raise ValueError(f"ticket secret in {p} is shorter than 16 bytes")
         return secret
-    p.parent.mkdir(parents=True, exist_ok=True)
+    p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     secret = secrets.token_bytes(SECRET_BYTES)
     try:
         fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

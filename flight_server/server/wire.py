@@ -19,6 +19,9 @@ import schemas
 from catalog.errors import InvalidQueryError
 from catalog.plan.options import ReadOptions
 from catalog.table.files import BaseFile, FileSlice, LogFile, Split
+from flight_server.server.limits import LimitExceededError, Limits
+
+DEFAULT_LIMITS = Limits()
 
 ACTIONS: dict[str, tuple[str, str]] = {
     # action type -> (schema $defs entry of its body, description)
@@ -48,11 +51,16 @@ def _validator(definition: str | None) -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(schema)
 
 
-def _decode(body: bytes, what: str) -> Any:
+def _decode(body: bytes, what: str, limits: Limits = DEFAULT_LIMITS) -> Any:
+    limits.check_body(body, what)
     try:
-        return json.loads(body.decode("utf-8")) if body else {}
+        doc = json.loads(body.decode("utf-8")) if body else {}
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise InvalidQueryError(f"{what} is not valid UTF-8 JSON: {err}") from err
+    except RecursionError as err:
+        raise LimitExceededError("max_json_depth", limits.max_json_depth, f"{what} is nested deeper") from err
+    limits.check_depth(doc, what)
+    return doc
 
 
 def _validate(doc: Any, definition: str | None, what: str) -> None:
@@ -80,16 +88,19 @@ def command_from_json(doc: Any) -> QueryCommand:
     return QueryCommand(doc["table"], ReadOptions.from_json(doc))
 
 
-def parse_command(body: bytes) -> QueryCommand:
-    """Parse and validate a command descriptor's bytes."""
-    return command_from_json(_decode(body, "command"))
+def parse_command(body: bytes, limits: Limits = DEFAULT_LIMITS) -> QueryCommand:
+    """Parse and validate a command descriptor's bytes (within ``limits``)."""
+    doc = _decode(body, "command", limits)
+    limits.check_command(doc)
+    return command_from_json(doc)
 
 
-def parse_action(action_type: str, body: bytes) -> dict[str, Any]:
+def parse_action(action_type: str, body: bytes, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:
     """Validate an action body; unknown actions raise NotImplementedError (UNIMPLEMENTED)."""
     if action_type not in ACTIONS:
-        raise NotImplementedError(f"unknown action {action_type!r}; known: {', '.join(ACTIONS)}")
-    doc = _decode(body, f"{action_type} body")
+        shown = action_type if len(action_type) <= 64 and action_type.isprintable() else action_type[:64] + "..."
+        raise NotImplementedError(f"unknown action {shown!r}; known: {', '.join(ACTIONS)}")
+    doc = _decode(body, f"{action_type} body", limits)
     _validate(doc, ACTIONS[action_type][0], f"{action_type} body")
     return doc
 

@@ -134,6 +134,25 @@ def _driver_errors(err: Exception) -> Error:
 # -- connection --------------------------------------------------------------------------------
 
 
+#: DuckDB settings of the engine that runs the SQL over the fetched Arrow tables: it reads
+#: nothing but those tables (no files, URLs or databases of the client host) and never
+#: downloads or loads extensions; ``lock_configuration`` keeps the SQL from undoing that.
+DUCKDB_SANDBOX: dict[str, Any] = {
+    "enable_external_access": False,
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "allow_community_extensions": False,
+    "allow_unsigned_extensions": False,
+}
+
+
+def sandboxed_duckdb() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB that can only see the Arrow tables registered into it."""
+    db = duckdb.connect(":memory:", config=dict(DUCKDB_SANDBOX))
+    db.execute("SET lock_configuration = true")
+    return db
+
+
 def connect(
     uri: str | None = None,
     *,
@@ -294,7 +313,7 @@ class Cursor:
 
     def _run(self, sql: str) -> pa.Table:
         plan = plan_select(parse_query(sql), self.connection.resolve)
-        db = duckdb.connect()
+        db = sandboxed_duckdb()
         try:
             for scan in plan.scans:
                 db.register(scan.view, self._fetch(scan))

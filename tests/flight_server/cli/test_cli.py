@@ -42,7 +42,7 @@ def server(warehouse, tmp_path_factory):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "flight_server.cli", "serve", "--port", str(port), "--warehouse", str(warehouse),
-         "--state-dir", str(state)],
+         "--state-dir", str(state), "--allow-root", str(tmp_path_factory.getbasetemp())],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
     )
     line = proc.stdout.readline()  # printed once the server listens

@@ -23,7 +23,8 @@ V9 = "sample_table/cow/v9_txns_simple_meta"
 
 @pytest.fixture(scope="module")
 def server(tables, tmp_path_factory):
-    config = ServerConfig(port=0, state_dir=str(tmp_path_factory.mktemp("state")), secret=SECRET)
+    config = ServerConfig(port=0, state_dir=str(tmp_path_factory.mktemp("state")), secret=SECRET,
+                          allowed_roots=[str(tmp_path_factory.getbasetemp())])
     with running_server(config, registry=tables[0]) as srv:
         yield srv
 

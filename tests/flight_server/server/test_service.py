@@ -32,7 +32,8 @@ SIMPLE = "sample_table/cow/v6_nonpartitioned"
 @pytest.fixture(scope="module")
 def server(tables, tmp_path_factory):
     registry, _ = tables
-    config = ServerConfig(port=0, state_dir=str(tmp_path_factory.mktemp("state")), secret=SECRET)
+    config = ServerConfig(port=0, state_dir=str(tmp_path_factory.mktemp("state")), secret=SECRET,
+                          allowed_roots=[str(tmp_path_factory.getbasetemp())])
     with running_server(config, registry=registry) as srv:
         yield srv
 

@@ -251,3 +251,38 @@ def test_bearer_token_from_the_url(tables, tmp_path):
             assert identifier(TXNS).split(".")[0] in sa.inspect(engine).get_schema_names()
         finally:
             engine.dispose()
+
+
+# -- the local SQL engine is sandboxed --------------------------------------------------------
+
+_HOST_ACCESS = [
+    "SELECT * FROM read_csv('/etc/passwd')",
+    "SELECT * FROM read_blob('/etc/hostname')",
+    "SELECT * FROM read_text('/etc/hostname')",
+    "SELECT * FROM glob('/*')",
+    "SELECT * FROM '/etc/passwd'",
+    "ATTACH '/tmp/hudi-flight-attack.db' AS x",
+    "INSTALL httpfs",
+    "LOAD httpfs",
+    "SET enable_external_access = true",
+    "COPY (SELECT 1) TO '/tmp/hudi-flight-attack.csv'",
+]
+
+
+@pytest.mark.parametrize("sql", _HOST_ACCESS)
+def test_sql_cannot_reach_the_client_host(engine, sql):
+    with engine.connect() as conn:
+        cursor = conn.connection.dbapi_connection.cursor()
+        with pytest.raises(dbapi.Error):
+            cursor.execute(sql)
+    with pytest.raises(sa.exc.DBAPIError), engine.connect() as conn:
+        conn.exec_driver_sql(sql)
+
+
+def test_sandboxed_duckdb_still_reads_registered_arrow():
+    db = dbapi.sandboxed_duckdb()
+    db.register("t", pa.table({"a": [1, 2]}))
+    assert db.sql("SELECT sum(a) FROM t").fetchall() == [(3,)]
+    for sql in _HOST_ACCESS:
+        with pytest.raises(duckdb.Error):
+            db.execute(sql)
