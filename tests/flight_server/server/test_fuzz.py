@@ -40,13 +40,6 @@ def server(tmp_path_factory, fixture_table):
 
 
 @pytest.fixture(scope="module")
-def client(server):
-    c = flight.connect(f"grpc://127.0.0.1:{server.port}")
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope="module")
 def tickets(client):
     info = client.get_flight_info(flight.FlightDescriptor.for_path(*TABLE.split(".")))
     return [e.ticket.ticket for e in info.endpoints]

@@ -55,13 +55,6 @@ def server(tmp_path_factory, root):
         yield srv
 
 
-@pytest.fixture(scope="module")
-def client(server):
-    c = flight.connect(f"grpc://127.0.0.1:{server.port}")
-    yield c
-    c.close()
-
-
 def _refused(client, body: dict, match: str) -> None:
     with pytest.raises(pa.ArrowInvalid, match=match) as info:
         _action(client, "register-table", body)

@@ -38,13 +38,6 @@ def server(tables, tmp_path_factory):
         yield srv
 
 
-@pytest.fixture(scope="module")
-def client(server):
-    c = flight.connect(f"grpc://127.0.0.1:{server.port}")
-    yield c
-    c.close()
-
-
 def _fetch_all(client: flight.FlightClient, info: flight.FlightInfo) -> pa.Table:
     with ThreadPoolExecutor(4) as pool:
         parts = list(pool.map(lambda ep: client.do_get(ep.ticket).read_all(), info.endpoints))
