@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv system-deps lint test demo bench bench-quick clean
+.PHONY: venv system-deps lint test demo bench bench-quick clean protocol
 
 # PostgreSQL (registry tests run against a real server on loopback) and Java (Spark).
 system-deps:
@@ -39,3 +39,7 @@ bench-quick: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+# Regenerate the Flight SQL message classes from flight_server/protocol/flight_sql.proto.
+protocol: $(STAMP)
+	cd flight_server/protocol && ../../$(PY) -m grpc_tools.protoc -I. --python_out=. --pyi_out=. flight_sql.proto

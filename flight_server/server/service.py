@@ -146,6 +146,23 @@ class HudiFlightServer(flight.FlightServerBase):
         entry = self.registry.load_table(identifier)
         return entry, self.tables.get(entry)
 
+    # -- who may do what -------------------------------------------------------------------
+    def authorize(self, context: flight.ServerCallContext, right: str, table: str | None = None) -> str:
+        """The caller's user name, once it is known to hold ``right`` (``"read"`` or ``"admin"``)
+        on ``table`` (``None``: the catalog as a whole).
+
+        Every RPC that plans, reads or lists a table, or changes the catalog, goes through this
+        one check (interfaces.md section 6); today every caller is ``"anonymous"`` with every right.
+
+        Raises:
+            flight.FlightUnauthorizedError: the caller lacks the right.
+        """
+        return "anonymous"
+
+    def readable(self, context: flight.ServerCallContext, tables: list[str]) -> list[str]:
+        """The subset of ``tables`` (identifiers) the caller may read, for listings."""
+        return list(tables)
+
     # -- planning ------------------------------------------------------------------------
     def _plan(self, state: TableState, options: ReadOptions) -> ScanPlan:
         return plan(state, options, self.split_options, self.footers)

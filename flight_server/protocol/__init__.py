@@ -1,0 +1,66 @@
+"""Arrow Flight SQL wire messages, shared by the server and the clients.
+
+Every Flight SQL command travels as a ``google.protobuf.Any`` (in a
+``FlightDescriptor.for_command``, a ``Ticket``, an ``Action`` body or a result). :func:`pack`
+wraps a message, :func:`unpack` recognises one by its type URL. The message classes come from
+``flight_sql.proto`` compiled with grpcio-tools (``make protocol``); nothing here parses
+protobuf bytes by hand.
+"""
+
+from __future__ import annotations
+
+from google.protobuf import any_pb2
+from google.protobuf.message import DecodeError, Message
+
+from flight_server.protocol import flight_sql_pb2 as sql
+
+_TYPE_PREFIX = "type.googleapis.com/"
+_PACKAGE = "arrow.flight.protocol.sql."
+#: full message name -> class, for every message declared in flight_sql.proto
+MESSAGES: dict[str, type[Message]] = {
+    _PACKAGE + name: getattr(sql, name) for name in sql.DESCRIPTOR.message_types_by_name
+}
+
+
+def pack(message: Message) -> bytes:
+    """``message`` wrapped in a serialised ``google.protobuf.Any``."""
+    wrapper = any_pb2.Any()
+    wrapper.Pack(message)
+    return wrapper.SerializeToString()
+
+
+def type_name(data: bytes) -> str | None:
+    """The full message name of a serialised ``Any`` (``None``: not an ``Any`` at all)."""
+    wrapper = any_pb2.Any()
+    try:
+        wrapper.ParseFromString(data)
+    except DecodeError:
+        return None
+    if not wrapper.type_url.startswith(_TYPE_PREFIX):
+        return None
+    return wrapper.type_url[len(_TYPE_PREFIX):]
+
+
+def unpack(data: bytes) -> Message | None:
+    """The Flight SQL message in a serialised ``Any``, or ``None`` when ``data`` is not one of
+    the messages declared here (JSON commands, hudi-flight tickets, unknown Flight SQL types).
+
+    Raises:
+        ValueError: a known Flight SQL type whose payload does not decode.
+    """
+    wrapper = any_pb2.Any()
+    try:
+        wrapper.ParseFromString(data)
+    except DecodeError:
+        return None
+    name = wrapper.type_url[len(_TYPE_PREFIX):] if wrapper.type_url.startswith(_TYPE_PREFIX) else None
+    cls = MESSAGES.get(name or "")
+    if cls is None:
+        return None
+    message = cls()
+    if not wrapper.Unpack(message):
+        raise ValueError(f"malformed Flight SQL message {name}")
+    return message
+
+
+__all__ = ["MESSAGES", "pack", "sql", "type_name", "unpack"]
