@@ -17,10 +17,12 @@ from hypothesis import strategies as st
 from flight_server.client.sql import dbapi
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
+from tests.support.auth import ADMIN
 from tests.support.servers import running_server
 
 TABLE_NAME = "sample_table/cow/v9_txns_simple_meta"
 TABLE = "fuzz.txns"
+TOKEN = "fuzz-static-token-0123456789"  # maps to the admin user (the SQL fuzzer's credentials)
 #: the statuses of the contract a client may get back for a bad request
 CONTRACT = (pa.ArrowInvalid, pa.ArrowKeyError, pa.ArrowNotImplementedError, flight.FlightUnauthenticatedError,
             flight.FlightUnauthorizedError)
@@ -34,7 +36,8 @@ def server(tmp_path_factory, fixture_table):
     registry = Registry("sqlite://")
     registry.register_table(TABLE, fixture_table(TABLE_NAME))
     state = tmp_path_factory.mktemp("fuzz-state")
-    config = ServerConfig(port=0, state_dir=str(state), secret="ef" * 32, allowed_roots=[str(state)])
+    config = ServerConfig(port=0, state_dir=str(state), secret="ef" * 32, allowed_roots=[str(state)],
+                          tokens={TOKEN: ADMIN})
     with running_server(config, registry=registry) as srv:
         yield srv
 
@@ -147,8 +150,8 @@ sql = st.one_of(st.lists(fragments, min_size=1, max_size=12).map(" ".join), st.t
 
 @FUZZ
 @given(statement=sql)
-def test_fuzz_sql(server, statement):
-    conn = dbapi.connect(f"grpc://127.0.0.1:{server.port}")
+def test_fuzz_sql(client, server, statement):
+    conn = dbapi.connect(f"grpc://127.0.0.1:{server.port}", token=TOKEN)
     try:
         cursor = conn.cursor()
         try:

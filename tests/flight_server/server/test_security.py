@@ -23,6 +23,7 @@ from flight_server.server.config import ServerConfig
 from flight_server.server.limits import LimitExceededError, StreamGate
 from flight_server.server.policy import StoragePolicy, StoragePolicyError
 from flight_server.server.registry import Registry
+from tests.support.auth import admin_client
 from tests.support.servers import running_server
 
 SECRET = "cd" * 32
@@ -127,7 +128,7 @@ def test_paths_outside_the_roots_are_refused(client, root, fixture_table, tmp_pa
 def test_client_storage_options_only_for_allowed_keys(tmp_path, root, fixture_table):
     config = ServerConfig(port=0, state_dir=str(tmp_path / "s"), allowed_roots=[str(root)],
                           client_storage_option_keys=["auto_mkdir"])
-    with running_server(config) as srv, flight.connect(f"grpc://127.0.0.1:{srv.port}") as c:
+    with running_server(config) as srv, admin_client(srv) as c:
         _refused(c, {"table": "a.b", "uri": fixture_table(SIMPLE), "storage_options": {"secret": "s3cr3t"}},
                  "secret")
         _action(c, "register-table", {"table": "a.b", "uri": fixture_table(SIMPLE),
