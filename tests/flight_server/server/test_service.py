@@ -22,9 +22,9 @@ from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
 from flight_server.server.tickets import TicketSigner
 from flight_server.server.users import Grant
+from tests.support.auth import admin_client
 from tests.support.compare import assert_same_rows
 from tests.support.fixtures import all_table_names, is_lance
-from tests.support.auth import admin_client
 from tests.support.servers import identifier, running_server
 
 SECRET = "ab" * 32
