@@ -44,8 +44,9 @@ class TokenIssuer:
         key = tickets.derive("hudi-flight bearer token v1")
         self._signer = TicketSigner(key, ttl_seconds, prefix=TOKEN_PREFIX, kind="token")
 
-    def issue(self, user: str) -> str:
-        return self._signer.sign({"u": user}, self._signer.expiry()).decode()
+    def issue(self, user: str, now: float | None = None) -> str:
+        """A token naming ``user``, valid for the ttl from ``now`` (default: the current time)."""
+        return self._signer.sign({"u": user}, self._signer.expiry(now)).decode()
 
     def user_of(self, token: str) -> str:
         """Raises: InvalidTicketError (malformed, altered, foreign or expired token)."""
