@@ -115,7 +115,7 @@ class HudiFlightServer(flight.FlightServerBase):
         self.streams = StreamGate(self.limits.max_streams_per_caller)
         self.footers = FooterCache(max_bytes=self.limits.footer_cache_bytes)
         self.policy = self.config.storage_policy()
-        self.tables = TableCache(self.config.table_cache_seconds, self.policy.options_for)
+        self.tables = TableCache(self.config.table_cache_seconds, self.policy.options_for, self.policy.check_registered)
         self.started = time.time()
         self._stop = threading.Event()
         self._location_load = {loc: 0.0 for loc in self.config.locations}

@@ -36,7 +36,7 @@ def server(tmp_path_factory, fixture_table):
     registry = Registry("sqlite://")
     registry.register_table(TABLE, fixture_table(TABLE_NAME))
     state = tmp_path_factory.mktemp("fuzz-state")
-    config = ServerConfig(port=0, state_dir=str(state), secret="ef" * 32, allowed_roots=[str(state)],
+    config = ServerConfig(port=0, state_dir=str(state), secret="ef" * 32, allowed_roots=[str(state), fixture_table(TABLE_NAME)],
                           tokens={TOKEN: ADMIN})
     with running_server(config, registry=registry) as srv:
         yield srv

@@ -153,6 +153,29 @@ def test_credentials_come_from_the_server_per_root():
         StoragePolicy(roots=["gs://b/"], protocols=["s3"]).check("gs://b/t")
 
 
+def test_catalog_rows_outside_the_roots_are_refused_when_opened(root, fixture_table, tmp_path):
+    """Rows written before the confinement (straight into the database) are not read."""
+    outside = tmp_path / "outside"
+    shutil.copytree(fixture_table(SIMPLE), outside)
+    registry = Registry("sqlite://")
+    registry.register_table("old.outside", str(outside))
+    registry.register_table("old.options", fixture_table(SIMPLE), {"client_kwargs": {"endpoint_url": "http://x"}})
+    registry.register_table("ok.inside", fixture_table(SIMPLE))
+    config = ServerConfig(port=0, state_dir=str(tmp_path / "s"), allowed_roots=[str(root)])
+    with running_server(config, registry=registry) as srv, admin_client(srv) as c:
+        for table in ("old.outside", "old.options"):
+            with pytest.raises(pa.ArrowInvalid, match=f"table {table} is registered at a location or with storage "
+                                                      "options this server does not allow") as info:
+                c.get_flight_info(flight.FlightDescriptor.for_path(*table.split(".")))
+            assert str(outside) not in str(info.value)
+            _assert_clean(info.value)
+            with pytest.raises(pa.ArrowInvalid, match="an admin must register it again"):
+                _action(c, "table-info", {"table": table})
+        listed = [i.descriptor.path[0].decode() for i in c.list_flights()]
+        assert listed == ["ok"]
+        assert c.get_flight_info(flight.FlightDescriptor.for_path("ok", "inside")).endpoints
+
+
 def test_warehouse_discovery_does_not_store_the_warehouse_credentials(tmp_path, root):
     registry = Registry(f"sqlite:///{tmp_path / 'c.db'}")
     registry.discover(str(root), {"auto_mkdir": False}, store_options=False)
