@@ -5,6 +5,7 @@ serving. Bounded: a few thousand inputs in all, well under a minute."""
 
 from __future__ import annotations
 
+import base64
 import json
 import string
 
@@ -137,6 +138,26 @@ def test_fuzz_actions(client, action, body):
     if action == "unregister-table" and TABLE.encode() in body:
         return  # would remove the table the other fuzzers read
     _check(lambda: list(client.do_action(flight.Action(action, body))))
+
+
+credentials = st.one_of(
+    st.text(max_size=80),
+    st.text(max_size=60).map(lambda t: "Bearer " + t),
+    st.binary(max_size=60).map(lambda b: "Basic " + base64.b64encode(b).decode()),
+    st.binary(max_size=60).map(lambda b: "Bearer hft1." + base64.urlsafe_b64encode(b).decode() + ".AAAA"),
+    st.sampled_from(["Bearer", "Basic", "Basic !!!", "Bearer " + TOKEN + "x", "bearer " + TOKEN[:-1]]),
+)
+
+
+@FUZZ
+@given(value=credentials)
+def test_fuzz_credentials(client, server, value):
+    """Whatever the authorization header holds: UNAUTHENTICATED (or a valid call), never more."""
+    if not (value.isascii() and value.isprintable()) or value.strip() != value:
+        return  # gRPC refuses such header values on the client side
+    options = flight.FlightCallOptions(headers=[(b"authorization", value.encode())])
+    with flight.connect(f"grpc://127.0.0.1:{server.port}") as plain:
+        _check(lambda: plain.get_flight_info(flight.FlightDescriptor.for_path(*TABLE.split(".")), options))
 
 
 fragments = st.sampled_from([
