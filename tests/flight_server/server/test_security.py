@@ -210,6 +210,11 @@ def test_catalog_database_errors_hide_statement_and_parameters(client, server, m
         _action(client, "refresh-table", {"table": "a.b"})
     _assert_clean(info.value)
     assert "SECRET" not in str(info.value) and "UPDATE" not in str(info.value)
+    # get_schema cannot send a Flight status (pyarrow); it must stay clean all the same
+    with pytest.raises(pa.ArrowException, match="catalog database error") as info:
+        client.get_schema(flight.FlightDescriptor.for_path("a", "b"))
+    _assert_clean(info.value)
+    assert "SECRET" not in str(info.value) and "UPDATE" not in str(info.value)
 
 
 # -- 4. bounded work -------------------------------------------------------------------------
