@@ -16,6 +16,8 @@ from typing import Any, Sequence
 import pyarrow as pa
 
 from catalog.plan.options import QUERY_TYPES, ReadOptions
+from flight_server.cli.admin import add_parsers as add_admin_parsers
+from flight_server.cli.admin import read_password
 from flight_server.cli.output import CliError, format_table, one_line, write_output
 from flight_server.client.session import HudiFlightClient, QueryPlan
 from flight_server.server.config import DEFAULT_HOST, DEFAULT_PORT, ServerConfig
@@ -89,6 +91,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         state_dir=args.state_dir,
         secret_file=args.secret_file,
         processes=args.processes,
+        insecure=True if args.insecure else None,
     )
 
     def ready(server: Any) -> None:
@@ -109,6 +112,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _client(args: argparse.Namespace) -> HudiFlightClient:
+    if args.user:
+        password = read_password() if args.password_stdin else os.environ.get("HUDI_FLIGHT_PASSWORD")
+        if password is None:
+            raise CliError("--user needs its password on stdin (--password-stdin) or in $HUDI_FLIGHT_PASSWORD")
+        return HudiFlightClient(args.server, token=args.token, user=args.user, password=password)
     return HudiFlightClient(args.server, token=args.token or os.environ.get("HUDI_FLIGHT_TOKEN"))
 
 
@@ -208,6 +216,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _add_server(p: argparse.ArgumentParser) -> None:
     p.add_argument("--server", default=DEFAULT_SERVER, help=f"server URI (default {DEFAULT_SERVER})")
     p.add_argument("--token", help="bearer token (default: $HUDI_FLIGHT_TOKEN)")
+    p.add_argument("--user", help="authenticate as this user (password: --password-stdin or $HUDI_FLIGHT_PASSWORD)")
+    p.add_argument("--password-stdin", action="store_true", help="read --user's password from stdin")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -225,6 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state-dir", help="where the embedded catalog and the ticket secret live")
     p.add_argument("--secret-file", help="ticket signing secret (hex); generated when missing")
     p.add_argument("--processes", type=int, help="data-serving processes (ports P, P+1, ...)")
+    p.add_argument("--insecure", action="store_true",
+                   help="serve a non-loopback address with no users or tokens (anonymous read-only)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("register", help="register a table with a running server")
@@ -260,6 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_server(p)
     p.set_defaults(func=cmd_read)
+
+    add_admin_parsers(sub)
 
     p = sub.add_parser("demo", help="write a demo warehouse, serve it, run a query, stop")
     p.add_argument("--warehouse", help="where to write the demo warehouse (default: a temp dir)")

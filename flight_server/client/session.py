@@ -115,6 +115,8 @@ class HudiFlightClient:
     Args:
         uri: ``grpc://host:port`` (``host:port`` accepted).
         token: bearer token for a server that requires one.
+        user, password: authenticate with the server's basic-auth handshake instead; the bearer
+            token it returns is sent on every call (to data servers too).
         timeout: seconds per call (``None``: no deadline).
         max_workers: endpoints fetched in parallel by :meth:`read_batches`.
         **client_kwargs: passed to every :class:`pyarrow.flight.FlightClient`.
@@ -125,6 +127,8 @@ class HudiFlightClient:
         uri: str = DEFAULT_URI,
         *,
         token: str | None = None,
+        user: str | None = None,
+        password: str | None = None,
         timeout: float | None = None,
         max_workers: int = 8,
         **client_kwargs: Any,
@@ -138,6 +142,12 @@ class HudiFlightClient:
         self._lock = threading.Lock()
         with translated_errors(self.uri, "connect"):
             self.flight = self._client(self.uri)
+        if user is not None:
+            if token:
+                raise ValueError("pass either token or user/password, not both")
+            with translated_errors(self.uri, f"authenticating {user}"):
+                header = self.flight.authenticate_basic_token(user, password or "", self.options)
+            self.options = flight.FlightCallOptions(timeout=timeout, headers=[header])
 
     def _client(self, uri: str) -> flight.FlightClient:
         if uri.startswith(_REUSE_CONNECTION):

@@ -1,6 +1,8 @@
 """The service's actions (``do_action``): catalog browsing and changes, table info, health.
 
-Each handler takes the validated JSON body (``flight_server.server.wire.parse_action``) and
+Each handler takes the validated JSON body (``flight_server.server.wire.parse_action``) and the
+call context, checks the caller's right through the server's ``authorize``/``readable`` (catalog
+changes need ``admin``, table info ``read``, listings show only what the caller may read), and
 returns a JSON-serialisable result.
 """
 
@@ -9,6 +11,8 @@ from __future__ import annotations
 import json
 import time
 from typing import Any, Callable, Protocol
+
+import pyarrow.flight as flight
 
 from catalog.state import TableState
 from catalog.storage import open_table_storage
@@ -33,19 +37,28 @@ class ActionContext(Protocol):
 
     def open_table(self, identifier: str) -> tuple[TableEntry, TableState]: ...
 
+    def authorize(self, context: flight.ServerCallContext, right: str, table: str | None = None) -> str: ...
 
-Handler = Callable[[ActionContext, dict], Any]
+    def readable(self, context: flight.ServerCallContext, tables: list[str]) -> list[str]: ...
 
-
-def list_namespaces(server: ActionContext, body: dict) -> list[str]:
-    return server.registry.list_namespaces()
-
-
-def list_tables(server: ActionContext, body: dict) -> list[dict]:
-    return [e.to_json() for e in server.registry.list_tables(body.get("namespace"))]
+    def visible_namespaces(self, context: flight.ServerCallContext, namespaces: list[str]) -> list[str]: ...
 
 
-def register_table(server: ActionContext, body: dict) -> dict:
+Handler = Callable[[ActionContext, dict, flight.ServerCallContext], Any]
+
+
+def list_namespaces(server: ActionContext, body: dict, context: flight.ServerCallContext) -> list[str]:
+    return server.visible_namespaces(context, server.registry.list_namespaces())
+
+
+def list_tables(server: ActionContext, body: dict, context: flight.ServerCallContext) -> list[dict]:
+    entries = server.registry.list_tables(body.get("namespace"))
+    readable = set(server.readable(context, [e.identifier for e in entries]))
+    return [e.to_json() for e in entries if e.identifier in readable]
+
+
+def register_table(server: ActionContext, body: dict, context: flight.ServerCallContext) -> dict:
+    server.authorize(context, "admin", body["table"])
     properties = body.get("properties") or {}
     server.limits.check_properties(properties, len(json.dumps(properties)))
     uri, client_options = server.policy.check(body["uri"], body.get("storage_options"))
@@ -57,13 +70,15 @@ def register_table(server: ActionContext, body: dict) -> dict:
     return {**entry.to_json(), "table_type": state.config.table_type, "table_version": state.config.table_version}
 
 
-def unregister_table(server: ActionContext, body: dict) -> dict:
+def unregister_table(server: ActionContext, body: dict, context: flight.ServerCallContext) -> dict:
+    server.authorize(context, "admin", body["table"])
     server.registry.unregister_table(body["table"])
     server.tables.drop(body["table"])
     return {"table": body["table"], "unregistered": True}
 
 
-def refresh_table(server: ActionContext, body: dict) -> dict:
+def refresh_table(server: ActionContext, body: dict, context: flight.ServerCallContext) -> dict:
+    server.authorize(context, "admin", body.get("table"))
     if "table" not in body:
         return {"tables": server.scan_warehouses()}
     server.tables.drop(body["table"])
@@ -72,7 +87,8 @@ def refresh_table(server: ActionContext, body: dict) -> dict:
     return {"table": body["table"], "latest_instant": timeline[-1].requested_time if timeline else None}
 
 
-def table_info(server: ActionContext, body: dict) -> dict:
+def table_info(server: ActionContext, body: dict, context: flight.ServerCallContext) -> dict:
+    server.authorize(context, "read", body["table"])
     server.tables.drop(body["table"])  # always the current timeline (streaming readers poll this)
     entry, state = server.open_table(body["table"])
     config = state.config
@@ -91,7 +107,8 @@ def table_info(server: ActionContext, body: dict) -> dict:
     }
 
 
-def health(server: ActionContext, body: dict) -> dict:
+def health(server: ActionContext, body: dict, context: flight.ServerCallContext) -> dict:
+    server.authorize(context, "read")
     return {
         "status": "ok",
         "tables": len(server.registry.list_tables()),

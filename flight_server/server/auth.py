@@ -1,30 +1,178 @@
-"""Who may call: the bearer-token check of the Flight service."""
+"""Who is calling: Flight's basic-auth handshake, signed bearer tokens and static tokens.
+
+A client authenticates with ``FlightClient.authenticate_basic_token(user, password)``: the
+``Handshake`` call carries ``authorization: Basic base64(user:password)``, the password is
+checked against the user's scrypt hash, and the response carries ``authorization: Bearer
+<token>``. The token (``hft1.`` + payload + HMAC) is signed with a key derived from the server
+secret, so every process sharing the secret accepts it and no ticket can pass for a token; it
+names the user and expires after ``token_ttl_seconds``. Later calls send it as their
+``authorization`` header; so may the static tokens of the configuration, each mapped to a user.
+
+A wrong password, an unknown user, an expired, altered or foreign token is UNAUTHENTICATED.
+Passwords and tokens are never logged or echoed (the caller digest of ``limits`` is a hash).
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hmac
+import logging
+from typing import Any, Mapping
 
 import pyarrow.flight as flight
+from sqlalchemy.exc import SQLAlchemyError
+
+from catalog.errors import InvalidTicketError
+from flight_server.server.access import Access, check_exposure, is_loopback
+from flight_server.server.config import ServerConfig
+from flight_server.server.tickets import TicketSigner
+from flight_server.server.users import ANONYMOUS, UserStore, check_user_name
+
+log = logging.getLogger(__name__)
+
+MIDDLEWARE_KEY = "hudi-flight-auth"
+TOKEN_PREFIX = b"hft1."
+MAX_HEADER_BYTES = 4096
+MIN_STATIC_TOKEN_CHARS = 16
 
 
-class BearerTokenMiddlewareFactory(flight.ServerMiddlewareFactory):
-    """Every call must send ``authorization: Bearer <token>`` with one of the configured tokens.
+class TokenIssuer:
+    """Signs and verifies the bearer tokens of the handshake."""
 
-    A missing or malformed header is UNAUTHENTICATED; a token that is not accepted is
-    UNAUTHORIZED. Tickets stay signed either way (the token says who may call at all).
-    """
+    def __init__(self, tickets: TicketSigner, ttl_seconds: float):
+        key = tickets.derive("hudi-flight bearer token v1")
+        self._signer = TicketSigner(key, ttl_seconds, prefix=TOKEN_PREFIX, kind="token")
 
-    def __init__(self, tokens: list[str]):
-        self._tokens = [t.encode() for t in tokens]
+    def issue(self, user: str, now: float | None = None) -> str:
+        """A token naming ``user``, valid for the ttl from ``now`` (default: the current time)."""
+        return self._signer.sign({"u": user}, self._signer.expiry(now)).decode()
 
-    def start_call(self, info: flight.CallInfo, headers: dict[str, list[str]]) -> None:
-        values = headers.get("authorization", [])
-        if not values or not values[0].lower().startswith("bearer "):
-            raise flight.FlightUnauthenticatedError("missing 'authorization: Bearer <token>' header")
-        given = values[0][7:].strip().encode()
-        if not any(hmac.compare_digest(given, t) for t in self._tokens):
-            raise flight.FlightUnauthorizedError("token not accepted")
+    def user_of(self, token: str) -> str:
+        """Raises: InvalidTicketError (malformed, altered, foreign or expired token)."""
+        user = self._signer.verify(token.encode()).get("u")
+        if not isinstance(user, str):
+            raise InvalidTicketError("token names no user")
+        return user
+
+
+class Caller(flight.ServerMiddleware):
+    """The authenticated user of a call (``anonymous`` without credentials); on a handshake,
+    also the bearer token sent back."""
+
+    def __init__(self, user: str, token: str | None = None):
+        self.user = user
+        self._token = token
+
+    def sending_headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self._token}"} if self._token else {}
+
+
+class HandshakeEnabled(flight.ServerAuthHandler):
+    """Lets the ``Handshake`` RPC succeed (pyarrow answers UNIMPLEMENTED without an auth
+    handler); the credentials are checked by :class:`AuthMiddlewareFactory` on every call."""
+
+    def authenticate(self, outgoing: Any, incoming: Any) -> None:
         return None
 
+    def is_valid(self, token: bytes) -> str:
+        return ""
 
-__all__ = ["BearerTokenMiddlewareFactory"]
+
+class AuthMiddlewareFactory(flight.ServerMiddlewareFactory):
+    """Authenticates every call; see the module docstring."""
+
+    def __init__(self, access: Access, users: UserStore, tokens: TokenIssuer, static_tokens: Mapping[str, str]):
+        self.access = access
+        self.users = users
+        self.tokens = tokens
+        self._static = [(t.encode(), user) for t, user in static_tokens.items()]
+
+    def start_call(self, info: flight.CallInfo, headers: dict[str, list[Any]]) -> Caller:
+        try:
+            return self._authenticate(info, headers)
+        except InvalidTicketError as err:
+            raise flight.FlightUnauthenticatedError(str(err)) from None
+        except SQLAlchemyError as err:
+            log.error("catalog database error while authenticating", exc_info=err)
+            raise flight.FlightUnavailableError("catalog database error; see the server log") from None
+
+    def _authenticate(self, info: flight.CallInfo, headers: dict[str, list[Any]]) -> Caller:
+        values = headers.get("authorization") or headers.get("Authorization") or []
+        if not values:
+            return self._known(ANONYMOUS)
+        value = values[0].decode(errors="replace") if isinstance(values[0], bytes) else str(values[0])
+        if len(value) > MAX_HEADER_BYTES:
+            raise flight.FlightUnauthenticatedError(f"authorization header is longer than {MAX_HEADER_BYTES} bytes")
+        scheme, _, credentials = value.partition(" ")
+        scheme = scheme.lower()
+        if scheme == "basic":
+            if info.method != flight.FlightMethod.HANDSHAKE:
+                raise flight.FlightUnauthenticatedError(
+                    "basic credentials are accepted by the handshake only; send the bearer token it returns")
+            user = self._login(credentials.strip())
+            return Caller(user, self.tokens.issue(user))
+        if scheme == "bearer":
+            return self._known(self._bearer(credentials.strip()))
+        raise flight.FlightUnauthenticatedError("authorization header must be 'Basic ...' or 'Bearer ...'")
+
+    def _known(self, user: str) -> Caller:
+        self.access.authorize(user, "read")  # exists (any more) / anonymous allowed here
+        return Caller(user)
+
+    def _login(self, credentials: str) -> str:
+        try:
+            user, colon, password = base64.b64decode(credentials, validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            user, colon, password = "", "", ""
+        if not colon or not user:
+            raise flight.FlightUnauthenticatedError("malformed basic credentials")
+        if self.users.check_password(user, password) is None:
+            raise flight.FlightUnauthenticatedError("wrong user name or password")
+        return user
+
+    def _bearer(self, token: str) -> str:
+        given = token.encode()
+        found = None
+        for known, user in self._static:  # constant time: every token is compared
+            if hmac.compare_digest(given, known):
+                found = user
+        if found is not None:
+            return found
+        if not given.startswith(TOKEN_PREFIX):
+            raise flight.FlightUnauthenticatedError("token not accepted")
+        return self.tokens.user_of(token)
+
+
+def authentication(config: ServerConfig, users: UserStore, tickets: TicketSigner) -> AuthMiddlewareFactory:
+    """The authentication middleware of a server (its ``access`` holds the rights).
+
+    Raises:
+        ValueError: a bad static token, or a non-loopback address with no users or tokens
+            (unless ``insecure``).
+    """
+    for token, user in config.tokens.items():
+        check_user_name(user)
+        if len(token) < MIN_STATIC_TOKEN_CHARS:
+            raise ValueError(f"static tokens need at least {MIN_STATIC_TOKEN_CHARS} characters (one of user {user})")
+    check_exposure(config.host, bool(config.tokens) or users.has_users(), config.insecure)
+    open_address = is_loopback(config.host) or config.insecure
+    access = Access(users, config.tokens.values(), open_address, config.auth_cache_seconds)
+    return AuthMiddlewareFactory(access, users, TokenIssuer(tickets, config.token_ttl_seconds), config.tokens)
+
+
+def caller_name(context: flight.ServerCallContext) -> str:
+    """The user name the authentication middleware found for this call."""
+    caller = context.get_middleware(MIDDLEWARE_KEY)
+    return caller.user if isinstance(caller, Caller) else ANONYMOUS
+
+
+__all__ = [
+    "AuthMiddlewareFactory",
+    "Caller",
+    "HandshakeEnabled",
+    "MIDDLEWARE_KEY",
+    "TokenIssuer",
+    "authentication",
+    "caller_name",
+]

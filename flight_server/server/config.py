@@ -46,7 +46,11 @@ class ServerConfig:
     secret: str | None = None  # hex; default: generated once into state_dir/ticket-secret
     secret_file: str | None = None
     ticket_ttl_seconds: float = 3600.0
-    auth_tokens: list[str] = field(default_factory=list)  # empty: no authentication
+    # authentication and authorization (interfaces.md section 6; flight_server.server.access)
+    tokens: dict[str, str] = field(default_factory=dict)  # static bearer token -> user name
+    token_ttl_seconds: float = 3600.0  # lifetime of the handshake's bearer tokens
+    auth_cache_seconds: float = 1.0  # how long a user's rights are reused between calls
+    insecure: bool = False  # serve a non-loopback address with no users and no tokens (anonymous read)
     target_split_bytes: int = DEFAULT_TARGET_SPLIT_BYTES
     initial_split_bytes: int | None = None
     initial_split_count: int = 0
@@ -115,6 +119,11 @@ class ServerConfig:
     # -- loading ---------------------------------------------------------------------------
     def updated(self, overrides: Mapping[str, Any]) -> "ServerConfig":
         """A copy with the non-``None`` entries of ``overrides`` applied."""
+        if "auth_tokens" in overrides:
+            raise ValueError(
+                "auth_tokens was replaced by tokens: a table of token = user name ([server.tokens]); "
+                "give the users rights with hudi-flight grant"
+            )
         known = {f.name for f in dataclasses.fields(self)}
         unknown = sorted(set(overrides) - known)
         if unknown:

@@ -115,6 +115,41 @@ def flight_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+class PublicPermissionDenied(PermissionError):
+    """A refused caller, where no Flight status can be sent (see :func:`schema_errors`)."""
+
+
+class PublicInternal(RuntimeError):
+    """An internal error, where no Flight status can be sent (see :func:`schema_errors`)."""
+
+
+def schema_errors(fn: F) -> F:
+    """:func:`flight_errors` for ``get_schema``.
+
+    pyarrow (26) does not turn a ``FlightError`` raised by ``get_schema`` into its Flight status
+    (its ``_get_schema`` callback lacks the ``except FlightError`` the other RPCs have): the
+    client would get UNKNOWN with the server's traceback. So Flight errors are sent as clean
+    builtin errors instead: refused credentials or rights as a ``PermissionError`` (UNKNOWN,
+    message kept, pyarrow clients raise ``OSError``), the others as a ``RuntimeError``.
+    """
+    inner = flight_errors(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return inner(*args, **kwargs)
+        except (flight.FlightUnauthenticatedError, flight.FlightUnauthorizedError) as err:
+            raise _public(PublicPermissionDenied(_message(err))) from None
+        except flight.FlightError as err:
+            raise _public(PublicInternal(_message(err))) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _message(err: Exception) -> str:
+    return str(err).split(". Detail:")[0]
+
+
 def stream_errors(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The same translation for errors raised while a ``do_get`` stream is being produced."""
     try:
@@ -133,6 +168,7 @@ __all__ = [
     "PublicNotFound",
     "flight_errors",
     "install",
+    "schema_errors",
     "stream_errors",
     "translated",
 ]

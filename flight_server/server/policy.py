@@ -133,6 +133,21 @@ class StoragePolicy:
             )
         return loc.uri(), options
 
+    def check_registered(self, identifier: str, uri: str, stored: Mapping[str, Any] | None) -> None:
+        """Re-check a catalog row when its table is opened: rows written before the confinement
+        (or before the roots changed) are refused, not read.
+
+        Raises:
+            StoragePolicyError: naming the table, not its location.
+        """
+        try:
+            self.check(uri, stored)
+        except StoragePolicyError as err:
+            raise StoragePolicyError(
+                f"table {identifier} is registered at a location or with storage options this server does "
+                f"not allow ({str(err).split(':')[0]}); an admin must register it again"
+            ) from None
+
     def root_options(self, uri: str) -> dict[str, Any]:
         """The server's storage options for ``uri`` (the longest matching root wins)."""
         try:

@@ -27,14 +27,16 @@ from catalog.read.split_reader import read_split, read_splits
 from catalog.state import TableState
 from catalog.table.files import Split
 from flight_server.server.actions import HANDLERS
-from flight_server.server.auth import BearerTokenMiddlewareFactory
+from flight_server.server.auth import MIDDLEWARE_KEY as AUTH_KEY
+from flight_server.server.auth import HandshakeEnabled, authentication, caller_name
 from flight_server.server.config import ServerConfig
-from flight_server.server.errors import flight_errors, stream_errors
+from flight_server.server.errors import flight_errors, schema_errors, stream_errors
 from flight_server.server.limits import MIDDLEWARE_KEY, CallerMiddlewareFactory, Limits, StreamGate, caller_of
 from flight_server.server.registry import Registry, TableEntry, parse_identifier
 from flight_server.server.state_files import private_dir, private_sqlite
 from flight_server.server.tables import TableCache
 from flight_server.server.tickets import TicketSigner, load_or_create_secret
+from flight_server.server.users import ANONYMOUS, UserStore
 from flight_server.server.wire import (
     ACTIONS,
     QueryCommand,
@@ -87,13 +89,6 @@ class HudiFlightServer(flight.FlightServerBase):
     ):
         self.config = config or ServerConfig()
         private_dir(self.config.state_path)
-        kwargs.setdefault("middleware", {})[MIDDLEWARE_KEY] = CallerMiddlewareFactory()
-        if self.config.auth_tokens:
-            kwargs.setdefault("middleware", {})["auth"] = BearerTokenMiddlewareFactory(self.config.auth_tokens)
-        try:
-            super().__init__(self.config.location, **kwargs)
-        except pa.ArrowException as err:
-            raise OSError(f"cannot listen on {self.config.location} (address in use?)") from err
         if registry is None:
             private_sqlite(self.config.resolved_catalog_url)
             registry = Registry(self.config.resolved_catalog_url)
@@ -106,12 +101,21 @@ class HudiFlightServer(flight.FlightServerBase):
             )
             signer = TicketSigner(secret, self.config.ticket_ttl_seconds)
         self.signer = signer
+        self.users = UserStore(registry.engine)
+        auth = authentication(self.config, self.users, signer)  # refuses an exposed server without credentials
+        self.access = auth.access
+        kwargs.setdefault("middleware", {}).update({MIDDLEWARE_KEY: CallerMiddlewareFactory(), AUTH_KEY: auth})
+        kwargs.setdefault("auth_handler", HandshakeEnabled())
+        try:
+            super().__init__(self.config.location, **kwargs)
+        except pa.ArrowException as err:
+            raise OSError(f"cannot listen on {self.config.location} (address in use?)") from err
         self.split_options = self.config.split_options()
         self.limits = self.config.limits()
         self.streams = StreamGate(self.limits.max_streams_per_caller)
         self.footers = FooterCache(max_bytes=self.limits.footer_cache_bytes)
         self.policy = self.config.storage_policy()
-        self.tables = TableCache(self.config.table_cache_seconds, self.policy.options_for)
+        self.tables = TableCache(self.config.table_cache_seconds, self.policy.options_for, self.policy.check_registered)
         self.started = time.time()
         self._stop = threading.Event()
         self._location_load = {loc: 0.0 for loc in self.config.locations}
@@ -152,16 +156,21 @@ class HudiFlightServer(flight.FlightServerBase):
         on ``table`` (``None``: the catalog as a whole).
 
         Every RPC that plans, reads or lists a table, or changes the catalog, goes through this
-        one check (interfaces.md section 6); today every caller is ``"anonymous"`` with every right.
+        one check (interfaces.md section 6; the rules are in ``access``).
 
         Raises:
+            flight.FlightUnauthenticatedError: the caller is not (or no longer) known.
             flight.FlightUnauthorizedError: the caller lacks the right.
         """
-        return "anonymous"
+        return self.access.authorize(caller_name(context), right, table)
 
     def readable(self, context: flight.ServerCallContext, tables: list[str]) -> list[str]:
         """The subset of ``tables`` (identifiers) the caller may read, for listings."""
-        return list(tables)
+        return self.access.readable(caller_name(context), tables)
+
+    def visible_namespaces(self, context: flight.ServerCallContext, namespaces: list[str]) -> list[str]:
+        """The namespaces listed to the caller (those it holds a grant in)."""
+        return self.access.visible_namespaces(caller_name(context), namespaces)
 
     # -- planning ------------------------------------------------------------------------
     def _plan(self, state: TableState, options: ReadOptions) -> ScanPlan:
@@ -182,8 +191,11 @@ class HudiFlightServer(flight.FlightServerBase):
             ticket, self._locations(weight), expiration_time=_timestamp(expires_at), app_metadata=metadata
         )
 
-    def plan_query(self, command: QueryCommand) -> tuple[pa.Schema, list[flight.FlightEndpoint], int, int]:
-        """Schema, endpoints, estimated rows and bytes of a query."""
+    def plan_query(
+        self, command: QueryCommand, user: str = ANONYMOUS
+    ) -> tuple[pa.Schema, list[flight.FlightEndpoint], int, int]:
+        """Schema, endpoints, estimated rows and bytes of a query; the tickets name ``user``
+        (the caller :meth:`authorize` returned), the only one who may read them."""
         deadline = self.limits.deadline()
         entry, state = self.open_table(command.table)
         scan = self._plan(state, command.options)
@@ -197,12 +209,12 @@ class HudiFlightServer(flight.FlightServerBase):
         instant = scan.context.instant
         if scan.options.limit is not None:
             # A limit is only defined over the union: one endpoint reads the whole query.
-            body = TicketBody(entry.identifier, entry.base_uri, instant, wire)
+            body = TicketBody(entry.identifier, entry.base_uri, instant, wire, user=user)
             meta = query_metadata(splits, scan.options.limit)
             return scan.schema, [self._endpoint(body, expires_at, meta, 1.0)], min(rows, scan.options.limit), nbytes
         endpoints = [
             self._endpoint(
-                TicketBody(entry.identifier, entry.base_uri, instant, wire, split_to_json(s)),
+                TicketBody(entry.identifier, entry.base_uri, instant, wire, split_to_json(s), user),
                 expires_at,
                 endpoint_metadata(s),
                 s.weight,
@@ -216,19 +228,24 @@ class HudiFlightServer(flight.FlightServerBase):
     def get_flight_info(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.FlightInfo:
-        schema, endpoints, rows, nbytes = self.plan_query(_descriptor_command(descriptor, self.limits))
+        command = _descriptor_command(descriptor, self.limits)
+        user = self.authorize(context, "read", command.table)
+        schema, endpoints, rows, nbytes = self.plan_query(command, user)
         return flight.FlightInfo(schema, descriptor, endpoints, rows, nbytes, ordered=False)
 
-    @flight_errors
+    @schema_errors
     def get_schema(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor) -> flight.SchemaResult:
         command = _descriptor_command(descriptor, self.limits)
+        self.authorize(context, "read", command.table)
         _, state = self.open_table(command.table)
         return flight.SchemaResult(self._plan(state, command.options).schema)
 
     @flight_errors
     def list_flights(self, context: flight.ServerCallContext, criteria: bytes) -> Iterator[flight.FlightInfo]:
         infos = []
-        for entry in self.registry.list_tables():
+        entries = self.registry.list_tables()
+        readable = set(self.readable(context, [e.identifier for e in entries]))
+        for entry in (e for e in entries if e.identifier in readable):
             descriptor = flight.FlightDescriptor.for_path(entry.namespace, entry.name)
             try:
                 scan = self._plan(self.tables.get(entry), ReadOptions())
@@ -245,6 +262,9 @@ class HudiFlightServer(flight.FlightServerBase):
     def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.FlightDataStream:
         self.limits.check_ticket(ticket.ticket)
         body = TicketBody.from_json(self.signer.verify(ticket.ticket))
+        user = self.authorize(context, "read", body.table)  # still holds the right (revokes count)
+        if body.user != user:
+            raise flight.FlightUnauthorizedError("ticket was issued to another caller")
         entry, state = self.open_table(body.table)
         if entry.base_uri != body.uri:
             raise UnknownTableError(f"table {body.table} was re-registered elsewhere since planning; plan again")
@@ -253,7 +273,7 @@ class HudiFlightServer(flight.FlightServerBase):
             batches = read_splits(scan.context, scan.splits, scan.options.limit)
         else:
             batches = read_split(scan.context, split_from_json(body.split))
-        caller = caller_of(context)
+        caller = caller_of(context) if user == ANONYMOUS else f"user:{user}"
         self.streams.acquire(caller)
         notes = _with_corrupt_block_notes(self._until_cancelled(context, batches), scan.schema)
         guarded = self.streams.guarded(caller, stream_errors(notes))
@@ -274,7 +294,7 @@ class HudiFlightServer(flight.FlightServerBase):
     @flight_errors
     def do_action(self, context: flight.ServerCallContext, action: flight.Action) -> list[bytes]:
         body = parse_action(action.type, action.body.to_pybytes() if action.body is not None else b"", self.limits)
-        return [json.dumps(HANDLERS[action.type](self, body), default=str).encode()]
+        return [json.dumps(HANDLERS[action.type](self, body, context), default=str).encode()]
 
 
 def _with_corrupt_block_notes(

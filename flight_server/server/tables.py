@@ -14,13 +14,21 @@ from flight_server.server.registry import TableEntry
 class TableCache:
     """Table states by identifier, reused for ``ttl`` seconds (timelines go stale after that)."""
 
-    def __init__(self, ttl: float, options: Callable[[str, Mapping[str, Any]], dict[str, Any]] | None = None):
+    def __init__(
+        self,
+        ttl: float,
+        options: Callable[[str, Mapping[str, Any]], dict[str, Any]] | None = None,
+        check: Callable[[str, str, Mapping[str, Any]], None] | None = None,
+    ):
         self.ttl = ttl
         self._options = options or (lambda uri, stored: dict(stored))
+        self._check = check  # (identifier, uri, stored options): raises for a row it refuses
         self._items: dict[str, tuple[float, str, TableState]] = {}
         self._lock = threading.Lock()
 
     def get(self, entry: TableEntry) -> TableState:
+        if self._check is not None:
+            self._check(entry.identifier, entry.base_uri, entry.storage_options)
         now = time.monotonic()
         with self._lock:
             hit = self._items.get(entry.identifier)

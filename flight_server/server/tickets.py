@@ -41,18 +41,26 @@ class TicketSigner:
     Args:
         secret: the HMAC key; at least 16 bytes.
         ttl_seconds: lifetime of the tickets this signer issues.
+        prefix: marks what is signed (``hf1.`` tickets; bearer tokens use their own prefix and key).
+        kind: what error messages call the signed thing.
     """
 
-    def __init__(self, secret: bytes, ttl_seconds: float = 3600.0):
+    def __init__(self, secret: bytes, ttl_seconds: float = 3600.0, *, prefix: bytes = _PREFIX, kind: str = "ticket"):
         if len(secret) < 16:
-            raise ValueError("ticket secret must be at least 16 bytes")
+            raise ValueError(f"{kind} secret must be at least 16 bytes")
         if ttl_seconds <= 0:
-            raise ValueError("ticket ttl must be positive")
+            raise ValueError(f"{kind} ttl must be positive")
         self._secret = bytes(secret)
         self.ttl_seconds = float(ttl_seconds)
+        self.prefix = prefix
+        self.kind = kind
 
     def _mac(self, body: bytes) -> bytes:
         return hmac.new(self._secret, body, hashlib.sha256).digest()
+
+    def derive(self, label: str) -> bytes:
+        """A key for another use of this signer's secret (see :func:`derive_key`)."""
+        return derive_key(self._secret, label)
 
     def expiry(self, now: float | None = None) -> float:
         """The absolute expiry (epoch seconds) of a ticket issued at ``now``."""
@@ -63,7 +71,7 @@ class TicketSigner:
         doc = dict(payload)
         doc["exp"] = round(expires_at, 3)
         body = _b64(json.dumps(doc, separators=(",", ":"), sort_keys=True).encode())
-        return _PREFIX + body + b"." + _b64(self._mac(body))
+        return self.prefix + body + b"." + _b64(self._mac(body))
 
     def verify(self, ticket: bytes, now: float | None = None) -> dict[str, Any]:
         """Return the payload of a genuine, unexpired ticket.
@@ -72,25 +80,33 @@ class TicketSigner:
             InvalidTicketError: malformed, bad signature (forged, altered or signed under another
                 secret) or expired.
         """
-        if not ticket.startswith(_PREFIX) or ticket.count(b".") != 2:
-            raise InvalidTicketError("ticket is not a hudi-flight ticket")
-        body, _, sig = ticket[len(_PREFIX):].partition(b".")
+        kind = self.kind
+        if not ticket.startswith(self.prefix) or ticket.count(b".") != 2:
+            raise InvalidTicketError(f"{kind} is not a hudi-flight {kind}")
+        body, _, sig = ticket[len(self.prefix):].partition(b".")
         try:
             given = _unb64(sig)
         except ValueError as err:
-            raise InvalidTicketError("ticket signature is malformed") from err
+            raise InvalidTicketError(f"{kind} signature is malformed") from err
         if not hmac.compare_digest(given, self._mac(body)):
-            raise InvalidTicketError("ticket signature does not match (forged, altered or from another server)")
+            raise InvalidTicketError(f"{kind} signature does not match (forged, altered or from another server)")
         try:
             doc = json.loads(_unb64(body))
         except ValueError as err:  # signed by us yet unreadable: only if the secret leaked
-            raise InvalidTicketError("ticket payload is not valid JSON") from err
+            raise InvalidTicketError(f"{kind} payload is not valid JSON") from err
         exp = doc.pop("exp", None)
         if not isinstance(exp, (int, float)):
-            raise InvalidTicketError("ticket has no expiry")
+            raise InvalidTicketError(f"{kind} has no expiry")
         if (time.time() if now is None else now) > exp:
-            raise InvalidTicketError("ticket expired; plan the query again")
+            again = "plan the query again" if kind == "ticket" else "authenticate again"
+            raise InvalidTicketError(f"{kind} expired; {again}")
         return doc
+
+
+def derive_key(secret: bytes, label: str) -> bytes:
+    """A key for another use of the server secret (HMAC-SHA256 of ``label``), so that what one
+    signer issues can never pass for what another issues."""
+    return hmac.new(secret, label.encode(), hashlib.sha256).digest()
 
 
 def load_or_create_secret(path: str | os.PathLike[str]) -> bytes:
@@ -117,4 +133,4 @@ def load_or_create_secret(path: str | os.PathLike[str]) -> bytes:
     return secret
 
 
-__all__ = ["TicketSigner", "load_or_create_secret"]
+__all__ = ["TicketSigner", "derive_key", "load_or_create_secret"]

@@ -136,7 +136,8 @@ def query_metadata(splits: list[Split], limit: int) -> bytes:
 
 @dataclass(frozen=True)
 class TicketBody:
-    """What a ticket carries (signed): the table, the pinned instant, the query and the split.
+    """What a ticket carries (signed): the table, the pinned instant, the query, the split and
+    the caller it was planned for (``who``: only that user may read it).
 
     ``split`` is ``None`` for a ticket that reads the whole query (used for ``limit`` queries,
     whose result is only well defined over the union).
@@ -147,14 +148,15 @@ class TicketBody:
     instant: str | None
     command: dict[str, Any]
     split: dict[str, Any] | None = field(default=None)
+    user: str | None = field(default=None)
 
     def to_json(self) -> dict[str, Any]:
-        return {"t": self.table, "u": self.uri, "i": self.instant, "c": self.command, "s": self.split}
+        return {"t": self.table, "u": self.uri, "i": self.instant, "c": self.command, "s": self.split, "who": self.user}
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> "TicketBody":
         try:
-            return cls(doc["t"], doc["u"], doc["i"], doc["c"], doc.get("s"))
+            return cls(doc["t"], doc["u"], doc["i"], doc["c"], doc.get("s"), doc.get("who"))
         except (KeyError, TypeError) as err:
             raise InvalidQueryError("ticket payload is incomplete") from err
 

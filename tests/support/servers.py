@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import tempfile
 import threading
 from typing import Iterator
 
@@ -38,7 +39,14 @@ def register_fixtures(registry: Registry, fixture_table) -> dict[str, str]:
 
 @contextlib.contextmanager
 def running_server(config: ServerConfig, registry: Registry | None = None, **kwargs) -> Iterator[HudiFlightServer]:
-    """A server on a free port, serving on a background thread until the block exits."""
+    """A server on a free port, serving on a background thread until the block exits.
+
+    A config without ``allowed_roots`` gets the system temp folder (where pytest extracts the
+    fixture tables) as its root, so tables registered straight into ``registry`` can be opened;
+    tests of the storage confinement name their roots.
+    """
+    if not config.allowed_roots:
+        config = config.updated({"allowed_roots": [tempfile.gettempdir()]})
     server = HudiFlightServer(config, registry=registry, **kwargs)
     thread = threading.Thread(target=server.serve, daemon=True)
     thread.start()

@@ -165,7 +165,7 @@ def connect(
     """Open a connection to ``uri`` (``grpc://host:port``) or ``host``/``port``.
 
     ``namespace`` is the default schema for unqualified table names; ``token`` is the bearer
-    token of a server started with ``auth_tokens``. Raises
+    token (a static token of ``[server.tokens]`` or one from the handshake). Raises
     :class:`OperationalError` naming the URI when the server cannot be reached.
     """
     if uri is None:

@@ -1,5 +1,6 @@
 """The ``hudi-flight`` command line: serve (as a real subprocess), register, tables, info, read,
-demo; one-line errors with exit code 1."""
+demo; one-line errors with exit code 1. The client commands log in as an admin user that
+``hudi-flight users add`` created before the server started."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 
 from catalog.hudi_table import HudiTable
 from flight_server.cli.main import main, parse_filter
+from tests.support.auth import ADMIN, ADMIN_PASSWORD
 from tests.support.compare import assert_same_rows
 from tests.support.servers import free_port
 
@@ -40,6 +42,10 @@ def server(warehouse, tmp_path_factory):
     port = free_port()
     state = tmp_path_factory.mktemp("state")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    added = subprocess.run([sys.executable, "-m", "flight_server.cli", "users", "add", ADMIN, "--admin",
+                            "--password-stdin", "--state-dir", str(state)],
+                           input=ADMIN_PASSWORD + "\n", capture_output=True, text=True, env=env, cwd=REPO)
+    assert added.returncode == 0 and added.stdout.strip() == f"added user {ADMIN} (admin)", added.stderr
     proc = subprocess.Popen(
         [sys.executable, "-m", "flight_server.cli", "serve", "--port", str(port), "--warehouse", str(warehouse),
          "--state-dir", str(state), "--allow-root", str(tmp_path_factory.getbasetemp())],
@@ -50,6 +56,16 @@ def server(warehouse, tmp_path_factory):
     yield f"grpc://127.0.0.1:{port}", state
     proc.terminate()
     proc.wait(10)
+
+
+@pytest.fixture(autouse=True)
+def _admin_password(monkeypatch):
+    """The password of ``--user admin`` (the client commands read $HUDI_FLIGHT_PASSWORD)."""
+    monkeypatch.setenv("HUDI_FLIGHT_PASSWORD", ADMIN_PASSWORD)
+
+
+def _login(uri: str) -> tuple[str, ...]:
+    return ("--server", uri, "--user", ADMIN)
 
 
 def _run(capsys, *argv) -> tuple[int, str, str]:
@@ -66,25 +82,25 @@ def test_serve_created_sqlite_catalog_and_secret(server):
 
 def test_tables(server, capsys):
     uri, _ = server
-    code, out, _ = _run(capsys, "tables", "--server", uri)
+    code, out, _ = _run(capsys, "tables", *_login(uri))
     assert code == 0
     assert [line.split("\t")[0] for line in out.splitlines()] == ["sales.basic", "sales.txns"]
-    code, out, _ = _run(capsys, "tables", "--server", uri, "--json")
+    code, out, _ = _run(capsys, "tables", *_login(uri), "--json")
     assert {t["table"] for t in json.loads(out)} == {"sales.basic", "sales.txns"}
 
 
 def test_register_and_info(server, capsys, fixture_table):
     uri, _ = server
-    code, out, _ = _run(capsys, "register", "other.basic", fixture_table(V6), "--server", uri)
+    code, out, _ = _run(capsys, "register", "other.basic", fixture_table(V6), *_login(uri))
     assert code == 0 and out.startswith("registered other.basic (COPY_ON_WRITE, version 6)")
-    code, out, _ = _run(capsys, "info", "other.basic", "--server", uri)
+    code, out, _ = _run(capsys, "info", "other.basic", *_login(uri))
     info = json.loads(out)
     assert info["table_version"] == 6 and info["timeline"]
 
 
 def test_read_prints_rows(server, capsys, warehouse):
     uri, _ = server
-    code, out, _ = _run(capsys, "read", "sales.txns", "--server", uri, "--columns", "txn_id,region",
+    code, out, _ = _run(capsys, "read", "sales.txns", *_login(uri), "--columns", "txn_id,region",
                         "--filter", "region = apac")
     expected = HudiTable.open(str(warehouse / "sales" / "txns")).read(columns=["txn_id", "region"],
                                                                        filters=[("region", "=", "apac")])
@@ -99,7 +115,7 @@ def test_read_prints_rows(server, capsys, warehouse):
 def test_read_writes_output(server, capsys, warehouse, tmp_path, suffix):
     uri, _ = server
     out_file = tmp_path / f"out{suffix}"
-    code, out, _ = _run(capsys, "read", "sales.txns", "--server", uri, "--output", str(out_file),
+    code, out, _ = _run(capsys, "read", "sales.txns", *_login(uri), "--output", str(out_file),
                         "--filter", "txn_ts > 1700300000000", "--columns", "txn_id", "--columns", "txn_ts")
     expected = HudiTable.open(str(warehouse / "sales" / "txns")).read(
         columns=["txn_id", "txn_ts"], filters=[("txn_ts", ">", 1700300000000)])
@@ -113,7 +129,7 @@ def test_read_writes_output(server, capsys, warehouse, tmp_path, suffix):
 
 def test_read_limit(server, capsys):
     uri, _ = server
-    code, out, _ = _run(capsys, "read", "sales.txns", "--server", uri, "--limit", "2", "--columns", "txn_id")
+    code, out, _ = _run(capsys, "read", "sales.txns", *_login(uri), "--limit", "2", "--columns", "txn_id")
     assert code == 0 and out.splitlines()[-1] == "(2 rows)"
 
 
@@ -131,7 +147,7 @@ def test_read_limit(server, capsys):
 )
 def test_errors_are_one_line_exit_1(server, capsys, argv, message):
     uri, _ = server
-    code, out, err = _run(capsys, *argv, "--server", uri)
+    code, out, err = _run(capsys, *argv, *_login(uri))
     assert code == 1 and out == ""
     assert len(err.splitlines()) == 1 and err.startswith(message.format(uri=uri)), err
 
@@ -212,7 +228,7 @@ def test_progress_bar_counts_rows(server, capsys):
 
     uri, _ = server
     args = build_parser().parse_args(["read", "sales.txns", "--columns", "txn_id"])
-    with connect(uri) as client:
+    with connect(uri, user=ADMIN, password=ADMIN_PASSWORD) as client:
         table = _read(args, client, progress=True)
     err = capsys.readouterr().err
     assert f"0/{table.num_rows}" in err and "rows/s" in err  # the bar's total is the planned estimate

@@ -13,6 +13,7 @@ import pytest
 from catalog.hudi_table import HudiTable
 from flight_server.client.session import HudiFlightClient, PlannedEndpoint, QueryPlan, connect
 from flight_server.server.config import ServerConfig
+from tests.support.auth import ADMIN, ADMIN_PASSWORD, add_admin
 from tests.support.compare import assert_same_rows
 from tests.support.fixtures import all_table_names, is_lance
 from tests.support.servers import free_port, identifier, running_server
@@ -31,7 +32,8 @@ def server(tables, tmp_path_factory):
 
 @pytest.fixture
 def client(server):
-    with connect(f"127.0.0.1:{server.port}", max_workers=4) as c:
+    add_admin(server)
+    with connect(f"127.0.0.1:{server.port}", max_workers=4, user=ADMIN, password=ADMIN_PASSWORD) as c:
         yield c
 
 
@@ -117,7 +119,8 @@ def test_data_served_by_twin_processes_sharing_secret(tables, tmp_path):
         locations = [f"grpc+tcp://127.0.0.1:{twin.port}"]
         cfg = ServerConfig(port=0, state_dir=str(tmp_path / "a"), secret=SECRET, locations=locations)
         with running_server(cfg, registry=registry) as planner:
-            with HudiFlightClient(f"grpc://127.0.0.1:{planner.port}") as c:
+            add_admin(planner)  # the same catalog (and users) as the twin
+            with HudiFlightClient(f"grpc://127.0.0.1:{planner.port}", user=ADMIN, password=ADMIN_PASSWORD) as c:
                 info = c.plan(identifier(V9))
                 assert all(ep.locations[0] == locations[0] for ep in info.endpoints)
                 assert_same_rows(c.read(identifier(V9)), HudiTable.open(paths[identifier(V9)]).read())
@@ -134,14 +137,16 @@ def test_warehouse_rescan_on_action_and_timer(fixture_table, tmp_path):
     wh = tmp_path / "wh"
     shutil.copytree(fixture_table(V9), wh / "ns" / "first")
     cfg = ServerConfig(port=0, state_dir=str(tmp_path / "s"), warehouses=[str(wh)], refresh_interval_seconds=0.3)
-    with running_server(cfg) as srv, connect(f"127.0.0.1:{srv.port}") as c:
-        assert [t["table"] for t in c.tables()] == ["ns.first"]
-        shutil.copytree(fixture_table(V9), wh / "ns" / "second")
-        assert c.refresh()["tables"] == 2  # refresh-table without a table re-scans the warehouses
-        assert [t["table"] for t in c.tables()] == ["ns.first", "ns.second"]
-        shutil.rmtree(wh / "ns" / "first")
-        deadline = time.monotonic() + 10
-        while len(c.tables()) != 1 and time.monotonic() < deadline:  # the timer notices alone
-            time.sleep(0.1)
-        assert [t["table"] for t in c.tables()] == ["ns.second"]
-        assert c.read("ns.second").num_rows == HudiTable.open(str(wh / "ns" / "second")).read().num_rows
+    with running_server(cfg) as srv:
+        add_admin(srv)
+        with connect(f"127.0.0.1:{srv.port}", user=ADMIN, password=ADMIN_PASSWORD) as c:
+            assert [t["table"] for t in c.tables()] == ["ns.first"]
+            shutil.copytree(fixture_table(V9), wh / "ns" / "second")
+            assert c.refresh()["tables"] == 2  # refresh-table without a table re-scans the warehouses
+            assert [t["table"] for t in c.tables()] == ["ns.first", "ns.second"]
+            shutil.rmtree(wh / "ns" / "first")
+            deadline = time.monotonic() + 10
+            while len(c.tables()) != 1 and time.monotonic() < deadline:  # the timer notices alone
+                time.sleep(0.1)
+            assert [t["table"] for t in c.tables()] == ["ns.second"]
+            assert c.read("ns.second").num_rows == HudiTable.open(str(wh / "ns" / "second")).read().num_rows

@@ -54,7 +54,8 @@ class CountingServer(HudiFlightServer):
 @pytest.fixture(scope="module")
 def server(tables, tmp_path_factory):
     registry, _ = tables
-    config = ServerConfig(port=0, state_dir=str(tmp_path_factory.mktemp("state")))
+    config = ServerConfig(port=0, state_dir=str(tmp_path_factory.mktemp("state")),
+                          allowed_roots=[str(tmp_path_factory.getbasetemp())])
     srv = CountingServer(config, registry=registry)
     thread = threading.Thread(target=srv.serve, daemon=True)
     thread.start()

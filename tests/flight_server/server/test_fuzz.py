@@ -5,6 +5,7 @@ serving. Bounded: a few thousand inputs in all, well under a minute."""
 
 from __future__ import annotations
 
+import base64
 import json
 import string
 
@@ -17,10 +18,12 @@ from hypothesis import strategies as st
 from flight_server.client.sql import dbapi
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
+from tests.support.auth import ADMIN
 from tests.support.servers import running_server
 
 TABLE_NAME = "sample_table/cow/v9_txns_simple_meta"
 TABLE = "fuzz.txns"
+TOKEN = "fuzz-static-token-0123456789"  # maps to the admin user (the SQL fuzzer's credentials)
 #: the statuses of the contract a client may get back for a bad request
 CONTRACT = (pa.ArrowInvalid, pa.ArrowKeyError, pa.ArrowNotImplementedError, flight.FlightUnauthenticatedError,
             flight.FlightUnauthorizedError)
@@ -34,7 +37,8 @@ def server(tmp_path_factory, fixture_table):
     registry = Registry("sqlite://")
     registry.register_table(TABLE, fixture_table(TABLE_NAME))
     state = tmp_path_factory.mktemp("fuzz-state")
-    config = ServerConfig(port=0, state_dir=str(state), secret="ef" * 32, allowed_roots=[str(state)])
+    config = ServerConfig(port=0, state_dir=str(state), secret="ef" * 32, allowed_roots=[str(state), fixture_table(TABLE_NAME)],
+                          tokens={TOKEN: ADMIN})
     with running_server(config, registry=registry) as srv:
         yield srv
 
@@ -136,6 +140,26 @@ def test_fuzz_actions(client, action, body):
     _check(lambda: list(client.do_action(flight.Action(action, body))))
 
 
+credentials = st.one_of(
+    st.text(max_size=80),
+    st.text(max_size=60).map(lambda t: "Bearer " + t),
+    st.binary(max_size=60).map(lambda b: "Basic " + base64.b64encode(b).decode()),
+    st.binary(max_size=60).map(lambda b: "Bearer hft1." + base64.urlsafe_b64encode(b).decode() + ".AAAA"),
+    st.sampled_from(["Bearer", "Basic", "Basic !!!", "Bearer " + TOKEN + "x", "bearer " + TOKEN[:-1]]),
+)
+
+
+@FUZZ
+@given(value=credentials)
+def test_fuzz_credentials(client, server, value):
+    """Whatever the authorization header holds: UNAUTHENTICATED (or a valid call), never more."""
+    if not (value.isascii() and value.isprintable()) or value.strip() != value:
+        return  # gRPC refuses such header values on the client side
+    options = flight.FlightCallOptions(headers=[(b"authorization", value.encode())])
+    with flight.connect(f"grpc://127.0.0.1:{server.port}") as plain:
+        _check(lambda: plain.get_flight_info(flight.FlightDescriptor.for_path(*TABLE.split(".")), options))
+
+
 fragments = st.sampled_from([
     "SELECT", "*", "FROM", TABLE, "fuzz.nope", "WHERE", "amount", ">", "1", "region", "=", "'x'", "AND", "OR",
     "GROUP BY", "ORDER BY", "LIMIT", "JOIN", "ON", "(", ")", ",", ";", "read_csv('/etc/passwd')",
@@ -147,8 +171,8 @@ sql = st.one_of(st.lists(fragments, min_size=1, max_size=12).map(" ".join), st.t
 
 @FUZZ
 @given(statement=sql)
-def test_fuzz_sql(server, statement):
-    conn = dbapi.connect(f"grpc://127.0.0.1:{server.port}")
+def test_fuzz_sql(client, server, statement):
+    conn = dbapi.connect(f"grpc://127.0.0.1:{server.port}", token=TOKEN)
     try:
         cursor = conn.cursor()
         try:

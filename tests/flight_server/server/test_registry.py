@@ -161,3 +161,43 @@ def test_discovery_follows_a_moved_table(registry, tmp_path):
     (wh / "a" / "sales").rename(wh / "b" / "sales")
     registry.discover(str(wh))
     assert registry.load_table("sales.orders").base_uri == f"{wh}/b/sales/orders"
+
+
+def test_users_and_grants_in_the_catalog_database(registry):
+    """Users and grants live beside the tables (SQLite and PostgreSQL), through the CLI too."""
+    import io
+
+    import sqlalchemy as sa
+
+    from flight_server.cli.main import main
+    from flight_server.server.users import Grant, UnknownUserError, UserExistsError, UserStore
+
+    users = UserStore(registry.engine)
+    with registry.engine.begin() as conn:  # a clean slate on the shared PostgreSQL server
+        conn.execute(sa.text("DELETE FROM hudi_flight_grants"))
+        conn.execute(sa.text("DELETE FROM hudi_flight_users"))
+    assert not users.has_users()
+    users.add_user("alice", "alice-password", admin=True)
+    with pytest.raises(UserExistsError):
+        users.add_user("alice", "another-password")
+    assert users.check_password("alice", "alice-password").admin
+    assert users.check_password("alice", "wrong-password") is None
+    assert users.grant("bob", Grant.parse("read", "ns.t")) and not users.grant("bob", Grant.parse("read", "ns.t"))
+    assert users.grants_of("bob") == {Grant("read", "ns", "t")}
+    users.revoke("bob", Grant.parse("read", "ns.t"))
+    with pytest.raises(UnknownUserError):
+        users.revoke("bob", Grant.parse("read", "ns.t"))
+
+    url = registry.engine.url.render_as_string(hide_password=False)
+    stdin = io.StringIO("carol-password\n")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("sys.stdin", stdin)
+        assert main(["users", "add", "carol", "--password-stdin", "--catalog-url", url]) == 0
+    assert main(["grant", "read", "ns", "--to", "carol", "--catalog-url", url]) == 0
+    assert users.grants_of("carol") == {Grant("read", "ns")}
+    assert main(["revoke", "read", "ns", "--from", "carol", "--catalog-url", url]) == 0
+    assert main(["users", "remove", "carol", "--catalog-url", url]) == 0
+    assert users.user("carol") is None and users.check_password("carol", "carol-password") is None
+    with registry.engine.connect() as conn:
+        stored = conn.execute(sa.text("SELECT password_hash FROM hudi_flight_users")).scalars().all()
+    assert stored and not any("password" in h for h in stored)

@@ -23,6 +23,7 @@ from flight_server.server.config import ServerConfig
 from flight_server.server.limits import LimitExceededError, StreamGate
 from flight_server.server.policy import StoragePolicy, StoragePolicyError
 from flight_server.server.registry import Registry
+from tests.support.auth import admin_client
 from tests.support.servers import running_server
 
 SECRET = "cd" * 32
@@ -127,7 +128,7 @@ def test_paths_outside_the_roots_are_refused(client, root, fixture_table, tmp_pa
 def test_client_storage_options_only_for_allowed_keys(tmp_path, root, fixture_table):
     config = ServerConfig(port=0, state_dir=str(tmp_path / "s"), allowed_roots=[str(root)],
                           client_storage_option_keys=["auto_mkdir"])
-    with running_server(config) as srv, flight.connect(f"grpc://127.0.0.1:{srv.port}") as c:
+    with running_server(config) as srv, admin_client(srv) as c:
         _refused(c, {"table": "a.b", "uri": fixture_table(SIMPLE), "storage_options": {"secret": "s3cr3t"}},
                  "secret")
         _action(c, "register-table", {"table": "a.b", "uri": fixture_table(SIMPLE),
@@ -150,6 +151,29 @@ def test_credentials_come_from_the_server_per_root():
         policy.check("s3://bucket/tablesX/t")
     with pytest.raises(StoragePolicyError, match="protocol 'gs' is not allowed"):
         StoragePolicy(roots=["gs://b/"], protocols=["s3"]).check("gs://b/t")
+
+
+def test_catalog_rows_outside_the_roots_are_refused_when_opened(root, fixture_table, tmp_path):
+    """Rows written before the confinement (straight into the database) are not read."""
+    outside = tmp_path / "outside"
+    shutil.copytree(fixture_table(SIMPLE), outside)
+    registry = Registry("sqlite://")
+    registry.register_table("old.outside", str(outside))
+    registry.register_table("old.options", fixture_table(SIMPLE), {"client_kwargs": {"endpoint_url": "http://x"}})
+    registry.register_table("ok.inside", fixture_table(SIMPLE))
+    config = ServerConfig(port=0, state_dir=str(tmp_path / "s"), allowed_roots=[str(root)])
+    with running_server(config, registry=registry) as srv, admin_client(srv) as c:
+        for table in ("old.outside", "old.options"):
+            with pytest.raises(pa.ArrowInvalid, match=f"table {table} is registered at a location or with storage "
+                                                      "options this server does not allow") as info:
+                c.get_flight_info(flight.FlightDescriptor.for_path(*table.split(".")))
+            assert str(outside) not in str(info.value)
+            _assert_clean(info.value)
+            with pytest.raises(pa.ArrowInvalid, match="an admin must register it again"):
+                _action(c, "table-info", {"table": table})
+        listed = [i.descriptor.path[0].decode() for i in c.list_flights()]
+        assert listed == ["ok"]
+        assert c.get_flight_info(flight.FlightDescriptor.for_path("ok", "inside")).endpoints
 
 
 def test_warehouse_discovery_does_not_store_the_warehouse_credentials(tmp_path, root):
@@ -184,6 +208,11 @@ def test_catalog_database_errors_hide_statement_and_parameters(client, server, m
     monkeypatch.setattr(server.registry, "load_table", broken)
     with pytest.raises(flight.FlightInternalError, match="catalog database error") as info:
         _action(client, "refresh-table", {"table": "a.b"})
+    _assert_clean(info.value)
+    assert "SECRET" not in str(info.value) and "UPDATE" not in str(info.value)
+    # get_schema cannot send a Flight status (pyarrow); it must stay clean all the same
+    with pytest.raises(pa.ArrowException, match="catalog database error") as info:
+        client.get_schema(flight.FlightDescriptor.for_path("a", "b"))
     _assert_clean(info.value)
     assert "SECRET" not in str(info.value) and "UPDATE" not in str(info.value)
 

@@ -21,6 +21,8 @@ from catalog.hudi_table import HudiTable
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
 from flight_server.server.tickets import TicketSigner
+from flight_server.server.users import Grant
+from tests.support.auth import admin_client
 from tests.support.compare import assert_same_rows
 from tests.support.fixtures import all_table_names, is_lance
 from tests.support.servers import identifier, running_server
@@ -286,7 +288,7 @@ def test_ticket_from_another_server_refused(client, tables, tmp_path):
     registry, _ = tables
     other = ServerConfig(port=0, state_dir=str(tmp_path))  # its own generated secret
     with running_server(other, registry=registry) as srv:
-        foreign = flight.connect(f"grpc://127.0.0.1:{srv.port}")
+        foreign = admin_client(srv)
         ticket = _a_ticket(foreign)
         assert foreign.do_get(flight.Ticket(ticket)).read_all().num_rows > 0
     with pytest.raises(flight.FlightUnauthenticatedError, match="signature"):
@@ -298,7 +300,7 @@ def test_ticket_served_by_any_server_sharing_the_secret(client, tables, tmp_path
     ticket = _a_ticket(client)
     expected = client.do_get(flight.Ticket(ticket)).read_all()
     with running_server(ServerConfig(port=0, state_dir=str(tmp_path), secret=SECRET), registry=registry) as srv:
-        twin = flight.connect(f"grpc://127.0.0.1:{srv.port}")
+        twin = admin_client(srv)
         assert twin.do_get(flight.Ticket(ticket)).read_all().equals(expected)
 
 
@@ -326,7 +328,7 @@ def test_client_disconnect_mid_stream_keeps_serving(client, server, tables):
     name = "sample_table/cow/v9_txns_simple_meta"
     info = client.get_flight_info(flight.FlightDescriptor.for_path(*identifier(name).split(".")))
     for _ in range(5):  # open streams and walk away before reading them out
-        quitter = flight.connect(f"grpc://127.0.0.1:{server.port}")
+        quitter = admin_client(server)
         reader = quitter.do_get(info.endpoints[0].ticket)
         reader.read_chunk()
         reader.cancel()
@@ -342,25 +344,27 @@ def test_small_splits_align_to_row_groups(tables, tmp_path):
     config = ServerConfig(port=0, state_dir=str(tmp_path), target_split_bytes=1, initial_split_count=0)
     name = "sample_table/cow/v9_txns_simple_meta"
     with running_server(config, registry=registry) as srv:
-        c = flight.connect(f"grpc://127.0.0.1:{srv.port}")
+        c = admin_client(srv)
         info = c.get_flight_info(flight.FlightDescriptor.for_path(*identifier(name).split(".")))
         metas = [json.loads(ep.app_metadata) for ep in info.endpoints]
         assert all("row_groups" in m and m["weight"] == 0.05 for m in metas)
         assert_same_rows(_fetch_all(c, info), HudiTable.open(paths[identifier(name)]).read())
 
 
-def test_bearer_token_authentication(tables, tmp_path):
+def test_static_bearer_token_authentication(tables, tmp_path):
     registry, paths = tables
-    config = ServerConfig(port=0, state_dir=str(tmp_path), auth_tokens=["s3cret"])
+    token = "static-token-for-the-reader"
+    config = ServerConfig(port=0, state_dir=str(tmp_path), tokens={token: "token-reader"})
     with running_server(config, registry=registry) as srv:
+        srv.users.grant("token-reader", Grant.parse("read", identifier(SIMPLE).split(".")[0]))
         c = flight.connect(f"grpc://127.0.0.1:{srv.port}")
         desc = flight.FlightDescriptor.for_path(*identifier(SIMPLE).split("."))
         with pytest.raises(flight.FlightUnauthenticatedError, match="Bearer"):
             c.get_flight_info(desc)
         bad = flight.FlightCallOptions(headers=[(b"authorization", b"Bearer nope")])
-        with pytest.raises(flight.FlightUnauthorizedError, match="not accepted"):
+        with pytest.raises(flight.FlightUnauthenticatedError, match="not accepted"):
             c.get_flight_info(desc, bad)
-        good = flight.FlightCallOptions(headers=[(b"authorization", b"Bearer s3cret")])
+        good = flight.FlightCallOptions(headers=[(b"authorization", f"Bearer {token}".encode())])
         info = c.get_flight_info(desc, good)
         with pytest.raises(flight.FlightUnauthenticatedError):
             c.do_get(info.endpoints[0].ticket).read_all()  # a valid ticket still needs the token
@@ -368,7 +372,7 @@ def test_bearer_token_authentication(tables, tmp_path):
         assert_same_rows(got, HudiTable.open(paths[identifier(SIMPLE)]).read())
         from flight_server.client.session import connect
 
-        with connect(f"127.0.0.1:{srv.port}", token="s3cret") as client:
+        with connect(f"127.0.0.1:{srv.port}", token=token) as client:
             assert client.read(identifier(SIMPLE)).num_rows == got.num_rows
 
 

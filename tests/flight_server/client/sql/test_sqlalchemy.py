@@ -14,6 +14,7 @@ from flight_server.client.sql import dbapi
 from flight_server.client.sql.dialect import sql_type
 from flight_server.client.sql.planner import ReadOnlyError, parse_query, plan_select
 from flight_server.server.config import ServerConfig
+from flight_server.server.users import Grant
 from tests.support.compare import rows
 from tests.support.fixtures import all_table_names, is_lance
 from tests.support.servers import identifier, running_server
@@ -242,11 +243,13 @@ def test_cte_names_are_not_fetched_and_non_queries_are_refused():
 
 
 def test_bearer_token_from_the_url(tables, tmp_path):
-    config = ServerConfig(port=0, state_dir=str(tmp_path), auth_tokens=["s3cret"])
+    token = "static-token-of-the-sql-reader"
+    config = ServerConfig(port=0, state_dir=str(tmp_path), tokens={token: "sql-reader"})
     with running_server(config, registry=tables[0]) as srv:
+        srv.users.grant("sql-reader", Grant.parse("read", "*"))
         with pytest.raises(dbapi.OperationalError, match="refused"):
             dbapi.connect(f"grpc://127.0.0.1:{srv.port}")
-        engine = sa.create_engine(f"hudi+flight://:s3cret@127.0.0.1:{srv.port}")
+        engine = sa.create_engine(f"hudi+flight://:{token}@127.0.0.1:{srv.port}")
         try:
             assert identifier(TXNS).split(".")[0] in sa.inspect(engine).get_schema_names()
         finally:

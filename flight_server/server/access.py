@@ -1,0 +1,164 @@
+"""Who may do what (interfaces.md section 6): the rights of a caller and the safe defaults.
+
+Rights: ``read`` on a namespace or a table (list, plan, read it) and ``admin`` (everything,
+including register/unregister/refresh). A user's rights are its admin flag plus its grants; a
+grant on ``*`` covers every namespace, an ``admin`` grant implies ``read`` where it applies, and
+catalog-wide changes (re-scanning every warehouse) need the admin flag or ``admin`` on ``*``.
+
+Anonymous callers read everything, and only while the server has no users and no tokens and
+listens on a loopback address (or was started ``--insecure``); they never get ``admin``.
+
+Lookups are cached per user for ``cache_seconds`` (about a second): planning pays no database
+query per call, and a revoke or a removed user counts from the next call after that.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable, TypeVar
+
+import pyarrow.flight as flight
+
+from flight_server.server.registry import parse_identifier
+from flight_server.server.users import ANONYMOUS, EVERY_NAMESPACE, Grant, UserStore
+
+T = TypeVar("T")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (``localhost`` counts; other names do not)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(host: str, has_credentials: bool, insecure: bool) -> None:
+    """Refuse to serve a non-loopback address without any credentials configured.
+
+    Raises:
+        ValueError: the refusal, saying how to proceed.
+    """
+    if not has_credentials and not insecure and not is_loopback(host):
+        raise ValueError(
+            f"refusing to listen on {host} with no users and no tokens (anyone could read every table): "
+            "add a user (hudi-flight users add), configure [server.tokens], listen on 127.0.0.1, "
+            "or pass --insecure"
+        )
+
+
+@dataclass(frozen=True)
+class Rights:
+    """What one caller may do."""
+
+    user: str
+    admin: bool
+    grants: frozenset[Grant]
+
+    def allows(self, right: str, table: str | None = None) -> bool:
+        """``right`` on ``table`` (``"ns.name"``), or on the catalog as a whole when ``None``
+        (``read``: any authenticated caller; ``admin``: admin flag or ``admin`` on ``*``)."""
+        if self.admin:
+            return True
+        if table is None:
+            return right == "read" or any(g.right == "admin" and g.namespace == EVERY_NAMESPACE for g in self.grants)
+        ns, name = parse_identifier(table)
+        return any((right == "read" or g.right == "admin") and g.covers(ns, name) for g in self.grants)
+
+    def sees_namespace(self, namespace: str) -> bool:
+        """Whether the namespace is listed to this caller (it holds some grant in it)."""
+        return self.admin or any(g.namespace in (EVERY_NAMESPACE, namespace) for g in self.grants)
+
+
+ANONYMOUS_RIGHTS = Rights(ANONYMOUS, False, frozenset({Grant("read", EVERY_NAMESPACE)}))
+
+
+class Access:
+    """The rights of callers, from the user store and the static tokens' user names.
+
+    Args:
+        users: the catalog's users and grants.
+        token_users: the user names the configured static tokens map to.
+        open_address: the server listens on loopback, or was started ``--insecure``.
+        cache_seconds: how long a user's rights are reused.
+    """
+
+    def __init__(self, users: UserStore, token_users: Iterable[str], open_address: bool, cache_seconds: float = 1.0):
+        self.users = users
+        self.token_users = frozenset(token_users)
+        self.open_address = open_address
+        self.cache_seconds = cache_seconds
+        self._cache: dict[str, tuple[float, object]] = {}
+        self._lock = threading.Lock()
+
+    def _cached(self, key: str, load: Callable[[], T]) -> T:
+        now = time.monotonic()
+        with self._lock:
+            hit = self._cache.get(key)
+        if hit is not None and hit[0] > now:
+            return hit[1]  # type: ignore[return-value]
+        value = load()
+        with self._lock:
+            if len(self._cache) > 10_000:  # bounded: many distinct users within a second
+                self._cache.clear()
+            self._cache[key] = (now + self.cache_seconds, value)
+        return value
+
+    def forget(self) -> None:
+        """Drop the cached lookups (the next call reads the database)."""
+        with self._lock:
+            self._cache.clear()
+
+    def anonymous_allowed(self) -> bool:
+        """No users, no tokens, and a loopback (or ``--insecure``) address."""
+        if not self.open_address or self.token_users:
+            return False
+        return not self._cached("\0has-users", self.users.has_users)
+
+    def rights(self, user: str) -> Rights | None:
+        """The caller's rights; ``None`` when it is not (or no longer) a known caller."""
+        if user == ANONYMOUS:
+            return ANONYMOUS_RIGHTS if self.anonymous_allowed() else None
+        return self._cached("user:" + user, lambda: self._load(user))
+
+    def _load(self, user: str) -> Rights | None:
+        record = self.users.user(user)
+        if record is None and user not in self.token_users:
+            return None
+        return Rights(user, bool(record and record.admin), self.users.grants_of(user))
+
+    def authorize(self, user: str, right: str, table: str | None = None) -> str:
+        """``user`` once it holds ``right`` on ``table``.
+
+        Raises:
+            flight.FlightUnauthenticatedError: an unknown (removed) user, or anonymous where not allowed.
+            flight.FlightUnauthorizedError: the right is missing.
+        """
+        rights = self.rights(user)
+        if rights is None:
+            raise flight.FlightUnauthenticatedError(_unknown(user))
+        if not rights.allows(right, table):
+            raise flight.FlightUnauthorizedError(f"{user} has no {right} right on {table or 'the catalog'}")
+        return user
+
+    def readable(self, user: str, tables: list[str]) -> list[str]:
+        rights = self.rights(user)
+        return [t for t in tables if rights is not None and rights.allows("read", t)]
+
+    def visible_namespaces(self, user: str, namespaces: list[str]) -> list[str]:
+        rights = self.rights(user)
+        return [ns for ns in namespaces if rights is not None and rights.sees_namespace(ns)]
+
+
+def _unknown(user: str) -> str:
+    if user == ANONYMOUS:
+        return "credentials required: authenticate (basic auth handshake) or send 'authorization: Bearer <token>'"
+    return f"user {user} does not exist (any more)"
+
+
+__all__ = ["ANONYMOUS_RIGHTS", "Access", "Rights", "check_exposure", "is_loopback"]
