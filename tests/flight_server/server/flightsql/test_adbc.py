@@ -218,3 +218,14 @@ def test_engine_result_schema_matches_stream(cursor, sql_tables):
     assert table.schema.names == ["region", "latest"]
     expected = pc.max(_table(sql_tables, COW_TXNS).read().column("txn_ts")).as_py()
     assert max(table.column("latest").to_pylist()) == expected
+
+
+def test_parameters_bind_in_written_order(cursor, sql_tables):
+    ours = _query(cursor, f"SELECT txn_id, ? AS tag FROM {COW_TXNS} WHERE region = ? ORDER BY txn_id LIMIT ?",
+                  ("t", "us", 2))
+    expected = sorted(_table(sql_tables, COW_TXNS).read(filters=[("region", "=", "us")]).column("txn_id").to_pylist())
+    assert ours.column("txn_id").to_pylist() == expected[:2] and ours.column("tag").to_pylist() == ["t", "t"]
+
+
+def test_select_without_tables(cursor):
+    assert _query(cursor, "SELECT 1 + 1 AS two").to_pylist() == [{"two": 2}]
