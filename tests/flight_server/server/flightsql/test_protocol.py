@@ -279,3 +279,9 @@ def test_engine_read_errors_keep_their_status(client, monkeypatch):
     monkeypatch.setattr(statements, "read_splits", failing)
     err = _status(lambda: client.do_get(info.endpoints[0].ticket).read_all())
     assert isinstance(err, pa.ArrowKeyError) and "vanished" in str(err), err
+
+
+def test_time_travel_on_a_cte_is_refused(client):
+    query = f"WITH c AS (SELECT * FROM {TABLE}) SELECT * FROM c TIMESTAMP AS OF '20260307162440672'"
+    err = _status(lambda: client.get_flight_info(_command(sql.CommandStatementQuery(query=query))))
+    assert isinstance(err, pa.ArrowInvalid) and "CTE" in str(err)
