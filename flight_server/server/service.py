@@ -31,6 +31,8 @@ from flight_server.server.auth import MIDDLEWARE_KEY as AUTH_KEY
 from flight_server.server.auth import HandshakeEnabled, authentication, caller_name
 from flight_server.server.config import ServerConfig
 from flight_server.server.errors import flight_errors, schema_errors, stream_errors
+from flight_server.server.flightsql.dispatch import ACTIONS as SQL_ACTIONS
+from flight_server.server.flightsql.dispatch import FlightSqlService, flight_sql_message
 from flight_server.server.limits import MIDDLEWARE_KEY, CallerMiddlewareFactory, Limits, StreamGate, caller_of
 from flight_server.server.registry import Registry, TableEntry, parse_identifier
 from flight_server.server.state_files import private_dir, private_sqlite
@@ -116,6 +118,7 @@ class HudiFlightServer(flight.FlightServerBase):
         self.footers = FooterCache(max_bytes=self.limits.footer_cache_bytes)
         self.policy = self.config.storage_policy()
         self.tables = TableCache(self.config.table_cache_seconds, self.policy.options_for, self.policy.check_registered)
+        self.flight_sql = FlightSqlService(self, self.config.sql_engine_settings())
         self.started = time.time()
         self._stop = threading.Event()
         self._location_load = {loc: 0.0 for loc in self.config.locations}
@@ -228,6 +231,9 @@ class HudiFlightServer(flight.FlightServerBase):
     def get_flight_info(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.FlightInfo:
+        message = self._sql_command(descriptor)
+        if message is not None:
+            return self.flight_sql.get_flight_info(context, descriptor, message)
         command = _descriptor_command(descriptor, self.limits)
         user = self.authorize(context, "read", command.table)
         schema, endpoints, rows, nbytes = self.plan_query(command, user)
@@ -235,6 +241,9 @@ class HudiFlightServer(flight.FlightServerBase):
 
     @schema_errors
     def get_schema(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor) -> flight.SchemaResult:
+        message = self._sql_command(descriptor)
+        if message is not None:
+            return self.flight_sql.get_schema(context, message)
         command = _descriptor_command(descriptor, self.limits)
         self.authorize(context, "read", command.table)
         _, state = self.open_table(command.table)
@@ -261,6 +270,10 @@ class HudiFlightServer(flight.FlightServerBase):
     @flight_errors
     def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.FlightDataStream:
         self.limits.check_ticket(ticket.ticket)
+        message = flight_sql_message(ticket.ticket, self.limits)
+        if message is not None:
+            schema, sql_batches = self.flight_sql.do_get(context, message)
+            return self._stream(context, caller_name(context), schema, sql_batches)
         body = TicketBody.from_json(self.signer.verify(ticket.ticket))
         user = self.authorize(context, "read", body.table)  # still holds the right (revokes count)
         if body.user != user:
@@ -273,11 +286,23 @@ class HudiFlightServer(flight.FlightServerBase):
             batches = read_splits(scan.context, scan.splits, scan.options.limit)
         else:
             batches = read_split(scan.context, split_from_json(body.split))
+        return self._stream(context, user, scan.schema, batches)
+
+    def _stream(
+        self, context: flight.ServerCallContext, user: str, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
+    ) -> flight.FlightDataStream:
+        """Stream ``batches`` to ``user``, counted against their concurrent-stream bound."""
         caller = caller_of(context) if user == ANONYMOUS else f"user:{user}"
         self.streams.acquire(caller)
-        notes = _with_corrupt_block_notes(self._until_cancelled(context, batches), scan.schema)
+        notes = _with_corrupt_block_notes(self._until_cancelled(context, _message_sized(batches)), schema)
         guarded = self.streams.guarded(caller, stream_errors(notes))
-        return flight.GeneratorStream(scan.schema, guarded)
+        return flight.GeneratorStream(schema, guarded)
+
+    def _sql_command(self, descriptor: flight.FlightDescriptor) -> Any:
+        """The Flight SQL message of a command descriptor (``None``: a JSON command or a path)."""
+        if descriptor.descriptor_type != flight.DescriptorType.CMD:
+            return None
+        return flight_sql_message(descriptor.command, self.limits)
 
     @staticmethod
     def _until_cancelled(
@@ -289,12 +314,45 @@ class HudiFlightServer(flight.FlightServerBase):
             yield batch
 
     def list_actions(self, context: flight.ServerCallContext) -> list[tuple[str, str]]:
-        return [(name, description) for name, (_, description) in ACTIONS.items()]
+        return [(name, description) for name, (_, description) in ACTIONS.items()] + list(SQL_ACTIONS.items())
 
     @flight_errors
     def do_action(self, context: flight.ServerCallContext, action: flight.Action) -> list[bytes]:
-        body = parse_action(action.type, action.body.to_pybytes() if action.body is not None else b"", self.limits)
+        raw = action.body.to_pybytes() if action.body is not None else b""
+        if action.type in SQL_ACTIONS:
+            return self.flight_sql.do_action(context, action.type, raw)
+        body = parse_action(action.type, raw, self.limits)
         return [json.dumps(HANDLERS[action.type](self, body, context), default=str).encode()]
+
+    @flight_errors
+    def do_put(
+        self,
+        context: flight.ServerCallContext,
+        descriptor: flight.FlightDescriptor,
+        reader: flight.MetadataRecordBatchReader,
+        writer: flight.FlightMetadataWriter,
+    ) -> None:
+        message = self._sql_command(descriptor)
+        if message is None:
+            raise NotImplementedError("DoPut takes only Flight SQL prepared-statement parameters (read-only server)")
+        self.flight_sql.do_put(context, message, reader, writer)
+
+
+#: gRPC clients other than pyarrow's (Go: the ADBC driver; Java: JDBC) refuse messages over 16 MiB
+#: by default, so a stream never sends a record batch much larger than this
+MAX_MESSAGE_BYTES = 8 << 20
+
+
+def _message_sized(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The batches, each larger one cut into zero-copy slices of about ``MAX_MESSAGE_BYTES``."""
+    for batch in batches:
+        size = batch.nbytes
+        if size <= MAX_MESSAGE_BYTES or batch.num_rows < 2:
+            yield batch
+            continue
+        step = max(1, batch.num_rows * MAX_MESSAGE_BYTES // size)
+        for start in range(0, batch.num_rows, step):
+            yield batch.slice(start, step)
 
 
 def _with_corrupt_block_notes(
