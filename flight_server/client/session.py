@@ -226,14 +226,17 @@ class HudiFlightClient:
 
     # -- reading -------------------------------------------------------------------------
     def _targets(self, endpoint: PlannedEndpoint) -> list[str]:
-        """Where to read an endpoint: its first two locations, else this server twice."""
-        uris = [u for u in endpoint.locations if not u.startswith(_REUSE_CONNECTION)][:2]
-        if not uris:
-            return [self.uri, self.uri]
-        return uris if len(uris) == 2 else uris + [self.uri]
+        """Where to read an endpoint, in order: its locations, then this server (the one that
+        planned it; with no locations, twice: one retry)."""
+        uris = [self.uri if u.startswith(_REUSE_CONNECTION) else u for u in endpoint.locations]
+        uris = list(dict.fromkeys([*uris, self.uri]))
+        return uris if len(uris) > 1 else uris * 2
 
     def fetch(self, endpoint: PlannedEndpoint) -> Generator[pa.RecordBatch, None, None]:
-        """Stream one endpoint's record batches, retrying once elsewhere on a transport failure."""
+        """Stream one endpoint's record batches. A stream that breaks for a transport reason
+        (server gone, connection reset) resumes at the next location, skipping the rows already
+        delivered (a split streams its rows in one order), so no row is lost or repeated; any
+        other error is raised at once."""
         delivered = 0
         targets = self._targets(endpoint)
         ticket = flight.Ticket(endpoint.ticket)
