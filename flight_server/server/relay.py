@@ -5,7 +5,7 @@ that option off (``GRPC_ARG_ALLOW_REUSEPORT = 0`` in its server builder) and pya
 hook to turn it back on: a second ``FlightServerBase`` on a bound port fails with "address in
 use" (tests/flight_server/server/test_processes.py pins this). So the supervisor owns the public
 socket and hands each accepted connection to one serving process (the one with the fewest
-relayed connections), which listens on a private loopback port. Bytes move between the two
+relayed connections, round robin among equals), which listens on a private loopback port. Bytes move between the two
 sockets with ``splice(2)`` through a pipe, in the kernel; TLS, when configured, passes through
 untouched and ends in the serving process.
 
@@ -70,6 +70,8 @@ class Relay:
         self.port: int = self._sock.getsockname()[1]
         self._backends: dict[int, int] = {}  # slot -> private port
         self._active: dict[int, int] = {}  # slot -> relayed connections open
+        self._last: dict[int, int] = {}  # slot -> turn it was last chosen
+        self._turn = 0
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
         self._thread: threading.Thread | None = None
@@ -88,8 +90,11 @@ class Relay:
             slots = [s for s in self._backends if s not in tried]
             if not slots:
                 return None
-            slot = min(slots, key=lambda s: (self._active.get(s, 0), s))
+            # fewest open connections; among equals the one chosen longest ago (round robin)
+            slot = min(slots, key=lambda s: (self._active.get(s, 0), self._last.get(s, -1), s))
             self._active[slot] = self._active.get(slot, 0) + 1
+            self._turn += 1
+            self._last[slot] = self._turn
             return slot, self._backends[slot]
 
     def _release(self, slot: int) -> None:

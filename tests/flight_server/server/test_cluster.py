@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -137,74 +138,50 @@ def test_heartbeats_must_be_signed_with_the_cluster_secret(cluster):
     assert "grpc://evil:1" not in cluster.live_workers()
 
 
-def test_worker_killed_mid_stream_client_finishes_from_the_other_location(tmp_path, paths):
-    c = Cluster(tmp_path, {"t.big": paths["t.big"]})
+def test_worker_that_stops_heartbeating_leaves_new_plans(cluster, paths):
+    silent, alive = cluster.workers
+    silent.signal(signal.SIGSTOP)  # alive but silent: no heartbeat, no goodbye
     try:
-        c.start_coordinator()
-        c.start_worker()
-        c.start_worker()
-        c.await_workers({_uri(w) for w in c.workers})
-        with c.client() as client:
-            plan = client.plan("t.big")
-            assert len(plan.endpoints) == 1  # one large split
-            endpoint = plan.endpoints[0]
-            victim = next(w for w in c.workers if _uri(w) == endpoint.locations[0])
-            stream = client.fetch(endpoint)
-            batches = [next(stream)]
-            victim.signal(signal.SIGKILL)
-            victim.proc.wait(10)
-            batches.extend(stream)
-            got = pa.Table.from_batches(batches)
-        # the stream really broke: the first location could not have finished it
-        assert batches[0].num_rows < got.num_rows
-        expected = HudiTable.open(paths["t.big"]).read()
-        assert got.num_rows == expected.num_rows
-        assert_same_rows(got, expected)
-    finally:
-        c.stop()
-
-
-def test_coordinator_restart_keeps_tickets_valid_and_workers_rejoin(tmp_path, paths):
-    c = Cluster(tmp_path, {"t.small": paths["t.small"]})
-    try:
-        c.start_coordinator()
-        c.start_worker()
-        c.start_worker()
-        workers = {_uri(w) for w in c.workers}
-        c.await_workers(workers)
-        with c.client() as client:
+        cluster.await_workers({_uri(alive)})  # within the 2 s timeout (+ polling)
+        with cluster.client() as client:
             plan = client.plan("t.small")
-        assert c.coordinator is not None
-        c.coordinator.stop()
-        c.start_coordinator()  # same port, same secret and catalog
-        expected = HudiTable.open(paths["t.small"]).read()
-        for target in [*(w.uri for w in c.workers), c.coordinator.uri]:
-            with HudiFlightClient(target, timeout=60) as direct:
-                rows = [b for ep in plan.endpoints for b in direct.fetch(
-                    type(ep)(ep.ticket, (), ep.weight, ep.metadata))]
-            assert_same_rows(pa.Table.from_batches(rows, schema=plan.schema), expected)
-        c.await_workers(workers)  # the next heartbeats register them again
+            assert all(ep.locations == (_uri(alive),) for ep in plan.endpoints)
+            assert_same_rows(client.read("t.small"), HudiTable.open(paths["t.small"]).read())
     finally:
-        c.stop()
+        silent.signal(signal.SIGCONT)
+    cluster.await_workers({_uri(w) for w in cluster.workers})  # heartbeats again: back in the plans
 
 
-def test_worker_that_stops_heartbeating_leaves_new_plans(tmp_path, paths):
-    c = Cluster(tmp_path, {"t.small": paths["t.small"]})
-    try:
-        c.start_coordinator()
-        c.start_worker()
-        c.start_worker()
-        c.await_workers({_uri(w) for w in c.workers})
-        silent, alive = c.workers
-        silent.signal(signal.SIGSTOP)  # alive but silent: no heartbeat, no goodbye
-        try:
-            c.await_workers({_uri(alive)})  # within the 2 s timeout (+ polling)
-            with c.client() as client:
-                plan = client.plan("t.small")
-                assert all(ep.locations == (_uri(alive),) for ep in plan.endpoints)
-                assert_same_rows(client.read("t.small"), HudiTable.open(paths["t.small"]).read())
-        finally:
-            silent.signal(signal.SIGCONT)
-        c.await_workers({_uri(w) for w in c.workers})  # heartbeats again: back in the plans
-    finally:
-        c.stop()
+def test_coordinator_restart_keeps_tickets_valid_and_workers_rejoin(cluster, paths):
+    workers = {_uri(w) for w in cluster.workers}
+    with cluster.client() as client:
+        plan = client.plan("t.small")
+    assert cluster.coordinator is not None
+    cluster.coordinator.stop()
+    cluster.start_coordinator()  # same port, same secret and catalog, no memory of the workers
+    expected = HudiTable.open(paths["t.small"]).read()
+    for target in [*(w.uri for w in cluster.workers), cluster.coordinator.uri]:
+        with HudiFlightClient(target, timeout=60) as direct:  # each endpoint read from `target` only
+            rows = [b for ep in plan.endpoints for b in direct.fetch(replace(ep, locations=()))]
+        assert_same_rows(pa.Table.from_batches(rows, schema=plan.schema), expected)
+    cluster.await_workers(workers)  # the next heartbeats register them again
+
+
+def test_worker_killed_mid_stream_client_finishes_from_the_other_location(cluster, paths):
+    """Last in this module: it leaves the cluster one worker short."""
+    with cluster.client() as client:
+        plan = client.plan("t.big")
+        assert len(plan.endpoints) == 1  # one large split
+        endpoint = plan.endpoints[0]
+        victim = next(w for w in cluster.workers if _uri(w) == endpoint.locations[0])
+        stream = client.fetch(endpoint)
+        batches = [next(stream)]
+        victim.signal(signal.SIGKILL)
+        victim.proc.wait(10)
+        batches.extend(stream)
+        got = pa.Table.from_batches(batches)
+    # the stream really broke: the first location had delivered only part of it
+    assert batches[0].num_rows < got.num_rows
+    expected = HudiTable.open(paths["t.big"]).read()
+    assert got.num_rows == expected.num_rows
+    assert_same_rows(got, expected)
