@@ -34,7 +34,7 @@ MAX_URI_CHARS = 512
 _URI_SCHEMES = ("grpc://", "grpc+tcp://", "grpc+tls://")
 
 
-def check_uri(uri: str, what: str) -> str:
+def check_uri(uri: Any, what: str) -> str:
     """A Flight location a peer can be reached at (``grpc[+tcp|+tls]://host:port``)."""
     if not isinstance(uri, str) or not uri.startswith(_URI_SCHEMES) or len(uri) > MAX_URI_CHARS:
         raise InvalidQueryError(f"{what} must be a grpc://, grpc+tcp:// or grpc+tls:// URI")

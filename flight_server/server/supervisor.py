@@ -99,7 +99,8 @@ class Supervisor:
         deadline = time.monotonic() + START_SECONDS
         while not child.conn.poll(0):
             if not child.process.is_alive():
-                raise RuntimeError(f"serving process {slot} exited during start-up (exit code {child.process.exitcode})")
+                code = child.process.exitcode
+                raise RuntimeError(f"serving process {slot} exited during start-up (exit code {code})")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise RuntimeError(f"serving process {slot} did not start within {START_SECONDS:.0f} s")
