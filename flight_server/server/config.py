@@ -61,6 +61,7 @@ class ServerConfig:
     advertise: str | None = None  # the URI others reach this server at (default: host and port)
     heartbeat_interval_seconds: float = 2.0  # how often a worker tells its coordinator it is alive
     heartbeat_timeout_seconds: float = 6.0  # a worker silent this long leaves the coordinator's plans
+    coordinator_tls_root_certs: str | None = None  # PEM file: CA a worker trusts for a grpc+tls coordinator
     # storage confinement of register-table (interfaces.md section 6)
     allowed_roots: list[str] = field(default_factory=list)  # besides every warehouse
     allowed_protocols: list[str] = field(default_factory=lambda: list(DEFAULT_PROTOCOLS))

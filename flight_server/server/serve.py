@@ -3,12 +3,14 @@ as a cluster coordinator or as a worker registering with one (``--role``)."""
 
 from __future__ import annotations
 
-from typing import Callable, Protocol
+import dataclasses
+from pathlib import Path
+from typing import Any, Callable, Protocol
 
 from flight_server.server.cluster import ROLES, check_uri
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
-from flight_server.server.tickets import configured_signer
+from flight_server.server.tickets import TicketSigner, configured_signer
 from flight_server.server.worker import Registration, advertised_uri
 
 
@@ -17,6 +19,19 @@ class Serving(Protocol):
 
     port: int
     registry: Registry | None
+
+
+PLACEHOLDER = "REPLACE"
+
+
+def check_placeholders(config: ServerConfig) -> None:
+    """Refuse to start with a deploy example's placeholder (a value starting with ``REPLACE``)
+    still in place: a token or URL nobody chose must fail loudly, not serve."""
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        values = value if isinstance(value, list) else [value]
+        if any(isinstance(v, str) and v.startswith(PLACEHOLDER) for v in values):
+            raise ValueError(f"configuration key {f.name} still holds a {PLACEHOLDER}... placeholder; set it")
 
 
 def check_topology(config: ServerConfig) -> None:
@@ -37,12 +52,21 @@ def check_topology(config: ServerConfig) -> None:
         raise ValueError("heartbeat_timeout_seconds must exceed heartbeat_interval_seconds (> 0)")
 
 
+def _register(config: ServerConfig, port: int, signer: TicketSigner) -> Registration:
+    """Start a worker's heartbeats to its coordinator, advertising ``port``."""
+    tls: dict[str, Any] = {}
+    if config.coordinator_tls_root_certs:
+        tls["tls_root_certs"] = Path(config.coordinator_tls_root_certs).read_bytes()
+    return Registration(config, advertised_uri(config, port), signer, **tls).start()
+
+
 def serve(config: ServerConfig, ready: Callable[[Serving], None] | None = None) -> None:
     """Run a server until interrupted (KeyboardInterrupt; the CLI turns SIGTERM into one).
 
     Workers do not scan warehouses (the coordinator keeps the shared catalog); they register
     with the coordinator once listening and tell it when they leave.
     """
+    check_placeholders(config)
     check_topology(config)
     discover = config.role != "worker"
     registration: Registration | None = None
@@ -54,7 +78,7 @@ def serve(config: ServerConfig, ready: Callable[[Serving], None] | None = None) 
             supervisor.start()
             if config.role == "worker":
                 signer = configured_signer(config.secret, config.resolved_secret_file, config.ticket_ttl_seconds)
-                registration = Registration(config, advertised_uri(config, supervisor.port), signer).start()
+                registration = _register(config, supervisor.port, signer)
             if ready is not None:
                 ready(supervisor)
             supervisor.run()
@@ -69,7 +93,7 @@ def serve(config: ServerConfig, ready: Callable[[Serving], None] | None = None) 
     server = HudiFlightServer(config, discover=discover)
     try:
         if config.role == "worker":
-            registration = Registration(config, advertised_uri(config, server.port), server.signer).start()
+            registration = _register(config, server.port, server.signer)
         if ready is not None:
             ready(server)
         server.serve()
@@ -79,4 +103,4 @@ def serve(config: ServerConfig, ready: Callable[[Serving], None] | None = None) 
         server.shutdown()
 
 
-__all__ = ["Serving", "check_topology", "serve"]
+__all__ = ["Serving", "check_placeholders", "check_topology", "serve"]

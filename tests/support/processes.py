@@ -20,9 +20,13 @@ T = TypeVar("T")
 
 
 class ServeProcess:
-    """One ``hudi-flight serve ARGS`` process; :attr:`port` once it printed its start-up line."""
+    """One ``hudi-flight serve ARGS`` process; :attr:`port` once it printed its start-up line
+    (``wait=False``: start now, :meth:`ready` later, so several processes start side by side)."""
 
-    def __init__(self, *args: str, log: Path):
+    port: int
+    uri: str
+
+    def __init__(self, *args: str, log: Path, wait: bool = True):
         self.args = args
         self.log = log
         with open(log, "ab") as err:
@@ -31,8 +35,14 @@ class ServeProcess:
                 stdout=subprocess.PIPE, stderr=err, cwd=REPO,
                 env={**os.environ, "PYTHONPATH": str(REPO)},
             )
+        if wait:
+            self.ready()
+
+    def ready(self) -> "ServeProcess":
+        """Wait for the start-up line (with a deadline); sets :attr:`port` and :attr:`uri`."""
         self.port = self._wait_ready()
         self.uri = f"grpc://127.0.0.1:{self.port}"
+        return self
 
     def _wait_ready(self) -> int:
         assert self.proc.stdout is not None

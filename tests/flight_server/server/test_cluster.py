@@ -56,13 +56,15 @@ class Cluster:
         self.coordinator_port = self.coordinator.port
         return self.coordinator
 
-    def start_worker(self) -> ServeProcess:
+    def start_workers(self, count: int) -> None:
+        """Start ``count`` workers side by side; returns once all listen."""
         assert self.coordinator is not None
-        n = len(self.workers)
-        worker = ServeProcess("--port", "0", "--role", "worker", "--coordinator", self.coordinator.uri,
-                              *self._common(f"worker{n}"), log=self.root / f"worker{n}.log")
-        self.workers.append(worker)
-        return worker
+        started = []
+        for _ in range(count):
+            n = len(self.workers) + len(started)
+            started.append(ServeProcess("--port", "0", "--role", "worker", "--coordinator", self.coordinator.uri,
+                                        *self._common(f"worker{n}"), log=self.root / f"worker{n}.log", wait=False))
+        self.workers.extend(p.ready() for p in started)
 
     def client(self) -> HudiFlightClient:
         assert self.coordinator is not None
@@ -96,8 +98,7 @@ def cluster(tmp_path_factory, paths):
     c = Cluster(tmp_path_factory.mktemp("cluster"), paths)
     try:
         c.start_coordinator()
-        c.start_worker()
-        c.start_worker()
+        c.start_workers(2)
         c.await_workers({_uri(w) for w in c.workers})
         yield c
     finally:
