@@ -78,6 +78,7 @@ class Membership:
         self._dir = private_dir(directory) if directory is not None else None
         self._seen: dict[str, float] = {}
         self._lock = threading.Lock()
+        self._memo: tuple[float, list[str]] | None = None  # (when, live workers): one plan, one look
 
     def accept(self, token: str) -> dict[str, Any]:
         """Record the heartbeat ``token`` (signed, unexpired) of a worker; a ``leave`` token
@@ -95,6 +96,7 @@ class Membership:
             self._forget(worker)
         else:
             self._record(worker)
+        self._memo = None
         return {"accepted": True, "workers": len(self.live())}
 
     def _file(self, worker: str) -> Path:
@@ -135,9 +137,16 @@ class Membership:
         return heard
 
     def live(self) -> list[str]:
-        """Workers heard from within the timeout, sorted."""
-        horizon = time.time() - self.timeout
-        return sorted(w for w, seen in self._heard().items() if seen >= horizon)
+        """Workers heard from within the timeout, sorted (looked up at most every
+        ``timeout / 20`` seconds, so planning many endpoints reads the heartbeats once)."""
+        now = time.time()
+        memo = self._memo
+        if memo is not None and now - memo[0] < self.timeout / 20:
+            return memo[1]
+        horizon = now - self.timeout
+        workers = sorted(w for w, seen in self._heard().items() if seen >= horizon)
+        self._memo = (now, workers)
+        return workers
 
     def locations(self, key: str) -> list[str]:
         """Where to read the work keyed ``key`` (a file group): its best live worker, then the
