@@ -66,3 +66,23 @@ def test_membership_refuses_foreign_expired_and_malformed_heartbeats():
     with pytest.raises(InvalidQueryError):
         members.accept(heartbeat_token(signer, "file:///etc/passwd", 5))
     assert members.live() == []
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"role": "boss"}, "role must be one of"),
+        ({"role": "worker"}, "needs --coordinator"),
+        ({"role": "worker", "coordinator": "file:///x"}, "coordinator must be a grpc"),
+        ({"coordinator": "grpc://c:1"}, "only for --role worker"),
+        ({"advertise": "grpc://no-port"}, "host:port"),
+        ({"processes": 0}, "at least 1"),
+        ({"heartbeat_interval_seconds": 5, "heartbeat_timeout_seconds": 5}, "must exceed"),
+    ],
+)
+def test_inconsistent_topologies_are_refused_at_start(settings, message):
+    from flight_server.server.config import ServerConfig
+    from flight_server.server.serve import check_topology
+
+    with pytest.raises(ValueError, match=message):
+        check_topology(ServerConfig().updated(settings))
