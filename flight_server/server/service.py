@@ -77,8 +77,8 @@ class HudiFlightServer(flight.FlightServerBase):
         config: server settings (address, splits, tickets, warehouses).
         registry: the catalog; built from ``config.resolved_catalog_url`` when omitted.
         signer: ticket signer; built from the configured or persisted secret when omitted.
-        discover: scan the warehouses now (a supervisor or coordinator that already did, and
-            workers, pass ``False``); the re-scan timer follows ``refresh_interval_seconds``.
+        discover: scan the warehouses now and every ``refresh_interval_seconds`` (``False``:
+            workers, and all but one process of ``serve --processes N``).
         location: where to listen instead of ``config.location`` (a supervised process).
     """
 
@@ -128,8 +128,8 @@ class HudiFlightServer(flight.FlightServerBase):
             )
         if self.config.warehouses and discover:
             self.scan_warehouses()
-        if self.config.warehouses and self.config.refresh_interval_seconds > 0:
-            threading.Thread(target=self._rescan_loop, name="hudi-warehouse-scan", daemon=True).start()
+            if self.config.refresh_interval_seconds > 0:
+                threading.Thread(target=self._rescan_loop, name="hudi-warehouse-scan", daemon=True).start()
 
     # -- catalog -------------------------------------------------------------------------
     def scan_warehouses(self) -> int:

@@ -69,11 +69,9 @@ class Supervisor:
             raise ValueError("a supervisor runs two or more serving processes")
         self.relay = Relay(config.host, config.port)
         self.port = self.relay.port
-        # every process reports the public address; only process 0 re-scans the warehouses
-        self._configs = [
-            config.updated({"port": self.port, "processes": 1, "refresh_interval_seconds": None if i == 0 else 0})
-            for i in range(config.processes)
-        ]
+        # every process reports the public address; only process 0 scans the warehouses
+        self._config = config.updated({"port": self.port, "processes": 1})
+        self._count = config.processes
         self._discover = discover
         self._ctx = multiprocessing.get_context("spawn")
         self._children: dict[int, _Child] = {}
@@ -86,7 +84,7 @@ class Supervisor:
         parent, child = self._ctx.Pipe()
         process = self._ctx.Process(
             target=_serve_child,
-            args=(self._configs[slot], self._discover and slot == 0, child),
+            args=(self._config, self._discover and slot == 0, child),
             name=f"hudi-flight-{slot}",
             daemon=True,
         )
@@ -112,14 +110,14 @@ class Supervisor:
         try:
             self._children[0] = self._spawn(0)
             self._await_ready(0, self._children[0])
-            for slot in range(1, len(self._configs)):
+            for slot in range(1, self._count):
                 self._children[slot] = self._spawn(slot)
-            for slot in range(1, len(self._configs)):
+            for slot in range(1, self._count):
                 self._await_ready(slot, self._children[slot])
         except BaseException:
             self.close()
             raise
-        self.registry = Registry(self._configs[0].resolved_catalog_url)
+        self.registry = Registry(self._config.resolved_catalog_url)
         self.relay.start()
         return self
 
