@@ -31,6 +31,7 @@ from flight_server.server.tickets import TicketSigner
 HEARTBEAT_PURPOSE = "cluster-heartbeat"
 ROLES = ("coordinator", "worker")
 MAX_URI_CHARS = 512
+FORGET_AFTER_TIMEOUTS = 100  # a heartbeat file this many timeouts old is deleted
 _URI_SCHEMES = ("grpc://", "grpc+tcp://", "grpc+tls://")
 
 
@@ -127,11 +128,16 @@ class Membership:
             with self._lock:
                 return dict(self._seen)
         heard = {}
+        forget_before = time.time() - FORGET_AFTER_TIMEOUTS * self.timeout
         for path in self._dir.iterdir():
             if "." in path.name:  # a heartbeat being written
                 continue
             try:
-                heard[path.read_text()] = path.stat().st_mtime
+                seen = path.stat().st_mtime
+                if seen < forget_before:  # long gone: tidy up
+                    path.unlink(missing_ok=True)
+                    continue
+                heard[path.read_text()] = seen
             except OSError:  # forgotten meanwhile
                 continue
         return heard

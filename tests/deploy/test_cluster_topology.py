@@ -132,9 +132,10 @@ def test_kubernetes_cluster_is_consistent(manifests):
 
 
 def test_the_same_topology_runs_on_loopback(compose, generated_table, tmp_path):
-    """The compose cluster's wiring, as processes: a coordinator and two workers sharing a catalog
-    database and a ticket secret (local files stand in for MinIO); a client reads through the
-    coordinator, endpoints name both workers, rows equal HudiTable.read."""
+    """The compose cluster's wiring, as processes: a coordinator (here with two serving
+    processes) and two workers sharing a catalog database and a ticket secret (local files stand
+    in for MinIO); a client reads through the coordinator, endpoints name both workers, rows
+    equal HudiTable.read."""
     flags = {name: _flags(compose["services"][name]["command"]) for name in CLUSTER}
     path = generated_table(GeneratorSpec(rows=3_000, partitions=4, files_per_partition=2, commits=2))
     catalog = f"sqlite:///{tmp_path / 'catalog.db'}"
@@ -154,14 +155,23 @@ def test_the_same_topology_runs_on_loopback(compose, generated_table, tmp_path):
 
     processes: list[ServeProcess] = []
     try:
-        coordinator = start("coordinator").ready()
+        coordinator = start("coordinator", "--processes", "2").ready()  # heartbeats reach either process
         processes.append(coordinator)
         processes.extend(start(name, "--coordinator", coordinator.uri) for name in ("worker-1", "worker-2"))
         for p in processes[1:]:
             p.ready()
         workers = {f"grpc+tcp://127.0.0.1:{p.port}" for p in processes[1:]}
+
+        def every_process_sees_both() -> bool:
+            seen = {}
+            for _ in range(4):  # separate connections: both coordinator processes answer
+                with HudiFlightClient(coordinator.uri, timeout=60) as c:
+                    health = c.health()
+                    seen[health["pid"]] = set(health["workers"])
+            return len(seen) == 2 and all(w == workers for w in seen.values())
+
+        poll(every_process_sees_both, 20, "both workers registered with both coordinator processes")
         with HudiFlightClient(coordinator.uri, timeout=60) as client:
-            poll(lambda: set(client.health()["workers"]) == workers, 15, "both workers registered")
             plan = client.plan("ns.trips")
             assert {loc for ep in plan.endpoints for loc in ep.locations} == workers
             assert {ep.locations[0] for ep in plan.endpoints} == workers  # both get work
