@@ -80,11 +80,17 @@ class Supervisor:
         self.registry: Registry | None = None
 
     # -- processes -------------------------------------------------------------------------
+    def _config_for(self, slot: int) -> ServerConfig:
+        """Settings of serving process ``slot``: the same for all but for what one process owns
+        on behalf of the machine (process 0 scans the warehouses; ports of per-machine services,
+        such as health or metrics, belong there too)."""
+        return self._config
+
     def _spawn(self, slot: int) -> _Child:
         parent, child = self._ctx.Pipe()
         process = self._ctx.Process(
             target=_serve_child,
-            args=(self._config, self._discover and slot == 0, child),
+            args=(self._config_for(slot), self._discover and slot == 0, child),
             name=f"hudi-flight-{slot}",
             daemon=True,
         )
