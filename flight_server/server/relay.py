@@ -62,9 +62,12 @@ class Relay:
     """
 
     def __init__(self, host: str, port: int):
-        family = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+        family = socket.getaddrinfo(host.strip("[]") or None, port, type=socket.SOCK_STREAM,
+                                    flags=socket.AI_PASSIVE)[0][0]
         try:
-            self._sock = socket.create_server((host, port), family=family, backlog=1024)
+            dualstack = family == socket.AF_INET6 and host in ("::", "[::]") and socket.has_dualstack_ipv6()
+            self._sock = socket.create_server((host.strip("[]"), port), family=family, backlog=1024,
+                                              dualstack_ipv6=dualstack)
         except OSError as err:
             raise OSError(f"cannot listen on {host}:{port} (address in use?)") from err
         self.port: int = self._sock.getsockname()[1]
