@@ -163,14 +163,16 @@ def test_the_same_topology_runs_on_loopback(compose, generated_table, tmp_path):
         workers = {f"grpc+tcp://127.0.0.1:{p.port}" for p in processes[1:]}
 
         def every_process_sees_both() -> bool:
-            seen = {}
-            for _ in range(4):  # separate connections: both coordinator processes answer
-                with HudiFlightClient(coordinator.uri, timeout=60) as c:
-                    health = c.health()
-                    seen[health["pid"]] = set(health["workers"])
+            # four connections open at once: the relay spreads them over both coordinator processes
+            probes = [HudiFlightClient(coordinator.uri, timeout=60) for _ in range(4)]
+            try:
+                seen = {h["pid"]: set(h["workers"]) for h in (c.health() for c in probes)}
+            finally:
+                for c in probes:
+                    c.close()
             return len(seen) == 2 and all(w == workers for w in seen.values())
 
-        poll(every_process_sees_both, 20, "both workers registered with both coordinator processes")
+        poll(every_process_sees_both, 30, "both workers registered with both coordinator processes")
         with HudiFlightClient(coordinator.uri, timeout=60) as client:
             plan = client.plan("ns.trips")
             assert {loc for ep in plan.endpoints for loc in ep.locations} == workers

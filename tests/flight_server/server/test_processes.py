@@ -62,16 +62,20 @@ def served(tmp_path_factory, table_paths):
 
 
 def _pids(uri: str, connections: int) -> set[int]:
-    """The serving processes that answer ``health`` over ``connections`` separate connections."""
-    def one(_: int) -> int | None:
-        try:
-            with HudiFlightClient(uri, timeout=30) as client:
-                return client.health()["pid"]
-        except ConnectionError:  # relayed to a process in the instant it died: ask again later
-            return None
-
-    with ThreadPoolExecutor(4) as pool:
-        return {p for p in pool.map(one, range(connections)) if p is not None}
+    """The serving processes that answer ``health`` over ``connections`` connections open at
+    once (the relay gives each new connection to the process with the fewest open ones)."""
+    clients = [HudiFlightClient(uri, timeout=30) for _ in range(connections)]
+    pids = set()
+    try:
+        for client in clients:
+            try:
+                pids.add(client.health()["pid"])
+            except ConnectionError:  # relayed to a process in the instant it died: ask again later
+                pass
+    finally:
+        for client in clients:
+            client.close()
+    return pids
 
 
 def _two(uri: str, without: int | None = None) -> set[int] | None:
