@@ -3,6 +3,8 @@
 * Throughput: a copy-on-write table (generated; >= 1 GB of Parquet for ``full``) read
   - through the service (``hudi-flight serve --processes N`` in a subprocess, the Python client
     fetching every endpoint in parallel over loopback),
+  - through a cluster: a coordinator with 1 and with 2 workers (each a process), the client
+    planning at the coordinator and streaming from the workers its endpoints name,
   - by ``pyarrow.dataset`` over the same base files in this one process (the ceiling),
   - by the ``hudi`` package's ``read()`` (hudi-rs) and by ``HudiTable.read`` (in-process library).
 * Planning latency: ``get_flight_info`` on a warm server, for a fixture table and the big table.
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
+import shutil
 import sys
 import tempfile
 import time
@@ -24,9 +26,7 @@ import pyarrow.dataset as ds
 import pyarrow.flight as flight
 
 from bench.common import base_file_paths, check_size, percentile, round_robin, row
-from tests.support.servers import free_port
 
-REPO = Path(__file__).resolve().parents[1]
 # rows, partitions, parquet row-group rows; ~60 bytes of Parquet per generated row.
 SIZES = {"quick": (600_000, 4, 65_536), "full": (20_500_000, 8, 262_144)}
 PLAN_FIXTURE = "sample_table/cow/v9_txns_simple_meta"
@@ -54,27 +54,36 @@ def _table(size: str) -> Path:
     return path
 
 
-class _Server:
-    """``hudi-flight serve`` in a subprocess."""
+class _Cluster:
+    """A coordinator scanning the warehouse and ``workers`` workers sharing its catalog and secret."""
 
-    def __init__(self, warehouse: Path, processes: int):
-        self.port = free_port()
-        self.state = tempfile.mkdtemp(prefix="hudi-flight-bench-")
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "flight_server.cli", "serve", "--port", str(self.port), "--warehouse",
-             str(warehouse), "--state-dir", self.state, "--processes", str(processes)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=REPO,
-        )
-        line = self.proc.stdout.readline()
-        if "serving" not in line:
-            raise RuntimeError(f"server did not start: {line!r}")
-        time.sleep(0.5 * processes)  # let the data processes bind their ports
-        self.uri = f"grpc://127.0.0.1:{self.port}"
+    def __init__(self, warehouse: Path, workers: int):
+        from tests.support.processes import ServeProcess, poll
+
+        self.root = Path(tempfile.mkdtemp(prefix="hudi-flight-bench-cluster-"))
+        secret = self.root / "secret.hex"
+        secret.write_text(os.urandom(32).hex())
+        secret.chmod(0o600)
+        shared = ["--catalog-url", f"sqlite:///{self.root / 'catalog.db'}", "--secret-file", str(secret)]
+        self.coordinator = ServeProcess("--port", "0", "--role", "coordinator", "--warehouse", str(warehouse),
+                                        "--state-dir", str(self.root / "c"), *shared, log=self.root / "c.log")
+        self.uri = self.coordinator.uri
+        started = [ServeProcess("--port", "0", "--role", "worker", "--coordinator", self.uri, "--state-dir",
+                                str(self.root / f"w{i}"), *shared, log=self.root / f"w{i}.log", wait=False)
+                   for i in range(workers)]
+        self.workers = [w.ready() for w in started]
+        expected = {f"grpc+tcp://127.0.0.1:{w.port}" for w in self.workers}
+        with flight.connect(self.uri) as client:
+            def registered() -> bool:
+                body = next(iter(client.do_action(flight.Action("health", b"{}")))).body.to_pybytes()
+                return set(json.loads(body).get("workers", [])) == expected
+
+            poll(registered, 30, f"{workers} worker(s) registered")
 
     def close(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(20)
+        for p in [*self.workers, self.coordinator]:
+            p.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 def _service_read(uri: str, table: str, workers: int, columns: list[str] | None = None) -> int:
@@ -112,13 +121,21 @@ def run(size: str) -> list[dict]:
               "load_average": os.getloadavg()[0]}
     name = f"flight_scan/{nbytes / 2**30:.2f} GiB COW"
     repeat = 3 if size == "full" else 5
-    servers = {p: _Server(path.parent.parent, p) for p in (1, 2)}
+    from tests.support.processes import ServeProcess
+
+    state = Path(tempfile.mkdtemp(prefix="hudi-flight-bench-"))
+    servers = {p: ServeProcess("--port", "0", "--warehouse", str(path.parent.parent), "--state-dir",
+                               str(state / f"p{p}"), "--processes", str(p), log=state / f"p{p}.log")
+               for p in (1, 2)}
+    clusters = {w: _Cluster(path.parent.parent, w) for w in (1, 2)}
     competitors = {
         "pyarrow.dataset (1 process)": lambda: ds.dataset(files, format="parquet").to_table().num_rows,
         "hudi-rs (hudi package)": lambda: sum(b.num_rows for b in HudiTableBuilder.from_base_uri(str(path)).build().read()),
         "hudi-flight library": lambda: table.read().num_rows,
         "hudi-flight": lambda: _service_read(servers[1].uri, "bench.trips", WORKERS),
         "hudi-flight --processes 2": lambda: _service_read(servers[2].uri, "bench.trips", WORKERS),
+        "hudi-flight coordinator + 1 worker": lambda: _service_read(clusters[1].uri, "bench.trips", WORKERS),
+        "hudi-flight coordinator + 2 workers": lambda: _service_read(clusters[2].uri, "bench.trips", WORKERS),
     }
     out: list[dict] = []
     try:
@@ -132,18 +149,22 @@ def run(size: str) -> list[dict]:
                            1000 * percentile(plan, 50), "ms", repeats=len(plan)))
     finally:
         for server in servers.values():
-            server.close()
+            server.stop()
+        for cluster in clusters.values():
+            cluster.close()
+        shutil.rmtree(state, ignore_errors=True)
 
     with tempfile.TemporaryDirectory() as tmp:
         fixture = extract_table(PLAN_FIXTURE, Path(tmp))
         wh = Path(tmp) / "wh" / "fx"
         wh.mkdir(parents=True)
         fixture.rename(wh / "t")
-        server = _Server(wh.parent, 1)
+        server = ServeProcess("--port", "0", "--warehouse", str(wh.parent), "--state-dir", f"{tmp}/state",
+                              log=Path(tmp) / "serve.log")
         try:
             fixture_plan = _planning(server.uri, "fx.t", 50)
         finally:
-            server.close()
+            server.stop()
     for p in (50, 95):
         out.append(row(f"planning/{PLAN_FIXTURE}", "hudi-flight", f"p{p} latency (warm)",
                        1000 * percentile(fixture_plan, p), "ms", repeats=len(fixture_plan)))

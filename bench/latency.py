@@ -1,4 +1,4 @@
-"""Point-query latency on a warm Flight server, p50/p99 with 1 and 16 concurrent clients.
+"""Point-query latency and throughput on a warm server: 1 process against ``--processes 2``.
 
 Two queries against a generated copy-on-write table (metadata table with ``files`` and
 ``record_index``):
@@ -7,31 +7,35 @@ Two queries against a generated copy-on-write table (metadata table with ``files
 * ``partition + column``: ``region = <one partition> AND fare > 500``.
 
 Each request is what a client does end to end: ``get_flight_info`` (plan) then ``do_get`` of every
-endpoint. The server runs in-process (``flight_server.service.HudiFlightServer``) on loopback;
-clients are threads, each with its own ``FlightClient``.
+endpoint. The server is ``hudi-flight serve`` in its own process tree on loopback, once with one
+serving process and once with ``--processes 2`` (one port), side by side in one run. Clients are
+separate processes (1, 4 and 16 of them, each with its own connection), so what is measured is
+the server, not one client process's GIL. Every client warms up, then all start together; each
+reports its request latencies and its measured span; throughput is requests over the span of all.
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import random
 import shutil
 import sys
 import tempfile
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow.compute as pc
 import pyarrow.flight as flight
 
 from bench.common import percentile, row, table_dir
-from tests.support.servers import free_port
 
-# rows, partitions, files per partition, requests per (query, concurrency), spread over the clients
-SIZES = {"quick": (200_000, 20, 2, 32), "full": (2_000_000, 200, 4, 320)}
-CONCURRENCY = (1, 16)
+# rows, partitions, files per partition, requests per client count (spread over the clients)
+SIZES = {"quick": (200_000, 20, 2, 64), "full": (2_000_000, 200, 4, 640)}
+CLIENTS = (1, 4, 16)
+PROCESSES = (1, 2)
+MIN_PER_CLIENT = 4
 NAMESPACE, TABLE = "bench", "trips"
 
 
@@ -57,83 +61,115 @@ def _query(client: flight.FlightClient, filters: list) -> int:
     return sum(client.do_get(ep.ticket).read_all().num_rows for ep in info.endpoints)
 
 
-def _latencies(uri: str, make_filters, clients: int, per_client: int) -> list[float]:
-    """Run ``clients`` threads, each issuing ``per_client`` requests; per-request seconds."""
+def _filters(kind: str, rnd: random.Random, rows: int, partitions: list[str]) -> list:
+    if kind == "key =":
+        return [["uuid", "=", f"trip-{rnd.randrange(rows):010d}"]]
+    return [["region", "=", rnd.choice(partitions)], ["fare", ">", 500]]
+
+
+def _client(uri: str, kind: str, seed: int, requests: int, rows: int, partitions: list[str],
+            start, results) -> None:
+    """One client process: warm up, wait for the others, run ``requests`` queries, report."""
+    rnd = random.Random(seed)
+    client = flight.connect(uri)
+    try:
+        for _ in range(2):
+            _query(client, _filters(kind, rnd, rows, partitions))
+        start.wait()
+        samples = []
+        t0 = time.perf_counter()
+        for _ in range(requests):
+            filters = _filters(kind, rnd, rows, partitions)
+            t = time.perf_counter()
+            _query(client, filters)
+            samples.append(time.perf_counter() - t)
+        results.put((samples, time.perf_counter() - t0))
+    except Exception as err:  # reported to the parent, which fails the run
+        results.put(err)
+    finally:
+        client.close()
+
+
+def _run_clients(uri: str, kind: str, clients: int, per_client: int, rows: int,
+                 partitions: list[str]) -> tuple[list[float], float]:
+    """``clients`` client processes; all latencies and the wall time of the measured phase."""
+    ctx = multiprocessing.get_context("spawn")
+    start, results = ctx.Barrier(clients), ctx.Queue()
+    procs = [ctx.Process(target=_client, args=(uri, kind, i, per_client, rows, partitions, start, results))
+             for i in range(clients)]
+    for p in procs:
+        p.start()
     samples: list[float] = []
-    lock = threading.Lock()
+    spans = []
+    try:
+        for _ in procs:
+            got = results.get(timeout=600)
+            if isinstance(got, Exception):
+                raise got
+            samples.extend(got[0])
+            spans.append(got[1])
+    finally:
+        for p in procs:
+            p.join(30)
+            if p.is_alive():
+                p.kill()
+    return samples, max(spans)
 
-    def worker(seed: int) -> None:
-        rnd = random.Random(seed)
-        client = flight.connect(uri)
-        try:
-            _query(client, make_filters(rnd))  # warm the connection
-            mine = []
-            for _ in range(per_client):
-                filters = make_filters(rnd)
-                t0 = time.perf_counter()
-                _query(client, filters)
-                mine.append(time.perf_counter() - t0)
-        finally:
-            client.close()
-        with lock:
-            samples.extend(mine)
 
-    with ThreadPoolExecutor(clients) as pool:
-        list(pool.map(worker, range(clients)))
-    return samples
+def _check_answers(uri: str, spec) -> None:
+    """The key query finds exactly one row, the partition query the expected rows."""
+    from hudi_generator.generator import expected_table
+
+    probe = flight.connect(uri)
+    try:
+        key_rows = _query(probe, [["uuid", "=", "trip-0000000007"]])
+        part = spec.partition_path(3).split("=", 1)[-1]
+        part_rows = _query(probe, [["region", "=", part], ["fare", ">", 500]])
+    finally:
+        probe.close()
+    exp = expected_table(spec)
+    exp_part = exp.filter(pc.and_(pc.equal(exp["region"], part), pc.greater(exp["fare"], 500))).num_rows
+    if key_rows != 1 or part_rows != exp_part:
+        raise AssertionError(f"wrong answers: key query {key_rows} rows, partition query {part_rows} (expected {exp_part})")
 
 
 def run(size: str) -> list[dict]:
-    from flight_server.server.config import ServerConfig
-    from flight_server.server.service import HudiFlightServer
+    from tests.support.processes import ServeProcess
 
     warehouse, spec = _table(size)
     requests = SIZES[size][3]
-    port = free_port()
-    with tempfile.TemporaryDirectory(prefix="hudi-flight-latency-") as state:
-        config = ServerConfig(host="127.0.0.1", port=port, warehouses=[str(warehouse)], state_dir=state,
-                              refresh_interval_seconds=0, table_cache_seconds=3600)
-        server = HudiFlightServer(config)
-        thread = threading.Thread(target=server.serve, daemon=True)
-        thread.start()
-        uri = f"grpc://127.0.0.1:{port}"
+    partitions = [spec.partition_path(i).split("=", 1)[-1] for i in range(spec.partitions)]
+    out = []
+    with tempfile.TemporaryDirectory(prefix="hudi-flight-latency-") as tmp:
+        config = Path(tmp) / "bench.json"
+        config.write_text(json.dumps({"refresh_interval_seconds": 0, "table_cache_seconds": 3600}))
+        servers = {}
         try:
-            from hudi_generator.generator import expected_table
-
-            # sanity: the key query finds exactly one row, the partition query the expected rows
-            probe = flight.connect(uri)
-            key_rows = _query(probe, [["uuid", "=", "trip-0000000007"]])
-            part = spec.partition_path(3).split("=", 1)[-1]
-            part_rows = _query(probe, [["region", "=", part], ["fare", ">", 500]])
-            probe.close()
-            exp = expected_table(spec)
-            exp_part = exp.filter(pc.and_(pc.equal(exp["region"], part), pc.greater(exp["fare"], 500))).num_rows
-            if key_rows != 1 or part_rows != exp_part:
-                raise AssertionError(f"wrong answers: key query {key_rows} rows, partition query {part_rows} (expected {exp_part})")
-
-            queries = {
-                "key =": lambda rnd: [["uuid", "=", f"trip-{rnd.randrange(spec.rows):010d}"]],
-                "partition + column": lambda rnd: [["region", "=", spec.partition_path(rnd.randrange(spec.partitions)).split("=", 1)[-1]],
-                                                   ["fare", ">", 500]],
-            }
-            out = []
-            for qname, make in queries.items():
-                for clients in CONCURRENCY:
-                    t0 = time.perf_counter()
-                    samples = _latencies(uri, make, clients, max(2, requests // clients))
-                    wall = time.perf_counter() - t0
-                    name = f"latency/{qname} ({spec.rows:,} rows, {clients} client{'s' if clients > 1 else ''})"
-                    params = {"rows": spec.rows, "partitions": spec.partitions, "clients": clients}
-                    for p in (50, 99):
-                        out.append(row(name, "hudi-flight", f"p{p} latency", 1000 * percentile(samples, p), "ms",
-                                       repeats=len(samples), params=params))
-                    out.append(row(name, "hudi-flight", "throughput", len(samples) / wall, "queries/s", params=params))
-            return out
+            for p in PROCESSES:
+                servers[p] = ServeProcess("--port", "0", "--warehouse", str(warehouse), "--state-dir",
+                                          f"{tmp}/state{p}", "--processes", str(p), "--config", str(config),
+                                          log=Path(tmp) / f"serve{p}.log")
+                _check_answers(servers[p].uri, spec)
+            for kind in ("key =", "partition + column"):
+                for clients in CLIENTS:
+                    name = f"latency/{kind} ({spec.rows:,} rows, {clients} client process{'es' if clients > 1 else ''})"
+                    params = {"rows": spec.rows, "partitions": spec.partitions, "clients": clients,
+                              "cpus": os.cpu_count(), "load_average": round(os.getloadavg()[0], 2)}
+                    per_client = max(MIN_PER_CLIENT, requests // clients)
+                    for p, server in servers.items():  # side by side, same table, same clients
+                        competitor = "hudi-flight" if p == 1 else f"hudi-flight --processes {p}"
+                        samples, wall = _run_clients(server.uri, kind, clients, per_client, spec.rows, partitions)
+                        for q in (50, 99):
+                            out.append(row(name, competitor, f"p{q} latency", 1000 * percentile(samples, q), "ms",
+                                           repeats=len(samples), params=params))
+                        out.append(row(name, competitor, "throughput", len(samples) / wall, "queries/s",
+                                       params=params))
         finally:
-            server.shutdown()
-            thread.join(10)
+            for server in servers.values():
+                server.stop()
+    return out
 
 
 if __name__ == "__main__":
     for r in run(sys.argv[1] if len(sys.argv) > 1 else "quick"):
-        print(f"{r['name']:60} {r['metric']:14} {r['value']:10.2f} {r['unit']}")
+        print(f"{r['name']:66} {r['competitor']:26} {r['metric']:12} {r['value']:10.2f} {r['unit']}")

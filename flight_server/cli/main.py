@@ -92,6 +92,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         secret_file=args.secret_file,
         processes=args.processes,
         insecure=True if args.insecure else None,
+        role=args.role,
+        coordinator=args.coordinator,
+        advertise=args.advertise,
     )
 
     def ready(server: Any) -> None:
@@ -234,9 +237,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="TOML or JSON config file")
     p.add_argument("--state-dir", help="where the embedded catalog and the ticket secret live")
     p.add_argument("--secret-file", help="ticket signing secret (hex); generated when missing")
-    p.add_argument("--processes", type=int, help="data-serving processes (ports P, P+1, ...)")
+    p.add_argument("--processes", type=int, help="serving processes sharing the port (default 1)")
     p.add_argument("--insecure", action="store_true",
                    help="serve a non-loopback address with no users or tokens (anonymous read-only)")
+    p.add_argument("--role", choices=("coordinator", "worker"),
+                   help="cluster role: a coordinator plans onto its workers; a worker streams endpoints")
+    p.add_argument("--coordinator", metavar="URI", help="a worker's coordinator, e.g. grpc://coord:8815")
+    p.add_argument("--advertise", metavar="URI", help="the URI clients reach this server at (workers)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("register", help="register a table with a running server")

@@ -138,7 +138,7 @@ class HudiFlightClient:
         headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
         self.options = flight.FlightCallOptions(timeout=timeout, headers=headers)
         self._client_kwargs = client_kwargs
-        self._clients: dict[str, flight.FlightClient] = {}
+        self._clients: dict[tuple[str, int], flight.FlightClient] = {}
         self._lock = threading.Lock()
         with translated_errors(self.uri, "connect"):
             self.flight = self._client(self.uri)
@@ -149,13 +149,16 @@ class HudiFlightClient:
                 header = self.flight.authenticate_basic_token(user, password or "", self.options)
             self.options = flight.FlightCallOptions(timeout=timeout, headers=[header])
 
-    def _client(self, uri: str) -> flight.FlightClient:
+    def _client(self, uri: str, lane: int = 0) -> flight.FlightClient:
+        """The connection to ``uri``; parallel fetches use ``lane`` connections of their own, so
+        that a server running several processes behind one port (``serve --processes N``, which
+        balances by connection) streams them in parallel."""
         if uri.startswith(_REUSE_CONNECTION):
             uri = self.uri
         with self._lock:
-            client = self._clients.get(uri)
+            client = self._clients.get((uri, lane))
             if client is None:
-                client = self._clients[uri] = flight.FlightClient(uri, **self._client_kwargs)
+                client = self._clients[(uri, lane)] = flight.FlightClient(uri, **self._client_kwargs)
             return client
 
     def close(self) -> None:
@@ -236,21 +239,24 @@ class HudiFlightClient:
 
     # -- reading -------------------------------------------------------------------------
     def _targets(self, endpoint: PlannedEndpoint) -> list[str]:
-        """Where to read an endpoint: its first two locations, else this server twice."""
-        uris = [u for u in endpoint.locations if not u.startswith(_REUSE_CONNECTION)][:2]
-        if not uris:
-            return [self.uri, self.uri]
-        return uris if len(uris) == 2 else uris + [self.uri]
+        """Where to read an endpoint, in order: its locations, then this server (the one that
+        planned it; with no locations, twice: one retry)."""
+        uris = [self.uri if u.startswith(_REUSE_CONNECTION) else u for u in endpoint.locations]
+        uris = list(dict.fromkeys([*uris, self.uri]))
+        return uris if len(uris) > 1 else uris * 2
 
-    def fetch(self, endpoint: PlannedEndpoint) -> Generator[pa.RecordBatch, None, None]:
-        """Stream one endpoint's record batches, retrying once elsewhere on a transport failure."""
+    def fetch(self, endpoint: PlannedEndpoint, lane: int = 0) -> Generator[pa.RecordBatch, None, None]:
+        """Stream one endpoint's record batches. A stream that breaks for a transport reason
+        (server gone, connection reset) resumes at the next location, skipping the rows already
+        delivered (a split streams its rows in one order), so no row is lost or repeated; any
+        other error is raised at once."""
         delivered = 0
         targets = self._targets(endpoint)
         ticket = flight.Ticket(endpoint.ticket)
         for attempt, target in enumerate(targets):
             try:
                 with translated_errors(target, "reading an endpoint"):
-                    reader = self._client(target).do_get(ticket, self.options)
+                    reader = self._client(target, lane).do_get(ticket, self.options)
                     skip = delivered
                     for chunk in reader:
                         _warn_corrupt_blocks(chunk.app_metadata)
@@ -298,8 +304,8 @@ class HudiFlightClient:
                     continue
             return False
 
-        def run(endpoint: PlannedEndpoint) -> None:
-            stream = self.fetch(endpoint)
+        def run(endpoint: PlannedEndpoint, lane: int) -> None:
+            stream = self.fetch(endpoint, lane)
             try:
                 for batch in stream:
                     if not emit(batch):
@@ -310,7 +316,8 @@ class HudiFlightClient:
                 stream.close()
 
         pool = ThreadPoolExecutor(min(self.max_workers, len(endpoints)), thread_name_prefix="hudi-flight-fetch")
-        futures = [pool.submit(run, ep) for ep in endpoints]
+        lanes = min(self.max_workers, len(endpoints))
+        futures = [pool.submit(run, ep, i % lanes) for i, ep in enumerate(endpoints)]
 
         def finish() -> None:
             wait(futures)  # run() reports its own errors; cancelled ones need no report

@@ -23,7 +23,7 @@ from typing import Callable, Iterable, TypeVar
 import pyarrow.flight as flight
 
 from flight_server.server.registry import parse_identifier
-from flight_server.server.users import ANONYMOUS, EVERY_NAMESPACE, Grant, UserStore
+from flight_server.server.users import ANONYMOUS, CLUSTER_MEMBER, EVERY_NAMESPACE, Grant, UserStore
 
 T = TypeVar("T")
 
@@ -124,6 +124,8 @@ class Access:
         """The caller's rights; ``None`` when it is not (or no longer) a known caller."""
         if user == ANONYMOUS:
             return ANONYMOUS_RIGHTS if self.anonymous_allowed() else None
+        if user == CLUSTER_MEMBER:  # a worker: authenticated by the shared secret, no grants
+            return Rights(user, False, frozenset())
         return self._cached("user:" + user, lambda: self._load(user))
 
     def _load(self, user: str) -> Rights | None:

@@ -9,6 +9,7 @@ returns a JSON-serialisable result.
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Any, Callable, Protocol
 
@@ -16,6 +17,7 @@ import pyarrow.flight as flight
 
 from catalog.state import TableState
 from catalog.storage import open_table_storage
+from flight_server.server.cluster import Membership
 from flight_server.server.config import ServerConfig
 from flight_server.server.limits import Limits
 from flight_server.server.policy import StoragePolicy
@@ -32,6 +34,7 @@ class ActionContext(Protocol):
     policy: StoragePolicy
     limits: Limits
     started: float
+    cluster: Membership | None
 
     def scan_warehouses(self) -> int: ...
 
@@ -109,12 +112,24 @@ def table_info(server: ActionContext, body: dict, context: flight.ServerCallCont
 
 def health(server: ActionContext, body: dict, context: flight.ServerCallContext) -> dict:
     server.authorize(context, "read")
-    return {
+    doc = {
         "status": "ok",
         "tables": len(server.registry.list_tables()),
         "uptime_seconds": round(time.time() - server.started, 3),
         "location": server.config.location,
+        "pid": os.getpid(),  # which serving process answered (serve --processes N)
+        "role": server.config.role or "server",
     }
+    if server.cluster is not None:
+        doc["workers"] = server.cluster.live()
+    return doc
+
+
+def cluster_heartbeat(server: ActionContext, body: dict, context: flight.ServerCallContext) -> dict:
+    """A worker's signed heartbeat (flight_server.server.worker); only a coordinator takes them."""
+    if server.cluster is None:
+        raise NotImplementedError("this server is not a cluster coordinator (--role coordinator)")
+    return server.cluster.accept(body["token"])
 
 
 #: action type -> handler (the bodies' schemas and descriptions are in ``wire.ACTIONS``)
@@ -126,6 +141,7 @@ HANDLERS: dict[str, Handler] = {
     "refresh-table": refresh_table,
     "table-info": table_info,
     "health": health,
+    "cluster-heartbeat": cluster_heartbeat,
 }
 
 __all__ = ["HANDLERS"]

@@ -60,7 +60,14 @@ class ServerConfig:
     refresh_interval_seconds: float = 60.0  # warehouse re-scan timer; 0 disables it
     table_cache_seconds: float = 10.0  # how long an opened table's timeline is reused
     locations: list[str] = field(default_factory=list)  # data servers named in endpoints
-    processes: int = 1
+    processes: int = 1  # serving processes sharing the port (flight_server.server.supervisor)
+    # scale-out (interfaces.md section 9; flight_server.server.cluster / worker)
+    role: str | None = None  # "coordinator" or "worker"; None: a server on its own
+    coordinator: str | None = None  # a worker's coordinator, grpc[+tls]://host:port
+    advertise: str | None = None  # the URI others reach this server at (default: host and port)
+    heartbeat_interval_seconds: float = 2.0  # how often a worker tells its coordinator it is alive
+    heartbeat_timeout_seconds: float = 6.0  # a worker silent this long leaves the coordinator's plans
+    coordinator_tls_root_certs: str | None = None  # PEM file: CA a worker trusts for a grpc+tls coordinator
     # storage confinement of register-table (interfaces.md section 6)
     allowed_roots: list[str] = field(default_factory=list)  # besides every warehouse
     allowed_protocols: list[str] = field(default_factory=lambda: list(DEFAULT_PROTOCOLS))

@@ -1,47 +1,108 @@
-"""Running a server until interrupted, optionally as several processes (``serve --processes N``)."""
+"""Running a server until interrupted: one process, N processes on one port (``--processes N``),
+as a cluster coordinator or as a worker registering with one (``--role``)."""
 
 from __future__ import annotations
 
-import multiprocessing
-from typing import Callable
+import dataclasses
+from pathlib import Path
+from typing import Any, Callable, Protocol
 
+from flight_server.server.cluster import ROLES, check_uri
 from flight_server.server.config import ServerConfig
-from flight_server.server.service import HudiFlightServer
+from flight_server.server.registry import Registry
+from flight_server.server.tickets import TicketSigner, configured_signer
+from flight_server.server.worker import Registration, advertised_uri
 
 
-def _serve_data(config: ServerConfig) -> None:
-    """Body of an extra data-serving process."""
-    HudiFlightServer(config).serve()
+class Serving(Protocol):
+    """What a start-up callback can see of a running server (one process or a supervisor)."""
+
+    port: int
+    registry: Registry | None
 
 
-def serve(config: ServerConfig, ready: Callable[[HudiFlightServer], None] | None = None) -> None:
-    """Run a server until interrupted.
+PLACEHOLDER = "REPLACE"
 
-    With ``processes > 1`` the extra processes listen on the following ports and share the
-    catalog and the ticket secret; the endpoints the main server plans name all of them (least
-    loaded first, by split weight), so clients spread ``do_get`` over the processes.
+
+def check_placeholders(config: ServerConfig) -> None:
+    """Refuse to start with a deploy example's placeholder (a value starting with ``REPLACE``)
+    still in place: a token or URL nobody chose must fail loudly, not serve."""
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if isinstance(value, dict):  # e.g. tokens: a placeholder may be the token or the user
+            value = [*value.keys(), *value.values()]
+        values = value if isinstance(value, list) else [value]
+        if any(isinstance(v, str) and v.startswith(PLACEHOLDER) for v in values):
+            raise ValueError(f"configuration key {f.name} still holds a {PLACEHOLDER}... placeholder; set it")
+
+
+def check_topology(config: ServerConfig) -> None:
+    """Refuse an inconsistent role, coordinator or processes setting (a clear message, at start)."""
+    if config.role is not None and config.role not in ROLES:
+        raise ValueError(f"role must be one of {', '.join(ROLES)}, got {config.role!r}")
+    if config.role == "worker":
+        if not config.coordinator:
+            raise ValueError("--role worker needs --coordinator URI")
+        check_uri(config.coordinator, "coordinator")
+    elif config.coordinator:
+        raise ValueError("--coordinator is only for --role worker")
+    if config.advertise:
+        check_uri(config.advertise, "advertise")
+    if config.processes < 1:
+        raise ValueError("processes must be at least 1")
+    if config.heartbeat_interval_seconds <= 0 or config.heartbeat_timeout_seconds <= config.heartbeat_interval_seconds:
+        raise ValueError("heartbeat_timeout_seconds must exceed heartbeat_interval_seconds (> 0)")
+
+
+def _register(config: ServerConfig, port: int, signer: TicketSigner) -> Registration:
+    """Start a worker's heartbeats to its coordinator, advertising ``port``."""
+    tls: dict[str, Any] = {}
+    if config.coordinator_tls_root_certs:
+        tls["tls_root_certs"] = Path(config.coordinator_tls_root_certs).read_bytes()
+    return Registration(config, advertised_uri(config, port), signer, **tls).start()
+
+
+def serve(config: ServerConfig, ready: Callable[[Serving], None] | None = None) -> None:
+    """Run a server until interrupted (KeyboardInterrupt; the CLI turns SIGTERM into one).
+
+    Workers do not scan warehouses (the coordinator keeps the shared catalog); they register
+    with the coordinator once listening and tell it when they leave.
     """
-    extra: list[ServerConfig] = []
+    check_placeholders(config)
+    check_topology(config)
+    discover = config.role != "worker"
+    registration: Registration | None = None
     if config.processes > 1:
-        if config.port == 0:
-            raise ValueError("--processes needs an explicit --port (the others use the following ports)")
-        extra = [
-            config.updated({"port": config.port + i, "warehouses": [], "locations": [], "processes": 1})
-            for i in range(1, config.processes)
-        ]
-        config = config.updated({"locations": config.locations or [config.location] + [c.location for c in extra]})
-    server = HudiFlightServer(config)  # creates the catalog and the secret before the others start
-    ctx = multiprocessing.get_context("spawn")
-    workers = [ctx.Process(target=_serve_data, args=(c,), daemon=True) for c in extra]
-    for proc in workers:
-        proc.start()
-    if ready is not None:
-        ready(server)
+        from flight_server.server.supervisor import Supervisor
+
+        supervisor = Supervisor(config, discover=discover)
+        try:
+            supervisor.start()
+            if config.role == "worker":
+                signer = configured_signer(config.secret, config.resolved_secret_file, config.ticket_ttl_seconds)
+                registration = _register(config, supervisor.port, signer)
+            if ready is not None:
+                ready(supervisor)
+            supervisor.run()
+        finally:
+            if registration is not None:
+                registration.stop()
+            supervisor.close()
+        return
+
+    from flight_server.server.service import HudiFlightServer
+
+    server = HudiFlightServer(config, discover=discover)
     try:
+        if config.role == "worker":
+            registration = _register(config, server.port, server.signer)
+        if ready is not None:
+            ready(server)
         server.serve()
     finally:
-        for proc in workers:
-            proc.terminate()
+        if registration is not None:
+            registration.stop()
+        server.shutdown()
 
 
-__all__ = ["serve"]
+__all__ = ["Serving", "check_placeholders", "check_topology", "serve"]

@@ -29,6 +29,7 @@ from catalog.table.files import Split
 from flight_server.server.actions import HANDLERS
 from flight_server.server.auth import MIDDLEWARE_KEY as AUTH_KEY
 from flight_server.server.auth import HandshakeEnabled, authentication, caller_name
+from flight_server.server.cluster import HEARTBEAT_PURPOSE, Membership
 from flight_server.server.config import ServerConfig
 from flight_server.server.errors import flight_errors, schema_errors, stream_errors
 from flight_server.server.flightsql.dispatch import ACTIONS as SQL_ACTIONS
@@ -37,7 +38,7 @@ from flight_server.server.limits import MIDDLEWARE_KEY, CallerMiddlewareFactory,
 from flight_server.server.registry import Registry, TableEntry, parse_identifier
 from flight_server.server.state_files import private_dir, private_sqlite
 from flight_server.server.tables import TableCache
-from flight_server.server.tickets import TicketSigner, load_or_create_secret
+from flight_server.server.tickets import TicketSigner, configured_signer
 from flight_server.server.users import ANONYMOUS, UserStore
 from flight_server.server.wire import (
     ACTIONS,
@@ -80,6 +81,9 @@ class HudiFlightServer(flight.FlightServerBase):
         config: server settings (address, splits, tickets, warehouses).
         registry: the catalog; built from ``config.resolved_catalog_url`` when omitted.
         signer: ticket signer; built from the configured or persisted secret when omitted.
+        discover: scan the warehouses now and every ``refresh_interval_seconds`` (``False``:
+            workers, and all but one process of ``serve --processes N``).
+        location: where to listen instead of ``config.location`` (a supervised process).
     """
 
     def __init__(
@@ -87,6 +91,8 @@ class HudiFlightServer(flight.FlightServerBase):
         config: ServerConfig | None = None,
         registry: Registry | None = None,
         signer: TicketSigner | None = None,
+        discover: bool = True,
+        location: str | None = None,
         **kwargs: Any,
     ):
         self.config = config or ServerConfig()
@@ -96,22 +102,20 @@ class HudiFlightServer(flight.FlightServerBase):
             registry = Registry(self.config.resolved_catalog_url)
         self.registry = registry
         if signer is None:
-            secret = (
-                bytes.fromhex(self.config.secret)
-                if self.config.secret
-                else load_or_create_secret(self.config.resolved_secret_file)
+            signer = configured_signer(
+                self.config.secret, self.config.resolved_secret_file, self.config.ticket_ttl_seconds
             )
-            signer = TicketSigner(secret, self.config.ticket_ttl_seconds)
         self.signer = signer
         self.users = UserStore(registry.engine)
         auth = authentication(self.config, self.users, signer)  # refuses an exposed server without credentials
         self.access = auth.access
         kwargs.setdefault("middleware", {}).update({MIDDLEWARE_KEY: CallerMiddlewareFactory(), AUTH_KEY: auth})
         kwargs.setdefault("auth_handler", HandshakeEnabled())
+        listen = location or self.config.location
         try:
-            super().__init__(self.config.location, **kwargs)
+            super().__init__(listen, **kwargs)
         except pa.ArrowException as err:
-            raise OSError(f"cannot listen on {self.config.location} (address in use?)") from err
+            raise OSError(f"cannot listen on {listen} (address in use?)") from err
         self.split_options = self.config.split_options()
         self.limits = self.config.limits()
         self.streams = StreamGate(self.limits.max_streams_per_caller)
@@ -123,7 +127,14 @@ class HudiFlightServer(flight.FlightServerBase):
         self._stop = threading.Event()
         self._location_load = {loc: 0.0 for loc in self.config.locations}
         self._location_lock = threading.Lock()
-        if self.config.warehouses:
+        self.cluster: Membership | None = None  # the live workers, on a coordinator
+        if self.config.role == "coordinator":
+            self.cluster = Membership(
+                signer.derived(HEARTBEAT_PURPOSE),
+                self.config.heartbeat_timeout_seconds,
+                self.config.state_path / "workers",  # shared by the coordinator's processes
+            )
+        if self.config.warehouses and discover:
             self.scan_warehouses()
             if self.config.refresh_interval_seconds > 0:
                 threading.Thread(target=self._rescan_loop, name="hudi-warehouse-scan", daemon=True).start()
@@ -179,8 +190,12 @@ class HudiFlightServer(flight.FlightServerBase):
     def _plan(self, state: TableState, options: ReadOptions) -> ScanPlan:
         return plan(state, options, self.split_options, self.footers)
 
-    def _locations(self, weight: float) -> list[str]:
-        """Least-loaded data location first, the next one as a retry target."""
+    def _locations(self, weight: float, key: str) -> list[str]:
+        """Where an endpoint is read. On a coordinator: the live workers ranked first and second
+        for the file group ``key`` (cluster.rendezvous). Else the configured ``locations``:
+        least-loaded first, the next one as a retry target. Empty: this server."""
+        if self.cluster is not None:
+            return self.cluster.locations(key)
         if not self._location_load:
             return []
         with self._location_lock:
@@ -188,10 +203,12 @@ class HudiFlightServer(flight.FlightServerBase):
             self._location_load[ranked[0]] += weight
         return ranked[:2]
 
-    def _endpoint(self, body: TicketBody, expires_at: float, metadata: bytes, weight: float) -> flight.FlightEndpoint:
+    def _endpoint(
+        self, body: TicketBody, expires_at: float, metadata: bytes, weight: float, key: str
+    ) -> flight.FlightEndpoint:
         ticket = self.signer.sign(body.to_json(), expires_at)
         return flight.FlightEndpoint(
-            ticket, self._locations(weight), expiration_time=_timestamp(expires_at), app_metadata=metadata
+            ticket, self._locations(weight, key), expiration_time=_timestamp(expires_at), app_metadata=metadata
         )
 
     def plan_query(
@@ -214,13 +231,15 @@ class HudiFlightServer(flight.FlightServerBase):
             # A limit is only defined over the union: one endpoint reads the whole query.
             body = TicketBody(entry.identifier, entry.base_uri, instant, wire, user=user)
             meta = query_metadata(splits, scan.options.limit)
-            return scan.schema, [self._endpoint(body, expires_at, meta, 1.0)], min(rows, scan.options.limit), nbytes
+            endpoint = self._endpoint(body, expires_at, meta, 1.0, entry.identifier)
+            return scan.schema, [endpoint], min(rows, scan.options.limit), nbytes
         endpoints = [
             self._endpoint(
                 TicketBody(entry.identifier, entry.base_uri, instant, wire, split_to_json(s), user),
                 expires_at,
                 endpoint_metadata(s),
                 s.weight,
+                f"{entry.identifier}/{s.file_slice.partition}/{s.file_slice.file_id}",
             )
             for s in splits
         ]

@@ -55,6 +55,11 @@ class TicketSigner:
         self.prefix = prefix
         self.kind = kind
 
+    def derived(self, purpose: str) -> "TicketSigner":
+        """A signer under a key derived from this secret for ``purpose`` (e.g. cluster heartbeats):
+        its tokens and this signer's tickets never verify under each other."""
+        return TicketSigner(self.derive("hudi-flight/" + purpose), self.ttl_seconds, kind=purpose)
+
     def _mac(self, body: bytes) -> bytes:
         return hmac.new(self._secret, body, hashlib.sha256).digest()
 
@@ -133,4 +138,11 @@ def load_or_create_secret(path: str | os.PathLike[str]) -> bytes:
     return secret
 
 
-__all__ = ["TicketSigner", "derive_key", "load_or_create_secret"]
+def configured_signer(secret_hex: str | None, secret_file: str | os.PathLike[str], ttl_seconds: float) -> TicketSigner:
+    """The signer of a server: the configured hex secret, else the one persisted in ``secret_file``
+    (created on first start). Every process and machine of a cluster must end up with the same."""
+    secret = bytes.fromhex(secret_hex) if secret_hex else load_or_create_secret(secret_file)
+    return TicketSigner(secret, ttl_seconds)
+
+
+__all__ = ["TicketSigner", "configured_signer", "derive_key", "load_or_create_secret"]

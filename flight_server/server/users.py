@@ -24,6 +24,9 @@ from flight_server.server.registry import parse_identifier
 
 RIGHTS = ("read", "admin")
 ANONYMOUS = "anonymous"  # the name of callers without credentials; no user may take it
+#: the caller name of a cluster worker's own calls (heartbeats): no user can be named so (':' is
+#: not allowed in user names); it holds no right on any table
+CLUSTER_MEMBER = "cluster:member"
 EVERY_NAMESPACE = "*"
 MAX_PASSWORD_BYTES = 1024
 MIN_PASSWORD_CHARS = 8

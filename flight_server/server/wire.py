@@ -41,6 +41,10 @@ ACTIONS: dict[str, tuple[str, str]] = {
         'Describe a table: table_type, table_version, record_key_fields, partition_fields, schema, timeline.',
     ),
     "health": ("action_empty", "Liveness and catalog size. Body: {} or empty."),
+    "cluster-heartbeat": (
+        "action_heartbeat",
+        'A worker is alive (coordinator only). Body: {"token"}, signed with the cluster secret.',
+    ),
 }
 
 

@@ -105,10 +105,27 @@ def test_follows_locations_and_retries_on_another(client, server, tables):
     assert_same_rows(got, expected, exact_types=True)
 
 
-def test_gives_up_after_one_retry(client, server):
+def test_resumes_at_each_next_location_then_gives_up(client, server, tables):
     info = client.plan(identifier(V9))
-    with pytest.raises(ConnectionError, match="unreachable"):
-        list(client.fetch_all(_relocated(info, [_dead_location(), _dead_location()])))
+    expected = HudiTable.open(tables[1][identifier(V9)]).read()
+    live = f"grpc://127.0.0.1:{server.port}"
+    endpoints = _relocated(info, [_dead_location(), _dead_location(), live])
+    assert_same_rows(pa.Table.from_batches(list(client.fetch_all(endpoints)), info.schema), expected)
+    # every location and the planning server itself unreachable: a ConnectionError
+    with HudiFlightClient(_dead_location()) as orphan:
+        with pytest.raises(ConnectionError, match="unreachable"):
+            list(orphan.fetch_all(_relocated(info, [_dead_location(), _dead_location()])))
+
+
+def test_a_refused_ticket_is_not_retried_elsewhere(client, server, tables, tmp_path):
+    """Only transport errors move to the next location: a server that refuses the ticket (here:
+    another secret) ends the read, although the next location would have served it."""
+    info = client.plan(identifier(V9))
+    stranger_cfg = ServerConfig(port=0, state_dir=str(tmp_path / "x"), secret="ef" * 32)
+    with running_server(stranger_cfg, registry=tables[0]) as stranger:
+        endpoints = _relocated(info, [f"grpc://127.0.0.1:{stranger.port}", f"grpc://127.0.0.1:{server.port}"])
+        with pytest.raises(PermissionError, match="signature"):
+            list(client.fetch_all(endpoints))
 
 
 def test_data_served_by_twin_processes_sharing_secret(tables, tmp_path):

@@ -1,0 +1,177 @@
+"""``serve --processes N``: N serving processes behind one port, supervised.
+
+Every process is a whole server (plans, answers catalog calls, streams): they share the catalog
+database, the ticket secret and the state directory (hence the on-disk caches), so a ticket one
+planned is served by any other. The supervisor (this process) owns the public port
+(:class:`~flight_server.server.relay.Relay`), starts process 0 first (it creates the state files
+and scans the warehouses, and keeps the re-scan timer), then the others; a process that dies is
+started again (with a growing delay if it keeps dying at start-up) and connections go to the
+others meanwhile. :meth:`Supervisor.close` (SIGTERM, Ctrl-C) stops them all.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import threading
+import time
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from flight_server.server.config import ServerConfig
+from flight_server.server.registry import Registry
+from flight_server.server.relay import Relay
+
+log = logging.getLogger(__name__)
+START_SECONDS = 120.0  # a serving process must be listening this soon after it was started
+QUICK_DEATH_SECONDS = 5.0  # dying sooner than this after start-up doubles the restart delay
+MAX_RESTART_DELAY = 10.0
+
+
+def _exit_with_parent(conn: Connection) -> None:
+    """Block until the supervisor closes its end of ``conn`` (or dies), then leave at once."""
+    try:
+        conn.recv()
+    except (EOFError, OSError):
+        pass
+    os._exit(0)
+
+
+def _serve_child(config: ServerConfig, discover: bool, conn: Connection) -> None:
+    """Body of one serving process: listen on a private loopback port, report it, serve."""
+    from flight_server.server.service import HudiFlightServer
+
+    scheme = config.location.split("://", 1)[0]
+    server = HudiFlightServer(config, discover=discover, location=f"{scheme}://127.0.0.1:0")
+    conn.send(server.port)
+    threading.Thread(target=_exit_with_parent, args=(conn,), name="hudi-flight-parent", daemon=True).start()
+    server.serve()
+
+
+class _Child:
+    def __init__(self, process: Any, conn: Connection, started: float):
+        self.process = process
+        self.conn = conn
+        self.started = started
+
+
+class Supervisor:
+    """Runs ``config.processes`` serving processes on ``config.host:config.port``.
+
+    Attributes:
+        port: the public port (the bound one when ``config.port`` is 0).
+        registry: the shared catalog (for the start-up message).
+    """
+
+    def __init__(self, config: ServerConfig, discover: bool = True):
+        if config.processes < 2:
+            raise ValueError("a supervisor runs two or more serving processes")
+        self.relay = Relay(config.host, config.port)
+        self.port = self.relay.port
+        # every process reports the public address; only process 0 scans the warehouses
+        self._config = config.updated({"port": self.port, "processes": 1})
+        self._count = config.processes
+        self._discover = discover
+        self._ctx = multiprocessing.get_context("spawn")
+        self._children: dict[int, _Child] = {}
+        self._delay: dict[int, float] = {}
+        self._stop = threading.Event()
+        self.registry: Registry | None = None
+
+    # -- processes -------------------------------------------------------------------------
+    def _config_for(self, slot: int) -> ServerConfig:
+        """Settings of serving process ``slot``: the same for all but for what one process owns
+        on behalf of the machine (process 0 scans the warehouses; ports of per-machine services,
+        such as health or metrics, belong there too)."""
+        return self._config
+
+    def _spawn(self, slot: int) -> _Child:
+        parent, child = self._ctx.Pipe()
+        process = self._ctx.Process(
+            target=_serve_child,
+            args=(self._config_for(slot), self._discover and slot == 0, child),
+            name=f"hudi-flight-{slot}",
+            daemon=True,
+        )
+        process.start()
+        child.close()
+        return _Child(process, parent, time.monotonic())
+
+    def _await_ready(self, slot: int, child: _Child) -> None:
+        """Wait for ``child`` to report its private port, then route connections to it."""
+        deadline = time.monotonic() + START_SECONDS
+        while not child.conn.poll(0):
+            if not child.process.is_alive():
+                code = child.process.exitcode
+                raise RuntimeError(f"serving process {slot} exited during start-up (exit code {code})")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RuntimeError(f"serving process {slot} did not start within {START_SECONDS:.0f} s")
+            wait([child.conn, child.process.sentinel], min(remaining, 1.0))
+        self.relay.set_backend(slot, child.conn.recv())
+
+    def start(self) -> "Supervisor":
+        """Start every serving process (process 0 first) and the relay; returns once all listen."""
+        try:
+            self._children[0] = self._spawn(0)
+            self._await_ready(0, self._children[0])
+            for slot in range(1, self._count):
+                self._children[slot] = self._spawn(slot)
+            for slot in range(1, self._count):
+                self._await_ready(slot, self._children[slot])
+        except BaseException:
+            self.close()
+            raise
+        self.registry = Registry(self._config.resolved_catalog_url)
+        self.relay.start()
+        return self
+
+    def pids(self) -> list[int]:
+        """Process ids of the serving processes, by slot."""
+        return [c.process.pid for _, c in sorted(self._children.items())]
+
+    def _restart(self, slot: int) -> None:
+        old = self._children[slot]
+        self.relay.set_backend(slot, None)
+        old.conn.close()
+        quick = time.monotonic() - old.started < QUICK_DEATH_SECONDS
+        delay = min(MAX_RESTART_DELAY, max(0.5, 2 * self._delay.get(slot, 0.25))) if quick else 0.0
+        self._delay[slot] = delay
+        log.warning("serving process %d (pid %s) exited with %s; restarting in %.1f s",
+                    slot, old.process.pid, old.process.exitcode, delay)
+        if self._stop.wait(delay):
+            return
+        child = self._children[slot] = self._spawn(slot)
+        try:
+            self._await_ready(slot, child)
+        except RuntimeError as err:  # dies again: the next turn of run() sees its sentinel
+            log.error("%s", err)
+
+    def run(self) -> None:
+        """Supervise until :meth:`close` (or an exception such as KeyboardInterrupt)."""
+        while not self._stop.is_set():
+            sentinels = {c.process.sentinel: slot for slot, c in self._children.items()}
+            for sentinel in wait(list(sentinels), timeout=1.0):
+                if not self._stop.is_set():
+                    self._restart(sentinels[sentinel])  # type: ignore[index]
+
+    def close(self) -> None:
+        """Stop accepting, stop every serving process (SIGTERM, then SIGKILL after 5 s)."""
+        self._stop.set()
+        self.relay.close()
+        for child in self._children.values():
+            if child.process.is_alive():
+                child.process.terminate()
+        deadline = time.monotonic() + 5
+        for child in self._children.values():
+            child.process.join(max(0.0, deadline - time.monotonic()))
+            if child.process.is_alive():
+                child.process.kill()
+                child.process.join(5)
+            child.conn.close()
+        if self.registry is not None:
+            self.registry.close()
+
+
+__all__ = ["Supervisor"]

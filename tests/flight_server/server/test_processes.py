@@ -1,0 +1,137 @@
+"""``hudi-flight serve --processes N``: N serving processes on one port, in real processes on
+loopback. Both plan and stream; a process that dies is restarted; SIGTERM stops them all."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow as pa
+import pyarrow.flight as flight
+import pytest
+
+from catalog import HudiTable
+from flight_server.client.session import HudiFlightClient
+from flight_server.server.registry import Registry
+from hudi_generator.generator import GeneratorSpec
+from tests.support.compare import assert_same_rows
+from tests.support.processes import ServeProcess, poll
+from tests.support.servers import free_port
+
+SPEC = GeneratorSpec(rows=3_000, partitions=3, files_per_partition=2, commits=2)
+CLIENTS = 12
+
+
+class _Pid(flight.FlightServerBase):
+    pass
+
+
+def test_flight_servers_cannot_share_a_port_hence_the_relay():
+    """Arrow Flight turns SO_REUSEPORT off: a second server on a bound port fails to start
+    (flight_server/server/relay.py explains the way around it)."""
+    port = free_port()
+    first = _Pid(f"grpc+tcp://127.0.0.1:{port}")
+    try:
+        with pytest.raises(pa.ArrowException):
+            _Pid(f"grpc+tcp://127.0.0.1:{port}")
+    finally:
+        first.shutdown()
+
+
+@pytest.fixture(scope="module")
+def table_paths(generated_table, fixture_table) -> dict[str, str]:
+    return {"t.gen": generated_table(SPEC), "t.mor": fixture_table("sample_table/mor/avro/v9_txns_simple_meta")}
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, table_paths):
+    root = tmp_path_factory.mktemp("processes")
+    catalog = f"sqlite:///{root / 'catalog.db'}"
+    registry = Registry(catalog)
+    for name, path in table_paths.items():
+        registry.register_table(name, path)
+    registry.close()
+    server = ServeProcess("--port", "0", "--processes", "2", "--catalog-url", catalog, "--state-dir",
+                          str(root / "state"), log=root / "serve.log")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _pids(uri: str, connections: int) -> set[int]:
+    """The serving processes that answer ``health`` over ``connections`` connections open at
+    once (the relay gives each new connection to the process with the fewest open ones)."""
+    clients = [HudiFlightClient(uri, timeout=30) for _ in range(connections)]
+    pids = set()
+    try:
+        for client in clients:
+            try:
+                pids.add(client.health()["pid"])
+            except ConnectionError:  # relayed to a process in the instant it died: ask again later
+                pass
+    finally:
+        for client in clients:
+            client.close()
+    return pids
+
+
+def _two(uri: str, without: int | None = None) -> set[int] | None:
+    """The two serving processes' pids once both answer (and ``without`` is not among them)."""
+    pids = _pids(uri, 6)
+    return pids if len(pids) == 2 and without not in pids else None
+
+
+def test_many_clients_are_planned_and_served_by_both_processes(served, table_paths):
+    expected = {name: HudiTable.open(path).read() for name, path in table_paths.items()}
+    pids: set[int] = set()
+    lock = threading.Lock()
+
+    def client_session(i: int) -> None:
+        name = sorted(expected)[i % len(expected)]
+        with HudiFlightClient(served.uri, timeout=60) as client:
+            pid = client.health()["pid"]
+            plan = client.plan(name)
+            assert all(ep.locations == () for ep in plan.endpoints)  # "this server": the one port
+            got = pa.Table.from_batches([b for ep in plan.endpoints for b in client.fetch(ep)], schema=plan.schema)
+            assert_same_rows(got, expected[name])
+        with lock:
+            pids.add(pid)
+
+    with ThreadPoolExecutor(6) as pool:
+        list(pool.map(client_session, range(CLIENTS)))
+    assert len(pids) == 2 and served.pid not in pids
+
+
+def test_a_process_that_dies_is_restarted(served, table_paths):
+    before = poll(lambda: _two(served.uri), 30, "two serving processes")
+    victim = min(before)
+    os.kill(victim, signal.SIGKILL)
+    after = poll(lambda: _two(served.uri, without=victim), 60, "a restarted serving process")
+    assert len(after & before) == 1
+    with HudiFlightClient(served.uri, timeout=60) as client:
+        assert_same_rows(client.read("t.gen"), HudiTable.open(table_paths["t.gen"]).read())
+
+
+def test_sigterm_stops_every_process(served):
+    """Last in this module: it stops the module's server."""
+    children = poll(lambda: _two(served.uri), 30, "two serving processes")
+    assert served.stop() == 0
+
+    def gone(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        try:
+            with open(f"/proc/{pid}/stat") as fh:  # a zombie waiting for init counts as gone
+                return fh.read().split(") ", 1)[1].startswith("Z")
+        except FileNotFoundError:  # reaped meanwhile
+            return True
+
+    poll(lambda: all(gone(p) for p in children), 20, "the serving processes to exit")
+    with pytest.raises(ConnectionError):
+        with HudiFlightClient(served.uri, timeout=5) as client:
+            client.health()
