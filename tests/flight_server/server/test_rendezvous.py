@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
+import pyarrow.flight as flight
 import pytest
 
 from catalog.errors import InvalidQueryError, InvalidTicketError
+from flight_server.server.auth import TokenIssuer
 from flight_server.server.cluster import HEARTBEAT_PURPOSE, Membership, heartbeat_token, rendezvous
-from flight_server.server.tickets import TicketSigner
+from flight_server.server.config import ServerConfig
+from flight_server.server.tickets import TicketSigner, configured_signer
+from flight_server.server.users import CLUSTER_MEMBER
+from flight_server.server.worker import Registration
+from tests.support.auth import add_admin
+from tests.support.servers import running_server
 
 KEYS = [f"ns.t/part={i % 7}/file-{i:05d}" for i in range(4000)]
 WORKERS = [f"grpc+tcp://worker-{i}:8815" for i in range(4)]
@@ -86,3 +94,22 @@ def test_inconsistent_topologies_are_refused_at_start(settings, message):
 
     with pytest.raises(ValueError, match=message):
         check_topology(ServerConfig().updated(settings))
+
+
+def test_worker_heartbeats_pass_a_coordinator_that_has_users(tmp_path):
+    """A coordinator with users refuses anonymous calls; a worker's heartbeat authenticates with a
+    token of the shared secret (the cluster member, which holds no right on any table)."""
+    config = ServerConfig(port=0, role="coordinator", state_dir=str(tmp_path / "coord"), secret="ab" * 32)
+    with running_server(config) as coordinator:
+        add_admin(coordinator)
+        anonymous = flight.connect(f"grpc://127.0.0.1:{coordinator.port}")
+        with pytest.raises(flight.FlightUnauthenticatedError):
+            list(anonymous.do_action(flight.Action("list-namespaces", b"{}")))
+        worker_config = ServerConfig(coordinator=f"grpc://127.0.0.1:{coordinator.port}", secret="ab" * 32)
+        registration = Registration(worker_config, "grpc+tcp://worker-a:8815", configured_signer("ab" * 32, "", 60))
+        assert registration.beat()
+        assert coordinator.cluster is not None and coordinator.cluster.live() == ["grpc+tcp://worker-a:8815"]
+        member = TokenIssuer(coordinator.signer, 60).issue(CLUSTER_MEMBER)
+        as_member = flight.FlightCallOptions(headers=[(b"authorization", f"Bearer {member}".encode())])
+        assert json.loads(next(iter(anonymous.do_action(flight.Action("list-namespaces", b"{}"), as_member))).body.to_pybytes()) == []
+        anonymous.close()
