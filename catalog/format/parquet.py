@@ -1,8 +1,13 @@
 """Parquet base files -> record batches in the table schema.
 
-pyarrow's native Parquet reader does the work through ``Storage.arrow_filesystem()`` (so every
-byte still goes through fsspec); a filter expression lets it skip row groups by statistics and
-drop non-matching rows. Batches are then cast to the table schema by column name: columns the
+Local files are scanned by pyarrow's dataset reader over Arrow's native filesystem
+(``Storage.arrow_filesystem()``); a filter expression lets it skip row groups by statistics and
+drop non-matching rows. Every other protocol is read through an fsspec file object with
+``pyarrow.parquet.ParquetFile`` on the calling thread (no pre-buffering, no decoding threads), so
+no Arrow thread ever calls back into Python: an Arrow thread that takes the GIL, or drops the
+last reference to a Python object, while the interpreter finalizes makes the process abort
+("terminate called without an active exception"). There the filter is applied to the decoded
+batches (no row-group skipping by statistics). Batches are then cast to the table schema by column name: columns the
 file lacks become nulls (or a constant, for dropped partition columns), nested structs are
 matched field by field (format doc 9.2/9.3).
 """
@@ -15,6 +20,7 @@ from typing import Iterator, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from catalog.errors import CorruptTableError, UnsupportedTableError
 from catalog.storage import Storage
@@ -87,7 +93,7 @@ def _pushable(
 
 def read_parquet(
     storage: Storage,
-    arrow_fs: pa.fs.FileSystem,
+    arrow_fs: pa.fs.FileSystem | None,
     path: str,
     schema: pa.Schema,
     *,
@@ -104,31 +110,44 @@ def read_parquet(
     ``schema`` holds the columns to return plus those the filter needs; ``filter`` is applied
     exactly (pushed into the reader when the file's types allow, else after the cast).
     ``source_names`` (schema on read) maps the names of ``schema`` to the file's column names;
-    columns it leaves out are absent from the file.
+    columns it leaves out are absent from the file. ``arrow_fs`` ``None``: read through fsspec on
+    the calling thread (see the module docstring).
     """
     check_base_format(path)
     storage.stats.add("open")
     full = storage.full_path(path)
+    groups = list(row_groups) if row_groups else None
+    fh = None
     try:
-        fragment = _PARQUET.make_fragment(
-            full, filesystem=arrow_fs, file_size=size or None, row_groups=list(row_groups) if row_groups else None
-        )
-        physical = fragment.physical_schema
+        if arrow_fs is not None:
+            fragment = _PARQUET.make_fragment(full, filesystem=arrow_fs, file_size=size or None, row_groups=groups)
+            physical = fragment.physical_schema
+        else:
+            fh = storage.fs.open(full, "rb")
+            parquet_file = pq.ParquetFile(fh, pre_buffer=False)
+            physical = parquet_file.schema_arrow
     except FileNotFoundError as err:  # e.g. cleaned after the plan was made
         raise FileNotFoundError(f"base file missing: {storage.uri}/{path}") from err
     except (pa.ArrowInvalid, OSError) as err:
+        if fh is not None:
+            fh.close()
         raise CorruptTableError(f"cannot read Parquet base file {storage.uri}/{path}: {err}") from err
     columns = [name for name in schema.names if physical.get_field_index(name) >= 0]
     to_query: dict[str, str] | None = None
     if source_names is not None:
         to_query = {source_names[n]: n for n in schema.names if n in source_names}
         columns = [c for c in to_query if physical.get_field_index(c) >= 0]
-    pushed = to_query is None and _pushable(filter, filter_columns, physical, schema)
+    pushed = arrow_fs is not None and to_query is None and _pushable(filter, filter_columns, physical, schema)
     try:
         # use_threads=False: splits are already read in parallel (catalog.read.split_reader).
-        batches = fragment.to_batches(
-            columns=columns, filter=filter if pushed else None, batch_size=batch_size, use_threads=False
-        )
+        if arrow_fs is not None:
+            batches = fragment.to_batches(
+                columns=columns, filter=filter if pushed else None, batch_size=batch_size, use_threads=False
+            )
+        else:
+            batches = parquet_file.iter_batches(
+                batch_size=batch_size, row_groups=groups, columns=columns, use_threads=False
+            )
         for batch in batches:
             if batch.num_rows == 0:
                 continue
@@ -145,6 +164,9 @@ def read_parquet(
         raise  # storage trouble, not a damaged file
     except (pa.ArrowInvalid, OSError) as err:  # Arrow reports undecodable pages as OSError
         raise CorruptTableError(f"cannot decode Parquet base file {storage.uri}/{path}: {err}") from err
+    finally:
+        if fh is not None:
+            fh.close()
 
 
 __all__ = ["BATCH_SIZE", "cast_array", "check_base_format", "conform_batch", "read_parquet"]

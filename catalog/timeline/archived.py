@@ -102,8 +102,10 @@ def _load_lsm(storage: Storage, folder: str) -> ArchivedTimeline:
         if not _LSM_FILE.match(name):
             raise CorruptTableError(f"{where}: unexpected LSM timeline file name {name!r}")
         path = f"{folder}/{name}"
-        with storage.open(path) as fh:
-            table = pq.read_table(fh, columns=["instantTime", "completionTime", "action", "metadata"])
+        with storage.open(path) as fh:  # on this thread: no Arrow thread calls back into Python
+            table = pq.ParquetFile(fh).read(
+                columns=["instantTime", "completionTime", "action", "metadata"], use_threads=False
+            )
         for row in table.to_pylist():
             requested, action = row["instantTime"], row["action"]
             completion = row["completionTime"] or requested
