@@ -77,6 +77,7 @@ class GeneratorSpec:
     evolve_schema: bool = False  # schema on read: rename (commit 2), add + promote (3), drop (4)
     archive_commits: int = 0  # the first N commits move to the LSM history (.hoodie/timeline/history)
     table_version: int = 8  # 8 (layout 2) or 6 (layout 1: JSON commits, logs named by base instant)
+    mdt_log_compaction: bool = False  # after the last commit, log-compact the MDT files partition's blocks
 
     def validate(self) -> None:
         problems = []
@@ -106,6 +107,8 @@ class GeneratorSpec:
             problems.append("evolve_schema does not write column_stats")
         if self.workers < 1:
             problems.append("workers must be >= 1")
+        if self.mdt_log_compaction and not self.metadata_table:
+            problems.append("mdt_log_compaction needs the metadata table")
         if self.table_version not in TABLE_VERSIONS:
             problems.append(f"table_version must be one of {TABLE_VERSIONS}")
         elif self.table_version == 6 and (self.column_stats or self.record_index or self.archive_commits
@@ -571,6 +574,9 @@ def generate(uri: str, spec: GeneratorSpec | None = None, storage_options: dict 
             mdt.append(requested, _mdt_time(requested, 1000), mdt_records(k), seq=k,
                        deletes={"record_index": rli_deletes.pop(k, [])})
         writer.write_instant(k, per_commit.pop(k, {}))
+    if mdt is not None and spec.mdt_log_compaction:
+        last = writer.instants[-1][0]
+        mdt.log_compact(last + "005", _mdt_time(last, 3000))
     writer.write_history()
     target.write(".hoodie/hoodie.properties", render_properties(writer.properties(), "Updated"))
     return result
@@ -602,6 +608,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="move the first N commits to the LSM history (archived timeline)")
     p.add_argument("--table-version", type=int, choices=TABLE_VERSIONS, default=d.table_version,
                    help="8 (timeline layout 2) or 6 (layout 1, as Hudi 0.14/0.15 write it)")
+    p.add_argument("--mdt-log-compaction", action="store_true",
+                   help="after the last commit, log-compact the metadata table's files partition")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--workers", type=int, default=d.workers)
     p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", help="fsspec storage option")
@@ -625,6 +633,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         metadata_table=not args.no_metadata_table, column_stats=args.column_stats, record_index=args.record_index,
         table_name=args.table_name, hive_style=not args.non_hive_style, archive_commits=args.archive_commits,
         evolve_schema=args.evolve_schema, table_version=args.table_version,
+        mdt_log_compaction=args.mdt_log_compaction,
         seed=args.seed, workers=args.workers,
     )
     try:

@@ -226,6 +226,7 @@ class MetadataTableWriter:
             raise ValueError("a version 6 metadata table is written with the files partition only")
         self.init_instant = INIT_INSTANTS[table_version]
         self._log_versions: dict[str, int] = {}
+        self._files_blocks: list[tuple[str, dict[str, bytes]]] = []  # (data instant, records) per append
         self._write = write
         self._compression = compression
         self.partitions = list(partitions)
@@ -300,6 +301,8 @@ class MetadataTableWriter:
                 blocks = []
                 if recs:
                     blocks.append(hfile_data_block(data_instant, _SCHEMA_JSON, records_hfile(recs, self._compression)))
+                    if part == "files":
+                        self._files_blocks.append((data_instant, recs))
                 if gone:
                     blocks.append(delete_block(data_instant, ((key, part) for key in gone)))
                 log_name, log_version = self._log_name(fid, data_instant, f"{shard}-{seq}-{seq}")
@@ -311,3 +314,56 @@ class MetadataTableWriter:
                     baseFile=self._base_name(part, shard) if (part, shard) in self._bases else "",
                     logFiles=[log_name], numInserts=0, totalWriteErrors=0))
         self._instant(data_instant, completed, stats, "UPSERT_PREPPED")
+
+    def log_compact(self, instant: str, completed: str) -> list[str]:
+        """One log compaction of the ``files`` partition (Hudi 0.14+; in the MDT its instant is the
+        latest deltacommit's plus the suffix ``005``): a new log file holding one HFILE_DATA block
+        whose records merge those of every data-commit block so far, its ``COMPACTED_BLOCK_TIMES``
+        header listing their instants. The original blocks stay in their log files; readers
+        replace them by this block. On the timeline it is a ``logcompaction`` (requested,
+        inflight) completing as a ``deltacommit``. Returns the compacted instants."""
+        compacted = [i for i, _ in self._files_blocks]
+        if not compacted:
+            raise ValueError("nothing to log-compact: no data commit wrote to the files partition")
+        merged: dict[str, dict] = {}
+        for _, recs in self._files_blocks:
+            for key, raw in recs.items():
+                merged[key] = _merge_files_record(merged.get(key), _decode(raw))
+        records = {key: _encode(rec) for key, rec in merged.items()}
+        fid = self._file_id("files", 0)
+        log_name, log_version = self._log_name(fid, instant, "0-0-0")
+        block = hfile_data_block(instant, _SCHEMA_JSON, records_hfile(records, self._compression), compacted)
+        size = self._write(f"files/{log_name}", block)
+        stats = {"files": [write_stat(
+            fileId=fid, path=f"files/{log_name}", prevCommit=self.init_instant, partitionPath="files",
+            numWrites=len(records), numUpdateWrites=len(records), numDeletes=0, fileSizeInBytes=size,
+            totalWriteBytes=size, logVersion=log_version, logOffset=0, baseFile=self._base_name("files", 0),
+            logFiles=[log_name], numInserts=0, totalWriteErrors=0)]}
+        metadata = self.layout.commit_metadata(stats, "LOG_COMPACT", _SCHEMA_JSON)
+        for rel, data in self.layout.instant_files(instant, completed, "logcompaction", metadata, "deltacommit"):
+            self._write(rel, data)
+        return compacted
+
+
+def _decode(raw: bytes) -> dict:
+    return fastavro.schemaless_reader(io.BytesIO(raw), _PARSED)
+
+
+def _merge_files_record(older: dict | None, newer: dict) -> dict:
+    """HoodieMetadataPayload's combine for ``files`` records (format digest 6.4): a newer live
+    entry keeps the larger size, a newer tombstone removes a live entry."""
+    if older is None:
+        return newer
+    files = dict(older["filesystemMetadata"] or {})
+    for name, info in (newer["filesystemMetadata"] or {}).items():
+        old = files.get(name)
+        if info["isDeleted"]:
+            if old is not None and not old["isDeleted"]:
+                del files[name]
+            else:
+                files[name] = info
+        elif old is not None and not old["isDeleted"]:
+            files[name] = {"size": max(old["size"], info["size"]), "isDeleted": False}
+        else:
+            files[name] = info
+    return {**newer, "filesystemMetadata": files}

@@ -40,11 +40,16 @@ class TimelineLayout:
         """The active timeline, relative to the table base path."""
         return ".hoodie/timeline/" if self.layout_version == 2 else ".hoodie/"
 
-    def instant_files(self, requested: str, completed: str, action: str, metadata: bytes) -> list[tuple[str, bytes]]:
+    def instant_files(
+        self, requested: str, completed: str, action: str, metadata: bytes, completes_as: str | None = None
+    ) -> list[tuple[str, bytes]]:
         """The requested, inflight and completed files of one instant, oldest state first.
-        A commit's inflight file has no action word (``T.inflight``) in both layouts."""
+        A commit's inflight file has no action word (``T.inflight``) in both layouts;
+        ``completes_as``: the completed action when it differs (a ``logcompaction`` completes
+        as a ``deltacommit``)."""
         inflight = "inflight" if action == "commit" else f"{action}.inflight"
-        done = f"{requested}_{completed}.{action}" if self.layout_version == 2 else f"{requested}.{action}"
+        done_action = completes_as or action
+        done = f"{requested}_{completed}.{done_action}" if self.layout_version == 2 else f"{requested}.{done_action}"
         return [
             (f"{self.folder}{requested}.{action}.requested", b""),
             (f"{self.folder}{requested}.{inflight}", b""),

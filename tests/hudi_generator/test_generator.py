@@ -485,3 +485,21 @@ def test_version_6_layout_matches_hudi_0_14(tmp_path: Path) -> None:
         GeneratorSpec(table_version=6, record_index=True).validate()
     with pytest.raises(ValueError, match="table_version"):
         GeneratorSpec(table_version=7).validate()
+
+
+def test_mdt_log_compaction_layout_and_hudi_reads_it(generated_table) -> None:
+    """The log compaction the generator writes (MDT instant = last deltacommit + ``005``, a
+    logcompaction completing as a deltacommit, one HFILE_DATA block listing the compacted
+    instants): hudi, which plans v8 tables from the MDT, still reads the generator's data."""
+    spec = GeneratorSpec(**SMALL, table_type=MERGE_ON_READ, mdt_log_compaction=True)
+    path = Path(generated_table(spec))
+    _assert_same(_hudi_read(str(path)), spec)
+    last = spec.instants()[-1][0]
+    timeline = {p.name for p in (path / ".hoodie/metadata/.hoodie/timeline").iterdir()}
+    assert {f"{last}005.logcompaction.requested", f"{last}005.logcompaction.inflight"} <= timeline
+    assert any(n.startswith(f"{last}005_") and n.endswith(".deltacommit") for n in timeline)
+    (log,) = (path / ".hoodie/metadata/files").glob(f".files-0000-0_{last}005.log.1_*")
+    header = log.read_bytes()[:400]
+    assert ",".join(r for r, _ in spec.instants()).encode() in header
+    with pytest.raises(ValueError, match="mdt_log_compaction"):
+        GeneratorSpec(metadata_table=False, mdt_log_compaction=True).validate()
