@@ -499,7 +499,7 @@ def test_mdt_log_compaction_layout_and_hudi_reads_it(generated_table) -> None:
     assert {f"{last}005.logcompaction.requested", f"{last}005.logcompaction.inflight"} <= timeline
     assert any(n.startswith(f"{last}005_") and n.endswith(".deltacommit") for n in timeline)
     (log,) = (path / ".hoodie/metadata/files").glob(f".files-0000-0_{last}005.log.1_*")
-    header = log.read_bytes()[:400]
-    assert ",".join(r for r, _ in spec.instants()).encode() in header
+    assert b"\x00\x00\x00\x04" + struct.pack(">i", 53) + ",".join(r for r, _ in spec.instants()).encode() \
+        in log.read_bytes()  # header key 4 (COMPACTED_BLOCK_TIMES), its length, the three instants
     with pytest.raises(ValueError, match="mdt_log_compaction"):
         GeneratorSpec(metadata_table=False, mdt_log_compaction=True).validate()
