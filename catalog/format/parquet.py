@@ -15,7 +15,7 @@ matched field by field (format doc 9.2/9.3).
 from __future__ import annotations
 
 import posixpath
-from typing import Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -104,13 +104,15 @@ def read_parquet(
     constants: Mapping[str, pa.Scalar] | None = None,
     batch_size: int = BATCH_SIZE,
     source_names: Mapping[str, str] | None = None,
+    adapt: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Stream the rows of one Parquet file (relative ``path``) as batches of ``schema``.
 
     ``schema`` holds the columns to return plus those the filter needs; ``filter`` is applied
     exactly (pushed into the reader when the file's types allow, else after the cast).
     ``source_names`` (schema on read) maps the names of ``schema`` to the file's column names;
-    columns it leaves out are absent from the file. ``arrow_fs`` ``None``: read through fsspec on
+    columns it leaves out are absent from the file; ``adapt`` then maps nested fields.
+    ``arrow_fs`` ``None``: read through fsspec on
     the calling thread (see the module docstring).
     """
     check_base_format(path)
@@ -153,6 +155,8 @@ def read_parquet(
                 continue
             if to_query is not None:
                 batch = batch.rename_columns([to_query[c] for c in batch.schema.names])
+            if adapt is not None:
+                batch = adapt(batch)
             out = conform_batch(batch, schema, constants)
             if filter is not None and not pushed:
                 out = pa.Table.from_batches([out]).filter(filter).combine_chunks().to_batches()
