@@ -27,7 +27,8 @@ RENAME_AT, ADD_AT, DROP_AT = 2, 3, 4
 RENAMED, NEW_NAME = "driver", "driver_name"
 ADDED, PROMOTED, DROPPED = "tip", "trip_count", "rider"
 #: the nested struct evolved alongside: its renamed, added and dropped fields
-NESTED, NESTED_RENAMED, NESTED_NEW_NAME, NESTED_ADDED, NESTED_DROPPED = "location", "lat", "latitude", "accuracy", "zone"
+NESTED, NESTED_RENAMED, NESTED_NEW_NAME = "location", "lat", "latitude"
+NESTED_ADDED, NESTED_DROPPED = "accuracy", "zone"
 
 _INTERNAL_TYPES = {
     pa.string(): "string", pa.int64(): "long", pa.int32(): "int", pa.float64(): "double",
