@@ -22,7 +22,8 @@ from catalog.plan.planner import file_slices
 from catalog.storage import Storage
 from hudi_generator.generator import COPY_ON_WRITE, MERGE_ON_READ, GeneratorSpec
 from tests.catalog.listing.test_mdt_listing import MDT_TABLES as SHARED_MDT_TABLES
-from tests.catalog.test_external_tables import COW_V5, MDT_TABLES as EXTERNAL_MDT_TABLES, MOR_V3
+from tests.catalog.test_external_tables import COW_V5, MOR_V3
+from tests.catalog.test_external_tables import MDT_TABLES as EXTERNAL_MDT_TABLES
 from tests.support.compare import assert_same_rows
 
 SMALL = dict(rows=200, partitions=3, files_per_partition=2, commits=3, update_fraction=0.25, delete_fraction=0.05)
