@@ -6,8 +6,9 @@ drop non-matching rows. Every other protocol is read through an fsspec file obje
 ``pyarrow.parquet.ParquetFile`` on the calling thread (no pre-buffering, no decoding threads), so
 no Arrow thread ever calls back into Python: an Arrow thread that takes the GIL, or drops the
 last reference to a Python object, while the interpreter finalizes makes the process abort
-("terminate called without an active exception"). There the filter is applied to the decoded
-batches (no row-group skipping by statistics). Batches are then cast to the table schema by column name: columns the
+("terminate called without an active exception"). There row groups are skipped by their
+statistics through a metadata-only copy of the footer held in Arrow memory, and the filter is
+applied to the decoded batches. Batches are then cast to the table schema by column name: columns the
 file lacks become nulls (or a constant, for dropped partition columns), nested structs are
 matched field by field (format doc 9.2/9.3).
 """
@@ -91,6 +92,20 @@ def _pushable(
     return True
 
 
+def _row_groups_matching(metadata: pq.FileMetaData, groups: list[int] | None, filter: pc.Expression) -> list[int]:
+    """The row groups (of ``groups``, or all) whose statistics may hold rows matching ``filter``,
+    decided by Arrow's own pruning over a metadata-only Parquet file in an Arrow buffer: no Python
+    object is handed to Arrow. Statistics Arrow cannot use prune nothing."""
+    sink = pa.BufferOutputStream()
+    try:
+        metadata.write_metadata_file(sink)
+        fragment = _PARQUET.make_fragment(pa.BufferReader(sink.getvalue()), row_groups=groups)
+        kept = [rg.id for rg in fragment.subset(filter).row_groups]
+    except (pa.ArrowException, OSError):
+        return groups if groups is not None else list(range(metadata.num_row_groups))
+    return kept
+
+
 def read_parquet(
     storage: Storage,
     arrow_fs: pa.fs.FileSystem | None,
@@ -112,8 +127,7 @@ def read_parquet(
     exactly (pushed into the reader when the file's types allow, else after the cast).
     ``source_names`` (schema on read) maps the names of ``schema`` to the file's column names;
     columns it leaves out are absent from the file; ``adapt`` then maps nested fields.
-    ``arrow_fs`` ``None``: read through fsspec on
-    the calling thread (see the module docstring).
+    ``arrow_fs`` ``None``: read through fsspec on the calling thread (see the module docstring).
     """
     check_base_format(path)
     storage.stats.add("open")
@@ -139,7 +153,8 @@ def read_parquet(
     if source_names is not None:
         to_query = {source_names[n]: n for n in schema.names if n in source_names}
         columns = [c for c in to_query if physical.get_field_index(c) >= 0]
-    pushed = arrow_fs is not None and to_query is None and _pushable(filter, filter_columns, physical, schema)
+    pushable = to_query is None and _pushable(filter, filter_columns, physical, schema)
+    pushed = arrow_fs is not None and pushable
     try:
         # use_threads=False: splits are already read in parallel (catalog.read.split_reader).
         if arrow_fs is not None:
@@ -147,7 +162,9 @@ def read_parquet(
                 columns=columns, filter=filter if pushed else None, batch_size=batch_size, use_threads=False
             )
         else:
-            batches = parquet_file.iter_batches(
+            if pushable and filter is not None:
+                groups = _row_groups_matching(parquet_file.metadata, groups, filter)
+            batches = iter(()) if groups == [] else parquet_file.iter_batches(
                 batch_size=batch_size, row_groups=groups, columns=columns, use_threads=False
             )
         for batch in batches:

@@ -7,6 +7,7 @@ import os
 import uuid
 
 import fsspec
+import pyarrow as pa
 import pytest
 
 from catalog import HudiTable
@@ -103,3 +104,34 @@ def test_interpreter_exits_cleanly_after_reads(fixture_table):
 
     result = summary(run_many([fixture_table(n) for n in TABLES], _EXIT_RUNS))
     assert result["exit_0"] == _EXIT_RUNS, result
+
+
+def test_remote_reads_skip_row_groups_by_statistics(monkeypatch):
+    """Remote protocols read Parquet on the calling thread, yet still skip row groups whose
+    statistics rule a filter out (Arrow prunes a metadata-only copy of the footer)."""
+    import pyarrow.parquet as pq
+
+    from hudi_generator.generator import GeneratorSpec, expected_table, generate
+
+    spec = GeneratorSpec(rows=1000, partitions=0, commits=1, metadata_table=False, row_group_size=100)
+    uri = f"memory://prune-{uuid.uuid4().hex}/t"
+    generate(uri, spec)
+    read: list = []
+    iter_batches = pq.ParquetFile.iter_batches
+
+    def spy(self, *args, row_groups=None, **kwargs):
+        read.append(row_groups)
+        return iter_batches(self, *args, row_groups=row_groups, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", spy)
+    try:
+        expected = expected_table(spec)
+        cut = expected["ts"][949].as_py()
+        got = HudiTable.open(uri).read(columns=expected.column_names, filters=[("ts", ">", cut)])
+        assert_same_rows(got, expected.filter(pa.compute.greater(expected["ts"], cut)), "pruned")
+        assert read == [[9]]  # of the file's 10 row groups, only the last can hold ts > cut
+        read.clear()
+        assert HudiTable.open(uri).read(filters=[("ts", "<", 0)]).num_rows == 0
+        assert read == []  # every row group ruled out: nothing decoded
+    finally:
+        fsspec.filesystem("memory").rm(uri.removeprefix("memory://").split("/")[0], recursive=True)
