@@ -36,7 +36,7 @@ TABLES = (
     "sample_table/mor/parquet/v6_complexkeygen_hivestyle",
 )
 
-#: the child: read each table from disk and from a memory:// copy, both planning ways
+#: the child: read each table from disk and from a memory:// copy, both planning ways and filtered
 CHILD = """\
 import os, sys, uuid
 import fsspec
@@ -53,6 +53,7 @@ for path in sys.argv[1:]:
     for uri in (path, f"memory://{root}"):
         assert HudiTable.open(uri).read().num_rows > 0
         HudiTable.open(uri, use_metadata_table=False).read(columns=[])
+        HudiTable.open(uri).read(filters=[("_hoodie_commit_time", ">", "0")])  # row-group pruning
 """
 
 
