@@ -21,19 +21,26 @@ Two backends:
 
 Planning time is the median of ``repeat`` cold runs (open + plan).
 
+Table versions: every size runs on table version 8 (timeline layout 2); the S3 sizes marked v6
+below also run on a table version 6 table (layout 1, as Hudi 0.14/0.15 write it: JSON commits,
+MDT initialised at ``00000000000000010`` whose ``files`` logs roll to ``log.N``), the version
+most lakes hold today.
+
 Sizes (``python -m bench --size quick|full --only planning``):
 
-* ``quick``: 100 partitions, local and S3.
+* ``quick``: 100 partitions, local and S3; S3 v6 100 partitions.
 * ``full``: 100, 1,000 and 10,000 partitions on local disk (all three competitors); 100, 1,000
   and 2,000 on S3 (all three; from 2,000 on, the listing and hudi-rs paths run once, as each
   run takes ~30 s on moto); and 10,000 on S3 for the metadata-table path (3 runs) plus ONE
   storage-listing run only. The hudi package and listing at 10,000 partitions on moto take
-  minutes per run, so hudi-rs is not run there and listing runs once.
+  minutes per run, so hudi-rs is not run there and listing runs once. v6 on S3: 100, 1,000 and
+  2,000 partitions (as v8).
 
 Targets: metadata-table planning <= 30 storage requests whatever the partition count, and
 >= 10x faster than storage listing at 10,000 partitions.
 
-Run standalone: ``python -m bench.planning [--backend local|s3] [--partitions 1000] [--repeat 3]``.
+Run standalone: ``python -m bench.planning [--backend local|s3] [--partitions 1000] [--repeat 3]
+[--table-version 6|8]``.
 """
 
 from __future__ import annotations
@@ -57,15 +64,16 @@ BUCKET = "planning-bench"
 ROWS_PER_PARTITION = 20
 COMMITS = 2
 COMPETITORS = (("hudi-flight", "mdt"), ("hudi-flight (storage listing)", "listing"), ("hudi-rs", "hudi"))
-#: size -> list of (backend, partitions, {competitor key: repeat}); a missing key is not run.
+#: size -> list of (backend, partitions, {competitor key: repeat}, table version); a missing key is not run.
 ALL3 = {"mdt": 3, "listing": 3, "hudi": 3}
 SLOW = {"mdt": 3, "listing": 1, "hudi": 1}
-SIZES: dict[str, list[tuple[str, int, dict[str, int]]]] = {
-    "quick": [("local", 100, ALL3), ("s3", 100, ALL3)],
+SIZES: dict[str, list[tuple[str, int, dict[str, int], int]]] = {
+    "quick": [("local", 100, ALL3, 8), ("s3", 100, ALL3, 8), ("s3", 100, ALL3, 6)],
     "full": [
-        ("local", 100, ALL3), ("local", 1000, ALL3), ("local", 10000, ALL3),
-        ("s3", 100, ALL3), ("s3", 1000, ALL3), ("s3", 2000, SLOW),
-        ("s3", 10000, {"mdt": 3, "listing": 1}),
+        ("local", 100, ALL3, 8), ("local", 1000, ALL3, 8), ("local", 10000, ALL3, 8),
+        ("s3", 100, ALL3, 8), ("s3", 1000, ALL3, 8), ("s3", 2000, SLOW, 8),
+        ("s3", 10000, {"mdt": 3, "listing": 1}, 8),
+        ("s3", 100, ALL3, 6), ("s3", 1000, ALL3, 6), ("s3", 2000, SLOW, 6),
     ],
 }
 
@@ -149,7 +157,8 @@ def bench_data_dir() -> Path:
     return Path(os.environ.get("HUDI_FLIGHT_BENCH_DATA", "/tmp/hudi-flight-bench"))
 
 
-def table_spec(partitions: int, rows_per_partition: int = ROWS_PER_PARTITION, commits: int = COMMITS):
+def table_spec(partitions: int, rows_per_partition: int = ROWS_PER_PARTITION, commits: int = COMMITS,
+               table_version: int = 8):
     from hudi_generator.generator import MERGE_ON_READ, GeneratorSpec
 
     return GeneratorSpec(
@@ -162,6 +171,7 @@ def table_spec(partitions: int, rows_per_partition: int = ROWS_PER_PARTITION, co
         table_type=MERGE_ON_READ,
         metadata_table=True,
         workers=8,
+        table_version=table_version,
     )
 
 
@@ -176,7 +186,8 @@ def local_table(partitions: int, base: Path | None = None, log: Callable[[str], 
     """A cached local table with ``partitions`` partitions; generated (atomically) when missing."""
     spec = table_spec(partitions, **spec_kw)
     base = base or bench_data_dir()
-    path = base / "planning" / f"mor-p{partitions}-r{spec.rows}-c{spec.commits}" / "trips"
+    version = "" if spec.table_version == 8 else f"-v{spec.table_version}"
+    path = base / "planning" / f"mor-p{partitions}-r{spec.rows}-c{spec.commits}{version}" / "trips"
     if (path / ".hoodie" / "hoodie.properties").exists():
         return str(path)
     tmp = path.parent.with_name(path.parent.name + f".tmp{os.getpid()}")
@@ -292,7 +303,7 @@ def benchmark(
             server.stop()
     else:
         raise ValueError(f"unknown backend {backend!r}; expected 'local' or 's3'")
-    results.update(partitions=partitions, backend=backend)
+    results.update(partitions=partitions, backend=backend, table_version=spec_kw.get("table_version", 8))
     if "mdt" in results and results["mdt"]["listing"] != "MetadataTableListing":
         raise RuntimeError("the metadata table was not used for planning")
     counts = {k: results[k]["slices"] for k in ("mdt", "listing", "hudi") if k in results}
@@ -309,13 +320,15 @@ def rows_for(res: dict[str, Any]) -> list[dict]:
     from bench.common import row
 
     where = "S3/moto" if res["backend"] == "s3" else "local disk"
-    name = f"planning/{res['partitions']:,} partitions ({where})"
+    version = res.get("table_version", 8)
+    name = f"planning/{res['partitions']:,} partitions ({where})" + (f" v{version}" if version != 8 else "")
     rows = []
     for who, k in COMPETITORS:
         if k not in res:
             continue
         m = res[k]
-        params = {"partitions": res["partitions"], "backend": res["backend"], "slices": m["slices"]}
+        params = {"partitions": res["partitions"], "backend": res["backend"], "slices": m["slices"],
+                  "table_version": version}
         rows.append(row(name, who, "median wall time", m["seconds"], "s", params=params, repeats=m["runs"]))
         if m["requests"] is not None:
             how = "server-side" if res["backend"] == "s3" else "Storage.stats"
@@ -329,9 +342,10 @@ def run(size: str) -> list[dict]:
     from bench.common import check_size
 
     rows: list[dict] = []
-    for backend, parts, repeats in SIZES[check_size(size)]:
-        print(f"[planning] {backend} {parts} partitions {repeats}", file=sys.stderr, flush=True)
-        res = benchmark(parts, backend, repeats, log=lambda msg: print(f"[planning] {msg}", file=sys.stderr, flush=True))
+    for backend, parts, repeats, version in SIZES[check_size(size)]:
+        print(f"[planning] {backend} {parts} partitions v{version} {repeats}", file=sys.stderr, flush=True)
+        res = benchmark(parts, backend, repeats, log=lambda msg: print(f"[planning] {msg}", file=sys.stderr, flush=True),
+                        table_version=version)
         rows += rows_for(res)
     return rows
 
@@ -342,9 +356,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--skip", nargs="*", default=[], choices=("mdt", "listing", "hudi"))
+    parser.add_argument("--table-version", type=int, choices=(6, 8), default=8)
     args = parser.parse_args(argv)
     repeats = {k: args.repeat for k in ("mdt", "listing", "hudi") if k not in args.skip}
-    res = benchmark(args.partitions, args.backend, repeats)
+    res = benchmark(args.partitions, args.backend, repeats, table_version=args.table_version)
     print(json.dumps(res, indent=2))
     return 0
 

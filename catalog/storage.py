@@ -121,22 +121,23 @@ class Storage:
         return self.fs.open(self.full_path(rel), "rb", **kwargs)
 
     def arrow_filesystem(self) -> Any:
-        """A ``pyarrow.fs.FileSystem`` over the same files (for pyarrow's Parquet reader).
+        """Arrow's native ``LocalFileSystem`` for local tables, else ``None``: read through fsspec.
 
-        Local tables get Arrow's native ``LocalFileSystem``. pyarrow's Parquet scan reads and
-        decodes on Arrow's own thread pools whatever ``use_threads`` says; with a Python-backed
-        ``PyFileSystem`` those threads take the GIL to read and to drop their last references to
-        Python objects, and one that does so while the interpreter finalizes is killed by CPython
-        inside a ``noexcept`` destructor: the process aborts ("terminate called without an active
-        exception"). Other protocols (remote stores, caller-registered filesystems) keep the
-        fsspec bridge, so every request still goes through fsspec there.
+        pyarrow's dataset scan reads and decodes on Arrow's own thread pools whatever
+        ``use_threads`` says. Over a Python-backed filesystem (``PyFileSystem(FSSpecHandler)``)
+        those threads take the GIL to read and to drop their last references to Python objects,
+        and one that does so while the interpreter finalizes is killed by CPython inside a
+        ``noexcept`` destructor: the process aborts ("terminate called without an active
+        exception"). So no Python-backed filesystem is ever handed to Arrow: remote stores and
+        caller-registered filesystems are read through fsspec file objects on Python threads
+        (:func:`catalog.format.parquet.read_parquet`), and every request still goes through fsspec.
         """
         import pyarrow.fs as pafs
         from fsspec.implementations.local import LocalFileSystem
 
-        if type(self.fs) is LocalFileSystem:  # exactly fsspec's own: a registered subclass keeps the bridge
+        if type(self.fs) is LocalFileSystem:  # exactly fsspec's own: a registered subclass stays on fsspec
             return pafs.LocalFileSystem()
-        return pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
+        return None
 
     def __getstate__(self) -> dict[str, Any]:
         # fsspec filesystems pickle by their constructor arguments; counters start afresh.

@@ -1,10 +1,12 @@
-"""Avro container files for completed v8 instants: ``HoodieCommitMetadata`` and
-``HoodieReplaceCommitMetadata`` (field names and types per apache/hudi
-hudi-common/src/main/avro/HoodieCommitMetadata.avsc and HoodieReplaceCommitMetadata.avsc)."""
+"""Completed commit metadata: Avro container files for v8 instants (``HoodieCommitMetadata`` and
+``HoodieReplaceCommitMetadata``, field names and types per apache/hudi
+hudi-common/src/main/avro/HoodieCommitMetadata.avsc and HoodieReplaceCommitMetadata.avsc) and the
+JSON text of v6 (layout 1) instants."""
 
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -100,3 +102,21 @@ def commit_metadata_bytes(
     buf = io.BytesIO()
     fastavro.writer(buf, schema, [record], codec="null")
     return buf.getvalue()
+
+
+def commit_metadata_json(
+    partition_to_write_stats: Mapping[str, Sequence[dict]],
+    operation_type: str,
+    schema_json: str,
+    extra_metadata: Mapping[str, str] | None = None,
+) -> bytes:
+    """A completed layout-1 (table version 6) commit/deltacommit: ``HoodieCommitMetadata`` as the
+    JSON text Hudi 0.14's Jackson writer produces (two-space indent, ``" : "`` separators, write
+    stats with every field, nulls included)."""
+    record = {
+        "partitionToWriteStats": {p: list(s) for p, s in partition_to_write_stats.items()},
+        "compacted": False,
+        "extraMetadata": {"schema": schema_json, **(extra_metadata or {})},
+        "operationType": operation_type,
+    }
+    return json.dumps(record, indent=2, separators=(",", " : ")).encode("utf-8")

@@ -1,5 +1,6 @@
-"""Generate synthetic Hudi tables (table version 8, timeline layout 2), copy-on-write or
-merge-on-read, optionally with a metadata table, on any fsspec URL.
+"""Generate synthetic Hudi tables (table version 8 with timeline layout 2, or version 6 with
+layout 1 as Hudi 0.14/0.15 write it), copy-on-write or merge-on-read, optionally with a metadata
+table, on any fsspec URL.
 
 ``generate(uri, GeneratorSpec(...))`` writes the table; ``expected_table(spec)`` recomputes the
 rows a correct reader must return (from the same deterministic data definition, see
@@ -29,13 +30,14 @@ import pyarrow.parquet as pq
 
 from hudi_generator.avro_schema import META_FIELDS, arrow_to_avro
 from hudi_generator.column_stats import column_stats_records, indexed_columns
-from hudi_generator.commit_metadata import commit_metadata_bytes, write_stat
+from hudi_generator.commit_metadata import write_stat
 from hudi_generator.data import Evolution, PartitionScheme, record_keys, trips_rows, trips_schema
 from hudi_generator.log_writer import avro_data_block, delete_block, log_file_name
 from hudi_generator.lsm_history import write_lsm_history
 from hudi_generator.metadata_table import MetadataTableWriter, column_stats_encoded, files_records, record_index_encoded
 from hudi_generator.properties import render_properties, table_checksum
 from hudi_generator.schema_evolution import SchemaHistory, evolve, evolved_schema
+from hudi_generator.timeline import TABLE_VERSIONS, TimelineLayout
 
 COPY_ON_WRITE, MERGE_ON_READ = "COPY_ON_WRITE", "MERGE_ON_READ"
 _EVENT_TIME_STRATEGY = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
@@ -74,6 +76,8 @@ class GeneratorSpec:
     hfile_compression: str = "GZ"
     evolve_schema: bool = False  # schema on read: rename (commit 2), add + promote (3), drop (4)
     archive_commits: int = 0  # the first N commits move to the LSM history (.hoodie/timeline/history)
+    table_version: int = 8  # 8 (layout 2) or 6 (layout 1: JSON commits, logs named by base instant)
+    mdt_log_compaction: bool = False  # after the last commit, log-compact the MDT files partition's blocks
 
     def validate(self) -> None:
         problems = []
@@ -103,6 +107,14 @@ class GeneratorSpec:
             problems.append("evolve_schema does not write column_stats")
         if self.workers < 1:
             problems.append("workers must be >= 1")
+        if self.mdt_log_compaction and not self.metadata_table:
+            problems.append("mdt_log_compaction needs the metadata table")
+        if self.table_version not in TABLE_VERSIONS:
+            problems.append(f"table_version must be one of {TABLE_VERSIONS}")
+        elif self.table_version == 6 and (self.column_stats or self.record_index or self.archive_commits
+                                          or self.evolve_schema):
+            problems.append("table_version 6 is written without column_stats, record_index, archive_commits "
+                            "and evolve_schema")
         if problems:
             raise ValueError("invalid generator spec: " + "; ".join(problems))
 
@@ -263,6 +275,7 @@ class _TableWriter:
         self.log_schema = arrow_to_avro(schema, f"{spec.table_name}_record", ns, with_meta_fields=True)
         self.log_schema_json = json.dumps(self.log_schema)
         self.is_mor = spec.table_type == MERGE_ON_READ
+        self.layout = TimelineLayout(spec.table_version)
         self.history = SchemaHistory(schema, [r for r, _ in self.instants]) if spec.evolve_schema else None
         self._schemas: dict[int, tuple[dict, str, dict, str]] = {}
         self.archived: list[tuple[str, str, str, bytes]] = []
@@ -316,7 +329,7 @@ class _TableWriter:
         out: dict[int, _CommitOutput] = {}
         if not len(rows):  # Hudi creates no file group without records
             return _GroupResult(part, out, 0)
-        base_name, base_instant, live = None, "null", 0
+        base_name, base_instant, live, log_files = None, "null", 0, []
         for k, version, alive, upd, dele in _history(spec, rows):
             instant = self.instants[k - 1][0]
             token = f"{g % 1000}-{k}-{g}"
@@ -339,7 +352,9 @@ class _TableWriter:
                 )
                 base_name, base_instant = name, instant
             else:
-                name = log_file_name(fid, instant, token)
+                log_version = len(log_files) + 1 if self.layout.layout_version == 1 else 1
+                name = log_file_name(fid, self.layout.log_instant(base_instant, instant), token, log_version)
+                log_files.append(name)
                 blocks, col_stats = [], {}
                 if upd.any():
                     t = trips_rows(spec.seed, rows[upd], version[upd], spec.scheme, p)
@@ -355,8 +370,8 @@ class _TableWriter:
                     fileId=fid, path=prefix + name, prevCommit=base_instant, partitionPath=part,
                     numWrites=int(upd.sum()),
                     numUpdateWrites=int(upd.sum()), numDeletes=int(dele.sum()), numInserts=0, totalWriteBytes=size,
-                    totalWriteErrors=0, fileSizeInBytes=size, logVersion=1, logOffset=0, baseFile=base_name,
-                    logFiles=[name],
+                    totalWriteErrors=0, fileSizeInBytes=size, logVersion=log_version, logOffset=0, baseFile=base_name,
+                    logFiles=list(log_files) if self.layout.layout_version == 1 else [name],
                     totalLogRecords=0, totalLogBlocks=0, totalCorruptLogBlock=0, totalRollbackBlocks=0,
                 )
             rli, rli_deletes = {}, []
@@ -383,6 +398,8 @@ class _TableWriter:
     def properties(self) -> dict[str, str]:
         spec = self.spec
         fields = PartitionScheme(1, spec.partition_levels).fields if spec.partitions else []
+        if spec.table_version == 6:
+            return self._properties_v6(fields)
         props = {
             "hoodie.table.name": spec.table_name,
             "hoodie.database.name": "default",
@@ -418,6 +435,41 @@ class _TableWriter:
             props["hoodie.table.index.defs.path"] = INDEX_DEFS_PATH
         return props
 
+    def _properties_v6(self, fields: list[str]) -> dict[str, str]:
+        """hoodie.properties of a Hudi 0.14/0.15 table (keys as in the external v6 fixtures):
+        key generator class instead of type, payload class + merger strategy instead of merge mode."""
+        spec = self.spec
+        keygen = ("ComplexKeyGenerator" if len(fields) > 1 else "SimpleKeyGenerator") if fields \
+            else "NonpartitionedKeyGenerator"
+        props = {
+            "hoodie.table.name": spec.table_name,
+            "hoodie.database.name": "default",
+            "hoodie.table.type": spec.table_type,
+            "hoodie.table.version": "6",
+            "hoodie.timeline.layout.version": "1",
+            "hoodie.archivelog.folder": "archived",
+            "hoodie.table.recordkey.fields": "uuid",
+            "hoodie.table.precombine.field": "ts",
+            "hoodie.table.keygenerator.class": f"org.apache.hudi.keygen.{keygen}",
+            "hoodie.datasource.write.hive_style_partitioning": str(spec.hive_style).lower(),
+            "hoodie.datasource.write.partitionpath.urlencode": "false",
+            "hoodie.datasource.write.drop.partition.columns": "false",
+            "hoodie.partition.metafile.use.base.format": "false",
+            "hoodie.compaction.payload.class": "org.apache.hudi.common.model.DefaultHoodieRecordPayload",
+            "hoodie.compaction.record.merger.strategy": _EVENT_TIME_STRATEGY,
+            "hoodie.table.base.file.format": "PARQUET",
+            "hoodie.populate.meta.fields": "true",
+            "hoodie.table.cdc.enabled": "false",
+            "hoodie.table.create.schema": self.avro_schema_json,
+            "hoodie.table.metadata.partitions": ",".join(self.mdt_partitions),
+            "hoodie.table.metadata.partitions.inflight": "",
+            "hoodie.table.checksum": table_checksum("default", spec.table_name),
+            "hoodie.table.timeline.timezone": "UTC",
+        }
+        if fields:
+            props["hoodie.table.partition.fields"] = ",".join(fields)
+        return props
+
     @property
     def mdt_partitions(self) -> list[str]:
         if not self.spec.metadata_table:
@@ -441,7 +493,6 @@ class _TableWriter:
         requested, completed = self.instants[k - 1]
         action = "deltacommit" if self.is_mor else "commit"
         operation = "INSERT" if k == 1 else "UPSERT"
-        tl = ".hoodie/timeline/"
         extra = None
         if self.history is not None:
             extra = {"latest_schema": self.history.latest_schema_json(k)}
@@ -449,14 +500,13 @@ class _TableWriter:
             self.target.write(f"{sc}{requested}.schemacommit.requested", b"")
             self.target.write(f"{sc}{requested}.schemacommit.inflight", b"")
             self.target.write(f"{sc}{requested}.schemacommit", self.history.history_json(k).encode())
-        metadata = commit_metadata_bytes(stats, operation, self.schemas_at(k)[1], extra_metadata=extra)
+        metadata = self.layout.commit_metadata(stats, operation, self.schemas_at(k)[1], extra_metadata=extra)
         if k <= self.spec.archive_commits:
             # archived: Hudi's archiver moves the instant to the LSM history and deletes its files
             self.archived.append((requested, completed, action, metadata))
             return
-        self.target.write(f"{tl}{requested}.{action}.requested", b"")
-        self.target.write(f"{tl}{requested}.{'deltacommit.inflight' if self.is_mor else 'inflight'}", b"")
-        self.target.write(f"{tl}{requested}_{completed}.{action}", metadata)
+        for rel, data in self.layout.instant_files(requested, completed, action, metadata):
+            self.target.write(rel, data)
 
     def write_history(self) -> None:
         write_lsm_history(self.target.under(".hoodie/timeline/history"), self.archived)
@@ -505,7 +555,8 @@ def generate(uri: str, spec: GeneratorSpec | None = None, storage_options: dict 
     mdt = None
     if writer.mdt_partitions:
         mdt = MetadataTableWriter(target.under(".hoodie/metadata"), spec.table_name, writer.mdt_partitions,
-                                  spec.hfile_compression, shards={"record_index": writer.record_index_shards})
+                                  spec.hfile_compression, shards={"record_index": writer.record_index_shards},
+                                  table_version=spec.table_version)
         if spec.column_stats:
             target.write(INDEX_DEFS_PATH, writer.index_definitions())
 
@@ -523,6 +574,9 @@ def generate(uri: str, spec: GeneratorSpec | None = None, storage_options: dict 
             mdt.append(requested, _mdt_time(requested, 1000), mdt_records(k), seq=k,
                        deletes={"record_index": rli_deletes.pop(k, [])})
         writer.write_instant(k, per_commit.pop(k, {}))
+    if mdt is not None and spec.mdt_log_compaction:
+        last = writer.instants[-1][0]
+        mdt.log_compact(last + "005", _mdt_time(last, 3000))
     writer.write_history()
     target.write(".hoodie/hoodie.properties", render_properties(writer.properties(), "Updated"))
     return result
@@ -531,7 +585,7 @@ def generate(uri: str, spec: GeneratorSpec | None = None, storage_options: dict 
 def _parser() -> argparse.ArgumentParser:
     d = GeneratorSpec()
     p = argparse.ArgumentParser(
-        prog="hudi-flight generate", description="Write a synthetic Hudi table (table version 8)."
+        prog="hudi-flight generate", description="Write a synthetic Hudi table (table version 8 or 6)."
     )
     p.add_argument("uri", help="target table path or fsspec URL (local path, s3://bucket/path, memory://...)")
     p.add_argument("--rows", type=int, default=d.rows)
@@ -552,6 +606,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="schema on read: rename, add, promote and drop columns across commits 2-4")
     p.add_argument("--archive-commits", type=int, default=d.archive_commits,
                    help="move the first N commits to the LSM history (archived timeline)")
+    p.add_argument("--table-version", type=int, choices=TABLE_VERSIONS, default=d.table_version,
+                   help="8 (timeline layout 2) or 6 (layout 1, as Hudi 0.14/0.15 write it)")
+    p.add_argument("--mdt-log-compaction", action="store_true",
+                   help="after the last commit, log-compact the metadata table's files partition")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--workers", type=int, default=d.workers)
     p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", help="fsspec storage option")
@@ -574,7 +632,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         table_type=MERGE_ON_READ if args.table_type == "mor" else COPY_ON_WRITE,
         metadata_table=not args.no_metadata_table, column_stats=args.column_stats, record_index=args.record_index,
         table_name=args.table_name, hive_style=not args.non_hive_style, archive_commits=args.archive_commits,
-        evolve_schema=args.evolve_schema,
+        evolve_schema=args.evolve_schema, table_version=args.table_version,
+        mdt_log_compaction=args.mdt_log_compaction,
         seed=args.seed, workers=args.workers,
     )
     try:

@@ -16,7 +16,7 @@ DATA_BLOCK_VERSION = 3
 # block type ordinals
 COMMAND, DELETE, AVRO_DATA, HFILE_DATA = 0, 1, 3, 4
 # header key ordinals
-INSTANT_TIME, TARGET_INSTANT_TIME, SCHEMA = 0, 1, 2
+INSTANT_TIME, TARGET_INSTANT_TIME, SCHEMA, COMPACTED_BLOCK_TIMES = 0, 1, 2, 4
 
 _WRAPPERS = [
     ("BooleanWrapper", "boolean"), ("IntWrapper", "int"), ("LongWrapper", "long"), ("FloatWrapper", "float"),
@@ -107,9 +107,13 @@ def delete_block(instant: str, keys: Iterable[tuple[str, str]], schema: dict | N
     return frame_block(DELETE, header, content)
 
 
-def hfile_data_block(instant: str, schema_json: str, hfile: bytes) -> bytes:
-    """HFILE_DATA block: the content is a complete HFile."""
-    return frame_block(HFILE_DATA, {INSTANT_TIME: instant, SCHEMA: schema_json}, hfile)
+def hfile_data_block(instant: str, schema_json: str, hfile: bytes, compacted: Iterable[str] = ()) -> bytes:
+    """HFILE_DATA block: the content is a complete HFile. ``compacted``: the instants whose
+    blocks this log-compacted block replaces (header ``COMPACTED_BLOCK_TIMES``)."""
+    header = {INSTANT_TIME: instant, SCHEMA: schema_json}
+    if compacted:
+        header[COMPACTED_BLOCK_TIMES] = ",".join(compacted)
+    return frame_block(HFILE_DATA, header, hfile)
 
 
 def log_file_name(file_id: str, instant: str, write_token: str, version: int = 1) -> str:

@@ -288,7 +288,8 @@ def rollback_target(block: LogBlock) -> str:
 
 
 def fold_blocks(blocks: Iterable[LogBlock], accept: Callable[[LogBlock], bool]) -> list[LogBlock]:
-    """Blocks in order, skipping corrupt ones and applying rollback command blocks (format doc 4.6).
+    """Blocks in order, skipping corrupt ones, applying rollback command blocks and then log
+    compaction (format doc 4.6).
 
     ``accept`` decides for every other block whether it counts (it may raise to refuse one);
     the data table's scan and the metadata-table reader differ only there.
@@ -302,12 +303,46 @@ def fold_blocks(blocks: Iterable[LogBlock], accept: Callable[[LogBlock], bool]) 
             kept = [b for b in kept if b.instant_time != target]
         elif accept(block):
             kept.append(block)
-    return kept
+    return apply_log_compaction(kept)
+
+
+def apply_log_compaction(blocks: list[LogBlock]) -> list[LogBlock]:
+    """Replace log-compacted instants by the block that compacted them (Hudi 0.14+ log compaction,
+    the rule of Java's ``BaseHoodieLogRecordReader`` optimized scan, restated).
+
+    A log-compaction writes one block (instant ``C``, header ``COMPACTED_BLOCK_TIMES`` =
+    ``i1,i2,...``) holding the merged records of the blocks of those instants, which stay in their
+    log files. Walking the instants newest first (in order of their first block): a compacted
+    instant maps each instant it lists to itself, or to whatever already compacted it in turn
+    (nested log compaction); a plain instant that no compaction lists stays; one that is listed
+    is replaced by its compacted blocks, once, at the position of the newest instant they stand
+    for. A compacted block that no surviving instant refers to is not applied (as in Java).
+    Blocks come back oldest first, each instant's blocks together in file order.
+    """
+    if not any("COMPACTED_BLOCK_TIMES" in b.header for b in blocks):
+        return blocks
+    groups: dict[str, list[LogBlock]] = {}
+    for block in blocks:  # dicts keep first-arrival order
+        groups.setdefault(block.instant_time or "", []).append(block)
+    replaced_by: dict[str, str] = {}
+    chosen: list[str] = []  # newest first
+    for instant, group in reversed(groups.items()):
+        listed = group[0].header.get("COMPACTED_BLOCK_TIMES")
+        if listed is not None:
+            final = replaced_by.get(instant, instant)
+            for original in listed.split(","):
+                replaced_by[original] = final
+            continue
+        final = replaced_by.get(instant, instant)
+        if final not in chosen:
+            chosen.append(final)
+    return [b for instant in reversed(chosen) for b in groups[instant]]
 
 
 __all__ = [
     "DeleteRecords",
     "ROLLBACK_COMMAND",
+    "apply_log_compaction",
     "decode_avro_block",
     "decode_data_block",
     "decode_delete_block",

@@ -29,7 +29,7 @@ import struct
 import threading
 import warnings
 from dataclasses import dataclass, field
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Iterable, Iterator
 
 from catalog.errors import CorruptBlockWarning, CorruptTableError, UnsupportedTableError
 from catalog.storage import Storage
@@ -272,6 +272,13 @@ def collecting_corrupt_blocks() -> Iterator[list[str]]:
             outer.extend(notes)
 
 
+def relay_corrupt_block_notes(notes: Iterable[str]) -> None:
+    """Hand notes collected on another thread (a parallel reader's worker) to the collector open
+    on this thread, if any; they were warned about where they were found."""
+    for message in notes:
+        _note_corrupt_block(message)
+
+
 def iter_log_blocks(storage: Storage, path: str, *, with_content: bool = True) -> Iterator[LogBlock]:
     """The blocks of the log file at ``path`` (relative to ``storage``), in file order.
 
@@ -302,4 +309,5 @@ __all__ = [
     "collecting_corrupt_blocks",
     "iter_log_blocks",
     "iter_log_blocks_in",
+    "relay_corrupt_block_notes",
 ]

@@ -1,8 +1,14 @@
 """Parquet base files -> record batches in the table schema.
 
-pyarrow's native Parquet reader does the work through ``Storage.arrow_filesystem()`` (so every
-byte still goes through fsspec); a filter expression lets it skip row groups by statistics and
-drop non-matching rows. Batches are then cast to the table schema by column name: columns the
+Local files are scanned by pyarrow's dataset reader over Arrow's native filesystem
+(``Storage.arrow_filesystem()``); a filter expression lets it skip row groups by statistics and
+drop non-matching rows. Every other protocol is read through an fsspec file object with
+``pyarrow.parquet.ParquetFile`` on the calling thread (no pre-buffering, no decoding threads), so
+no Arrow thread ever calls back into Python: an Arrow thread that takes the GIL, or drops the
+last reference to a Python object, while the interpreter finalizes makes the process abort
+("terminate called without an active exception"). There row groups are skipped by their
+statistics through a metadata-only copy of the footer held in Arrow memory, and the filter is
+applied to the decoded batches. Batches are then cast to the table schema by column name: columns the
 file lacks become nulls (or a constant, for dropped partition columns), nested structs are
 matched field by field (format doc 9.2/9.3).
 """
@@ -10,11 +16,12 @@ matched field by field (format doc 9.2/9.3).
 from __future__ import annotations
 
 import posixpath
-from typing import Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from catalog.errors import CorruptTableError, UnsupportedTableError
 from catalog.storage import Storage
@@ -85,9 +92,23 @@ def _pushable(
     return True
 
 
+def _row_groups_matching(metadata: pq.FileMetaData, groups: list[int] | None, filter: pc.Expression) -> list[int]:
+    """The row groups (of ``groups``, or all) whose statistics may hold rows matching ``filter``,
+    decided by Arrow's own pruning over a metadata-only Parquet file in an Arrow buffer: no Python
+    object is handed to Arrow. Statistics Arrow cannot use prune nothing."""
+    sink = pa.BufferOutputStream()
+    try:
+        metadata.write_metadata_file(sink)
+        fragment = _PARQUET.make_fragment(pa.BufferReader(sink.getvalue()), row_groups=groups)
+        kept = [rg.id for rg in fragment.subset(filter).row_groups]
+    except (pa.ArrowException, OSError):
+        return groups if groups is not None else list(range(metadata.num_row_groups))
+    return kept
+
+
 def read_parquet(
     storage: Storage,
-    arrow_fs: pa.fs.FileSystem,
+    arrow_fs: pa.fs.FileSystem | None,
     path: str,
     schema: pa.Schema,
     *,
@@ -98,42 +119,61 @@ def read_parquet(
     constants: Mapping[str, pa.Scalar] | None = None,
     batch_size: int = BATCH_SIZE,
     source_names: Mapping[str, str] | None = None,
+    adapt: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Stream the rows of one Parquet file (relative ``path``) as batches of ``schema``.
 
     ``schema`` holds the columns to return plus those the filter needs; ``filter`` is applied
     exactly (pushed into the reader when the file's types allow, else after the cast).
     ``source_names`` (schema on read) maps the names of ``schema`` to the file's column names;
-    columns it leaves out are absent from the file.
+    columns it leaves out are absent from the file; ``adapt`` then maps nested fields.
+    ``arrow_fs`` ``None``: read through fsspec on the calling thread (see the module docstring).
     """
     check_base_format(path)
     storage.stats.add("open")
     full = storage.full_path(path)
+    groups = list(row_groups) if row_groups else None
+    fh = None
     try:
-        fragment = _PARQUET.make_fragment(
-            full, filesystem=arrow_fs, file_size=size or None, row_groups=list(row_groups) if row_groups else None
-        )
-        physical = fragment.physical_schema
+        if arrow_fs is not None:
+            fragment = _PARQUET.make_fragment(full, filesystem=arrow_fs, file_size=size or None, row_groups=groups)
+            physical = fragment.physical_schema
+        else:
+            fh = storage.fs.open(full, "rb")
+            parquet_file = pq.ParquetFile(fh, pre_buffer=False)
+            physical = parquet_file.schema_arrow
     except FileNotFoundError as err:  # e.g. cleaned after the plan was made
         raise FileNotFoundError(f"base file missing: {storage.uri}/{path}") from err
     except (pa.ArrowInvalid, OSError) as err:
+        if fh is not None:
+            fh.close()
         raise CorruptTableError(f"cannot read Parquet base file {storage.uri}/{path}: {err}") from err
     columns = [name for name in schema.names if physical.get_field_index(name) >= 0]
     to_query: dict[str, str] | None = None
     if source_names is not None:
         to_query = {source_names[n]: n for n in schema.names if n in source_names}
         columns = [c for c in to_query if physical.get_field_index(c) >= 0]
-    pushed = to_query is None and _pushable(filter, filter_columns, physical, schema)
+    pushable = to_query is None and _pushable(filter, filter_columns, physical, schema)
+    pushed = arrow_fs is not None and pushable
     try:
         # use_threads=False: splits are already read in parallel (catalog.read.split_reader).
-        batches = fragment.to_batches(
-            columns=columns, filter=filter if pushed else None, batch_size=batch_size, use_threads=False
-        )
+        if arrow_fs is not None:
+            batches = fragment.to_batches(
+                columns=columns, filter=filter if pushed else None, batch_size=batch_size, use_threads=False
+            )
+        else:
+            if pushable and filter is not None:
+                groups = _row_groups_matching(parquet_file.metadata, groups, filter)
+            batches = iter(()) if groups == [] else parquet_file.iter_batches(
+                batch_size=batch_size, row_groups=groups, columns=columns, use_threads=False
+            )
         for batch in batches:
             if batch.num_rows == 0:
                 continue
             if to_query is not None:
                 batch = batch.rename_columns([to_query[c] for c in batch.schema.names])
+            if adapt is not None:
+                batch = adapt(batch)
             out = conform_batch(batch, schema, constants)
             if filter is not None and not pushed:
                 out = pa.Table.from_batches([out]).filter(filter).combine_chunks().to_batches()
@@ -145,6 +185,9 @@ def read_parquet(
         raise  # storage trouble, not a damaged file
     except (pa.ArrowInvalid, OSError) as err:  # Arrow reports undecodable pages as OSError
         raise CorruptTableError(f"cannot decode Parquet base file {storage.uri}/{path}: {err}") from err
+    finally:
+        if fh is not None:
+            fh.close()
 
 
 __all__ = ["BATCH_SIZE", "cast_array", "check_base_format", "conform_batch", "read_parquet"]

@@ -264,6 +264,8 @@ class MetadataTable:
         known = {i.requested_time for i in dt.completed} | self._dt_rolled_back
         first = dt.start or ""
         for t in sorted(mdt_done):
+            if _is_table_service_instant(t, known):
+                continue
             if t >= first and t not in known and not dt.is_pending(t) and not t.startswith(_INIT_PREFIX):
                 raise MetadataTableError(
                     f"{self.storage.uri}: metadata table is ahead of the data table "
@@ -307,7 +309,8 @@ class MetadataTable:
         return merged
 
     def _valid_blocks(self, fs: FileSlice) -> list[LogBlock]:
-        """HFILE_DATA and DELETE blocks of valid instants, with rollbacks applied (4.6, 6.5)."""
+        """HFILE_DATA and DELETE blocks of valid instants, with rollbacks and log compaction
+        applied (4.6, 6.5)."""
         valid = self.valid_instants
         paths = fs.log_file_paths
         # MDT log files are small: fetch each whole (to its current end), in one parallel batch
@@ -316,10 +319,6 @@ class MetadataTable:
         def accept(block: LogBlock) -> bool:
             if block.block_type not in (BlockType.HFILE_DATA, BlockType.DELETE):
                 raise CorruptTableError(f"{block.path}: unexpected {block.block_type.name} block in a metadata log")
-            if "COMPACTED_BLOCK_TIMES" in block.header:
-                # Log compaction (Hudi 0.14+) merges earlier blocks into one that lists their
-                # instants; not applied here, so planning falls back to storage listing.
-                raise MetadataTableError(f"{block.path}: log-compacted metadata blocks are not supported")
             return block.instant_time in valid
 
         # strict: a corrupt MDT block raises (and planning falls back) instead of being skipped
@@ -377,6 +376,12 @@ def record_file_id(info: dict[str, Any]) -> str:
     uuid = f"{hexed[:8]}-{hexed[8:12]}-{hexed[12:16]}-{hexed[16:20]}-{hexed[20:]}"
     index = info.get("fileIndex", -1)
     return uuid if index is None or index < 0 else f"{uuid}-{index}"
+
+
+def _is_table_service_instant(instant: str, data_instants: set[str]) -> bool:
+    """An MDT-internal instant named after a data-table instant plus a 3-digit suffix (Hudi's
+    MDT compaction ``001``, log compaction ``005``, ...): it writes no data-table change."""
+    return len(instant) > 17 and instant[:-3] in data_instants
 
 
 def _partition_of(mdt_name: str) -> str:

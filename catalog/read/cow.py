@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 from catalog.format.parquet import read_parquet
 from catalog.read.context import ReadContext
 from catalog.table.files import FileSlice
-from catalog.table.internal_schema import file_columns
+from catalog.table.internal_schema import file_columns, rename_nested
 
 
 def read_base(
@@ -36,6 +36,7 @@ def read_base(
         filter_columns=filter_columns,
         constants=ctx.partition_constants(fs.partition),
         source_names=file_columns(list(schema.names), mapping) if mapping else None,
+        adapt=(lambda batch: rename_nested(batch, mapping)) if mapping else None,
     )
 
 

@@ -10,9 +10,10 @@ rolled-back or too-new blocks cost no content IO. Rules, in the order Hudi appli
    instants; for 8+ the file system view already dropped uncommitted files, and the check is a
    no-op there;
 4. a rollback command block removes every earlier collected block of its target instant;
-5. blocks carrying ``COMPACTED_BLOCK_TIMES`` (log compaction) or ``IS_PARTIAL=true`` (partial
-   updates, 7.4) are refused: no fixture produces them, and treating them as ordinary blocks
-   would return wrong rows.
+5. log compaction: a block carrying ``COMPACTED_BLOCK_TIMES`` stands in for the blocks of the
+   instants it lists (:func:`catalog.format.log_block.apply_log_compaction`);
+6. blocks carrying ``IS_PARTIAL=true`` (partial updates, 7.4) are refused: treating them as
+   ordinary blocks would return wrong rows.
 
 HFILE_DATA and CDC_DATA blocks are not part of a data table's records and are refused too.
 """
@@ -43,8 +44,6 @@ def scan_blocks(
         instant = block.instant_time
         if not instant:
             raise UnsupportedTableError(f"{block.path}: log block at offset {block.offset} has no INSTANT_TIME")
-        if "COMPACTED_BLOCK_TIMES" in block.header:
-            raise UnsupportedTableError(f"{block.path}: log-compacted blocks are not supported")
         if block.header.get("IS_PARTIAL", "").lower() == "true":
             raise UnsupportedTableError(f"{block.path}: partial-update log blocks are not supported")
         if query_instant is not None and instant > query_instant:

@@ -330,7 +330,8 @@ def _other_row_group_keys(
         if not others:
             return None
         key_schema = pa.schema([spec.schema.field(k) for k in spec.key_fields])
-        keys = conform_table(pf.read_row_groups(others, columns=spec.key_fields), key_schema)
+        # use_threads=False: decoding threads would read the Python file object from Arrow's pool
+        keys = conform_table(pf.read_row_groups(others, columns=spec.key_fields, use_threads=False), key_schema)
     return spec.keys(keys)
 
 

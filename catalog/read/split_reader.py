@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from catalog.format.log_file import collecting_corrupt_blocks, relay_corrupt_block_notes
 from catalog.format.parquet import conform_batch
 from catalog.read.context import ReadContext
 from catalog.read.cow import read_base
@@ -53,6 +54,10 @@ def read_splits(
     ``splits`` may be a lazy iterator (planning streams): workers take the next split as they
     free up. Memory stays bounded: at most ``_QUEUE_BATCHES`` finished batches wait, plus one
     batch in the hands of each worker. At most ``limit`` rows are returned.
+
+    Log blocks the workers skip as corrupt are relayed to this (the consuming) thread's
+    :func:`~catalog.format.log_file.collecting_corrupt_blocks` before the batch that follows
+    them, so a Flight stream reports them as it does for a single split.
     """
     if limit == 0:
         return
@@ -72,6 +77,7 @@ def _parallel(
     """``read(item)`` for every item on ``workers`` threads, batches yielded as they come.
 
     Errors in a worker are re-raised here; closing the generator early stops the workers.
+    Corrupt-block notes collected by a worker are relayed to this thread (see :func:`read_splits`).
     """
     out: queue.Queue = queue.Queue(maxsize=_QUEUE_BATCHES)
     stop = threading.Event()
@@ -93,8 +99,14 @@ def _parallel(
                     item = next(items, _DONE)
                 if item is _DONE:
                     break
-                for batch in read(item):
-                    if not put(batch):
+                with collecting_corrupt_blocks() as notes:
+                    for batch in read(item):
+                        if notes and not put(_Notes(notes)):
+                            return
+                        notes.clear()  # queued: the next notes belong to the next batch
+                        if not put(batch):
+                            return
+                    if notes and not put(_Notes(notes)):  # found after the split's last batch
                         return
         except BaseException as err:  # noqa: BLE001 - handed to the consumer thread
             put(err)
@@ -110,6 +122,8 @@ def _parallel(
             item = out.get()
             if item is _DONE:
                 finished += 1
+            elif isinstance(item, _Notes):
+                relay_corrupt_block_notes(item.messages)
             elif isinstance(item, BaseException):
                 raise item
             else:
@@ -118,6 +132,13 @@ def _parallel(
         stop.set()
         for t in threads:
             t.join()
+
+
+class _Notes:
+    """Corrupt-block messages a worker found, on their way to the consuming thread."""
+
+    def __init__(self, messages: list[str]) -> None:
+        self.messages = list(messages)
 
 
 def _filter_batch(batch: pa.RecordBatch, expr: pc.Expression) -> pa.RecordBatch:

@@ -7,8 +7,10 @@ a number) and ``.hoodie/.schema/<instant>.schemacommit`` the whole history (``{"
 A file is read with the schema of the commit that wrote it (the newest schema whose version is not
 after the file's instant, as Java's ``InternalSchemaUtils.searchSchema``) and its columns are
 matched to the query schema *by id*: renamed columns come out under their new name, dropped ones
-vanish (even if a new column reuses the name), added ones are null. Types are then cast by the
-usual by-name rules. Only top-level columns are mapped by id; nested fields still match by name.
+vanish (even if a new column reuses the name), added ones are null. Fields of nested records
+(``"type": {"type": "record", "fields": [...]}``) are matched by id the same way, at any depth.
+Types are then cast by the usual by-name rules. Records inside arrays and maps still match by
+name.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import bisect
 import json
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional, Tuple, Union
 
 import pyarrow as pa
 
@@ -26,22 +28,42 @@ LATEST_SCHEMA_KEY = "latest_schema"
 SCHEMA_DIR = ".hoodie/.schema"
 SCHEMA_COMMIT = "schemacommit"
 
-#: file column name -> query column name, or ``None`` for a column the query schema no longer has
-ColumnMap = Mapping[str, "str | None"]
+#: file field name -> (query field name, or ``None`` for a field the query schema no longer has;
+#: for a record field whose own fields differ, the same map for them, else ``None``)
+ColumnMap = Mapping[str, Tuple[Optional[str], Optional["ColumnMap"]]]
+
+
+@dataclass(frozen=True)
+class InternalField:
+    """One field of an internal schema: its id, name and, for a record, its fields."""
+
+    id: int
+    name: str
+    fields: tuple["InternalField", ...] | None = None
+
+
+def _fields(docs: Any) -> tuple[InternalField, ...]:
+    out = []
+    for f in docs or []:
+        ftype = f.get("type")
+        nested = _fields(ftype.get("fields")) if isinstance(ftype, dict) and ftype.get("type") == "record" else None
+        out.append(InternalField(int(f["id"]), str(f["name"]), nested))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
 class InternalSchema:
-    """One version of the internal schema: its version (an instant) and top-level (id, name)."""
+    """One version of the internal schema: its version (an instant) and fields (top level; records
+    carry their own)."""
 
     version_id: str
-    fields: tuple[tuple[int, str], ...]
+    fields: tuple[InternalField, ...]
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any], where: str = "") -> "InternalSchema":
         try:
             version = str(doc.get("version_id", 0))
-            fields = tuple((int(f["id"]), str(f["name"])) for f in doc.get("fields") or [])
+            fields = _fields(doc.get("fields"))
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise CorruptTableError(f"cannot decode internal schema {where}: {err}") from err
         return cls(version, fields)
@@ -93,23 +115,83 @@ class SchemaHistory:
         file_schema = self.at(instant)
         if file_schema == self.current:
             return None
-        current = dict(self.current.fields)
-        out: dict[str, str | None] = {}
-        for fid, name in file_schema.fields:
-            target = current.get(fid)
-            if target != name:
-                out[name] = target
-        return out or None
+        return _field_map(file_schema.fields, self.current.fields)
+
+
+def _field_map(file_fields: tuple[InternalField, ...], query_fields: tuple[InternalField, ...]) -> ColumnMap | None:
+    """How the fields of a file (or record) map onto the query's, by id; ``None``: identical."""
+    query = {f.id: f for f in query_fields}
+    out: dict[str, tuple[str | None, ColumnMap | None]] = {}
+    changed = False
+    for f in file_fields:
+        q = query.get(f.id)
+        nested = _field_map(f.fields, q.fields) if q is not None and f.fields is not None and q.fields is not None \
+            else None
+        target = q.name if q is not None else None
+        out[f.name] = (target, nested)
+        changed = changed or target != f.name or nested is not None
+    return out if changed else None
+
+
+Columnar = Union[pa.Table, pa.RecordBatch]
 
 
 def rename_columns(data: pa.Table, mapping: ColumnMap | None) -> pa.Table:
-    """``data`` (a file's or log block's records) with its columns renamed to the query schema's
-    names and dropped columns removed."""
+    """``data`` (a file's or log block's records) with its columns, nested fields included,
+    renamed to the query schema's names and dropped ones removed."""
     if not mapping:
         return data
-    keep = [n for n in data.column_names if mapping.get(n, n) is not None]
+    keep = [n for n in data.column_names if mapping.get(n, (n, None))[0] is not None]
     data = data.select(keep)
-    return data.rename_columns([mapping.get(n) or n for n in keep])
+    data = data.rename_columns([mapping[n][0] if n in mapping else n for n in keep])
+    return rename_nested(data, mapping)
+
+
+def rename_nested(data: Columnar, mapping: ColumnMap | None) -> Columnar:
+    """``data`` whose top-level columns already carry the query names: rename, drop and reorder
+    nothing at the top, but map the fields of nested records by id (``mapping`` as for the file)."""
+    if not mapping:
+        return data
+    for target, nested in mapping.values():
+        if target is None or nested is None or target not in data.column_names:
+            continue
+        idx = data.column_names.index(target)
+        column = _restructure(data.column(idx), nested)
+        data = data.set_column(idx, pa.field(target, column.type), column)
+    return data
+
+
+def _restructure(arr: Any, mapping: ColumnMap) -> Any:
+    """A struct array with its fields renamed / dropped per ``mapping`` (recursively)."""
+    if isinstance(arr, pa.ChunkedArray):
+        chunks = [_restructure(c, mapping) for c in arr.chunks]
+        return pa.chunked_array(chunks) if chunks else pa.chunked_array([], _restructured_type(arr.type, mapping))
+    if not pa.types.is_struct(arr.type):
+        return arr
+    names, children = [], []
+    for i in range(arr.type.num_fields):
+        name = arr.type.field(i).name
+        target, nested = mapping.get(name, (name, None))
+        if target is None:
+            continue
+        child = arr.field(i)
+        names.append(target)
+        children.append(_restructure(child, nested) if nested else child)
+    if not children:  # every field dropped
+        return pa.array([{} if valid else None for valid in arr.is_valid().to_pylist()], pa.struct([]))
+    return pa.StructArray.from_arrays(children, names=names, mask=arr.is_null())
+
+
+def _restructured_type(dtype: pa.DataType, mapping: ColumnMap) -> pa.DataType:
+    if not pa.types.is_struct(dtype):
+        return dtype
+    fields = []
+    for i in range(dtype.num_fields):
+        f = dtype.field(i)
+        target, nested = mapping.get(f.name, (f.name, None))
+        if target is not None:
+            fields.append(pa.field(target, _restructured_type(f.type, nested) if nested else f.type))
+    return pa.struct(fields)
 
 
 def file_columns(names: list[str], mapping: ColumnMap | None) -> dict[str, str]:
@@ -117,7 +199,7 @@ def file_columns(names: list[str], mapping: ColumnMap | None) -> dict[str, str]:
     with ``mapping`` can provide."""
     if not mapping:
         return {n: n for n in names}
-    inverse = {target: source for source, target in mapping.items() if target is not None}
+    inverse = {target: source for source, (target, _) in mapping.items() if target is not None}
     out: dict[str, str] = {}
     for name in names:
         if name in inverse:
@@ -132,9 +214,11 @@ __all__ = [
     "SCHEMA_COMMIT",
     "SCHEMA_DIR",
     "ColumnMap",
+    "InternalField",
     "InternalSchema",
     "SchemaHistory",
     "file_columns",
     "parse_internal_schemas",
     "rename_columns",
+    "rename_nested",
 ]

@@ -5,7 +5,8 @@ are Hudi log files whose AVRO_DATA blocks hold ``HoodieArchivedMetaEntry`` recor
 per instant state; the commit metadata sits in ``hoodieCommitMetadata`` or
 ``hoodieReplaceCommitMetadata`` as a record).
 
-Layout 2 (versions 8+): the LSM timeline ``.hoodie/timeline/history/``: ``_version_`` names the
+Layout 2 (versions 8+): the LSM timeline ``.hoodie/<hoodie.timeline.path>/<hoodie.timeline.history.path>/``
+(``.hoodie/timeline/history/`` by default): ``_version_`` names the
 current snapshot N, ``manifest_N`` (JSON ``{"files": [{"fileName", "fileLen"}]}``) lists the valid
 parquet files ``<min>_<max>_<level>.parquet``, whose rows are ``HoodieLSMTimelineInstant``
 (``instantTime``, ``completionTime``, ``action``, ``metadata`` = the bytes of the completed
@@ -35,7 +36,6 @@ from catalog.table.config import TableConfig
 from catalog.timeline.instant_files import decode_instant_file
 from catalog.timeline.instants import COMPLETED, Instant
 
-HISTORY_DIR = "history"
 VERSION_FILE = "_version_"
 _MANIFEST = re.compile(r"^manifest_(\d+)$")
 _LSM_FILE = re.compile(r"^(\d+)_(\d+)_(\d+)\.parquet$")
@@ -64,7 +64,7 @@ class ArchivedTimeline:
     @classmethod
     def load(cls, storage: Storage, config: TableConfig) -> "ArchivedTimeline":
         if config.timeline_layout_version >= 2:
-            return _load_lsm(storage, f".hoodie/{config.timeline_path}/{HISTORY_DIR}")
+            return _load_lsm(storage, f".hoodie/{config.timeline_path}/{config.timeline_history_path}")
         return _load_archive_logs(storage, f".hoodie/{config.archive_folder}")
 
 
@@ -102,8 +102,10 @@ def _load_lsm(storage: Storage, folder: str) -> ArchivedTimeline:
         if not _LSM_FILE.match(name):
             raise CorruptTableError(f"{where}: unexpected LSM timeline file name {name!r}")
         path = f"{folder}/{name}"
-        with storage.open(path) as fh:
-            table = pq.read_table(fh, columns=["instantTime", "completionTime", "action", "metadata"])
+        with storage.open(path) as fh:  # on this thread: no Arrow thread calls back into Python
+            table = pq.ParquetFile(fh).read(
+                columns=["instantTime", "completionTime", "action", "metadata"], use_threads=False
+            )
         for row in table.to_pylist():
             requested, action = row["instantTime"], row["action"]
             completion = row["completionTime"] or requested
@@ -122,28 +124,23 @@ def _archive_log_order(name: str) -> int:
 
 
 def _avro_records(content: bytes, schema_text: str, where: str) -> list[dict[str, Any]]:
-    """The records of an AVRO_DATA block: int32 version, [int32 count], then records.
-
-    Content versions 2 and 3 prefix every record with its int32 length; version 1 (Hudi 0.9/0.10
-    archives) has neither a count nor lengths [uncertain: no version-1 archive was decoded here].
-    """
+    """The records of an AVRO_DATA block: int32 content version, int32 count, then per record an
+    int32 length and the record. Content versions 1 to 3 share this layout (Hudi's
+    ``HoodieAvroDataBlockVersion.hasRecordCount`` is true for all; the version-1 data block of
+    the external ``stock_ticks_mor`` table has it too)."""
     schema = fastavro.parse_schema(json.loads(schema_text))
     try:
-        (version,) = struct.unpack_from(">i", content, 0)
+        version, count = struct.unpack_from(">ii", content, 0)
+        if version not in (1, 2, 3):
+            raise CorruptTableError(f"cannot decode archived instants in {where}: Avro block version {version}")
         buf = io.BytesIO(content)
         out: list[dict[str, Any]] = []
-        if version >= 2:
-            (count,) = struct.unpack_from(">i", content, 4)
-            pos = 8
-            for _ in range(count):
-                (length,) = struct.unpack_from(">i", content, pos)
-                buf.seek(pos + 4)
-                out.append(fastavro.schemaless_reader(buf, schema, None))  # type: ignore[arg-type]
-                pos += 4 + length
-        else:
-            buf.seek(4)
-            while buf.tell() < len(content):
-                out.append(fastavro.schemaless_reader(buf, schema, None))  # type: ignore[arg-type]
+        pos = 8
+        for _ in range(count):
+            (length,) = struct.unpack_from(">i", content, pos)
+            buf.seek(pos + 4)
+            out.append(fastavro.schemaless_reader(buf, schema, None))  # type: ignore[arg-type]
+            pos += 4 + length
         return out
     except (struct.error, EOFError, ValueError, TypeError, IndexError) as err:
         raise CorruptTableError(f"cannot decode archived instants in {where}: {err}") from err

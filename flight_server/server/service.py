@@ -381,8 +381,8 @@ def _with_corrupt_block_notes(
     CorruptBlockWarning in the server log) told to the client too: as the ``app_metadata``
     ``{"corrupt_blocks": [message, ...]}`` of the next batch (an empty one at the end if needed).
 
-    Notes are collected on the thread that advances the stream, i.e. for one split's ticket;
-    a whole-table ticket reads on worker threads and only logs them.
+    Notes are collected on the thread that advances the stream; a whole-query (``limit``)
+    ticket's worker threads relay theirs to it (catalog.read.split_reader.read_splits).
     """
     it = iter(batches)
     while True:

@@ -58,12 +58,15 @@ def test_real_discovery_lists_benchmarks_only() -> None:
     assert "common" not in names and "__main__" not in names
 
 
-def test_planning_bench_on_tiny_local_tables(tmp_path: Path) -> None:
+@pytest.mark.parametrize("table_version", [8, 6])
+def test_planning_bench_on_tiny_local_tables(tmp_path: Path, table_version: int) -> None:
     from bench import planning
 
     only_ours = {"mdt": 1, "listing": 1}
-    small = planning.benchmark(5, "local", only_ours, log=lambda _m: None, data_dir=tmp_path, rows_per_partition=4)
-    large = planning.benchmark(20, "local", only_ours, log=lambda _m: None, data_dir=tmp_path, rows_per_partition=4)
+    kw = dict(log=lambda _m: None, data_dir=tmp_path, rows_per_partition=4, table_version=table_version)
+    small = planning.benchmark(5, "local", only_ours, **kw)
+    large = planning.benchmark(20, "local", only_ours, **kw)
+    assert small["table_version"] == table_version
     for res, parts in ((small, 5), (large, 20)):
         assert res["mdt"]["listing"] == "MetadataTableListing"
         assert res["mdt"]["slices"] == res["listing"]["slices"] == parts

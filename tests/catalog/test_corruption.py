@@ -72,23 +72,3 @@ def test_properties_without_partition_fields_of_a_partitioned_table(external_tab
         table = HudiTable.open(str(dest), use_metadata_table=use_mdt)
         with pytest.raises(CorruptTableError, match="no hoodie.table.partition.fields.*wrote into partitions"):
             table.read()
-
-
-def test_log_compacted_mdt_block_falls_back(external_table, tmp_path):
-    """A log-compacted MDT block (header COMPACTED_BLOCK_TIMES, Hudi 0.14+ log compaction)
-    replaces the blocks of the instants it lists (Java's scanV2); this reader does not apply
-    that, so it must plan with storage listing, warned, rather than count records twice."""
-    import struct
-
-    from hudi_generator.log_writer import DELETE, INSTANT_TIME, frame_block
-
-    dest = tmp_path / "t"
-    shutil.copytree(external_table(MOR_V6), dest)
-    log = dest / ".hoodie/metadata/files" / LAST_MDT_LOG
-    compacted = {INSTANT_TIME: "20250522045925602", 4: "20250522045918378,20250522045925602"}
-    with log.open("ab") as fh:
-        fh.write(frame_block(DELETE, compacted, struct.pack(">ii", 3, 1) + b"\x00"))  # an empty delete list
-    table = HudiTable.open(str(dest))
-    with pytest.warns(MetadataTableFallbackWarning, match="log-compacted"):
-        assert isinstance(table.state.listing, StorageListing)
-    assert sorted(table.read()["price"].to_pylist()) == [101.0, 102.0, 201.0, 202.0]

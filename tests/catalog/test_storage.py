@@ -7,6 +7,7 @@ import os
 import uuid
 
 import fsspec
+import pyarrow as pa
 import pytest
 
 from catalog import HudiTable
@@ -38,65 +39,99 @@ def test_memory_filesystem(fixture_table, name):
 # Python-backed filesystem (PyFileSystem over fsspec), those threads take the GIL to read and
 # later to drop their last references to Python objects. One that does so while the interpreter
 # finalizes is killed by CPython and the process aborts. The exit race itself hits a few percent
-# of processes, so the decisive check is its precondition: no Python IO callback on an Arrow thread.
-_EXIT_TABLES = (
-    "sample_table/cow/v9_txns_simple_nometa",
-    "sample_table/cow/v6_complexkeygen_hivestyle",
-    "sample_table/mor/avro/v9_txns_simple_meta",
-    "sample_table/mor/parquet/v6_complexkeygen_hivestyle",
-)
+# of processes, so the decisive check is its precondition: no fsspec call on an Arrow thread,
+# for local tables (Arrow's native filesystem) and for memory:// (the path of every remote
+# protocol: fsspec file objects read on Python threads).
 
 
-def test_local_reads_make_no_python_calls_on_arrow_threads(fixture_table, monkeypatch):
+def _copy_into_memory(local: str) -> str:
+    mem = fsspec.filesystem("memory")
+    root = f"/exit-{uuid.uuid4().hex}"
+    for dirpath, _, files in os.walk(local):
+        for f in files:
+            src = os.path.join(dirpath, f)
+            with open(src, "rb") as fh:
+                mem.pipe_file(root + "/" + os.path.relpath(src, local), fh.read())
+    return f"memory://{root}"
+
+
+def _spy(monkeypatch, cls, names, seen, foreign) -> None:
     import threading
 
-    from fsspec.implementations.local import LocalFileOpener
+    for name in (n for n in names if hasattr(cls, n)):
+        original = getattr(cls, name)
+
+        def spy(self, *args, __original=original, **kwargs):
+            thread = threading.current_thread()
+            seen.append(thread.name)
+            if isinstance(thread, threading._DummyThread):  # a thread Python did not start: Arrow's
+                foreign.append(f"{cls.__name__}.{__original.__name__}")
+            return __original(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, name, spy)
+
+
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_reads_make_no_python_calls_on_arrow_threads(fixture_table, monkeypatch, where):
+    from fsspec.implementations.local import LocalFileOpener, LocalFileSystem
+    from fsspec.implementations.memory import MemoryFile, MemoryFileSystem
+
+    from tests.support.exit_runs import TABLES
 
     foreign: list[str] = []
     seen: list[str] = []
-    read = LocalFileOpener.read
-
-    def spy(self, *args, **kwargs):
-        thread = threading.current_thread()
-        seen.append(thread.name)
-        if isinstance(thread, threading._DummyThread):  # a thread Python did not start: Arrow's
-            foreign.append(self.path)
-        return read(self, *args, **kwargs)
-
-    monkeypatch.setattr(LocalFileOpener, "read", spy)
-    for name in _EXIT_TABLES:
+    _spy(monkeypatch, LocalFileOpener, ("read", "readinto", "seek"), seen, foreign)
+    _spy(monkeypatch, LocalFileSystem, ("_open", "info", "cat_file"), seen, foreign)
+    _spy(monkeypatch, MemoryFile, ("read", "readinto", "seek", "close"), seen, foreign)
+    _spy(monkeypatch, MemoryFileSystem, ("_open", "info", "cat_file", "ls"), seen, foreign)
+    for name in TABLES:
+        uri = fixture_table(name) if where == "local" else _copy_into_memory(fixture_table(name))
         for mdt in (True, False):
-            assert HudiTable.open(fixture_table(name), use_metadata_table=mdt).read().num_rows > 0
+            assert HudiTable.open(uri, use_metadata_table=mdt).read().num_rows > 0
     assert seen, "the spy saw no reads at all"
-    assert not foreign, f"Arrow threads called back into fsspec for {sorted(set(foreign))[:3]}"
+    assert not foreign, f"Arrow threads called back into fsspec: {sorted(set(foreign))}"
 
 
 _EXIT_RUNS = 24
 
 
 def test_interpreter_exits_cleanly_after_reads(fixture_table):
-    """End to end: processes that read tables then exit must all exit 0 (24 runs, 2 at a time).
-    With the bug back a process aborts only a few percent of the time, so this is a smoke test;
-    the decisive guard is the test above."""
-    import subprocess
-    import sys
-    from concurrent.futures import ThreadPoolExecutor
-    from pathlib import Path
+    """End to end: processes that read tables from disk and from memory:// then exit must all
+    exit 0 (24 runs, 2 at a time). With the bug back a process aborts only a few percent of the
+    time, so this is a smoke test; the decisive guard is the test above. The 200-run check is
+    ``python -m tests.support.exit_runs --runs 200``."""
+    from tests.support.exit_runs import TABLES, run_many, summary
 
-    paths = [fixture_table(n) for n in _EXIT_TABLES]
-    code = (
-        "import sys\n"
-        "from catalog import HudiTable\n"
-        "for p in sys.argv[1:]:\n"
-        "    HudiTable.open(p).read(); HudiTable.open(p, use_metadata_table=False).read(columns=[])\n"
-    )
-    root = str(Path(__file__).resolve().parents[2])
+    result = summary(run_many([fixture_table(n) for n in TABLES], _EXIT_RUNS))
+    assert result["exit_0"] == _EXIT_RUNS, result
 
-    def run(_):
-        return subprocess.run([sys.executable, "-c", code, *paths], cwd=root, capture_output=True, text=True,
-                              timeout=120)
 
-    with ThreadPoolExecutor(2) as pool:
-        procs = list(pool.map(run, range(_EXIT_RUNS)))
-    bad = [p for p in procs if p.returncode != 0]
-    assert not bad, f"{len(bad)}/{_EXIT_RUNS} runs exited {bad[0].returncode}: {bad[0].stderr[-2000:]}"
+def test_remote_reads_skip_row_groups_by_statistics(monkeypatch):
+    """Remote protocols read Parquet on the calling thread, yet still skip row groups whose
+    statistics rule a filter out (Arrow prunes a metadata-only copy of the footer)."""
+    import pyarrow.parquet as pq
+
+    from hudi_generator.generator import GeneratorSpec, expected_table, generate
+
+    spec = GeneratorSpec(rows=1000, partitions=0, commits=1, metadata_table=False, row_group_size=100)
+    uri = f"memory://prune-{uuid.uuid4().hex}/t"
+    generate(uri, spec)
+    read: list = []
+    iter_batches = pq.ParquetFile.iter_batches
+
+    def spy(self, *args, row_groups=None, **kwargs):
+        read.append(row_groups)
+        return iter_batches(self, *args, row_groups=row_groups, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", spy)
+    try:
+        expected = expected_table(spec)
+        cut = expected["ts"][949].as_py()
+        got = HudiTable.open(uri).read(columns=expected.column_names, filters=[("ts", ">", cut)])
+        assert_same_rows(got, expected.filter(pa.compute.greater(expected["ts"], cut)), "pruned")
+        assert read == [[9]]  # of the file's 10 row groups, only the last can hold ts > cut
+        read.clear()
+        assert HudiTable.open(uri).read(filters=[("ts", "<", 0)]).num_rows == 0
+        assert read == []  # every row group ruled out: nothing decoded
+    finally:
+        fsspec.filesystem("memory").rm(uri.removeprefix("memory://").split("/")[0], recursive=True)

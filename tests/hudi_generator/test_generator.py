@@ -416,3 +416,90 @@ def test_archive_and_schema_evolution_files(tmp_path):
     assert "driver" in names[0] and "driver_name" in names[1] and "tip" in names[2] and "rider" not in names[3]
     with pytest.raises(ValueError, match="archive_commits"):
         GeneratorSpec(commits=2, archive_commits=2).validate()
+
+
+@pytest.mark.parametrize("table_type", [COPY_ON_WRITE, MERGE_ON_READ])
+@pytest.mark.parametrize("metadata_table", [True, False])
+def test_version_6_table_read_by_hudi_and_planned_through_its_metadata_table(
+    generated_table, table_type: str, metadata_table: bool
+) -> None:
+    """A table version 6 (layout 1) table: hudi reads it equal to the generator's data, and so
+    does HudiTable, planning through the v6 metadata table without falling back and without
+    listing a data partition."""
+    import warnings
+
+    from catalog import HudiTable
+    from catalog.errors import MetadataTableFallbackWarning
+    from catalog.listing.mdt_listing import MetadataTableListing
+    from catalog.listing.storage import StorageListing
+
+    spec = GeneratorSpec(**SMALL, table_type=table_type, metadata_table=metadata_table, table_version=6)
+    path = generated_table(spec)
+    _assert_same(_hudi_read(path), spec)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MetadataTableFallbackWarning)
+        table = HudiTable.open(path)
+        assert table.table_version == 6
+        table.storage.stats.reset()
+        data = table.read()
+    _assert_same(data, spec)
+    listing = MetadataTableListing if metadata_table else StorageListing
+    assert isinstance(table.state.listing, listing)
+    if metadata_table:  # only the MDT's timeline and its files partition are listed
+        assert table.storage.stats.counts["list"] == 2, table.storage.stats.snapshot()
+
+
+def test_version_6_layout_matches_hudi_0_14(tmp_path: Path) -> None:
+    """File names and encodings of a v6 table as in the external v6 fixtures (format digest 2.2,
+    2.3, 3.2, 6.1): instants directly under .hoodie with JSON commits, logs named by their slice's
+    base instant rolling to log.N, an MDT initialised at 00000000000000010 with a layout-1 timeline."""
+    spec = GeneratorSpec(**SMALL, table_type=MERGE_ON_READ, table_version=6)
+    result = generate(str(tmp_path / "t"), spec)
+    hoodie = tmp_path / "t" / ".hoodie"
+    props = (hoodie / "hoodie.properties").read_text()
+    for line in ("hoodie.table.version=6", "hoodie.timeline.layout.version=1", "hoodie.archivelog.folder=archived",
+                 "hoodie.table.keygenerator.class=org.apache.hudi.keygen.SimpleKeyGenerator",
+                 "hoodie.table.metadata.partitions=files"):
+        assert f"\n{line}\n" in props
+    assert "hoodie.record.merge.mode" not in props and not (hoodie / "timeline").exists()
+    names = {p.name for p in hoodie.iterdir()}
+    for requested, _ in result.instants:
+        assert {f"{requested}.deltacommit.requested", f"{requested}.deltacommit.inflight",
+                f"{requested}.deltacommit"} <= names
+        meta = json.loads((hoodie / f"{requested}.deltacommit").read_text())
+        assert set(meta) == {"partitionToWriteStats", "compacted", "extraMetadata", "operationType"}
+    base_instant = result.instants[0][0]
+    logs = sorted(p.name for p in (tmp_path / "t").glob("region=*/.*.log.*"))
+    assert logs and all(f"_{base_instant}.log." in n for n in logs)
+    assert {n.split(".log.")[1].split("_")[0] for n in logs} == {"1", "2"}  # commits 2 and 3
+    mdt = hoodie / "metadata"
+    assert "hoodie.table.version=6\n" in (mdt / ".hoodie" / "hoodie.properties").read_text()
+    mdt_timeline = sorted(p.name for p in (mdt / ".hoodie").iterdir() if p.name.endswith(".deltacommit"))
+    assert mdt_timeline == ["00000000000000010.deltacommit", *(f"{r}.deltacommit" for r, _ in result.instants)]
+    files = sorted(p.name for p in (mdt / "files").iterdir())
+    assert files == [
+        *(f".files-0000-0_00000000000000010.log.{n}_0-{n - 1}-{n - 1}" for n in range(1, spec.commits + 2)),
+        ".hoodie_partition_metadata", "files-0000-0_0-0-0_00000000000000010.hfile",
+    ]
+    with pytest.raises(ValueError, match="table_version 6"):
+        GeneratorSpec(table_version=6, record_index=True).validate()
+    with pytest.raises(ValueError, match="table_version"):
+        GeneratorSpec(table_version=7).validate()
+
+
+def test_mdt_log_compaction_layout_and_hudi_reads_it(generated_table) -> None:
+    """The log compaction the generator writes (MDT instant = last deltacommit + ``005``, a
+    logcompaction completing as a deltacommit, one HFILE_DATA block listing the compacted
+    instants): hudi, which plans v8 tables from the MDT, still reads the generator's data."""
+    spec = GeneratorSpec(**SMALL, table_type=MERGE_ON_READ, mdt_log_compaction=True)
+    path = Path(generated_table(spec))
+    _assert_same(_hudi_read(str(path)), spec)
+    last = spec.instants()[-1][0]
+    timeline = {p.name for p in (path / ".hoodie/metadata/.hoodie/timeline").iterdir()}
+    assert {f"{last}005.logcompaction.requested", f"{last}005.logcompaction.inflight"} <= timeline
+    assert any(n.startswith(f"{last}005_") and n.endswith(".deltacommit") for n in timeline)
+    (log,) = (path / ".hoodie/metadata/files").glob(f".files-0000-0_{last}005.log.1_*")
+    assert b"\x00\x00\x00\x04" + struct.pack(">i", 53) + ",".join(r for r, _ in spec.instants()).encode() \
+        in log.read_bytes()  # header key 4 (COMPACTED_BLOCK_TIMES), its length, the three instants
+    with pytest.raises(ValueError, match="mdt_log_compaction"):
+        GeneratorSpec(metadata_table=False, mdt_log_compaction=True).validate()

@@ -71,7 +71,34 @@ def test_uncommitted_future_and_corrupt_blocks_are_skipped():
 def test_unsupported_block_kinds_are_refused():
     with pytest.raises(UnsupportedTableError, match="HFILE_DATA"):
         scan_blocks([_b(BlockType.HFILE_DATA, "1")], _commits({"1"}), None)
-    with pytest.raises(UnsupportedTableError, match="log-compacted"):
-        scan_blocks([_b(BlockType.AVRO_DATA, "1", COMPACTED_BLOCK_TIMES="0")], _commits({"1"}), None)
     with pytest.raises(UnsupportedTableError, match="partial-update"):
         scan_blocks([_b(BlockType.AVRO_DATA, "1", IS_PARTIAL="true")], _commits({"1"}), None)
+
+
+def _compacted(instant: str, listed: str) -> LogBlock:
+    return _b(BlockType.AVRO_DATA, instant, COMPACTED_BLOCK_TIMES=listed)
+
+
+@pytest.mark.parametrize("blocks, expected", [
+    # Java's example: B1(i1), B2(i2), CB(i3, [i1, i2]) -> CB alone
+    ([_b(BlockType.AVRO_DATA, "1"), _b(BlockType.DELETE, "2"), _compacted("3", "1,2")], ["3"]),
+    # the compacted block takes the place of the newest instant it replaces (i1), before i2
+    ([_b(BlockType.AVRO_DATA, "1"), _b(BlockType.AVRO_DATA, "2"), _compacted("3", "1"),
+      _b(BlockType.AVRO_DATA, "4")], ["3", "2", "4"]),
+    # nested: C5 compacts C3 (which compacted 1, 2) and 4 -> C5 alone
+    ([_b(BlockType.AVRO_DATA, "1"), _b(BlockType.AVRO_DATA, "2"), _compacted("3", "1,2"),
+      _b(BlockType.AVRO_DATA, "4"), _compacted("5", "3,4")], ["5"]),
+    # a compacted block whose originals are all gone is not applied (as in Java)
+    ([_compacted("3", "1,2"), _b(BlockType.AVRO_DATA, "4")], ["4"]),
+])
+def test_log_compaction_replaces_the_blocks_it_lists(blocks, expected):
+    kept = scan_blocks(blocks, _commits({b.instant_time for b in blocks}), None)
+    assert [b.instant_time for b in kept] == expected
+
+
+def test_rolled_back_log_compaction_leaves_the_originals():
+    blocks = [_b(BlockType.AVRO_DATA, "1"), _b(BlockType.AVRO_DATA, "2"), _compacted("3", "1,2"),
+              _b(BlockType.COMMAND, "4", COMMAND_BLOCK_TYPE="0", TARGET_INSTANT_TIME="3")]
+    assert [b.instant_time for b in scan_blocks(blocks, _commits({"1", "2", "3"}), None)] == ["1", "2"]
+    # an uncommitted (failed) log compaction does not count either
+    assert [b.instant_time for b in scan_blocks(blocks[:3], _commits({"1", "2"}), None)] == ["1", "2"]

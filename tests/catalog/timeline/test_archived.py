@@ -67,6 +67,25 @@ def test_incremental_between_consecutive_commits(generated_table, table_type):
     assert_same_rows(ours, expected_table(spec), "incremental from the beginning")
 
 
+def test_history_folder_comes_from_the_table_config(generated_copy):
+    """``hoodie.timeline.history.path`` names the LSM history folder under the timeline folder."""
+    import re
+    from pathlib import Path
+
+    spec = _spec(COPY_ON_WRITE, metadata_table=False)
+    path = Path(generated_copy(spec))
+    (path / ".hoodie/timeline/history").rename(path / ".hoodie/timeline/lsm")
+    props = path / ".hoodie/hoodie.properties"
+    moved = re.sub(r"(?m)^hoodie\.timeline\.history\.path=.*$", "hoodie.timeline.history.path=lsm", props.read_text())
+    props.write_text(moved)
+    table = HudiTable.open(str(path))
+    first = spec.instants()[0][0]
+    assert_same_rows(table.read(columns=_data_columns(spec), as_of=first), expected_table(spec, as_of=1), "as_of 1")
+    props.write_text(moved.replace("hoodie.timeline.history.path=lsm", "hoodie.timeline.history.path=history"))
+    with pytest.raises(Exception, match=first):  # nothing archived where the config points: no such commit
+        HudiTable.open(str(path)).read(as_of=first)
+
+
 def test_snapshot_does_not_read_the_archive(generated_table):
     spec = _spec(MERGE_ON_READ)
     table = HudiTable.open(generated_table(spec))

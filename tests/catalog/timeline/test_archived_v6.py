@@ -6,8 +6,12 @@ commit metadata as a record in ``hoodieCommitMetadata``), then reads every commi
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import struct
 from pathlib import Path
+
+import pytest
 
 from catalog import HudiTable
 from hudi_generator.log_writer import avro_data_block
@@ -34,7 +38,7 @@ ARCHIVED_META_ENTRY = {"type": "record", "name": "HoodieArchivedMetaEntry", "nam
                        ]}
 
 
-def _archive_first_commit(path: Path) -> str:
+def _archive_first_commit(path: Path, content_version: int = 3, folder: str = "archived") -> str:
     hoodie = path / ".hoodie"
     first = sorted(p.name.split(".")[0] for p in hoodie.glob("*.commit"))[0]
     meta = json.loads((hoodie / f"{first}.commit").read_text())
@@ -47,15 +51,21 @@ def _archive_first_commit(path: Path) -> str:
             "partitionToWriteStats": stats, "extraMetadata": meta.get("extraMetadata"),
             "operationType": meta.get("operationType")}},
     ]
-    (hoodie / "archived").mkdir(exist_ok=True)
-    (hoodie / "archived" / ".commits_.archive.1_1-0-1").write_bytes(
-        avro_data_block("20991231000000000", ARCHIVED_META_ENTRY, records))
+    block = bytearray(avro_data_block("20991231000000000", ARCHIVED_META_ENTRY, records))
+    if content_version != 3:  # older writers: the same record layout under content version 1 or 2
+        at = block.index(struct.pack(">ii", 3, len(records)))
+        block[at:at + 4] = struct.pack(">i", content_version)
+    (hoodie / folder).mkdir(exist_ok=True)
+    (hoodie / folder / ".commits_.archive.1_1-0-1").write_bytes(bytes(block))
     for name in (f"{first}.commit", f"{first}.commit.requested", f"{first}.inflight"):
         (hoodie / name).unlink()
     return first
 
 
-def test_layout1_archive_time_travel_and_incremental(fixture_table, tmp_path):
+@pytest.mark.parametrize("content_version, folder", [(3, "archived"), (1, "archived"), (3, "old_commits")])
+def test_layout1_archive_time_travel_and_incremental(fixture_table, tmp_path, content_version, folder):
+    """Archive blocks of content version 3 and 1 (Hudi 0.x), in the default folder and in the one
+    ``hoodie.archivelog.folder`` names."""
     original = Path(fixture_table(TABLE))
     before = HudiTable.open(str(original))
     times = [i.requested_time for i in before.timeline.commits]
@@ -66,7 +76,11 @@ def test_layout1_archive_time_travel_and_incremental(fixture_table, tmp_path):
 
     copy = tmp_path / "table"
     shutil.copytree(original, copy)
-    first = _archive_first_commit(copy)
+    first = _archive_first_commit(copy, content_version, folder)
+    if folder != "archived":
+        props = copy / ".hoodie/hoodie.properties"
+        text = re.sub(r"(?m)^hoodie\.archivelog\.folder=.*\n", "", props.read_text())
+        props.write_text(text + f"hoodie.archivelog.folder={folder}\n")
     after = HudiTable.open(str(copy))
     assert [i.requested_time for i in after.timeline.commits] == times[1:]
     assert after.read().num_rows == expected_as_of[times[-1]].num_rows

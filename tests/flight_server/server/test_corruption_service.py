@@ -37,7 +37,10 @@ def test_truncated_mdt_log_served_in_full(external_table, tmp_path):
     assert_same_rows(served, expected, "served after fallback")
 
 
-def test_skipped_corrupt_data_block_reaches_the_client(fixture_table, tmp_path):
+@pytest.mark.parametrize("limit", [None, 100], ids=["split tickets", "limit ticket"])
+def test_skipped_corrupt_data_block_reaches_the_client(fixture_table, tmp_path, limit):
+    """Per-split tickets read on the stream's thread; a ``limit`` query gets one ticket for the
+    whole query, read by worker threads whose notes are relayed to the stream."""
     path = tmp_path / "t"
     shutil.copytree(fixture_table("sample_table/mor/parquet/v6_nonpartitioned"), path)
     (log,) = [p for p in path.iterdir() if ".log." in p.name]
@@ -48,7 +51,7 @@ def test_skipped_corrupt_data_block_reaches_the_client(fixture_table, tmp_path):
     with _serve(path, tmp_path) as server, connect(f"127.0.0.1:{server.port}") as client:
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
-            served = client.read("bad.t")
+            served = client.read("bad.t", limit=limit)
     client_side = [str(w.message) for w in seen if str(w.message).startswith("server skipped")]
     assert client_side and all(log.name in m and "corrupt log block" in m for m in client_side), seen
     assert all(issubclass(w.category, CorruptBlockWarning) for w in seen if str(w.message) in client_side)
