@@ -329,7 +329,8 @@ class _TableWriter:
         out: dict[int, _CommitOutput] = {}
         if not len(rows):  # Hudi creates no file group without records
             return _GroupResult(part, out, 0)
-        base_name, base_instant, live, log_files = None, "null", 0, []
+        base_name, base_instant, live = None, "null", 0
+        log_files: list[str] = []
         for k, version, alive, upd, dele in _history(spec, rows):
             instant = self.instants[k - 1][0]
             token = f"{g % 1000}-{k}-{g}"

@@ -346,7 +346,9 @@ class MetadataTableWriter:
 
 
 def _decode(raw: bytes) -> dict:
-    return fastavro.schemaless_reader(io.BytesIO(raw), _PARSED)
+    record = fastavro.schemaless_reader(io.BytesIO(raw), _PARSED)
+    assert isinstance(record, dict)  # a HoodieMetadataRecord
+    return record
 
 
 def _merge_files_record(older: dict | None, newer: dict) -> dict:
