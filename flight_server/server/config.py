@@ -15,6 +15,7 @@ from typing import Any, Mapping
 from catalog.plan.splits import DEFAULT_TARGET_SPLIT_BYTES, SplitOptions
 from flight_server.server.limits import Limits
 from flight_server.server.policy import DEFAULT_PROTOCOLS, StoragePolicy
+from flight_server.server.tls import TLS_SCHEME, TlsFiles
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8815
@@ -69,6 +70,10 @@ class ServerConfig:
     planning_seconds: float = Limits.planning_seconds
     max_streams_per_caller: int = Limits.max_streams_per_caller
     footer_cache_bytes: int = Limits.footer_cache_bytes
+    # transport security (flight_server.server.tls): PEM files; tls_client_ca turns on mutual TLS
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
 
     # -- derived ---------------------------------------------------------------------------
     @property
@@ -87,7 +92,12 @@ class ServerConfig:
 
     @property
     def location(self) -> str:
-        return f"grpc+tcp://{self.host}:{self.port}"
+        scheme = TLS_SCHEME if self.tls_cert else "grpc+tcp"
+        return f"{scheme}://{self.host}:{self.port}"
+
+    def tls(self) -> TlsFiles | None:
+        """The TLS files, ``None`` when TLS is off (raises ``ValueError`` when half configured)."""
+        return TlsFiles.from_settings(self.tls_cert, self.tls_key, self.tls_client_ca)
 
     def storage_policy(self) -> StoragePolicy:
         """The confinement of ``register-table``: warehouses and ``allowed_roots``."""

@@ -35,6 +35,7 @@ from flight_server.server.registry import Registry, TableEntry, parse_identifier
 from flight_server.server.state_files import private_dir, private_sqlite
 from flight_server.server.tables import TableCache
 from flight_server.server.tickets import TicketSigner, load_or_create_secret
+from flight_server.server.tls import check_locations
 from flight_server.server.wire import (
     ACTIONS,
     QueryCommand,
@@ -90,6 +91,10 @@ class HudiFlightServer(flight.FlightServerBase):
         kwargs.setdefault("middleware", {})[MIDDLEWARE_KEY] = CallerMiddlewareFactory()
         if self.config.auth_tokens:
             kwargs.setdefault("middleware", {})["auth"] = BearerTokenMiddlewareFactory(self.config.auth_tokens)
+        tls = self.config.tls()
+        check_locations(self.config.locations, tls is not None)
+        if tls is not None:
+            kwargs.update(tls.server_kwargs())
         try:
             super().__init__(self.config.location, **kwargs)
         except pa.ArrowException as err:
