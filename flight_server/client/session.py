@@ -100,6 +100,10 @@ def translated_errors(uri: str, what: str) -> Iterator[None]:
         raise ValueError(f"{what} rejected by {uri}: {_first_line(err)}") from err
     except pa.ArrowNotImplementedError as err:  # UNIMPLEMENTED
         raise NotImplementedError(f"{what}: {_first_line(err)}") from err
+    except OSError as err:  # pyarrow's get_schema loses the Flight error class; the status is in the text
+        if not any(f"Detail: {status}" in str(err) for status in ("Unauthenticated", "Unauthorized")):
+            raise
+        raise PermissionError(f"{what} refused by {uri}: {_first_line(err)}") from err
 
 
 @dataclass(frozen=True)

@@ -104,6 +104,8 @@ def test_tls_and_static_token_read(tls_token_server, pki, fixture_table):
     with HudiFlightClient(uri, token="wrong", tls_root_certs=str(ca.ca_cert)) as client:
         with pytest.raises(PermissionError):
             client.tables()
+        with pytest.raises(PermissionError, match="schema of"):  # pyarrow raises a bare OSError here
+            client.schema(IDENT)
 
 
 def test_user_password_login_then_bearer_on_every_call(login_server, pki, fixture_table):
