@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Sequence
 
 import pyarrow.dataset as ds
 import pyarrow.flight as flight
@@ -55,22 +56,22 @@ def _table(size: str) -> Path:
 
 
 class _Server:
-    """``hudi-flight serve`` in a subprocess."""
+    """``hudi-flight serve`` in a subprocess (``extra_args``: more serve flags; ``scheme`` of its URI)."""
 
-    def __init__(self, warehouse: Path, processes: int):
+    def __init__(self, warehouse: Path, processes: int, extra_args: Sequence[str] = (), scheme: str = "grpc"):
         self.port = free_port()
         self.state = tempfile.mkdtemp(prefix="hudi-flight-bench-")
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "flight_server.cli", "serve", "--port", str(self.port), "--warehouse",
-             str(warehouse), "--state-dir", self.state, "--processes", str(processes)],
+             str(warehouse), "--state-dir", self.state, "--processes", str(processes), *extra_args],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=REPO,
         )
         line = self.proc.stdout.readline()
         if "serving" not in line:
             raise RuntimeError(f"server did not start: {line!r}")
         time.sleep(0.5 * processes)  # let the data processes bind their ports
-        self.uri = f"grpc://127.0.0.1:{self.port}"
+        self.uri = f"{scheme}://127.0.0.1:{self.port}"
 
     def close(self) -> None:
         self.proc.terminate()

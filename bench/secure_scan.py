@@ -1,0 +1,120 @@
+"""What security costs a read: plain vs static bearer token vs TLS + token, side by side in one run.
+
+Three ``hudi-flight serve`` subprocesses over the same copy-on-write table (the
+:mod:`bench.flight_scan` table): no credentials, a static token (``auth_tokens``), and TLS (a
+test CA's certificate, made here) + the same token. For each, round-robin:
+
+* planning latency: ``get_flight_info`` of the whole table on a warm server and a connected
+  client, p50 and p95;
+* scan throughput: a full read through the Python client (one client per read, so each TLS read
+  pays its one handshake; every endpoint reuses that client's channel), endpoints fetched in
+  parallel.
+
+Rows carry the ratio to plain (target: TLS + token within 10%). ``python -m bench.secure_scan [quick|full]``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from bench.common import check_size, percentile, round_robin, row
+from bench.flight_scan import WORKERS, _Server, _table
+from catalog import HudiTable
+from flight_server.client.session import HudiFlightClient
+from tests.support.certs import make_pki
+
+TOKEN = "bench-secure-scan-token-0123456789abcdef"
+IDENT = "bench.trips"
+PLAIN, TOKEN_ONLY, TLS_TOKEN = "hudi-flight", "hudi-flight (static token)", "hudi-flight (TLS + token)"
+PLANNING_CALLS = {"quick": 30, "full": 100}
+
+
+def _servers(warehouse: Path, folder: Path) -> dict[str, tuple[_Server, dict[str, Any]]]:
+    """The three servers and the client settings each needs."""
+    pki = make_pki(folder / "pki")
+    config = folder / "token.toml"
+    config.write_text(f'[server]\nauth_tokens = ["{TOKEN}"]\n')
+    tls = ["--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key)]
+    servers: dict[str, tuple[_Server, dict[str, Any]]] = {}
+    try:
+        servers[PLAIN] = (_Server(warehouse, 1), {})
+        servers[TOKEN_ONLY] = (_Server(warehouse, 1, ["--config", str(config)]), {"token": TOKEN})
+        servers[TLS_TOKEN] = (_Server(warehouse, 1, ["--config", str(config), *tls], scheme="grpc+tls"),
+                              {"token": TOKEN, "tls_root_certs": pki.ca_cert.read_bytes()})
+    except BaseException:
+        for server, _ in servers.values():
+            server.close()
+        raise
+    return servers
+
+
+def _read(uri: str, settings: dict[str, Any]) -> int:
+    with HudiFlightClient(uri, max_workers=WORKERS, **settings) as client:
+        return sum(b.num_rows for b in client.read_batches(IDENT))
+
+
+def _planning(client: HudiFlightClient, calls: int) -> Callable[[], list[float]]:
+    """One round of planning calls on a connected client (the first call warms it)."""
+    client.flight_info(IDENT)
+
+    def one_round() -> list[float]:
+        samples = []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            client.flight_info(IDENT)
+            samples.append(time.perf_counter() - t0)
+        return samples
+
+    return one_round
+
+
+def run(size: str) -> list[dict]:
+    check_size(size)
+    path = _table(size)
+    rows = HudiTable.open(str(path)).read(columns=["_hoodie_record_key"]).num_rows
+    nbytes = sum(f.stat().st_size for f in path.rglob("*.parquet") if ".hoodie" not in f.parts)
+    name = f"secure_scan/{rows:,} rows COW"
+    params = {"rows": rows, "client_workers": WORKERS, "load_average": os.getloadavg()[0]}
+    repeat = 7 if size == "full" else 5
+    out: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="hudi-flight-secure-") as tmp:
+        servers = _servers(path.parent.parent, Path(tmp))
+        clients = {c: HudiFlightClient(s.uri, **settings) for c, (s, settings) in servers.items()}
+        try:
+            # planning: interleaved rounds so load from elsewhere hits every variant alike
+            rounds = {c: _planning(client, PLANNING_CALLS[size] // 5) for c, client in clients.items()}
+            plan: dict[str, list[float]] = {c: [] for c in servers}
+            for _ in range(5):
+                for competitor, one_round in rounds.items():
+                    plan[competitor].extend(one_round())
+            scans = {c: (lambda s=s, st=settings: _read(s.uri, st)) for c, (s, settings) in servers.items()}
+            scan = round_robin(scans, rows, repeat)
+        finally:
+            for client in clients.values():
+                client.close()
+            for server, _ in servers.values():
+                server.close()
+    for competitor in servers:
+        p50 = percentile(plan[competitor], 50)
+        wall = percentile(scan[competitor], 50)
+        out.append(row(f"planning/{name}", competitor, "p50 latency (warm)", 1000 * p50, "ms",
+                       repeats=len(plan[competitor]), params=params))
+        out.append(row(f"planning/{name}", competitor, "p95 latency (warm)", 1000 * percentile(plan[competitor], 95),
+                       "ms", repeats=len(plan[competitor]), params=params))
+        out.append(row(name, competitor, "median wall time", wall, "s", repeats=len(scan[competitor]), params=params))
+        out.append(row(name, competitor, "throughput", nbytes / wall / 2**20, "MiB/s", params=params))
+        if competitor != PLAIN:
+            base_p50, base_wall = percentile(plan[PLAIN], 50), percentile(scan[PLAIN], 50)
+            out.append(row(f"planning/{name}", competitor, "p50 latency / plain", p50 / base_p50, "x", params=params))
+            out.append(row(name, competitor, "scan wall time / plain", wall / base_wall, "x", params=params))
+    return out
+
+
+if __name__ == "__main__":
+    for r in run(sys.argv[1] if len(sys.argv) > 1 else "quick"):
+        print(f"{r['name']:44} {r['competitor']:28} {r['metric']:24} {r['value']:10.3f} {r['unit']}")
