@@ -10,7 +10,10 @@ test CA's certificate, made here) + the same token. For each, round-robin:
   pays its one handshake; every endpoint reuses that client's channel), endpoints fetched in
   parallel.
 
-Rows carry the ratio to plain (target: TLS + token within 10%). ``python -m bench.secure_scan [quick|full]``.
+Over TLS the client asks for lz4-compressed IPC streams (flight_server/server/streams.py): the
+competitor "TLS + token, uncompressed streams" is the client without that request (the numbers
+before the fix). Rows carry the ratio to plain (target: TLS + token within 10%).
+``python -m bench.secure_scan [quick|full]``.
 """
 
 from __future__ import annotations
@@ -31,11 +34,18 @@ from tests.support.certs import make_pki
 TOKEN = "bench-secure-scan-token-0123456789abcdef"
 IDENT = "bench.trips"
 PLAIN, TOKEN_ONLY, TLS_TOKEN = "hudi-flight", "hudi-flight (static token)", "hudi-flight (TLS + token)"
+TLS_RAW = "hudi-flight (TLS + token, uncompressed streams)"
+
+
+class _UncompressedClient(HudiFlightClient):
+    """The client as it was before it asked for lz4 streams over TLS (the "before" numbers)."""
+
+    tls_stream_compression = None
 PLANNING_CALLS = {"quick": 30, "full": 100}
 
 
 def _servers(warehouse: Path, folder: Path) -> dict[str, tuple[_Server, dict[str, Any]]]:
-    """The three servers and the client settings each needs."""
+    """The servers and the client settings of each competitor (two share the TLS server)."""
     pki = make_pki(folder / "pki")
     config = folder / "token.toml"
     config.write_text(f'[server]\nauth_tokens = ["{TOKEN}"]\n')
@@ -46,6 +56,7 @@ def _servers(warehouse: Path, folder: Path) -> dict[str, tuple[_Server, dict[str
         servers[TOKEN_ONLY] = (_Server(warehouse, 1, ["--config", str(config)]), {"token": TOKEN})
         servers[TLS_TOKEN] = (_Server(warehouse, 1, ["--config", str(config), *tls], scheme="grpc+tls"),
                               {"token": TOKEN, "tls_root_certs": pki.ca_cert.read_bytes()})
+        servers[TLS_RAW] = (servers[TLS_TOKEN][0], {**servers[TLS_TOKEN][1], "client": _UncompressedClient})
     except BaseException:
         for server, _ in servers.values():
             server.close()
@@ -53,8 +64,14 @@ def _servers(warehouse: Path, folder: Path) -> dict[str, tuple[_Server, dict[str
     return servers
 
 
+def _client(uri: str, settings: dict[str, Any], **kwargs: Any) -> HudiFlightClient:
+    options = dict(settings)
+    cls = options.pop("client", HudiFlightClient)
+    return cls(uri, **options, **kwargs)
+
+
 def _read(uri: str, settings: dict[str, Any]) -> int:
-    with HudiFlightClient(uri, max_workers=WORKERS, **settings) as client:
+    with _client(uri, settings, max_workers=WORKERS) as client:
         return sum(b.num_rows for b in client.read_batches(IDENT))
 
 
@@ -84,7 +101,7 @@ def run(size: str) -> list[dict]:
     out: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="hudi-flight-secure-") as tmp:
         servers = _servers(path.parent.parent, Path(tmp))
-        clients = {c: HudiFlightClient(s.uri, **settings) for c, (s, settings) in servers.items()}
+        clients = {c: _client(s.uri, settings) for c, (s, settings) in servers.items()}
         try:
             # planning: interleaved rounds so load from elsewhere hits every variant alike
             rounds = {c: _planning(client, PLANNING_CALLS[size] // 5) for c, client in clients.items()}
@@ -97,7 +114,7 @@ def run(size: str) -> list[dict]:
         finally:
             for client in clients.values():
                 client.close()
-            for server, _ in servers.values():
+            for server in {id(s): s for s, _ in servers.values()}.values():
                 server.close()
     for competitor in servers:
         p50 = percentile(plan[competitor], 50)

@@ -33,6 +33,7 @@ from flight_server.server.errors import flight_errors, stream_errors
 from flight_server.server.limits import MIDDLEWARE_KEY, CallerMiddlewareFactory, Limits, StreamGate, caller_of
 from flight_server.server.registry import Registry, TableEntry, parse_identifier
 from flight_server.server.state_files import private_dir, private_sqlite
+from flight_server.server.streams import COMPRESSION_KEY, CompressionMiddlewareFactory, write_options
 from flight_server.server.tables import TableCache
 from flight_server.server.tickets import TicketSigner, load_or_create_secret
 from flight_server.server.tls import check_locations
@@ -89,6 +90,7 @@ class HudiFlightServer(flight.FlightServerBase):
         self.config = config or ServerConfig()
         private_dir(self.config.state_path)
         kwargs.setdefault("middleware", {})[MIDDLEWARE_KEY] = CallerMiddlewareFactory()
+        kwargs["middleware"][COMPRESSION_KEY] = CompressionMiddlewareFactory()
         if self.config.auth_tokens:
             kwargs.setdefault("middleware", {})["auth"] = BearerTokenMiddlewareFactory(self.config.auth_tokens)
         tls = self.config.tls()
@@ -112,6 +114,7 @@ class HudiFlightServer(flight.FlightServerBase):
             signer = TicketSigner(secret, self.config.ticket_ttl_seconds)
         self.signer = signer
         self.split_options = self.config.split_options()
+        self.ipc_options = self.config.ipc_options()
         self.limits = self.config.limits()
         self.streams = StreamGate(self.limits.max_streams_per_caller)
         self.footers = FooterCache(max_bytes=self.limits.footer_cache_bytes)
@@ -262,7 +265,7 @@ class HudiFlightServer(flight.FlightServerBase):
         self.streams.acquire(caller)
         notes = _with_corrupt_block_notes(self._until_cancelled(context, batches), scan.schema)
         guarded = self.streams.guarded(caller, stream_errors(notes))
-        return flight.GeneratorStream(scan.schema, guarded)
+        return flight.GeneratorStream(scan.schema, guarded, options=write_options(context, self.ipc_options))
 
     @staticmethod
     def _until_cancelled(

@@ -207,3 +207,55 @@ def test_processes_name_tls_locations(pki, fixture_table, tmp_path):
     finally:
         proc.terminate()
         proc.wait(20)
+
+
+# -- stream compression (asked for by our client over TLS) ----------------------------------------
+
+
+def test_streams_compressed_on_request_read_the_same(tls_server, pki, fixture_table):
+    """A stock pyarrow client asking for zstd, for lz4, or for an unknown codec (ignored) reads
+    the same rows; our client asks for lz4 over TLS only."""
+    import pyarrow.flight as flight
+
+    from flight_server.protocol.headers import COMPRESSION_HEADER
+
+    ca, _ = pki
+    expected = _expected(fixture_table)
+    with HudiFlightClient(f"grpc+tls://127.0.0.1:{tls_server.port}", tls_root_certs=str(ca.ca_cert)) as client:
+        assert (COMPRESSION_HEADER.encode(), b"lz4") in client.options.headers
+        plan = client.plan(IDENT)
+    raw = flight.FlightClient(f"grpc+tls://127.0.0.1:{tls_server.port}", tls_root_certs=ca.ca_cert.read_bytes())
+    for codec in (b"zstd", b"lz4", b"brotli-9000"):
+        options = flight.FlightCallOptions(headers=[(COMPRESSION_HEADER.encode(), codec)])
+        tables = [raw.do_get(flight.Ticket(ep.ticket), options).read_all() for ep in plan.endpoints]
+        assert sorted(r for t in tables for r in rows(t)) == expected
+    raw.close()
+    with HudiFlightClient("grpc://127.0.0.1:1") as plain:
+        assert not any(k == COMPRESSION_HEADER.encode() for k, _ in plain.options.headers)
+
+
+def test_write_options_follow_the_request():
+    import pyarrow.ipc as ipc
+
+    from flight_server.server.streams import COMPRESSION_KEY, CompressionMiddlewareFactory, write_options
+
+    factory = CompressionMiddlewareFactory()
+
+    class Context:
+        def __init__(self, headers):
+            self.middleware = factory.start_call(None, headers)
+
+        def get_middleware(self, key):
+            return self.middleware if key == COMPRESSION_KEY else None
+
+    default = ipc.IpcWriteOptions()
+    assert write_options(Context({"x-hudi-flight-compression": ["lz4"]}), default).compression == "lz4"
+    assert write_options(Context({"x-hudi-flight-compression": ["ZSTD"]}), default).compression == "zstd"
+    assert write_options(Context({"x-hudi-flight-compression": ["gzip"]}), default) is default
+    assert write_options(Context({}), default) is default
+
+
+def test_stream_compression_setting_is_checked(tmp_path):
+    assert ServerConfig(stream_compression="zstd").ipc_options().compression == "zstd"
+    with pytest.raises(ValueError, match="stream_compression must be lz4, zstd or unset"):
+        ServerConfig(stream_compression="snappy").ipc_options()
