@@ -1,7 +1,7 @@
 """What security costs a read: plain vs static bearer token vs TLS + token, side by side in one run.
 
 Three ``hudi-flight serve`` subprocesses over the same copy-on-write table (the
-:mod:`bench.flight_scan` table): no credentials, a static token (``auth_tokens``), and TLS (a
+:mod:`bench.flight_scan` table): no credentials, a static token, and TLS (a
 test CA's certificate, made here) + the same token. For each, round-robin:
 
 * planning latency: ``get_flight_info`` of the whole table on a warm server and a connected
@@ -25,11 +25,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from bench.common import check_size, percentile, round_robin, row
+from bench.common import check_size, percentile, row
 from bench.flight_scan import WORKERS, _Server, _table
 from catalog import HudiTable
 from flight_server.client.session import HudiFlightClient
 from tests.support.certs import make_pki
+from tests.support.tokens import prepare_state, token_toml
 
 TOKEN = "bench-secure-scan-token-0123456789abcdef"
 IDENT = "bench.trips"
@@ -48,13 +49,19 @@ def _servers(warehouse: Path, folder: Path) -> dict[str, tuple[_Server, dict[str
     """The servers and the client settings of each competitor (two share the TLS server)."""
     pki = make_pki(folder / "pki")
     config = folder / "token.toml"
-    config.write_text(f'[server]\nauth_tokens = ["{TOKEN}"]\n')
+    config.write_text(token_toml(TOKEN))
     tls = ["--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key)]
+
+    def with_token(name: str) -> list[str]:
+        state = folder / name  # the token's user may need rights in the catalog before serve starts
+        prepare_state(str(state))
+        return ["--config", str(config), "--state-dir", str(state)]
+
     servers: dict[str, tuple[_Server, dict[str, Any]]] = {}
     try:
         servers[PLAIN] = (_Server(warehouse, 1), {})
-        servers[TOKEN_ONLY] = (_Server(warehouse, 1, ["--config", str(config)]), {"token": TOKEN})
-        servers[TLS_TOKEN] = (_Server(warehouse, 1, ["--config", str(config), *tls], scheme="grpc+tls"),
+        servers[TOKEN_ONLY] = (_Server(warehouse, 1, with_token("token")), {"token": TOKEN})
+        servers[TLS_TOKEN] = (_Server(warehouse, 1, [*with_token("tls"), *tls], scheme="grpc+tls"),
                               {"token": TOKEN, "tls_root_certs": pki.ca_cert.read_bytes()})
         servers[TLS_RAW] = (servers[TLS_TOKEN][0], {**servers[TLS_TOKEN][1], "client": _UncompressedClient})
     except BaseException:
@@ -73,6 +80,32 @@ def _client(uri: str, settings: dict[str, Any], **kwargs: Any) -> HudiFlightClie
 def _read(uri: str, settings: dict[str, Any]) -> int:
     with _client(uri, settings, max_workers=WORKERS) as client:
         return sum(b.num_rows for b in client.read_batches(IDENT))
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _scans(servers: dict[str, tuple[_Server, dict[str, Any]]], rows: int, repeat: int) -> dict[str, list[tuple[float, float]]]:
+    """(wall, CPU of server + client) seconds per full read, round-robin after one warm-up round.
+
+    CPU is the steadier measure on a loaded machine: wall time there mostly waits for a core.
+    """
+    samples: dict[str, list[tuple[float, float]]] = {c: [] for c in servers}
+    for r in range(repeat + 1):
+        for competitor, (server, settings) in servers.items():
+            cpu0 = _cpu_seconds(server.proc.pid) + time.process_time()
+            t0 = time.perf_counter()
+            got = _read(server.uri, settings)
+            wall = time.perf_counter() - t0
+            cpu = _cpu_seconds(server.proc.pid) + time.process_time() - cpu0
+            if got != rows:
+                raise AssertionError(f"{competitor} read {got} rows, expected {rows}")
+            if r:
+                samples[competitor].append((wall, cpu))
+    return samples
 
 
 def _planning(client: HudiFlightClient, calls: int) -> Callable[[], list[float]]:
@@ -109,8 +142,7 @@ def run(size: str) -> list[dict]:
             for _ in range(5):
                 for competitor, one_round in rounds.items():
                     plan[competitor].extend(one_round())
-            scans = {c: (lambda s=s, st=settings: _read(s.uri, st)) for c, (s, settings) in servers.items()}
-            scan = round_robin(scans, rows, repeat)
+            scan = _scans(servers, rows, repeat)
         finally:
             for client in clients.values():
                 client.close()
@@ -118,17 +150,23 @@ def run(size: str) -> list[dict]:
                 server.close()
     for competitor in servers:
         p50 = percentile(plan[competitor], 50)
-        wall = percentile(scan[competitor], 50)
+        wall = percentile([w for w, _ in scan[competitor]], 50)
+        cpu = percentile([c for _, c in scan[competitor]], 50)
         out.append(row(f"planning/{name}", competitor, "p50 latency (warm)", 1000 * p50, "ms",
                        repeats=len(plan[competitor]), params=params))
         out.append(row(f"planning/{name}", competitor, "p95 latency (warm)", 1000 * percentile(plan[competitor], 95),
                        "ms", repeats=len(plan[competitor]), params=params))
         out.append(row(name, competitor, "median wall time", wall, "s", repeats=len(scan[competitor]), params=params))
         out.append(row(name, competitor, "throughput", nbytes / wall / 2**20, "MiB/s", params=params))
+        out.append(row(name, competitor, "median CPU (server + client)", cpu, "s", repeats=len(scan[competitor]),
+                       params=params))
         if competitor != PLAIN:
-            base_p50, base_wall = percentile(plan[PLAIN], 50), percentile(scan[PLAIN], 50)
-            out.append(row(f"planning/{name}", competitor, "p50 latency / plain", p50 / base_p50, "x", params=params))
+            base_wall = percentile([w for w, _ in scan[PLAIN]], 50)
+            base_cpu = percentile([c for _, c in scan[PLAIN]], 50)
+            out.append(row(f"planning/{name}", competitor, "p50 latency / plain", p50 / percentile(plan[PLAIN], 50), "x",
+                           params=params))
             out.append(row(name, competitor, "scan wall time / plain", wall / base_wall, "x", params=params))
+            out.append(row(name, competitor, "scan CPU / plain", cpu / base_cpu, "x", params=params))
     return out
 
 

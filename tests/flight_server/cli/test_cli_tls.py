@@ -13,6 +13,7 @@ from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
 from tests.support.basic_auth import BasicAuthMiddlewareFactory, HandshakeOnly
 from tests.support.servers import running_server
+from tests.support.tokens import allow_token_user, token_settings
 
 TABLE = "sample_table/cow/v9_txns_simple_meta"
 IDENT = "sales.txns"
@@ -36,8 +37,9 @@ def _tls_config(pki, tmp_path_factory, **extra) -> ServerConfig:
 def mtls_token_uri(registry, pki, tmp_path_factory):
     """Mutual TLS + a static token."""
     ca, _ = pki
-    config = _tls_config(pki, tmp_path_factory, tls_client_ca=str(ca.ca_cert), auth_tokens=[TOKEN])
+    config = _tls_config(pki, tmp_path_factory, tls_client_ca=str(ca.ca_cert), **token_settings(TOKEN))
     with running_server(config, registry=registry) as server:
+        allow_token_user(server)
         yield f"grpc+tls://127.0.0.1:{server.port}"
 
 

@@ -295,16 +295,18 @@ def test_mtls_and_token_options_reach_driver_and_executors(spark, tables, pki, t
     and key as PEM text; none of the secrets shows in the query plan, the reader's repr or an error."""
     from flight_server.client.spark import _Query
     from tests.support.servers import running_server
+    from tests.support.tokens import allow_token_user, token_settings
 
     ca, _ = pki
     registry, paths = tables
     config = ServerConfig(port=0, state_dir=str(tmp_path_factory.mktemp("state")), tls_cert=str(ca.server_cert),
-                          tls_key=str(ca.server_key), tls_client_ca=str(ca.ca_cert), auth_tokens=[SPARK_TOKEN])
+                          tls_key=str(ca.server_key), tls_client_ca=str(ca.ca_cert), **token_settings(SPARK_TOKEN))
     key_pem = ca.client_key.read_text()
     options = {"tls_root_certs": str(ca.ca_cert), "tls_cert_chain": ca.client_cert.read_text(),
                "tls_private_key": key_pem}
     ident = identifier(PARTITIONED)
     with running_server(config, registry=registry) as srv:
+        allow_token_user(srv)
         uri = f"grpc+tls://127.0.0.1:{srv.port}"
         df = spark.read.format("hudi-flight").option("uri", uri).option("token", SPARK_TOKEN).options(**options).load(ident)
         _same(_spark_rows(df), HudiTable.open(paths[ident]).read())
