@@ -163,9 +163,10 @@ class HudiFlightClient:
         ConnectionError: the server is unreachable (for the handshake).
     """
 
-    #: IPC compression asked of the server over TLS: a third of the bytes to encrypt and decrypt
-    #: (bench/secure_scan.py); on plaintext loopback compression costs more than it saves.
-    tls_stream_compression: str | None = "lz4"
+    #: IPC buffer compression asked of the server for do_get streams (``"lz4"``, ``"zstd"``;
+    #: ``None``: the server's default). For slow links: on loopback, even with TLS, compressing
+    #: costs about what it saves (bench/secure_scan.py), so it is off by default.
+    stream_compression: str | None = None
 
     def __init__(
         self,
@@ -189,7 +190,7 @@ class HudiFlightClient:
         if token and user is not None:
             raise ValueError("give either token or user/password, not both")
         self._timeout = timeout
-        codec = self.tls_stream_compression if _is_tls(self.uri) else None
+        codec = self.stream_compression
         self._stream_headers = [(COMPRESSION_HEADER.encode(), codec.encode())] if codec else []
         self.options = self._call_options([bearer_header(token)] if token else [])
         self._client_kwargs = {**client_kwargs, **tls}

@@ -214,24 +214,28 @@ def test_processes_name_tls_locations(pki, fixture_table, tmp_path):
 
 def test_streams_compressed_on_request_read_the_same(tls_server, pki, fixture_table):
     """A stock pyarrow client asking for zstd, for lz4, or for an unknown codec (ignored) reads
-    the same rows; our client asks for lz4 over TLS only."""
+    the same rows; our client asks only when told to (``stream_compression``)."""
     import pyarrow.flight as flight
 
     from flight_server.protocol.headers import COMPRESSION_HEADER
 
     ca, _ = pki
     expected = _expected(fixture_table)
-    with HudiFlightClient(f"grpc+tls://127.0.0.1:{tls_server.port}", tls_root_certs=str(ca.ca_cert)) as client:
+    class Lz4Client(HudiFlightClient):
+        stream_compression = "lz4"
+
+    with Lz4Client(f"grpc+tls://127.0.0.1:{tls_server.port}", tls_root_certs=str(ca.ca_cert)) as client:
         assert (COMPRESSION_HEADER.encode(), b"lz4") in client.options.headers
         plan = client.plan(IDENT)
+        assert rows(client.read(IDENT)) == expected
     raw = flight.FlightClient(f"grpc+tls://127.0.0.1:{tls_server.port}", tls_root_certs=ca.ca_cert.read_bytes())
     for codec in (b"zstd", b"lz4", b"brotli-9000"):
         options = flight.FlightCallOptions(headers=[(COMPRESSION_HEADER.encode(), codec)])
         tables = [raw.do_get(flight.Ticket(ep.ticket), options).read_all() for ep in plan.endpoints]
         assert sorted(r for t in tables for r in rows(t)) == expected
     raw.close()
-    with HudiFlightClient("grpc://127.0.0.1:1") as plain:
-        assert not any(k == COMPRESSION_HEADER.encode() for k, _ in plain.options.headers)
+    with HudiFlightClient(f"grpc+tls://127.0.0.1:{tls_server.port}", tls_root_certs=str(ca.ca_cert)) as default:
+        assert not any(k == COMPRESSION_HEADER.encode() for k, _ in default.options.headers)
 
 
 def test_write_options_follow_the_request():
