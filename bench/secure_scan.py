@@ -31,7 +31,7 @@ from bench.flight_scan import WORKERS, _Server, _table
 from catalog import HudiTable
 from flight_server.client.session import HudiFlightClient
 from tests.support.certs import make_pki
-from tests.support.tokens import prepare_state, token_toml
+from tests.support.credentials import prepare_state, token_toml
 
 TOKEN = "bench-secure-scan-token-0123456789abcdef"
 IDENT = "bench.trips"

@@ -11,13 +11,13 @@ import pytest
 from flight_server.cli.main import main
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
-from tests.support.basic_auth import BasicAuthMiddlewareFactory, HandshakeOnly
+from tests.support.credentials import add_login_users, allow_token_user, login_server_kwargs, token_settings
 from tests.support.servers import running_server
-from tests.support.tokens import allow_token_user, token_settings
 
 TABLE = "sample_table/cow/v9_txns_simple_meta"
 IDENT = "sales.txns"
 TOKEN = "cli-tls-token-0123456789abcdef"
+USERS = {"ada": "ada-password-1"}
 
 
 @pytest.fixture(scope="module")
@@ -45,9 +45,9 @@ def mtls_token_uri(registry, pki, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def login_uri(registry, pki, tmp_path_factory):
-    middleware = {"login": BasicAuthMiddlewareFactory({"ada": "pw-ada"}, TOKEN)}
-    with running_server(_tls_config(pki, tmp_path_factory), registry=registry, middleware=middleware,
-                        auth_handler=HandshakeOnly()) as server:
+    with running_server(_tls_config(pki, tmp_path_factory), registry=registry,
+                        **login_server_kwargs(USERS, TOKEN)) as server:
+        add_login_users(server, USERS)
         yield f"grpc+tls://127.0.0.1:{server.port}"
 
 
@@ -97,7 +97,7 @@ def test_client_certificate_without_key_is_refused(mtls_token_uri, pki, capsys):
 
 def test_user_with_password_stdin(login_uri, pki, capsys, monkeypatch):
     ca, _ = pki
-    monkeypatch.setattr("sys.stdin", io.StringIO("pw-ada\n"))
+    monkeypatch.setattr("sys.stdin", io.StringIO(USERS["ada"] + "\n"))
     assert main(["tables", "--server", login_uri, "--tls-root-cert", str(ca.ca_cert), "--user", "ada",
                  "--password-stdin"]) == 0
     assert IDENT in capsys.readouterr().out
@@ -105,7 +105,7 @@ def test_user_with_password_stdin(login_uri, pki, capsys, monkeypatch):
 
 def test_user_with_password_from_environment(login_uri, pki, capsys, monkeypatch):
     ca, _ = pki
-    monkeypatch.setenv("HUDI_FLIGHT_PASSWORD", "pw-ada")
+    monkeypatch.setenv("HUDI_FLIGHT_PASSWORD", USERS["ada"])
     assert main(["tables", "--server", login_uri, "--tls-root-cert", str(ca.ca_cert), "--user", "ada"]) == 0
     assert IDENT in capsys.readouterr().out
     monkeypatch.setenv("HUDI_FLIGHT_PASSWORD", "wrong-pw")

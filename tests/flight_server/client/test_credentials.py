@@ -12,15 +12,15 @@ from flight_server.client.credentials import pem, tls_client_kwargs
 from flight_server.client.session import HudiFlightClient, PlannedEndpoint
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
-from tests.support.basic_auth import BasicAuthMiddlewareFactory, HandshakeOnly
 from tests.support.compare import assert_same_rows
+from tests.support.credentials import add_login_users, allow_token_user, login_server_kwargs, token_settings
 from tests.support.servers import running_server
-from tests.support.tokens import allow_token_user, token_settings
 
 TABLE = "sample_table/cow/v9_txns_simple_meta"
 IDENT = "sample_table_cow.v9_txns_simple_meta"
 TOKEN = "tls-test-token-0123456789abcdef"
 SECRET_LOOKING = "hunter2-not-a-path-and-not-pem"
+USERS = {"ada": "ada-password-1"}
 
 
 @pytest.fixture(scope="module")
@@ -43,12 +43,12 @@ def tls_token_server(registry, pki, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def login_server(registry, pki, tmp_path_factory):
-    """TLS + the basic-auth handshake (user ``ada``, password ``pw-ada``) handing out ``TOKEN``."""
+    """TLS + the basic-auth handshake of user ``ada``."""
     ca, _ = pki
     config = ServerConfig(port=0, state_dir=str(tmp_path_factory.mktemp("state")), tls_cert=str(ca.server_cert),
                           tls_key=str(ca.server_key))
-    middleware = {"login": BasicAuthMiddlewareFactory({"ada": "pw-ada"}, TOKEN)}
-    with running_server(config, registry=registry, middleware=middleware, auth_handler=HandshakeOnly()) as server:
+    with running_server(config, registry=registry, **login_server_kwargs(USERS, TOKEN)) as server:
+        add_login_users(server, USERS)
         yield server
 
 
@@ -113,8 +113,9 @@ def test_tls_and_static_token_read(tls_token_server, pki, fixture_table):
 def test_user_password_login_then_bearer_on_every_call(login_server, pki, fixture_table):
     ca, _ = pki
     uri = f"grpc+tls://127.0.0.1:{login_server.port}"
-    with HudiFlightClient(uri, user="ada", password="pw-ada", tls_root_certs=str(ca.ca_cert)) as client:
-        assert (b"authorization", f"Bearer {TOKEN}".encode()) in client.options.headers
+    with HudiFlightClient(uri, user="ada", password=USERS["ada"], tls_root_certs=str(ca.ca_cert)) as client:
+        (bearer,) = [value for key, value in client.options.headers if key == b"authorization"]
+        assert bearer.startswith(b"Bearer ") and len(bearer) > len(b"Bearer ")
         assert_same_rows(client.read(IDENT), HudiTable.open(fixture_table(TABLE)).read())
 
 

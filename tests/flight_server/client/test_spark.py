@@ -294,8 +294,8 @@ def test_mtls_and_token_options_reach_driver_and_executors(spark, tables, pki, t
     """One small table over mutual TLS + a static token: root CA as a path, client certificate
     and key as PEM text; none of the secrets shows in the query plan, the reader's repr or an error."""
     from flight_server.client.spark import _Query
+    from tests.support.credentials import allow_token_user, token_settings
     from tests.support.servers import running_server
-    from tests.support.tokens import allow_token_user, token_settings
 
     ca, _ = pki
     registry, paths = tables

@@ -1,4 +1,4 @@
-"""A static bearer token that may read everything, for tests and benchmarks of the client surfaces.
+"""Static bearer tokens and basic-auth logins for tests and benchmarks of the client surfaces.
 
 The one place that knows how the server configures static tokens, so TLS and client tests do not
 depend on it: ``auth_tokens`` (a list of accepted tokens) before issue 12's users and grants,
@@ -57,3 +57,27 @@ def prepare_state(state_dir: str) -> None:
     private_dir(config.state_path)
     private_sqlite(config.resolved_catalog_url)
     _add_admin(UserStore(Registry(config.resolved_catalog_url).engine))
+
+
+def login_server_kwargs(users: dict[str, str], token: str) -> dict[str, Any]:
+    """HudiFlightServer keyword arguments for a server that answers the basic-auth handshake.
+
+    Before the service had users, a stand-in (tests/support/basic_auth.py) that knows ``users``
+    and hands out ``token``; after, the service's own handshake (add the users with
+    :func:`add_login_users` once the server runs).
+    """
+    if _mapped():
+        return {}
+    from tests.support.basic_auth import BasicAuthMiddlewareFactory, HandshakeOnly
+
+    return {"middleware": {"login": BasicAuthMiddlewareFactory(users, token)}, "auth_handler": HandshakeOnly()}
+
+
+def add_login_users(server: Any, users: dict[str, str]) -> None:
+    """Create ``users`` (with every right) in a running server's catalog, where the service has users."""
+    if not _mapped():
+        return
+    for name, password in users.items():
+        if server.users.user(name) is None:
+            server.users.add_user(name, password, admin=True)
+    server.access.forget()
