@@ -86,6 +86,7 @@ class _Cluster:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+
 def _service_read(uri: str, table: str, workers: int, columns: list[str] | None = None) -> int:
     from flight_server.client.session import connect
 

@@ -85,3 +85,13 @@ def tables(fixture_table):
 
     registry = Registry("sqlite://")
     return registry, register_fixtures(registry, fixture_table)
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory):
+    """A test CA with a server certificate (127.0.0.1, localhost) and a client certificate, plus a
+    second, unrelated CA (``pki.other``), as PEM files: made once per session."""
+    from tests.support.certs import make_pki
+
+    folder = tmp_path_factory.mktemp("pki")
+    return make_pki(folder / "ca"), make_pki(folder / "other", "unrelated test CA")

@@ -95,11 +95,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         role=args.role,
         coordinator=args.coordinator,
         advertise=args.advertise,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        tls_client_ca=args.tls_client_ca,
     )
 
     def ready(server: Any) -> None:
         tables = len(server.registry.list_tables())
-        print(f"hudi-flight serving {tables} table(s) on grpc://{config.host}:{server.port}", flush=True)
+        scheme = "grpc+tls" if config.tls_cert else "grpc"
+        print(f"hudi-flight serving {tables} table(s) on {scheme}://{config.host}:{server.port}", flush=True)
 
     def stop(signum: int, frame: Any) -> None:  # SIGTERM: shut down like Ctrl-C (stops the workers too)
         raise KeyboardInterrupt
@@ -114,13 +118,32 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _password(args: argparse.Namespace) -> str:
+    """The password of ``--user``: one line of stdin with ``--password-stdin``, else $HUDI_FLIGHT_PASSWORD."""
+    if args.password_stdin:
+        return read_password()
+    password = os.environ.get("HUDI_FLIGHT_PASSWORD")
+    if not password:
+        raise CliError(f"--user {args.user}: give the password with --password-stdin or $HUDI_FLIGHT_PASSWORD")
+    return password
+
+
 def _client(args: argparse.Namespace) -> HudiFlightClient:
-    if args.user:
-        password = read_password() if args.password_stdin else os.environ.get("HUDI_FLIGHT_PASSWORD")
-        if password is None:
-            raise CliError("--user needs its password on stdin (--password-stdin) or in $HUDI_FLIGHT_PASSWORD")
-        return HudiFlightClient(args.server, token=args.token, user=args.user, password=password)
-    return HudiFlightClient(args.server, token=args.token or os.environ.get("HUDI_FLIGHT_TOKEN"))
+    """The client of a command that talks to a server: the one place its connection flags are read."""
+    if args.password_stdin and not args.user:
+        raise CliError("--password-stdin needs --user")
+    token = args.token or os.environ.get("HUDI_FLIGHT_TOKEN")
+    if args.user and args.token:
+        raise CliError("give either --token or --user, not both")
+    return HudiFlightClient(
+        args.server,
+        token=None if args.user else token,
+        user=args.user,
+        password=_password(args) if args.user else None,
+        tls_root_certs=args.tls_root_cert,
+        cert_chain=args.tls_cert,
+        private_key=args.tls_key,
+    )
 
 
 def cmd_register(args: argparse.Namespace) -> int:
@@ -219,8 +242,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _add_server(p: argparse.ArgumentParser) -> None:
     p.add_argument("--server", default=DEFAULT_SERVER, help=f"server URI (default {DEFAULT_SERVER})")
     p.add_argument("--token", help="bearer token (default: $HUDI_FLIGHT_TOKEN)")
-    p.add_argument("--user", help="authenticate as this user (password: --password-stdin or $HUDI_FLIGHT_PASSWORD)")
-    p.add_argument("--password-stdin", action="store_true", help="read --user's password from stdin")
+    p.add_argument("--user", help="log in as this user (password: --password-stdin or $HUDI_FLIGHT_PASSWORD)")
+    p.add_argument("--password-stdin", action="store_true", help="read the password of --user from stdin")
+    p.add_argument("--tls-root-cert", metavar="FILE", help="PEM CA certificate(s) trusted for a grpc+tls:// server")
+    p.add_argument("--tls-cert", metavar="FILE", help="PEM client certificate, for mutual TLS (needs --tls-key)")
+    p.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -244,6 +270,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cluster role: a coordinator plans onto its workers; a worker streams endpoints")
     p.add_argument("--coordinator", metavar="URI", help="a worker's coordinator, e.g. grpc://coord:8815")
     p.add_argument("--advertise", metavar="URI", help="the URI clients reach this server at (workers)")
+    p.add_argument("--tls-cert", metavar="FILE", help="serve TLS with this PEM certificate chain (needs --tls-key)")
+    p.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert (unencrypted)")
+    p.add_argument("--tls-client-ca", metavar="FILE",
+                   help="mutual TLS: refuse clients without a certificate signed by this PEM CA")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("register", help="register a table with a running server")

@@ -33,10 +33,13 @@ import pyarrow.flight as flight
 
 from catalog.errors import CorruptBlockWarning
 from catalog.plan.options import ReadOptions, read_options
+from flight_server.client.credentials import PemSource, bearer_header, tls_client_kwargs
+from flight_server.protocol.headers import COMPRESSION_HEADER
 
 DEFAULT_PORT = 8815
 DEFAULT_URI = f"grpc://127.0.0.1:{DEFAULT_PORT}"
-_SCHEMES = ("grpc", "grpc+tcp", "grpc+tls")
+_TLS_SCHEME = "grpc+tls"
+_SCHEMES = ("grpc", "grpc+tcp", _TLS_SCHEME)
 _REUSE_CONNECTION = "arrow-flight-reuse-connection"
 _DONE = object()
 
@@ -62,13 +65,34 @@ def _first_line(err: BaseException) -> str:
     return text.split(". Detail:")[0].splitlines()[0] if text else type(err).__name__
 
 
+def _is_tls(uri: str) -> bool:
+    return uri.startswith(f"{_TLS_SCHEME}://")
+
+
+def _transport_hint(uri: str, message: str) -> str:
+    """What a failed connection most likely means, from gRPC's last error."""
+    text = message.lower()
+    if "handshake" in text or "certificate" in text or "ssl" in text:
+        return (" (TLS handshake failed: the server certificate is not trusted by the root certificates given, "
+                "or does not name this host)")
+    if "socket closed" in text or "connection reset" in text:
+        if _is_tls(uri):
+            return (" (the server closed the TLS connection: it may not speak TLS, or it requires a client "
+                    "certificate signed by its client CA)")
+        return f" (the server closed the connection: it may require TLS, use {_TLS_SCHEME}://)"
+    return ""
+
+
 @contextlib.contextmanager
 def translated_errors(uri: str, what: str) -> Iterator[None]:
     """Turn Flight status errors into builtins whose message names the server and the request."""
     try:
         yield
     except (flight.FlightUnavailableError, flight.FlightTimedOutError) as err:
-        raise ConnectionError(f"hudi-flight server {uri} is unreachable ({what}): {_first_line(err)}") from err
+        message = _first_line(err)
+        raise ConnectionError(
+            f"hudi-flight server {uri} is unreachable ({what}): {message}{_transport_hint(uri, str(err))}"
+        ) from err
     except KeyError as err:  # NOT_FOUND arrives as pyarrow.lib.ArrowKeyError, a KeyError
         raise LookupError(f"{what}: {_first_line(err)}") from err
     except (flight.FlightUnauthenticatedError, flight.FlightUnauthorizedError) as err:
@@ -77,6 +101,10 @@ def translated_errors(uri: str, what: str) -> Iterator[None]:
         raise ValueError(f"{what} rejected by {uri}: {_first_line(err)}") from err
     except pa.ArrowNotImplementedError as err:  # UNIMPLEMENTED
         raise NotImplementedError(f"{what}: {_first_line(err)}") from err
+    except OSError as err:  # pyarrow's get_schema loses the Flight error class; the status is in the text
+        if not any(f"Detail: {status}" in str(err) for status in ("Unauthenticated", "Unauthorized")):
+            raise
+        raise PermissionError(f"{what} refused by {uri}: {_first_line(err)}") from err
 
 
 @dataclass(frozen=True)
@@ -113,14 +141,32 @@ class HudiFlightClient:
     """A connection to one hudi-flight server (plus any data servers its endpoints name).
 
     Args:
-        uri: ``grpc://host:port`` (``host:port`` accepted).
-        token: bearer token for a server that requires one.
-        user, password: authenticate with the server's basic-auth handshake instead; the bearer
-            token it returns is sent on every call (to data servers too).
+        uri: ``grpc://host:port`` (``host:port`` accepted), ``grpc+tls://host:port`` for TLS.
+        token: bearer token (a static token of the server, or one from the basic-auth handshake).
+        user, password: log in with Flight's basic-auth handshake once; the bearer token the
+            server returns is sent on every later call.
+        tls_root_certs: PEM (bytes, text or a file path) of the CAs that sign the server
+            certificate (default: the system's roots).
+        cert_chain, private_key: PEM client certificate and its key, for mutual TLS.
         timeout: seconds per call (``None``: no deadline).
         max_workers: endpoints fetched in parallel by :meth:`read_batches`.
         **client_kwargs: passed to every :class:`pyarrow.flight.FlightClient`.
+
+    The TLS settings and the credentials apply to every server the client talks to, including
+    the other locations endpoints name. A client connected with TLS never follows a plaintext
+    location (it reads that endpoint from this server instead), so credentials never travel
+    in the clear.
+
+    Raises:
+        ValueError: bad URI, unreadable PEM, or TLS settings with a plaintext URI.
+        PermissionError: the server refused ``user``/``password``.
+        ConnectionError: the server is unreachable (for the handshake).
     """
+
+    #: IPC buffer compression asked of the server for do_get streams (``"lz4"``, ``"zstd"``;
+    #: ``None``: the server's default). For slow links: on loopback, even with TLS, compressing
+    #: costs about what it saves (bench/secure_scan.py), so it is off by default.
+    stream_compression: str | None = None
 
     def __init__(
         self,
@@ -129,25 +175,42 @@ class HudiFlightClient:
         token: str | None = None,
         user: str | None = None,
         password: str | None = None,
+        tls_root_certs: PemSource | None = None,
+        cert_chain: PemSource | None = None,
+        private_key: PemSource | None = None,
         timeout: float | None = None,
         max_workers: int = 8,
         **client_kwargs: Any,
     ):
         self.uri = normalize_uri(uri)
         self.max_workers = max_workers
-        headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
-        self.options = flight.FlightCallOptions(timeout=timeout, headers=headers)
-        self._client_kwargs = client_kwargs
+        tls = tls_client_kwargs(tls_root_certs, cert_chain, private_key)
+        if tls and not _is_tls(self.uri):
+            raise ValueError(f"TLS settings ({', '.join(tls)}) need a {_TLS_SCHEME}:// URI, got {self.uri}")
+        if token and user is not None:
+            raise ValueError("give either token or user/password, not both")
+        self._timeout = timeout
+        codec = self.stream_compression
+        self._stream_headers = [(COMPRESSION_HEADER.encode(), codec.encode())] if codec else []
+        self.options = self._call_options([bearer_header(token)] if token else [])
+        self._client_kwargs = {**client_kwargs, **tls}
         self._clients: dict[tuple[str, int], flight.FlightClient] = {}
         self._lock = threading.Lock()
         with translated_errors(self.uri, "connect"):
             self.flight = self._client(self.uri)
         if user is not None:
-            if token:
-                raise ValueError("pass either token or user/password, not both")
-            with translated_errors(self.uri, f"authenticating {user}"):
-                header = self.flight.authenticate_basic_token(user, password or "", self.options)
-            self.options = flight.FlightCallOptions(timeout=timeout, headers=[header])
+            self._authenticate(user, password)
+
+    def _authenticate(self, user: str, password: str | None) -> None:
+        """Flight's basic-auth handshake; later calls send the bearer header it returns."""
+        if password is None:
+            raise ValueError(f"user {user!r} needs a password")
+        with translated_errors(self.uri, f"logging in as {user!r}"):
+            header = self.flight.authenticate_basic_token(user, password, self.options)
+        self.options = self._call_options([header])
+
+    def _call_options(self, credentials: list[tuple[bytes, bytes]]) -> flight.FlightCallOptions:
+        return flight.FlightCallOptions(timeout=self._timeout, headers=credentials + self._stream_headers)
 
     def _client(self, uri: str, lane: int = 0) -> flight.FlightClient:
         """The connection to ``uri``; parallel fetches use ``lane`` connections of their own, so
@@ -240,8 +303,11 @@ class HudiFlightClient:
     # -- reading -------------------------------------------------------------------------
     def _targets(self, endpoint: PlannedEndpoint) -> list[str]:
         """Where to read an endpoint, in order: its locations, then this server (the one that
-        planned it; with no locations, twice: one retry)."""
+        planned it; with no locations, twice: one retry). A TLS client never follows a plaintext
+        location: credentials would cross the network in the clear."""
         uris = [self.uri if u.startswith(_REUSE_CONNECTION) else u for u in endpoint.locations]
+        if _is_tls(self.uri):
+            uris = [u for u in uris if _is_tls(u)]
         uris = list(dict.fromkeys([*uris, self.uri]))
         return uris if len(uris) > 1 else uris * 2
 

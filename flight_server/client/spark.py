@@ -56,6 +56,16 @@ SOURCE_NAME = "hudi-flight"
 #: read options given to the source as plain strings (``columns`` is parsed; see _parse_columns)
 _STRING_READ_OPTIONS = ("query_type", "as_of", "start", "end")
 _RPC_TIMEOUT = 60.0
+#: credential options -> HudiFlightClient keyword (values: strings; PEM text or a path readable
+#: where the driver and the executors run). Kept out of repr and of every message.
+_CREDENTIAL_OPTIONS = {
+    "token": "token",
+    "user": "user",
+    "password": "password",
+    "tls_root_certs": "tls_root_certs",
+    "tls_cert_chain": "cert_chain",
+    "tls_private_key": "private_key",
+}
 #: Python types of literals the service compares exactly like Spark (others stay with Spark).
 _PUSHABLE_LITERALS = (bool, int, float, str)
 
@@ -70,7 +80,7 @@ class _Query:
     uri: str
     table: str
     options: ReadOptions = field(default_factory=ReadOptions)
-    token: str | None = field(default=None, repr=False)
+    credentials: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # (client keyword, value)
     min_partitions: int = 2
 
     @classmethod
@@ -91,12 +101,13 @@ class _Query:
             uri=uri,
             table=table,
             options=read_options,
-            token=opts.get("token"),
+            credentials=tuple((kw, opts[name]) for name, kw in _CREDENTIAL_OPTIONS.items() if opts.get(name)),
             min_partitions=_positive_int(opts, "min_partitions", 2),
         )
 
     def client(self) -> HudiFlightClient:
-        return HudiFlightClient(self.uri, token=self.token, timeout=_RPC_TIMEOUT)
+        credentials: dict[str, Any] = dict(self.credentials)
+        return HudiFlightClient(self.uri, timeout=_RPC_TIMEOUT, **credentials)
 
     def with_options(self, **changes: Any) -> "_Query":
         return replace(self, options=self.options.replace(**changes))
@@ -378,7 +389,9 @@ class HudiFlightStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
 class HudiFlightDataSource(DataSource):
     """``spark.read.format("hudi-flight")``: options ``uri`` (required), ``columns``,
-    ``query_type``, ``as_of``, ``start``, ``end``, ``token``, ``min_partitions`` (default 2);
+    ``query_type``, ``as_of``, ``start``, ``end``, ``min_partitions`` (default 2);
+    credentials ``token`` or ``user``/``password``, TLS ``tls_root_certs``, ``tls_cert_chain``,
+    ``tls_private_key`` (PEM text or a path readable on the driver and the executors);
     ``pushdown`` (``auto``/``true``/``false``);
     for streams ``max_commits_per_trigger``. The table is the ``load()`` argument."""
 

@@ -12,11 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+import pyarrow as pa
+import pyarrow.ipc
+
 from catalog.plan.splits import DEFAULT_TARGET_SPLIT_BYTES, SplitOptions
 from flight_server.server.limits import Limits
 from flight_server.server.policy import DEFAULT_PROTOCOLS, StoragePolicy
 from flight_server.server.sql.engine import EngineSettings
 from flight_server.server.state_files import private_dir
+from flight_server.server.tls import TLS_SCHEME, TlsFiles
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8815
@@ -85,6 +89,13 @@ class ServerConfig:
     # server-side SQL engine (Flight SQL): DuckDB memory limit (spills to state_dir/sql-spill) and threads
     sql_memory_limit: str = "1GB"
     sql_threads: int = 2
+    # transport security (flight_server.server.tls): PEM files; tls_client_ca turns on mutual TLS
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
+    # Arrow IPC buffer compression of do_get streams ("lz4" or "zstd"; None: uncompressed). Fewer
+    # bytes to encrypt with TLS; clients decompress by themselves. See bench/secure_scan.py.
+    stream_compression: str | None = None
 
     # -- derived ---------------------------------------------------------------------------
     @property
@@ -103,7 +114,12 @@ class ServerConfig:
 
     @property
     def location(self) -> str:
-        return f"grpc+tcp://{self.host}:{self.port}"
+        scheme = TLS_SCHEME if self.tls_cert else "grpc+tcp"
+        return f"{scheme}://{self.host}:{self.port}"
+
+    def tls(self) -> TlsFiles | None:
+        """The TLS files, ``None`` when TLS is off (raises ``ValueError`` when half configured)."""
+        return TlsFiles.from_settings(self.tls_cert, self.tls_key, self.tls_client_ca)
 
     def storage_policy(self) -> StoragePolicy:
         """The confinement of ``register-table``: warehouses and ``allowed_roots``."""
@@ -124,6 +140,13 @@ class ServerConfig:
         """The embedded SQL engine's bounds; it spills only into a private folder of state_dir."""
         spill = private_dir(self.state_path / "sql-spill")
         return EngineSettings(memory_limit=self.sql_memory_limit, threads=self.sql_threads, temp_dir=str(spill))
+
+    def ipc_options(self) -> pa.ipc.IpcWriteOptions:
+        """How do_get writes record batches (``stream_compression``)."""
+        try:
+            return pa.ipc.IpcWriteOptions(compression=self.stream_compression)
+        except (ValueError, pa.ArrowException) as err:
+            raise ValueError(f"stream_compression must be lz4, zstd or unset, got {self.stream_compression!r}") from err
 
     def split_options(self) -> SplitOptions:
         return SplitOptions(

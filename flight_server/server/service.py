@@ -37,8 +37,10 @@ from flight_server.server.flightsql.dispatch import FlightSqlService, flight_sql
 from flight_server.server.limits import MIDDLEWARE_KEY, CallerMiddlewareFactory, Limits, StreamGate, caller_of
 from flight_server.server.registry import Registry, TableEntry, parse_identifier
 from flight_server.server.state_files import private_dir, private_sqlite
+from flight_server.server.streams import COMPRESSION_KEY, CompressionMiddlewareFactory, write_options
 from flight_server.server.tables import TableCache
 from flight_server.server.tickets import TicketSigner, configured_signer
+from flight_server.server.tls import check_locations
 from flight_server.server.users import ANONYMOUS, UserStore
 from flight_server.server.wire import (
     ACTIONS,
@@ -109,14 +111,21 @@ class HudiFlightServer(flight.FlightServerBase):
         self.users = UserStore(registry.engine)
         auth = authentication(self.config, self.users, signer)  # refuses an exposed server without credentials
         self.access = auth.access
-        kwargs.setdefault("middleware", {}).update({MIDDLEWARE_KEY: CallerMiddlewareFactory(), AUTH_KEY: auth})
+        kwargs.setdefault("middleware", {}).update(
+            {MIDDLEWARE_KEY: CallerMiddlewareFactory(), AUTH_KEY: auth, COMPRESSION_KEY: CompressionMiddlewareFactory()}
+        )
         kwargs.setdefault("auth_handler", HandshakeEnabled())
+        tls = self.config.tls()
+        check_locations(self.config.locations, tls is not None)
+        if tls is not None:
+            kwargs.update(tls.server_kwargs())
         listen = location or self.config.location
         try:
             super().__init__(listen, **kwargs)
         except pa.ArrowException as err:
             raise OSError(f"cannot listen on {listen} (address in use?)") from err
         self.split_options = self.config.split_options()
+        self.ipc_options = self.config.ipc_options()
         self.limits = self.config.limits()
         self.streams = StreamGate(self.limits.max_streams_per_caller)
         self.footers = FooterCache(max_bytes=self.limits.footer_cache_bytes)
@@ -315,7 +324,7 @@ class HudiFlightServer(flight.FlightServerBase):
         self.streams.acquire(caller)
         notes = _with_corrupt_block_notes(self._until_cancelled(context, _message_sized(batches)), schema)
         guarded = self.streams.guarded(caller, stream_errors(notes))
-        return flight.GeneratorStream(schema, guarded)
+        return flight.GeneratorStream(schema, guarded, options=write_options(context, self.ipc_options))
 
     def _sql_command(self, descriptor: flight.FlightDescriptor) -> Any:
         """The Flight SQL message of a command descriptor (``None``: a JSON command or a path)."""

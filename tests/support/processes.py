@@ -16,7 +16,7 @@ from typing import Callable, TypeVar
 
 REPO = Path(__file__).resolve().parents[2]
 START_SECONDS = 90.0
-_READY = re.compile(r"hudi-flight serving \d+ table\(s\) on grpc://[^:]+:(\d+)")
+_READY = re.compile(r"hudi-flight serving \d+ table\(s\) on grpc(?:\+tcp|\+tls)?://[^:]+:(\d+)")
 T = TypeVar("T")
 
 

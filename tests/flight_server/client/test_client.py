@@ -158,10 +158,12 @@ def test_warehouse_rescan_on_action_and_timer(fixture_table, tmp_path):
         add_admin(srv)
         with connect(f"127.0.0.1:{srv.port}", user=ADMIN, password=ADMIN_PASSWORD) as c:
             assert [t["table"] for t in c.tables()] == ["ns.first"]
-            shutil.copytree(fixture_table(V9), wh / "ns" / "second")
+            # tables appear and vanish atomically: the re-scan timer never sees half a table
+            shutil.copytree(fixture_table(V9), tmp_path / "second")
+            (tmp_path / "second").rename(wh / "ns" / "second")
             assert c.refresh()["tables"] == 2  # refresh-table without a table re-scans the warehouses
             assert [t["table"] for t in c.tables()] == ["ns.first", "ns.second"]
-            shutil.rmtree(wh / "ns" / "first")
+            (wh / "ns" / "first").rename(tmp_path / "first-gone")
             deadline = time.monotonic() + 10
             while len(c.tables()) != 1 and time.monotonic() < deadline:  # the timer notices alone
                 time.sleep(0.1)

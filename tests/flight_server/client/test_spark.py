@@ -286,3 +286,36 @@ def test_spark_filters_to_service_filters():
     assert to_service_filter(EqualTo(("zz",), 1), cols) is None
     assert to_service_filter(EqualTo(("a",), datetime.date(2024, 1, 1)), cols) is None
     assert to_service_filter(GreaterThan(("a",), float("nan")), cols) is None
+
+
+SPARK_TOKEN = "spark-tls-token-0123456789abcdef"
+
+
+def test_mtls_and_token_options_reach_driver_and_executors(spark, tables, pki, tmp_path_factory):
+    """One small table over mutual TLS + a static token: root CA as a path, client certificate
+    and key as PEM text; none of the secrets shows in the query plan, the reader's repr or an error."""
+    from flight_server.client.spark import _Query
+    from tests.support.credentials import allow_token_user, token_settings
+    from tests.support.servers import running_server
+
+    ca, _ = pki
+    registry, paths = tables
+    config = ServerConfig(port=0, state_dir=str(tmp_path_factory.mktemp("state")), tls_cert=str(ca.server_cert),
+                          tls_key=str(ca.server_key), tls_client_ca=str(ca.ca_cert), **token_settings(SPARK_TOKEN))
+    key_pem = ca.client_key.read_text()
+    options = {"tls_root_certs": str(ca.ca_cert), "tls_cert_chain": ca.client_cert.read_text(),
+               "tls_private_key": key_pem}
+    ident = identifier(PARTITIONED)
+    with running_server(config, registry=registry) as srv:
+        allow_token_user(srv)
+        uri = f"grpc+tls://127.0.0.1:{srv.port}"
+        df = spark.read.format("hudi-flight").option("uri", uri).option("token", SPARK_TOKEN).options(**options).load(ident)
+        _same(_spark_rows(df), HudiTable.open(paths[ident]).read())
+        plan = df._jdf.queryExecution().toString()
+        query = repr(_Query.from_options({"uri": uri, "path": ident, "token": SPARK_TOKEN, **options}))
+        for text in (plan, query):
+            assert SPARK_TOKEN not in text and "PRIVATE KEY" not in text
+        with pytest.raises(Exception, match="refused") as err:
+            spark.read.format("hudi-flight").option("uri", uri).option("token", "wrong-spark-token").options(
+                **options).load(ident).collect()
+        assert "wrong-spark-token" not in str(err.value) and "PRIVATE KEY" not in str(err.value)
