@@ -122,7 +122,9 @@ class AuthMiddlewareFactory(flight.ServerMiddlewareFactory):
 
     def _login(self, credentials: str) -> str:
         try:
-            user, colon, password = base64.b64decode(credentials, validate=True).decode().partition(":")
+            # Go's Flight client (the ADBC driver) sends unpadded base64; pyarrow pads it
+            padded = credentials + "=" * (-len(credentials) % 4)
+            user, colon, password = base64.b64decode(padded, validate=True).decode().partition(":")
         except (binascii.Error, UnicodeDecodeError):
             user, colon, password = "", "", ""
         if not colon or not user:
