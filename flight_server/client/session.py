@@ -10,7 +10,9 @@ is one URI syntax, one retry policy and one error mapping:
   because Spark pickles readers and partitions and pyarrow's Flight objects do not pickle;
 * an endpoint is read from its first location and, if the stream fails for a transport reason,
   once more from the next one (or the same server), skipping the rows already delivered (a
-  split always streams its rows in the same order), so nothing is duplicated or lost;
+  split always streams its rows in the same order), so nothing is duplicated or lost; an
+  endpoint that is not a split (a Flight SQL statement result, whose row order may change when
+  run again) is retried only if no row had been delivered yet;
 * Flight status errors become builtins whose message names the server and the request:
   unreachable -> :class:`ConnectionError`, unknown table -> :class:`LookupError`, refused
   credentials -> :class:`PermissionError`, bad query -> :class:`ValueError`, unsupported ->
@@ -253,7 +255,7 @@ class HudiFlightClient:
                         yield batch
                 return
             except ConnectionError:
-                if attempt == len(targets) - 1:
+                if attempt == len(targets) - 1 or (delivered and "weight" not in endpoint.metadata):
                     raise
 
     def read_batches(

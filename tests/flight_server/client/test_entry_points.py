@@ -162,3 +162,13 @@ def test_duckdb_scan_pushes_and_equals_the_library(client, tables):
     assert_same_rows(got, expected)
     totals = scan(con, client, identifier(TXNS), columns=["region"], limit=2).aggregate("count(*)").fetchall()
     assert client.plans[-1][0].limit == 2 and totals == [(2,)]
+
+
+def test_polars_scan_from_a_uri_with_time_travel(server, tables):
+    """A URI opens (and closes) a client per collect; read options reach the plan."""
+    lib = HudiTable.open(tables[1][identifier(TXNS)])
+    first = lib.timeline[0].requested_time
+    lf = scan_hudi(f"grpc://127.0.0.1:{server.port}", identifier(TXNS), as_of=first, max_workers=2)
+    got = lf.select("txn_id", "amount").collect()
+    expected = lib.read(columns=["txn_id", "amount"], as_of=first)
+    assert_same_rows(got.to_arrow().cast(expected.schema), expected)
