@@ -15,6 +15,8 @@ from typing import Any, Mapping
 from catalog.plan.splits import DEFAULT_TARGET_SPLIT_BYTES, SplitOptions
 from flight_server.server.limits import Limits
 from flight_server.server.policy import DEFAULT_PROTOCOLS, StoragePolicy
+from flight_server.server.sql.engine import EngineSettings
+from flight_server.server.state_files import private_dir
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8815
@@ -69,6 +71,9 @@ class ServerConfig:
     planning_seconds: float = Limits.planning_seconds
     max_streams_per_caller: int = Limits.max_streams_per_caller
     footer_cache_bytes: int = Limits.footer_cache_bytes
+    # server-side SQL engine (Flight SQL): DuckDB memory limit (spills to state_dir/sql-spill) and threads
+    sql_memory_limit: str = "1GB"
+    sql_threads: int = 2
 
     # -- derived ---------------------------------------------------------------------------
     @property
@@ -103,6 +108,11 @@ class ServerConfig:
     def limits(self) -> Limits:
         """The bounds on each call, from the ``max_*``/``*_seconds``/``*_bytes`` settings."""
         return Limits(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Limits)})
+
+    def sql_engine_settings(self) -> EngineSettings:
+        """The embedded SQL engine's bounds; it spills only into a private folder of state_dir."""
+        spill = private_dir(self.state_path / "sql-spill")
+        return EngineSettings(memory_limit=self.sql_memory_limit, threads=self.sql_threads, temp_dir=str(spill))
 
     def split_options(self) -> SplitOptions:
         return SplitOptions(

@@ -30,6 +30,8 @@ from flight_server.server.actions import HANDLERS
 from flight_server.server.auth import BearerTokenMiddlewareFactory
 from flight_server.server.config import ServerConfig
 from flight_server.server.errors import flight_errors, stream_errors
+from flight_server.server.flightsql.dispatch import ACTIONS as SQL_ACTIONS
+from flight_server.server.flightsql.dispatch import FlightSqlService, flight_sql_message
 from flight_server.server.limits import MIDDLEWARE_KEY, CallerMiddlewareFactory, Limits, StreamGate, caller_of
 from flight_server.server.registry import Registry, TableEntry, parse_identifier
 from flight_server.server.state_files import private_dir, private_sqlite
@@ -112,6 +114,7 @@ class HudiFlightServer(flight.FlightServerBase):
         self.footers = FooterCache(max_bytes=self.limits.footer_cache_bytes)
         self.policy = self.config.storage_policy()
         self.tables = TableCache(self.config.table_cache_seconds, self.policy.options_for)
+        self.flight_sql = FlightSqlService(self, self.config.sql_engine_settings())
         self.started = time.time()
         self._stop = threading.Event()
         self._location_load = {loc: 0.0 for loc in self.config.locations}
@@ -216,11 +219,17 @@ class HudiFlightServer(flight.FlightServerBase):
     def get_flight_info(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.FlightInfo:
+        message = self._sql_command(descriptor)
+        if message is not None:
+            return self.flight_sql.get_flight_info(context, descriptor, message)
         schema, endpoints, rows, nbytes = self.plan_query(_descriptor_command(descriptor, self.limits))
         return flight.FlightInfo(schema, descriptor, endpoints, rows, nbytes, ordered=False)
 
     @flight_errors
     def get_schema(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor) -> flight.SchemaResult:
+        message = self._sql_command(descriptor)
+        if message is not None:
+            return self.flight_sql.get_schema(context, message)
         command = _descriptor_command(descriptor, self.limits)
         _, state = self.open_table(command.table)
         return flight.SchemaResult(self._plan(state, command.options).schema)
@@ -244,6 +253,10 @@ class HudiFlightServer(flight.FlightServerBase):
     @flight_errors
     def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.FlightDataStream:
         self.limits.check_ticket(ticket.ticket)
+        message = flight_sql_message(ticket.ticket, self.limits)
+        if message is not None:
+            schema, sql_batches = self.flight_sql.do_get(context, message)
+            return self._stream(context, schema, sql_batches)
         body = TicketBody.from_json(self.signer.verify(ticket.ticket))
         entry, state = self.open_table(body.table)
         if entry.base_uri != body.uri:
@@ -253,11 +266,22 @@ class HudiFlightServer(flight.FlightServerBase):
             batches = read_splits(scan.context, scan.splits, scan.options.limit)
         else:
             batches = read_split(scan.context, split_from_json(body.split))
+        return self._stream(context, scan.schema, batches)
+
+    def _stream(
+        self, context: flight.ServerCallContext, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
+    ) -> flight.FlightDataStream:
         caller = caller_of(context)
         self.streams.acquire(caller)
-        notes = _with_corrupt_block_notes(self._until_cancelled(context, batches), scan.schema)
+        notes = _with_corrupt_block_notes(self._until_cancelled(context, batches), schema)
         guarded = self.streams.guarded(caller, stream_errors(notes))
-        return flight.GeneratorStream(scan.schema, guarded)
+        return flight.GeneratorStream(schema, guarded)
+
+    def _sql_command(self, descriptor: flight.FlightDescriptor) -> Any:
+        """The Flight SQL message of a command descriptor (``None``: a JSON command or a path)."""
+        if descriptor.descriptor_type != flight.DescriptorType.CMD:
+            return None
+        return flight_sql_message(descriptor.command, self.limits)
 
     @staticmethod
     def _until_cancelled(
@@ -269,12 +293,28 @@ class HudiFlightServer(flight.FlightServerBase):
             yield batch
 
     def list_actions(self, context: flight.ServerCallContext) -> list[tuple[str, str]]:
-        return [(name, description) for name, (_, description) in ACTIONS.items()]
+        return [(name, description) for name, (_, description) in ACTIONS.items()] + list(SQL_ACTIONS.items())
 
     @flight_errors
     def do_action(self, context: flight.ServerCallContext, action: flight.Action) -> list[bytes]:
-        body = parse_action(action.type, action.body.to_pybytes() if action.body is not None else b"", self.limits)
+        raw = action.body.to_pybytes() if action.body is not None else b""
+        if action.type in SQL_ACTIONS:
+            return self.flight_sql.do_action(context, action.type, raw)
+        body = parse_action(action.type, raw, self.limits)
         return [json.dumps(HANDLERS[action.type](self, body), default=str).encode()]
+
+    @flight_errors
+    def do_put(
+        self,
+        context: flight.ServerCallContext,
+        descriptor: flight.FlightDescriptor,
+        reader: flight.MetadataRecordBatchReader,
+        writer: flight.FlightMetadataWriter,
+    ) -> None:
+        message = self._sql_command(descriptor)
+        if message is None:
+            raise NotImplementedError("DoPut takes only Flight SQL prepared-statement parameters (read-only server)")
+        self.flight_sql.do_put(context, message, reader, writer)
 
 
 def _with_corrupt_block_notes(

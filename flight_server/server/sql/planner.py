@@ -1,8 +1,8 @@
-"""SELECT planning for the DB-API driver: what each table reference must fetch from the service.
+"""SELECT planning for server-side SQL: what each table reference must read from the catalog.
 
 A query is parsed with sqlglot; every reference to a served table becomes a :class:`ScanSpec`
 (the columns the query mentions, the WHERE conjuncts of the form ``column op literal`` that the
-service evaluates exactly, and a LIMIT when the query is a plain single-table scan). The query
+planner evaluates exactly, and a LIMIT when the query is a plain single-table scan). The query
 itself is rewritten to read registered Arrow views and is run *entirely* by DuckDB, WHERE clause
 included, so pushdown only ever removes rows the query would drop anyway. Two cases keep a
 filter local: ``IS NULL`` in a scope with an outer join (pushing it would turn unmatched rows
@@ -12,11 +12,9 @@ DuckDB might coerce differently).
 
 from __future__ import annotations
 
-import datetime as _dt
-import decimal
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable
 
 import pyarrow as pa
 import sqlglot
@@ -34,8 +32,8 @@ _COMPARISON: dict[type[exp.Expression], str] = {
 }
 
 
-class ReadOnlyError(Exception):
-    """The statement would change data or state; the driver maps it to NotSupportedError."""
+class ReadOnlyError(ValueError):
+    """The statement would change data or state (INVALID_ARGUMENT, naming the statement)."""
 
 
 @dataclass
@@ -55,39 +53,6 @@ class SelectPlan:
     scans: list[ScanSpec]
 
 
-# -- parameters --------------------------------------------------------------------------------
-
-
-def sql_literal(value: Any) -> str:
-    """A Python value as a SQL literal (client-side binding of ``pyformat`` parameters)."""
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "TRUE" if value else "FALSE"
-    if isinstance(value, (int, float, decimal.Decimal)):
-        return repr(value) if isinstance(value, float) else str(value)
-    if isinstance(value, str):
-        return "'" + value.replace("'", "''") + "'"
-    if isinstance(value, _dt.datetime):
-        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
-    if isinstance(value, _dt.date):
-        return f"DATE '{value.isoformat()}'"
-    if isinstance(value, _dt.time):
-        return f"TIME '{value.isoformat()}'"
-    if isinstance(value, (bytes, bytearray)):
-        return "'" + "".join(f"\\x{b:02x}" for b in value) + "'::BLOB"
-    raise TypeError(f"cannot bind a parameter of type {type(value).__name__}")
-
-
-def bind_parameters(sql: str, params: Mapping[str, Any] | Sequence[Any] | None) -> str:
-    """Substitute ``%(name)s`` / ``%s`` parameters as literals; no params: the SQL is unchanged."""
-    if params is None:
-        return sql
-    if isinstance(params, Mapping):
-        return sql % {k: sql_literal(v) for k, v in params.items()}
-    return sql % tuple(sql_literal(v) for v in params)
-
-
 # -- parsing -----------------------------------------------------------------------------------
 
 
@@ -100,8 +65,11 @@ def parse_query(sql: str) -> exp.Query:
     if len(statements) != 1:
         raise ValueError(f"expected exactly one statement, got {len(statements)}")
     statement = statements[0]
-    if not isinstance(statement, exp.Query) or statement.find(exp.Into) is not None:
-        raise ReadOnlyError(f"{READ_ONLY}; got {statement.key.upper()}")
+    if not isinstance(statement, exp.Query):
+        name = statement.name if isinstance(statement, exp.Command) else statement.key
+        raise ReadOnlyError(f"{READ_ONLY}; got {str(name).upper()[:32]}")
+    if statement.find(exp.Into) is not None:
+        raise ReadOnlyError(f"{READ_ONLY}; got SELECT ... INTO")
     return statement
 
 
@@ -121,26 +89,29 @@ def table_references(query: exp.Query) -> list[exp.Table]:
 # -- planning ----------------------------------------------------------------------------------
 
 
-Resolver = Callable[[str | None, str], tuple[str, pa.Schema]]
+Resolver = Callable[[exp.Table], tuple[str, pa.Schema, ReadOptions]]
 
 
 def plan_select(query: exp.Query, resolve: Resolver) -> SelectPlan:
-    """Work out the scans of ``query``; ``resolve(namespace, name)`` -> (identifier, schema)."""
+    """Work out the scans of ``query``; ``resolve(table node)`` -> (identifier, schema, base
+    options: the query type and instants the reference asks for)."""
     references = table_references(query)
-    resolved = {id(t): resolve(t.db or None, t.name) for t in references}
+    resolved = {id(t): resolve(t) for t in references}
+    base = {key: value[2] for key, value in resolved.items()}
+    resolved_schemas = {key: (value[0], value[1]) for key, value in resolved.items()}
     needed = _mentioned_columns(query)
-    pushable = _pushable_filters(query, resolved)
+    pushable = _pushable_filters(query, resolved_schemas)
     limit = _plain_limit(query, references, pushable)
 
     scans = []
     for i, table in enumerate(references):
-        identifier, schema = resolved[id(table)]
+        identifier, schema = resolved_schemas[id(table)]
         view = f"__hudi_scan_{i}"
         scans.append(
             ScanSpec(
                 view=view,
                 table=identifier,
-                options=ReadOptions(
+                options=base[id(table)].replace(
                     columns=_projection(schema, needed), filters=tuple(pushable.get(id(table), [])), limit=limit
                 ),
             )
@@ -302,10 +273,10 @@ def _plain_limit(query: exp.Query, references: list[exp.Table], pushable: dict[i
 __all__ = [
     "READ_ONLY",
     "ReadOnlyError",
+    "Resolver",
     "ScanSpec",
     "SelectPlan",
-    "bind_parameters",
     "parse_query",
     "plan_select",
-    "sql_literal",
+    "table_references",
 ]

@@ -1,0 +1,214 @@
+"""Results of the Flight SQL catalog commands: GetCatalogs, GetDbSchemas, GetTables,
+GetTableTypes, GetPrimaryKeys and GetXdbcTypeInfo (schemas in :mod:`.schemas`).
+
+Listings show only what the caller may read (``HudiFlightServer.readable``); a table that cannot
+be opened is left out of a listing (and logged) instead of failing it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from catalog.plan.options import ReadOptions
+from catalog.plan.planner import plan
+from flight_server.protocol import sql
+from flight_server.server.flightsql import schemas
+from flight_server.server.flightsql.names import CATALOG, RO_SUFFIX, Server, resolve_name
+from flight_server.server.flightsql.sql_info import sql_info
+
+log = logging.getLogger(__name__)
+TABLE_TYPE = "TABLE"
+
+
+def like(pattern: str | None) -> re.Pattern[str] | None:
+    """A SQL LIKE pattern (``%``, ``_``, ``\\`` escapes) as an anchored regex; ``None``: match all."""
+    if pattern is None:
+        return None
+    out, escaped = [], False
+    for ch in pattern:
+        if escaped:
+            out.append(re.escape(ch))
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == "%":
+            out.append(".*")
+        elif ch == "_":
+            out.append(".")
+        else:
+            out.append(re.escape(ch))
+    return re.compile("".join(out) + r"\Z", re.DOTALL)
+
+
+def _matches(regex: re.Pattern[str] | None, text: str) -> bool:
+    return regex is None or regex.match(text) is not None
+
+
+def _catalog_ok(catalog: str | None) -> bool:
+    return catalog is None or catalog == CATALOG
+
+
+def catalogs() -> pa.Table:
+    return pa.Table.from_pylist([{"catalog_name": CATALOG}], schema=schemas.CATALOGS)
+
+
+def db_schemas(server: Server, context: flight.ServerCallContext, cmd: Any) -> pa.Table:
+    catalog = cmd.catalog if cmd.HasField("catalog") else None
+    pattern = like(cmd.db_schema_filter_pattern if cmd.HasField("db_schema_filter_pattern") else None)
+    rows = []
+    if _catalog_ok(catalog):
+        readable = server.readable(context, [e.identifier for e in server.registry.list_tables()])
+        namespaces = sorted({i.partition(".")[0] for i in readable} | _empty_namespaces(server, context))
+        rows = [{"catalog_name": CATALOG, "db_schema_name": ns} for ns in namespaces if _matches(pattern, ns)]
+    return pa.Table.from_pylist(rows, schema=schemas.DB_SCHEMAS)
+
+
+def _empty_namespaces(server: Server, context: flight.ServerCallContext) -> set[str]:
+    """Namespaces without tables are shown to callers who may administer the catalog only."""
+    used = {e.namespace for e in server.registry.list_tables()}
+    empty = set(server.registry.list_namespaces()) - used
+    if not empty:
+        return set()
+    try:
+        server.authorize(context, "admin")
+    except flight.FlightError:
+        return set()
+    return empty
+
+
+def tables(server: Server, context: flight.ServerCallContext, cmd: Any) -> pa.Table:
+    catalog = cmd.catalog if cmd.HasField("catalog") else None
+    ns_pattern = like(cmd.db_schema_filter_pattern if cmd.HasField("db_schema_filter_pattern") else None)
+    name_pattern = like(cmd.table_name_filter_pattern if cmd.HasField("table_name_filter_pattern") else None)
+    types = set(cmd.table_types)
+    schema = schemas.TABLES_WITH_SCHEMA if cmd.include_schema else schemas.TABLES
+    rows: list[dict[str, Any]] = []
+    if not _catalog_ok(catalog) or (types and TABLE_TYPE not in types):
+        return pa.Table.from_pylist(rows, schema=schema)
+    entries = {e.identifier: e for e in server.registry.list_tables() if _matches(ns_pattern, e.namespace)}
+    for identifier in server.readable(context, list(entries)):
+        entry = entries[identifier]
+        try:
+            state = server.tables.get(entry)
+            views = [(entry.name, ReadOptions())]
+            if state.config.is_mor:
+                views.append((entry.name + RO_SUFFIX, ReadOptions(query_type="read_optimized")))
+            for name, options in views:
+                if not _matches(name_pattern, name):
+                    continue
+                row: dict[str, Any] = {
+                    "catalog_name": CATALOG, "db_schema_name": entry.namespace, "table_name": name,
+                    "table_type": TABLE_TYPE,
+                }
+                if cmd.include_schema:
+                    row["table_schema"] = plan(state, options).schema.serialize().to_pybytes()
+                rows.append(row)
+        except Exception as err:  # one unreadable table must not hide the others
+            log.warning("GetTables: skipping %s: %s", identifier, err)
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def table_types() -> pa.Table:
+    return pa.Table.from_pylist([{"table_type": TABLE_TYPE}], schema=schemas.TABLE_TYPES)
+
+
+def primary_keys(server: Server, context: flight.ServerCallContext, cmd: Any) -> pa.Table:
+    ref = resolve_name(
+        server,
+        cmd.catalog if cmd.HasField("catalog") else None,
+        cmd.db_schema if cmd.HasField("db_schema") else None,
+        cmd.table,
+    )
+    rows = []
+    if server.readable(context, [ref.identifier]):
+        keys = server.tables.get(ref.entry).config.record_key_fields
+        rows = [
+            {"catalog_name": CATALOG, "db_schema_name": ref.entry.namespace, "table_name": cmd.table,
+             "column_name": key, "key_sequence": i, "key_name": None}
+            for i, key in enumerate(keys, start=1)
+        ]
+    return pa.Table.from_pylist(rows, schema=schemas.PRIMARY_KEYS)
+
+
+# XdbcDataType codes and the SQL types Hudi tables map to in Arrow (and so in the engine)
+_DATETIME = 9
+_XDBC_TYPES: list[tuple[str, int, int | None, str | None, bool, int | None]] = [
+    # type name, data type, column size, literal prefix, case sensitive, datetime subcode
+    ("BOOLEAN", -7, 1, None, False, None),
+    ("TINYINT", -6, 3, None, False, None),
+    ("SMALLINT", 5, 5, None, False, None),
+    ("INTEGER", 4, 10, None, False, None),
+    ("BIGINT", -5, 19, None, False, None),
+    ("FLOAT", 6, 7, None, False, None),
+    ("DOUBLE", 8, 15, None, False, None),
+    ("DECIMAL", 3, 38, None, False, None),
+    ("VARCHAR", 12, None, "'", True, None),
+    ("VARBINARY", -3, None, None, False, None),
+    ("DATE", 91, 10, "DATE '", False, 1),
+    ("TIME", 92, 15, "TIME '", False, 2),
+    ("TIMESTAMP", 93, 26, "TIMESTAMP '", False, 3),
+]
+
+
+def xdbc_type_info(cmd: Any) -> pa.Table:
+    wanted = cmd.data_type if cmd.HasField("data_type") else None
+    rows = []
+    for name, code, size, prefix, case_sensitive, subcode in _XDBC_TYPES:
+        if wanted is not None and wanted != code:
+            continue
+        numeric = prefix is None and name not in ("BOOLEAN", "VARBINARY")
+        rows.append({
+            "type_name": name, "data_type": code, "column_size": size, "literal_prefix": prefix,
+            "literal_suffix": "'" if prefix else None,
+            "create_params": ["precision", "scale"] if name == "DECIMAL" else None,
+            "nullable": 1, "case_sensitive": case_sensitive, "searchable": 3,
+            "unsigned_attribute": False if numeric else None, "fixed_prec_scale": name == "DECIMAL",
+            "auto_increment": False if numeric else None, "local_type_name": name,
+            "minimum_scale": 0 if name == "DECIMAL" else None, "maximum_scale": 38 if name == "DECIMAL" else None,
+            "sql_data_type": _DATETIME if subcode else code, "datetime_subcode": subcode,
+            "num_prec_radix": 10 if numeric else None, "interval_precision": None,
+        })
+    return pa.Table.from_pylist(rows, schema=schemas.XDBC_TYPE_INFO)
+
+
+def result_schema(cmd: Any) -> pa.Schema:
+    if isinstance(cmd, sql.CommandGetTables):
+        return schemas.TABLES_WITH_SCHEMA if cmd.include_schema else schemas.TABLES
+    return _FIXED[type(cmd)]
+
+
+_FIXED: dict[type, pa.Schema] = {
+    sql.CommandGetCatalogs: schemas.CATALOGS,
+    sql.CommandGetDbSchemas: schemas.DB_SCHEMAS,
+    sql.CommandGetTableTypes: schemas.TABLE_TYPES,
+    sql.CommandGetPrimaryKeys: schemas.PRIMARY_KEYS,
+    sql.CommandGetXdbcTypeInfo: schemas.XDBC_TYPE_INFO,
+    sql.CommandGetSqlInfo: schemas.SQL_INFO,
+}
+
+METADATA_COMMANDS = tuple(_FIXED) + (sql.CommandGetTables,)
+
+
+def result(server: Server, context: flight.ServerCallContext, cmd: Any) -> pa.Table:
+    """The rows of a catalog command."""
+    if isinstance(cmd, sql.CommandGetCatalogs):
+        return catalogs()
+    if isinstance(cmd, sql.CommandGetDbSchemas):
+        return db_schemas(server, context, cmd)
+    if isinstance(cmd, sql.CommandGetTables):
+        return tables(server, context, cmd)
+    if isinstance(cmd, sql.CommandGetTableTypes):
+        return table_types()
+    if isinstance(cmd, sql.CommandGetPrimaryKeys):
+        return primary_keys(server, context, cmd)
+    if isinstance(cmd, sql.CommandGetXdbcTypeInfo):
+        return xdbc_type_info(cmd)
+    return sql_info(cmd.info)
+
+
+__all__ = ["METADATA_COMMANDS", "like", "result", "result_schema"]

@@ -1,0 +1,208 @@
+"""Flight SQL on the service's port: recognising Flight SQL messages and answering them.
+
+The service hands a descriptor command, ticket, action or DoPut descriptor here when it is a
+Flight SQL message (``google.protobuf.Any`` with an ``arrow.flight.protocol.sql.*`` type URL);
+JSON commands and ``hf1`` tickets never are. A Flight SQL message the server does not implement
+(or does not even declare) answers UNIMPLEMENTED naming it.
+
+Catalog commands use their own packed command as the endpoint ticket (the usual Flight SQL
+convention); statements are answered by :mod:`.statements`; prepared statements are stateless
+signed handles (:mod:`.handles`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as flight
+from google.protobuf.message import Message
+
+from flight_server.protocol import pack, sql, type_name, unpack
+from flight_server.server.flightsql import catalog
+from flight_server.server.flightsql.handles import PreparedStatement, parameters_ipc
+from flight_server.server.flightsql.names import Server
+from flight_server.server.flightsql.statements import Statements
+from flight_server.server.limits import LimitExceededError
+from flight_server.server.sql import engine
+from flight_server.server.sql.query import placeholder_count
+
+SQL_PACKAGE = "arrow.flight.protocol.sql."
+CREATE_PREPARED_STATEMENT = "CreatePreparedStatement"
+CLOSE_PREPARED_STATEMENT = "ClosePreparedStatement"
+#: Flight SQL action types (answered here; the ones not implemented answer UNIMPLEMENTED)
+ACTIONS: dict[str, str] = {
+    CREATE_PREPARED_STATEMENT: "Flight SQL: prepare a read-only SQL query (stateless signed handle).",
+    CLOSE_PREPARED_STATEMENT: "Flight SQL: close a prepared statement (nothing is kept on the server).",
+}
+UNIMPLEMENTED_ACTIONS = (
+    "BeginTransaction", "EndTransaction", "BeginSavepoint", "EndSavepoint", "CancelQuery",
+    "CreatePreparedSubstraitPlan", "CancelFlightInfo", "RenewFlightEndpoint", "SetSessionOptions",
+    "GetSessionOptions", "CloseSession",
+)
+
+
+def _shown(name: str) -> str:
+    return name if len(name) <= 96 and name.isprintable() else name[:96] + "..."
+
+
+def flight_sql_message(data: bytes, limits: Any) -> Message | None:
+    """The Flight SQL message ``data`` holds; ``None`` when it is not a Flight SQL message at all.
+
+    Raises:
+        NotImplementedError: an ``arrow.flight.protocol.sql.*`` type this server does not declare.
+        ValueError: a declared type whose payload does not decode.
+    """
+    name = type_name(data)
+    if name is None or not name.startswith(SQL_PACKAGE):
+        return None
+    limits.check_body(data, "Flight SQL message")
+    message = unpack(data)
+    if message is None:
+        raise NotImplementedError(f"Flight SQL message {_shown(name)} is not implemented by hudi-flight")
+    return message
+
+
+def _unimplemented(message: Message) -> NotImplementedError:
+    return NotImplementedError(
+        f"Flight SQL {message.DESCRIPTOR.name} is not implemented by hudi-flight (a read-only SQL server)"
+    )
+
+
+def _no_transactions(message: Message) -> None:
+    if message.HasField("transaction_id"):
+        raise NotImplementedError("Flight SQL transactions are not implemented by hudi-flight (read-only)")
+
+
+class FlightSqlService:
+    """The Flight SQL side of :class:`~flight_server.server.service.HudiFlightServer`."""
+
+    def __init__(self, server: Server, settings: engine.EngineSettings):
+        self.server = server
+        self.statements = Statements(server, settings)
+
+    # -- GetFlightInfo / GetSchema ---------------------------------------------------------
+    def get_flight_info(
+        self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor, message: Message
+    ) -> flight.FlightInfo:
+        if isinstance(message, catalog.METADATA_COMMANDS):
+            endpoint = flight.FlightEndpoint(descriptor.command, [])
+            return flight.FlightInfo(catalog.result_schema(message), descriptor, [endpoint], -1, -1)
+        if isinstance(message, sql.CommandStatementQuery):
+            _no_transactions(message)
+            return self.statements.flight_info(context, descriptor, message.query, None)
+        if isinstance(message, sql.CommandPreparedStatementQuery):
+            prepared = self._prepared(context, message.prepared_statement_handle)
+            return self.statements.flight_info(
+                context, descriptor, prepared.sql, prepared.parameter_values(), user=prepared.user
+            )
+        raise _unimplemented(message)
+
+    def get_schema(self, context: flight.ServerCallContext, message: Message) -> flight.SchemaResult:
+        if isinstance(message, catalog.METADATA_COMMANDS):
+            return flight.SchemaResult(catalog.result_schema(message))
+        if isinstance(message, sql.CommandStatementQuery):
+            _no_transactions(message)
+            analysis, _ = self.statements.analyze(context, message.query, None)
+            return flight.SchemaResult(self.statements.schema(analysis))
+        if isinstance(message, sql.CommandPreparedStatementQuery):
+            prepared = self._prepared(context, message.prepared_statement_handle)
+            return flight.SchemaResult(self._prepared_schema(context, prepared))
+        raise _unimplemented(message)
+
+    # -- DoGet -------------------------------------------------------------------------------
+    def do_get(
+        self, context: flight.ServerCallContext, message: Message
+    ) -> tuple[pa.Schema, Any]:
+        """Schema and batches (or a table) of a Flight SQL ticket."""
+        if isinstance(message, catalog.METADATA_COMMANDS):
+            table = catalog.result(self.server, context, message)
+            return table.schema, iter(table.to_batches())
+        if isinstance(message, sql.TicketStatementQuery):
+            return self.statements.stream(context, message.statement_handle)
+        raise _unimplemented(message)
+
+    # -- DoAction ----------------------------------------------------------------------------
+    def do_action(self, context: flight.ServerCallContext, action_type: str, body: bytes) -> list[bytes]:
+        if action_type == CREATE_PREPARED_STATEMENT:
+            request = self._action_body(body, sql.ActionCreatePreparedStatementRequest)
+            _no_transactions(request)
+            return [pack(self._create(context, request.query))]
+        if action_type == CLOSE_PREPARED_STATEMENT:
+            # Handles are stateless: nothing to release. The body must still be the right message.
+            self._action_body(body, sql.ActionClosePreparedStatementRequest)
+            return []
+        raise NotImplementedError(f"Flight SQL action {_shown(action_type)} is not implemented by hudi-flight")
+
+    def _action_body(self, body: bytes, cls: type) -> Any:
+        self.server.limits.check_body(body, "action body")
+        message = unpack(body)
+        if not isinstance(message, cls):
+            raise ValueError(f"action body must be a packed {cls.__name__}")
+        return message
+
+    def _create(self, context: flight.ServerCallContext, text: str) -> sql.ActionCreatePreparedStatementResult:
+        placeholders = placeholder_count(text)
+        schema = b""
+        # Analyse now: refusals, unknown tables and rights fail at prepare time, as clients expect.
+        analysis, user = self.statements.analyze(context, text, [None] * placeholders)
+        if not placeholders:
+            schema = self.statements.schema(analysis).serialize().to_pybytes()
+        prepared = PreparedStatement(text, None, user)
+        return sql.ActionCreatePreparedStatementResult(
+            prepared_statement_handle=prepared.sign(self.server.signer), dataset_schema=schema
+        )
+
+    def _prepared(self, context: flight.ServerCallContext, handle: bytes) -> PreparedStatement:
+        """A genuine, unexpired prepared statement handle of this caller."""
+        return PreparedStatement.verify(handle, self.server.signer, self.server.limits)
+
+    def _prepared_schema(self, context: flight.ServerCallContext, prepared: PreparedStatement) -> pa.Schema:
+        values = prepared.parameter_values()
+        if values is None:
+            values = [None] * placeholder_count(prepared.sql)
+        analysis, _ = self.statements.analyze(context, prepared.sql, values, user=prepared.user)
+        return self.statements.schema(analysis)
+
+    # -- DoPut -------------------------------------------------------------------------------
+    def do_put(
+        self,
+        context: flight.ServerCallContext,
+        message: Message,
+        reader: flight.MetadataRecordBatchReader,
+        writer: flight.FlightMetadataWriter,
+    ) -> None:
+        if not isinstance(message, sql.CommandPreparedStatementQuery):
+            if isinstance(message, (sql.CommandStatementUpdate, sql.CommandPreparedStatementUpdate)):
+                raise NotImplementedError("hudi-flight is read-only: Flight SQL updates are not implemented")
+            raise _unimplemented(message)
+        prepared = self._prepared(context, message.prepared_statement_handle)
+        batch = self._parameters(reader)
+        bound = PreparedStatement(prepared.sql, batch, prepared.user)
+        result = sql.DoPutPreparedStatementResult(prepared_statement_handle=bound.sign(self.server.signer))
+        # the app_metadata is the bare message (clients unmarshal it directly, not as an Any)
+        writer.write(pa.py_buffer(result.SerializeToString()))
+
+    def _parameters(self, reader: flight.MetadataRecordBatchReader) -> pa.RecordBatch | None:
+        """The one parameter row of a DoPut (``None``: no rows), bounded by ``max_body_bytes``."""
+        limit = self.server.limits.max_body_bytes
+        batches, size = [], 0
+        for chunk in reader:
+            if chunk.data is None:
+                continue
+            size += chunk.data.nbytes
+            if size > limit:
+                raise LimitExceededError("max_body_bytes", limit, "bound parameters are larger")
+            batches.append(chunk.data)
+        rows = sum(b.num_rows for b in batches)
+        if rows == 0:
+            return None
+        if rows > 1:
+            raise ValueError(f"a query binds one parameter row per execution, got {rows} rows")
+        batch = pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+        if len(parameters_ipc(batch)) > limit:
+            raise LimitExceededError("max_body_bytes", limit, "bound parameters are larger")
+        return batch
+
+
+__all__ = ["ACTIONS", "FlightSqlService", "UNIMPLEMENTED_ACTIONS", "flight_sql_message"]

@@ -1,0 +1,253 @@
+"""Server-side SQL analysis: one parse (sqlglot), the refusals, the Hudi clauses, the query's shape.
+
+:func:`analyze` turns SQL text (plus bound parameter values) into a :class:`Analysis`:
+
+- anything but a read is refused with an error naming the statement (DDL, DML, COPY, ATTACH,
+  INSTALL/LOAD, PRAGMA, SET, ...), and so are file-reading and system functions and every table
+  function but ``hudi_table_changes``;
+- ``FROM ns.t TIMESTAMP AS OF '<instant>'`` / ``FOR SYSTEM_TIME AS OF '<instant>'`` (sqlglot reads
+  both as a ``Version`` node), ``hudi_table_changes('ns.t', 'latest_state', '<start>'[, '<end>'])``
+  and ``ns.t_ro`` become the reference's :class:`~catalog.plan.options.ReadOptions` (the resolver
+  decides ``_ro``, it knows the table types);
+- ``?`` placeholders are replaced by literals of the bound values before planning, so they are
+  pushed down like any literal;
+- the planner (:mod:`.planner`) works out each reference's projection, exact filters and limit;
+- the shape: a plain scan of one table (answered with the weighted-split endpoints), an unfiltered
+  ``count(*)`` of one table (answered from metadata where exact), or anything else (DuckDB).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from sqlglot import exp
+
+from catalog.errors import InvalidQueryError
+from catalog.plan.options import ReadOptions
+from flight_server.server.sql.planner import (
+    DIALECT,
+    Resolver,
+    ScanSpec,
+    SelectPlan,
+    parse_query,
+    plan_select,
+    table_references,
+)
+
+TABLE_CHANGES = "hudi_table_changes"
+#: functions that read files, URLs, the environment or the engine's own state
+_FORBIDDEN_FUNCTION = re.compile(
+    r"^(read_\w+|\w+_scan|scan_\w+|glob|parquet_\w+|sniff_csv|getenv|query|query_table|current_setting"
+    r"|duckdb_\w+|pragma_\w+|which_secret|load_\w+|install_\w+|write_\w+|copy_\w+|unhex_file|sql_auto_complete"
+    r"|iceberg_\w+|delta_\w+|json_execute_serialized_sql|from_substrait\w*|get_substrait\w*|checkpoint|force_checkpoint)$",
+    re.IGNORECASE,
+)
+_ISO_INSTANT = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,3}))?)?$")
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What a query needs.
+
+    Attributes:
+        plan: the DuckDB SQL over ``__hudi_scan_<i>`` views and the scans feeding them.
+        scan: set when the query is a plain scan of one table: its only scan, answered with the
+            weighted-split endpoints (the plan's SQL is then the identity over it).
+        count_star: set to the output column name when the query is ``SELECT count(*) FROM t``
+            without filters (the only scan is then that table).
+    """
+
+    plan: SelectPlan
+    scan: ScanSpec | None = None
+    count_star: str | None = None
+
+
+def analyze(sql: str, resolve: Resolver, parameters: Sequence[Any] | None = None) -> Analysis:
+    """Parse, check and plan ``sql``.
+
+    Raises:
+        ReadOnlyError: the statement is not a read (``ValueError``).
+        InvalidQueryError: a refused function or clause, wrong parameter count, bad instant.
+    """
+    query = parse_query(sql)
+    bind_placeholders(query, parameters)
+    _refuse_unsafe(query)
+    _hudi_clauses(query)
+    count_star = _count_star(query)
+    plan = plan_select(query, resolve)
+    rewritten = parse_query(plan.sql)
+    scan = _plain_scan(rewritten, plan.scans)
+    return Analysis(plan, scan, count_star)
+
+
+def placeholder_count(sql: str) -> int:
+    """How many ``?`` parameters ``sql`` takes."""
+    return len(list(parse_query(sql).find_all(exp.Placeholder)))
+
+
+# -- parameters ----------------------------------------------------------------------------
+
+
+def bind_placeholders(query: Any, parameters: Sequence[Any] | None) -> None:
+    """Replace the ``?`` placeholders, in order, by literals of ``parameters``."""
+    placeholders = list(query.find_all(exp.Placeholder))
+    given = list(parameters) if parameters is not None else []
+    if any(p.this for p in placeholders):
+        raise InvalidQueryError("only positional '?' parameters are supported (not named or numbered ones)")
+    if len(placeholders) != len(given):
+        raise InvalidQueryError(f"the query has {len(placeholders)} parameter(s) but {len(given)} value(s) are bound")
+    for node, value in zip(placeholders, given):
+        try:
+            node.replace(exp.convert(value))
+        except ValueError as err:
+            raise InvalidQueryError(f"cannot bind a parameter of type {type(value).__name__}") from err
+
+
+# -- refusals ------------------------------------------------------------------------------
+
+
+def _refuse_unsafe(query: Any) -> None:
+    for lock in query.find_all(exp.Lock):
+        raise InvalidQueryError(f"clause {lock.sql(dialect=DIALECT)!r} is not supported: hudi-flight is read-only")
+    for func in query.find_all(exp.Func):
+        name = func.name if isinstance(func, exp.Anonymous) else func.sql_name()
+        if isinstance(func, exp.ReadCSV) or _FORBIDDEN_FUNCTION.match(str(name)):
+            raise InvalidQueryError(f"function {str(name).lower()} is not allowed: SQL reads only catalog tables")
+    for table in query.find_all(exp.Table):
+        if isinstance(table.this, exp.Identifier):
+            continue
+        func = table.this
+        name = func.name if isinstance(func, exp.Anonymous) else func.key
+        if str(name).lower() != TABLE_CHANGES:
+            raise InvalidQueryError(
+                f"table function {str(name).lower()} is not allowed; the only table function is {TABLE_CHANGES}"
+            )
+
+
+# -- Hudi clauses --------------------------------------------------------------------------
+
+
+def instant_literal(node: exp.Expression, what: str) -> str:
+    """A ``'<instant>'`` string literal as a Hudi instant (``yyyyMMddHHmmss[SSS]``; an ISO date or
+    timestamp is accepted and written out as one, a date meaning its midnight as in Hudi's Spark SQL)."""
+    if not isinstance(node, exp.Literal) or not node.is_string:
+        raise InvalidQueryError(f"{what} takes a string literal instant such as '20240101120000000'")
+    text = node.this.strip()
+    iso = _ISO_INSTANT.match(text)
+    if iso:
+        y, mo, d, h, mi, s, ms = iso.groups()
+        text = f"{y}{mo}{d}{h or '00'}{mi or '00'}{s or '00'}{(ms or '000').ljust(3, '0')}"
+    return text
+
+
+def _hudi_clauses(query: Any) -> None:
+    """Time travel and ``hudi_table_changes`` -> ``meta["hudi_options"]`` of plain table nodes."""
+    for table in list(query.find_all(exp.Table)):
+        version = table.args.get("version")
+        if isinstance(table.this, exp.Identifier):
+            if version is None:
+                continue
+            if str(version.this).upper() != "TIMESTAMP" or str(version.args.get("kind", "")).upper() != "AS OF":
+                raise InvalidQueryError(
+                    f"clause {version.sql(dialect=DIALECT)!r} is not supported; use TIMESTAMP AS OF '<instant>'"
+                )
+            as_of = instant_literal(version.expression, "TIMESTAMP AS OF")
+            table.set("version", None)
+            table.meta["hudi_options"] = ReadOptions(as_of=as_of)
+            continue
+        if version is not None:
+            raise InvalidQueryError(f"{TABLE_CHANGES} takes no TIMESTAMP AS OF clause")
+        table.replace(_changes_table(table))
+
+
+def _changes_table(table: exp.Table) -> exp.Table:
+    args = list(table.this.expressions)
+    if len(args) not in (3, 4):
+        raise InvalidQueryError(
+            f"{TABLE_CHANGES}('ns.table', 'latest_state', '<start>'[, '<end>']) takes 3 or 4 arguments"
+        )
+    if not all(isinstance(a, exp.Literal) and a.is_string for a in args):
+        raise InvalidQueryError(f"the arguments of {TABLE_CHANGES} are string literals")
+    identifier, mode = args[0].this, args[1].this.lower()
+    if mode != "latest_state":
+        raise InvalidQueryError(f"{TABLE_CHANGES} supports only the 'latest_state' mode, got {mode[:32]!r}")
+    parts = identifier.split(".")
+    if len(parts) not in (2, 3) or not all(parts):
+        raise InvalidQueryError(f"{TABLE_CHANGES} takes a table name 'namespace.table'")
+    start = instant_literal(args[2], f"{TABLE_CHANGES} start")
+    end = instant_literal(args[3], f"{TABLE_CHANGES} end") if len(args) == 4 else None
+    alias = table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(parts[-1]))
+    node = exp.Table(
+        this=exp.to_identifier(parts[-1]),
+        db=exp.to_identifier(parts[-2]),
+        catalog=exp.to_identifier(parts[0]) if len(parts) == 3 else None,
+        alias=alias,
+    )
+    node.meta["hudi_options"] = ReadOptions(query_type="incremental", start=start, end=end)
+    return node
+
+
+def hudi_options(table: exp.Table) -> ReadOptions:
+    """The query type and instants a table reference asks for (``ReadOptions()``: a snapshot)."""
+    options = table.meta.get("hudi_options")
+    return options if isinstance(options, ReadOptions) else ReadOptions()
+
+
+# -- shapes --------------------------------------------------------------------------------
+
+_NOT_PLAIN = ("group", "having", "order", "distinct", "qualify", "with", "offset", "joins", "laterals", "windows")
+
+
+def _single_select(query: Any) -> bool:
+    return isinstance(query, exp.Select) and not any(query.args.get(k) for k in _NOT_PLAIN)
+
+
+def _count_star(query: exp.Query) -> str | None:
+    """The output name of ``SELECT count(*) FROM t`` (no WHERE, no LIMIT), else ``None``."""
+    if not _single_select(query) or query.args.get("where") or query.args.get("limit"):
+        return None
+    if len(table_references(query)) != 1 or len(list(query.find_all(exp.Table))) != 1:
+        return None
+    if len(query.expressions) != 1:
+        return None
+    item = query.expressions[0]
+    inner = item.this if isinstance(item, exp.Alias) else item
+    if not isinstance(inner, exp.Count) or not isinstance(inner.this, exp.Star) or inner.args.get("distinct"):
+        return None
+    return item.alias if isinstance(item, exp.Alias) else "count_star()"
+
+
+def _plain_scan(query: exp.Query, scans: list[ScanSpec]) -> ScanSpec | None:
+    """The scan, when ``query`` is ``SELECT col, ... | * FROM view [WHERE all pushed] [LIMIT n]``
+    with the columns exactly as the scan returns them (so the endpoints can answer it)."""
+    if len(scans) != 1 or not _single_select(query) or query.find(exp.Subquery, exp.AggFunc, exp.Window):
+        return None
+    scan = scans[0]
+    where = query.args.get("where")
+    conjuncts = len(list(where.this.unnest().flatten())) if where is not None and isinstance(
+        where.this.unnest(), exp.And) else (1 if where is not None else 0)
+    if conjuncts != len(scan.options.filters):
+        return None
+    limit = query.args.get("limit")
+    if limit is not None and scan.options.limit is None:
+        return None
+    items = query.expressions
+    if len(items) == 1 and isinstance(items[0], exp.Star):
+        return scan if scan.options.columns is None else None
+    names = [item.name for item in items if isinstance(item, exp.Column) and isinstance(item.this, exp.Identifier)]
+    if len(names) != len(items) or len(set(n.lower() for n in names)) != len(names):
+        return None
+    columns = scan.options.columns or ()
+    by_lower = {c.lower(): c for c in columns}
+    if any(n.lower() not in by_lower for n in names):
+        return None
+    ordered = tuple(by_lower[n.lower()] for n in names)
+    if any(o != n for o, n in zip(ordered, names)):
+        return None  # a case-changed name: DuckDB would return the query's spelling
+    return ScanSpec(scan.view, scan.table, scan.options.replace(columns=ordered))
+
+
+__all__ = ["Analysis", "TABLE_CHANGES", "analyze", "bind_placeholders", "hudi_options", "instant_literal",
+           "placeholder_count"]
