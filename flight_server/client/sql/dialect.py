@@ -23,6 +23,7 @@ from sqlalchemy import types as sqltypes
 from sqlalchemy.engine import default, reflection
 from sqlalchemy.engine.url import URL
 from sqlalchemy.exc import NoSuchTableError
+from sqlalchemy.sql import compiler
 
 from flight_server.client.session import DEFAULT_PORT
 from flight_server.client.sql import dbapi
@@ -78,6 +79,19 @@ def sql_type(dtype: pa.DataType) -> sqltypes.TypeEngine:
     return sqltypes.NullType()
 
 
+class HudiFlightCompiler(compiler.SQLCompiler):
+    """Generic SQL, with ``LIMIT``/``OFFSET`` written as integers rather than parameters: the
+    server pushes a literal limit into its plan, and the statement stays readable in logs."""
+
+    def limit_clause(self, select: Any, **kw: Any) -> str:
+        text = ""
+        if select._limit_clause is not None:
+            text += "\n LIMIT " + self.process(select._limit_clause, literal_execute=True, **kw)
+        if select._offset_clause is not None:
+            text += "\n OFFSET " + self.process(select._offset_clause, literal_execute=True, **kw)
+        return text
+
+
 #: URL query options handed to the client as they are
 _CLIENT_OPTIONS = ("token", "tls_root_certs", "cert_chain", "private_key")
 
@@ -97,6 +111,7 @@ class HudiFlightDialect(default.DefaultDialect):
     supports_views = False
     postfetch_lastrowid = False
     default_paramstyle = "qmark"
+    statement_compiler = HudiFlightCompiler
 
     @classmethod
     def import_dbapi(cls) -> ModuleType:

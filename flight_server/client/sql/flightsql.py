@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 import pyarrow.flight as flight
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 
 from flight_server.client.session import HudiFlightClient, QueryPlan, translated_errors
 from flight_server.protocol import pack, sql, unpack
@@ -86,10 +86,19 @@ def _bind(client: HudiFlightClient, handle: bytes, batch: pa.RecordBatch) -> byt
             metadata = results.read()
         finally:
             writer.close()
-    if metadata is not None:
-        answer = unpack(metadata.to_pybytes())
-        if isinstance(answer, sql.DoPutPreparedStatementResult) and answer.HasField("prepared_statement_handle"):
-            return answer.prepared_statement_handle
+    if not metadata:
+        return handle
+    data = metadata.to_pybytes()
+    # The specification sends the message itself; a packed Any is accepted too.
+    answer = unpack(data)
+    if answer is None:
+        answer = sql.DoPutPreparedStatementResult()
+        try:
+            answer.ParseFromString(data)
+        except DecodeError:
+            return handle
+    if isinstance(answer, sql.DoPutPreparedStatementResult) and answer.HasField("prepared_statement_handle"):
+        return answer.prepared_statement_handle
     return handle
 
 
