@@ -58,7 +58,11 @@ def unpack(data: bytes) -> Message | None:
     if cls is None:
         return None
     message = cls()
-    if not wrapper.Unpack(message):
+    try:
+        unpacked = wrapper.Unpack(message)
+    except DecodeError:  # protobuf raises on a corrupt payload instead of returning False
+        unpacked = False
+    if not unpacked:
         raise ValueError(f"malformed Flight SQL message {name}")
     return message
 

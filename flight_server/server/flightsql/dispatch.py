@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 from google.protobuf.message import Message
 
+from catalog.errors import InvalidQueryError, InvalidTicketError
 from flight_server.protocol import pack, sql, type_name, unpack
 from flight_server.server.flightsql import catalog
 from flight_server.server.flightsql.handles import PreparedStatement, parameters_ipc
@@ -106,7 +107,11 @@ class FlightSqlService:
             analysis, _ = self.statements.analyze(context, message.query, None)
             return flight.SchemaResult(self.statements.schema(analysis))
         if isinstance(message, sql.CommandPreparedStatementQuery):
-            prepared = self._prepared(context, message.prepared_statement_handle)
+            try:
+                prepared = self._prepared(context, message.prepared_statement_handle)
+            except InvalidTicketError as err:
+                # pyarrow's GetSchema sends Flight status errors as UNKNOWN with a traceback
+                raise InvalidQueryError(f"invalid prepared statement handle: {err}") from err
             return flight.SchemaResult(self._prepared_schema(context, prepared))
         raise _unimplemented(message)
 

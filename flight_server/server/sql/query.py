@@ -110,7 +110,8 @@ def bind_placeholders(query: Any, parameters: Sequence[Any] | None) -> None:
 
 def _refuse_unsafe(query: Any) -> None:
     for lock in query.find_all(exp.Lock):
-        raise InvalidQueryError(f"clause {lock.sql(dialect=DIALECT)!r} is not supported: hudi-flight is read-only")
+        clause = "FOR UPDATE" if lock.args.get("update") else "FOR SHARE"
+        raise InvalidQueryError(f"clause {clause} is not supported: hudi-flight is read-only")
     for func in query.find_all(exp.Func):
         name = func.name if isinstance(func, exp.Anonymous) else func.sql_name()
         if isinstance(func, exp.ReadCSV) or _FORBIDDEN_FUNCTION.match(str(name)):
@@ -119,7 +120,7 @@ def _refuse_unsafe(query: Any) -> None:
         if isinstance(table.this, exp.Identifier):
             continue
         func = table.this
-        name = func.name if isinstance(func, exp.Anonymous) else func.key
+        name = func.name if isinstance(func, exp.Anonymous) else func.sql(dialect=DIALECT).split("(")[0]
         if str(name).lower() != TABLE_CHANGES:
             raise InvalidQueryError(
                 f"table function {str(name).lower()} is not allowed; the only table function is {TABLE_CHANGES}"

@@ -11,10 +11,13 @@ import string
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
+from google.protobuf import any_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flight_server.client.sql import dbapi
+from flight_server.protocol import MESSAGES, pack
+from flight_server.protocol import sql as fsql
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
 from tests.support.servers import running_server
@@ -160,6 +163,39 @@ def test_fuzz_sql(server, statement):
             assert not any(leak in str(err) for leak in LEAKS), str(err)
     finally:
         conn.close()
+
+
+@FUZZ
+@given(statement=sql)
+def test_fuzz_flight_sql_statements(client, statement):
+    """SQL through Flight SQL's CommandStatementQuery (planned, and read when it is one endpoint)."""
+
+    def run() -> None:
+        info = client.get_flight_info(flight.FlightDescriptor.for_command(
+            pack(fsql.CommandStatementQuery(query=statement))))
+        if len(info.endpoints) == 1:
+            client.do_get(info.endpoints[0].ticket).read_all()
+
+    _check(run)
+
+
+sql_types = st.sampled_from(sorted(MESSAGES) + ["arrow.flight.protocol.sql.CommandStatementIngest", "x.y"])
+
+
+@FUZZ
+@given(type_name=sql_types, value=st.binary(max_size=64), where=st.sampled_from(["info", "schema", "ticket", "action"]),
+       action=st.sampled_from(["CreatePreparedStatement", "ClosePreparedStatement", "BeginTransaction"]))
+def test_fuzz_flight_sql_messages(client, type_name, value, where, action):
+    """Any Flight SQL message type with arbitrary bytes, as a command, a ticket or an action body."""
+    data = any_pb2.Any(type_url="type.googleapis.com/" + type_name, value=value).SerializeToString()
+    descriptor = flight.FlightDescriptor.for_command(data)
+    calls = {
+        "info": lambda: client.get_flight_info(descriptor),
+        "schema": lambda: client.get_schema(descriptor),
+        "ticket": lambda: client.do_get(flight.Ticket(data)).read_all(),
+        "action": lambda: list(client.do_action(flight.Action(action, data))),
+    }
+    _check(calls[where])
 
 
 def test_server_still_serves_after_fuzzing(client, tickets):
