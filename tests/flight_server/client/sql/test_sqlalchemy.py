@@ -222,6 +222,10 @@ def test_pandas_read_sql(engine, tables):
     assert len(preview) == expected.num_rows
     counts = pd.read_sql(sa.text(f"SELECT count(*) AS n FROM {ident} WHERE id > :low"), engine, params={"low": 1})
     assert counts["n"][0] == pc.sum(pc.greater(expected["id"], 1)).as_py()
+    columns = ["txn_id", "amount", "region", "is_international"]
+    frame = pd.read_sql(f"SELECT {', '.join(columns)} FROM {identifier(TXNS)} ORDER BY txn_id", engine, coerce_float=False)
+    library = _read(tables, TXNS, columns=columns).sort_by("txn_id")
+    assert frame.to_dict("records") == library.to_pylist()
 
 
 def test_every_served_table_selects_like_the_library(engine, tables):
