@@ -285,6 +285,8 @@ class Cursor:
 
     def _next_batch(self) -> pa.RecordBatch | None:
         """The batch holding the next unread row (``None``: the result is exhausted)."""
+        if self._closed:
+            raise InterfaceError("cursor is closed")
         if self._reader is None:
             raise ProgrammingError("no query has been executed")
         reader = self._reader

@@ -211,6 +211,10 @@ def test_fetchone_then_fetch_arrow_table_returns_the_rest(engine, tables):
         rest = cursor.fetch_arrow_table()
     ids = sorted(_read(tables, TXNS)["txn_id"].to_pylist())
     assert [first[0], *rest["txn_id"].to_pylist()] == ids
+    assert cursor.fetch_arrow_table().num_rows == 0  # nothing left
+    cursor.close()
+    with pytest.raises(dbapi.InterfaceError, match="closed"):
+        cursor.fetchall()
 
 
 def test_pandas_read_sql(engine, tables):
