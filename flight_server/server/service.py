@@ -273,7 +273,7 @@ class HudiFlightServer(flight.FlightServerBase):
     ) -> flight.FlightDataStream:
         caller = caller_of(context)
         self.streams.acquire(caller)
-        notes = _with_corrupt_block_notes(self._until_cancelled(context, batches), schema)
+        notes = _with_corrupt_block_notes(self._until_cancelled(context, _message_sized(batches)), schema)
         guarded = self.streams.guarded(caller, stream_errors(notes))
         return flight.GeneratorStream(schema, guarded)
 
@@ -315,6 +315,23 @@ class HudiFlightServer(flight.FlightServerBase):
         if message is None:
             raise NotImplementedError("DoPut takes only Flight SQL prepared-statement parameters (read-only server)")
         self.flight_sql.do_put(context, message, reader, writer)
+
+
+#: gRPC clients other than pyarrow's (Go: the ADBC driver; Java: JDBC) refuse messages over 16 MiB
+#: by default, so a stream never sends a record batch much larger than this
+MAX_MESSAGE_BYTES = 8 << 20
+
+
+def _message_sized(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The batches, each larger one cut into zero-copy slices of about ``MAX_MESSAGE_BYTES``."""
+    for batch in batches:
+        size = batch.nbytes
+        if size <= MAX_MESSAGE_BYTES or batch.num_rows < 2:
+            yield batch
+            continue
+        step = max(1, batch.num_rows * MAX_MESSAGE_BYTES // size)
+        for start in range(0, batch.num_rows, step):
+            yield batch.slice(start, step)
 
 
 def _with_corrupt_block_notes(

@@ -9,8 +9,8 @@
   both as a ``Version`` node), ``hudi_table_changes('ns.t', 'latest_state', '<start>'[, '<end>'])``
   and ``ns.t_ro`` become the reference's :class:`~catalog.plan.options.ReadOptions` (the resolver
   decides ``_ro``, it knows the table types);
-- ``?`` placeholders are replaced by literals of the bound values before planning, so they are
-  pushed down like any literal;
+- ``?`` placeholders are replaced by literals of the bound values before parsing (by token
+  position, so in the order they are written), so they are pushed down like any literal;
 - the planner (:mod:`.planner`) works out each reference's projection, exact filters and limit;
 - the shape: a plain scan of one table (answered with the weighted-split endpoints), an unfiltered
   ``count(*)`` of one table (answered from metadata where exact), or anything else (DuckDB).
@@ -23,6 +23,9 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import SqlglotError
+from sqlglot.tokens import TokenType
 
 from catalog.errors import InvalidQueryError
 from catalog.plan.options import ReadOptions
@@ -71,8 +74,9 @@ def analyze(sql: str, resolve: Resolver, parameters: Sequence[Any] | None = None
         ReadOnlyError: the statement is not a read (``ValueError``).
         InvalidQueryError: a refused function or clause, wrong parameter count, bad instant.
     """
-    query = parse_query(sql)
-    bind_placeholders(query, parameters)
+    query = parse_query(bind_placeholders(sql, parameters))
+    if query.find(exp.Placeholder, exp.Parameter):
+        raise InvalidQueryError("only positional '?' parameters are supported (not named or numbered ones)")
     _refuse_unsafe(query)
     _hudi_clauses(query)
     count_star = _count_star(query)
@@ -82,27 +86,40 @@ def analyze(sql: str, resolve: Resolver, parameters: Sequence[Any] | None = None
     return Analysis(plan, scan, count_star)
 
 
-def placeholder_count(sql: str) -> int:
-    """How many ``?`` parameters ``sql`` takes."""
-    return len(list(parse_query(sql).find_all(exp.Placeholder)))
-
-
 # -- parameters ----------------------------------------------------------------------------
 
 
-def bind_placeholders(query: Any, parameters: Sequence[Any] | None) -> None:
-    """Replace the ``?`` placeholders, in order, by literals of ``parameters``."""
-    placeholders = list(query.find_all(exp.Placeholder))
+def _placeholders(sql: str) -> list[Any]:
+    """The ``?`` tokens of ``sql``, in the order they are written (not in strings or comments)."""
+    try:
+        tokens = Dialect.get_or_raise(DIALECT).tokenize(sql)
+    except SqlglotError as err:
+        raise InvalidQueryError(f"cannot parse SQL: {err}") from err
+    return [t for t in tokens if t.token_type == TokenType.PLACEHOLDER and t.text == "?"]
+
+
+def placeholder_count(sql: str) -> int:
+    """How many ``?`` parameters ``sql`` takes."""
+    return len(_placeholders(sql))
+
+
+def bind_placeholders(sql: str, parameters: Sequence[Any] | None) -> str:
+    """``sql`` with its ``?`` placeholders replaced, in order, by SQL literals of ``parameters``."""
+    marks = _placeholders(sql)
     given = list(parameters) if parameters is not None else []
-    if any(p.this for p in placeholders):
-        raise InvalidQueryError("only positional '?' parameters are supported (not named or numbered ones)")
-    if len(placeholders) != len(given):
-        raise InvalidQueryError(f"the query has {len(placeholders)} parameter(s) but {len(given)} value(s) are bound")
-    for node, value in zip(placeholders, given):
+    if len(marks) != len(given):
+        raise InvalidQueryError(f"the query has {len(marks)} parameter(s) but {len(given)} value(s) are bound")
+    out, pos = [], 0
+    for token, value in zip(marks, given):
         try:
-            node.replace(exp.convert(value))
+            literal = exp.convert(value).sql(dialect=DIALECT)
         except ValueError as err:
             raise InvalidQueryError(f"cannot bind a parameter of type {type(value).__name__}") from err
+        out.append(sql[pos:token.start])
+        out.append(f" {literal} ")  # spaces: a literal never merges with its neighbours (as in "- -1")
+        pos = token.end + 1
+    out.append(sql[pos:])
+    return "".join(out)
 
 
 # -- refusals ------------------------------------------------------------------------------

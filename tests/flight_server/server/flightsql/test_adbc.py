@@ -12,6 +12,8 @@ import pytest
 
 from catalog.hudi_table import HudiTable
 from tests.support.compare import assert_same_rows
+from tests.support.fixtures import all_table_names, is_lance
+from tests.support.servers import identifier
 
 COW = "sample_table_cow.v6_nonpartitioned"
 COW_TXNS = "sample_table_cow.v9_txns_simple_meta"
@@ -192,11 +194,11 @@ def test_cte_subquery_and_window(cursor, sql_tables):
 
 
 def test_count_star_from_metadata_equals_count(cursor, sql_tables, sql_server):
-    for identifier in (COW_TXNS, COW, f"{MOR}_ro", MOR_TXNS, TRIPS):
-        name = identifier.removesuffix("_ro")
-        options = {"query_type": "read_optimized"} if identifier.endswith("_ro") else {}
-        ours = _query(cursor, f"SELECT count(*) FROM {identifier}")
-        assert ours.column(0).to_pylist() == [_table(sql_tables, name).read(**options).num_rows], identifier
+    for ref in (COW_TXNS, COW, f"{MOR}_ro", MOR_TXNS, TRIPS):
+        name = ref.removesuffix("_ro")
+        options = {"query_type": "read_optimized"} if ref.endswith("_ro") else {}
+        ours = _query(cursor, f"SELECT count(*) FROM {ref}")
+        assert ours.column(0).to_pylist() == [_table(sql_tables, name).read(**options).num_rows], ref
     # a COW snapshot is counted from the footers: one endpoint whose ticket is a count ticket
     client = flight.connect(f"grpc://127.0.0.1:{sql_server.port}")
     try:
@@ -218,3 +220,33 @@ def test_engine_result_schema_matches_stream(cursor, sql_tables):
     assert table.schema.names == ["region", "latest"]
     expected = pc.max(_table(sql_tables, COW_TXNS).read().column("txn_ts")).as_py()
     assert max(table.column("latest").to_pylist()) == expected
+
+
+def test_parameters_bind_in_written_order(cursor, sql_tables):
+    ours = _query(cursor, f"SELECT txn_id, ? AS tag FROM {COW_TXNS} WHERE region = ? ORDER BY txn_id LIMIT ?",
+                  ("t", "us", 2))
+    expected = sorted(_table(sql_tables, COW_TXNS).read(filters=[("region", "=", "us")]).column("txn_id").to_pylist())
+    assert ours.column("txn_id").to_pylist() == expected[:2] and ours.column("tag").to_pylist() == ["t", "t"]
+
+
+def test_select_without_tables(cursor):
+    assert _query(cursor, "SELECT 1 + 1 AS two").to_pylist() == [{"two": 2}]
+
+
+READABLE = [n for n in all_table_names() if not is_lance(n)]
+
+
+@pytest.mark.parametrize("name", READABLE)
+def test_every_fixture_table_select_star_and_count(cursor, sql_tables, name):
+    """Every readable fixture table through ADBC: ``SELECT *`` and ``count(*)`` (from the footers
+    where that is exact, else counted) equal ``HudiTable.read``."""
+    expected = HudiTable.open(sql_tables[1][identifier(name)]).read()
+    assert_same_rows(_query(cursor, f"SELECT * FROM {identifier(name)}"), expected, exact_types=True)
+    assert _query(cursor, f"SELECT count(*) FROM {identifier(name)}").column(0).to_pylist() == [expected.num_rows]
+
+
+@pytest.mark.parametrize("name", [n for n in READABLE if "/mor/" in n])
+def test_every_mor_fixture_table_read_optimized(cursor, sql_tables, name):
+    expected = HudiTable.open(sql_tables[1][identifier(name)]).read(query_type="read_optimized")
+    assert_same_rows(_query(cursor, f"SELECT * FROM {identifier(name)}_ro"), expected, exact_types=True)
+    assert _query(cursor, f"SELECT count(*) FROM {identifier(name)}_ro").column(0).to_pylist() == [expected.num_rows]

@@ -1,0 +1,153 @@
+"""Flight SQL through the ADBC driver, side by side with the JSON-command path and local engines.
+
+On the generated COW table of :mod:`bench.flight_scan` (>= 1 GiB of Parquet for ``full``), served
+by ``hudi-flight serve`` in a subprocess:
+
+* ``SELECT *``: ADBC ``adbc_execute_partitions`` with the partitions read in parallel, ADBC
+  ``execute`` + ``fetch_arrow_table``, the JSON-command path (Python client, endpoints in parallel),
+  ``pyarrow.dataset`` over the same base files in this process (the ceiling);
+* ``SELECT count(*)`` and a filtered aggregate: Flight SQL (ADBC) vs DuckDB over the same Parquet
+  files in this process;
+* point lookup latency (one record key): ADBC vs the JSON-command path.
+
+Run alone with ``python -m bench.flight_sql [quick|full]`` or through ``python -m bench``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import duckdb
+import pyarrow.dataset as ds
+
+from bench.common import base_file_paths, percentile, round_robin, row
+from bench.flight_scan import WORKERS, _Server, _service_read, _table
+
+TABLE = "bench.trips"
+AGGREGATE = ("SELECT count(*) AS n, sum(trip_count) AS trips FROM {} "
+             "WHERE region = 'region-00001' AND fare > 100")
+LOOKUPS = 30
+
+
+def _adbc_partitions(conns: list[Any], sql: str) -> int:
+    """Plan with ``adbc_execute_partitions``; read the partitions on ``WORKERS`` threads, one ADBC
+    connection each (reads of one connection's partitions do not run concurrently)."""
+    cursor = conns[0].cursor()
+    try:
+        partitions, _ = cursor.adbc_execute_partitions(sql)
+    finally:
+        cursor.close()
+
+    def read(worker: int) -> int:
+        cursor = conns[worker].cursor()
+        try:
+            total = 0
+            for partition in partitions[worker::len(conns)]:
+                cursor.adbc_read_partition(partition)
+                total += cursor.fetch_arrow_table().num_rows
+            return total
+        finally:
+            cursor.close()
+
+    with ThreadPoolExecutor(len(conns)) as pool:
+        return sum(pool.map(read, range(len(conns))))
+
+
+def _adbc_query(conn: Any, sql: str, parameters: Any = None) -> Any:
+    cursor = conn.cursor()
+    try:
+        cursor.execute(sql, parameters)
+        return cursor.fetch_arrow_table()
+    finally:
+        cursor.close()
+
+
+def _latency(fn: Any, repeat: int) -> list[float]:
+    fn()  # warm
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return samples
+
+
+def run(size: str) -> list[dict]:
+    import adbc_driver_flightsql.dbapi as adbc
+
+    from catalog import HudiTable
+    from flight_server.client.session import connect
+
+    path = _table(size)
+    files = base_file_paths(path)
+    nbytes = sum(os.path.getsize(f) for f in files)
+    table = HudiTable.open(str(path))
+    rows = table.read(columns=["_hoodie_record_key"]).num_rows
+    key = table.read(columns=["_hoodie_record_key"], limit=1).column(0)[0].as_py()
+    params = {"rows": rows, "parquet_bytes": nbytes, "files": len(files), "client_workers": WORKERS,
+              "load_average": os.getloadavg()[0]}
+    name = f"flight_sql/{nbytes / 2**30:.2f} GiB COW"
+    repeat = 3 if size == "full" else 5
+    parquet = "read_parquet([" + ", ".join(f"'{f}'" for f in files) + "])"
+    local = duckdb.connect()
+
+    def duckdb_scalar(sql: str) -> tuple:
+        return tuple(local.execute(sql.format(parquet)).fetchall()[0])
+
+    server = _Server(path.parent.parent, 1)
+    conns = [adbc.connect(server.uri) for _ in range(WORKERS)]
+    conn = conns[0]
+    out: list[dict] = []
+    try:
+        scans = {
+            "ADBC partitions in parallel": lambda: _adbc_partitions(conns, f"SELECT * FROM {TABLE}"),
+            "ADBC execute + fetch_arrow_table": lambda: _adbc_query(conn, f"SELECT * FROM {TABLE}").num_rows,
+            "JSON command (Python client)": lambda: _service_read(server.uri, TABLE, WORKERS),
+            "pyarrow.dataset (1 process)": lambda: ds.dataset(files, format="parquet").to_table().num_rows,
+        }
+        for competitor, times in round_robin(scans, rows, repeat).items():
+            median = percentile(times, 50)
+            out.append(row(f"{name} SELECT *", competitor, "median wall time", median, "s",
+                           repeats=len(times), params=params))
+            out.append(row(f"{name} SELECT *", competitor, "throughput", nbytes / median / 2**20, "MiB/s",
+                           params=params))
+
+        def sql_scalar(sql: str) -> tuple:
+            return tuple(_adbc_query(conn, sql.format(TABLE)).to_pylist()[0].values())
+
+        for label, sql in (("count(*)", "SELECT count(*) FROM {}"), ("filtered aggregate", AGGREGATE)):
+            expected = duckdb_scalar(sql)
+            competitors = {
+                "hudi-flight SQL (ADBC)": lambda s=sql: sql_scalar(s),
+                "DuckDB over the Parquet files": lambda s=sql: duckdb_scalar(s),
+            }
+            for competitor, times in round_robin(competitors, expected, repeat).items():
+                out.append(row(f"{name} {label}", competitor, "median wall time", percentile(times, 50), "s",
+                               repeats=len(times), params=params))
+
+        lookup_sql = f"SELECT * FROM {TABLE} WHERE _hoodie_record_key = ?"
+        with connect(server.uri) as client:
+            lookups = {
+                "hudi-flight SQL (ADBC, bound parameter)": lambda: _adbc_query(conn, lookup_sql, (key,)).num_rows,
+                "JSON command (Python client)": lambda: client.read(
+                    TABLE, filters=[("_hoodie_record_key", "=", key)]).num_rows,
+            }
+            for competitor, fn in lookups.items():
+                samples = _latency(fn, LOOKUPS)
+                for p in (50, 95):
+                    out.append(row(f"{name} point lookup", competitor, f"p{p} latency", 1000 * percentile(samples, p),
+                                   "ms", repeats=len(samples)))
+    finally:
+        for c in conns:
+            c.close()
+        server.close()
+    return out
+
+
+if __name__ == "__main__":
+    for r in run(sys.argv[1] if len(sys.argv) > 1 else "quick"):
+        print(f"{r['name']:48} {r['competitor']:40} {r['metric']:18} {r['value']:10.3f} {r['unit']}")
