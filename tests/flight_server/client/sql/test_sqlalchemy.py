@@ -148,6 +148,16 @@ def test_qmark_parameters_are_bound_on_the_server(engine, tables):
         if r["region"] == "eu" and r["amount"] > 100
     ]
     assert expected and sorted(got.to_pylist(), key=lambda r: r["txn_id"]) == sorted(expected, key=lambda r: r["txn_id"])
+    # values bind in written order, whatever the nesting of the placeholders
+    nested = _query(
+        engine,
+        f"SELECT txn_id FROM {identifier(TXNS)} WHERE (region = ? OR region = ?) AND txn_type = ? ORDER BY 1",
+        ("eu", "us", "debit"),
+    )
+    rows = _read(tables, TXNS).to_pylist()
+    assert nested["txn_id"].to_pylist() == sorted(
+        r["txn_id"] for r in rows if r["region"] in ("eu", "us") and r["txn_type"] == "debit"
+    )
     with engine.connect() as conn:
         cursor = conn.connection.dbapi_connection.cursor()
         with pytest.raises(dbapi.ProgrammingError, match="positional"):
@@ -165,7 +175,12 @@ def test_sqlalchemy_core_select_with_parameters(engine, tables):
     assert got == sorted(zip(keep["txn_id"].to_pylist(), keep["region"].to_pylist()))
     with engine.connect() as conn:
         page = [tuple(r) for r in conn.execute(stmt.limit(2).offset(1))]
+        mixed = sa.select(t.c.txn_id).where(sa.or_(t.c.region == "eu", t.c.region == "us"), t.c.txn_type == "debit")
+        debit = sorted(r[0] for r in conn.execute(mixed))
     assert page == got[1:3]
+    assert debit == sorted(
+        r["txn_id"] for r in full.to_pylist() if r["region"] in ("eu", "us") and r["txn_type"] == "debit"
+    )
 
 
 def test_scans_answer_with_splits_and_joins_with_one_server_stream(server):
