@@ -295,3 +295,19 @@ def test_bearer_token_from_the_url(tables, tmp_path):
                 assert _split(TXNS)[0] in sa.inspect(engine).get_schema_names()
             finally:
                 engine.dispose()
+
+
+def test_polars_read_database_over_the_driver(server, tables):
+    """Polars takes the Arrow result of the DB-API cursor (``fetch_arrow_table``) as is."""
+    pl = pytest.importorskip("polars")
+    conn = dbapi.connect(f"grpc://127.0.0.1:{server.port}")
+    try:
+        frame = pl.read_database(
+            f"SELECT txn_id, amount FROM {identifier(TXNS)} WHERE region = ? ORDER BY txn_id",
+            connection=conn,
+            execute_options={"parameters": ("eu",)},
+        )
+    finally:
+        conn.close()
+    expected = _read(tables, TXNS, columns=["txn_id", "amount"], filters=[("region", "=", "eu")]).sort_by("txn_id")
+    assert frame.to_arrow().cast(expected.schema).to_pylist() == expected.to_pylist()
