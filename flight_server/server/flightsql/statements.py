@@ -186,18 +186,43 @@ class Statements:
             schema = _count_schema(str(doc["n"]))
             return schema, iter([pa.record_batch([pa.array([int(doc["c"])], pa.int64())], schema=schema)])
         readers = {}
+        failures: list[Exception] = []
         for view, table, uri, options in scans:
             _, state = self._check_uri(table, uri)
             planned = self.server._plan(state, ReadOptions.from_json(options))
-            batches = read_splits(planned.context, planned.splits, planned.options.limit)
+            batches = _recording(read_splits(planned.context, planned.splits, planned.options.limit), failures)
             readers[str(view)] = pa.RecordBatchReader.from_batches(planned.schema, batches)
-        return engine.run(str(doc["q"]), readers, self.settings)
+        try:
+            schema, results = engine.run(str(doc["q"]), readers, self.settings)
+        except InvalidQueryError as err:
+            raise (failures[0] if failures else err) from err
+        return schema, _source_errors_first(results, failures)
 
     def _check_uri(self, table: str, uri: str) -> Any:
         entry, state = self.server.open_table(table)
         if entry.base_uri != uri:
             raise UnknownTableError(f"table {table} was re-registered elsewhere since planning; plan again")
         return entry, state
+
+
+def _recording(batches: Iterator[pa.RecordBatch], failures: list[Exception]) -> Iterator[pa.RecordBatch]:
+    """``batches``, remembering an error of reading the table (the engine only sees its text)."""
+    try:
+        yield from batches
+    except Exception as err:
+        failures.append(err)
+        raise
+
+
+def _source_errors_first(results: Iterator[pa.RecordBatch], failures: list[Exception]) -> Iterator[pa.RecordBatch]:
+    """The engine's batches; when the engine fails because reading a table failed, that error
+    (mapped like any read error: a missing file is NOT_FOUND, ...) instead of the engine's text."""
+    try:
+        yield from results
+    except InvalidQueryError as err:
+        if failures:
+            raise failures[0] from err
+        raise
 
 
 def _count_schema(name: str) -> pa.Schema:

@@ -264,3 +264,18 @@ def test_engine_itself_reaches_no_file(query):
     with pytest.raises(ValueError, match="SQL engine"):
         _, batches = engine.run(query, {}, engine.EngineSettings(memory_limit="64MB", threads=1))
         list(batches)
+
+
+def test_engine_read_errors_keep_their_status(client, monkeypatch):
+    """When reading a table fails under the engine, the client gets that error's status (a missing
+    file: NOT_FOUND, as on the JSON path), not the engine's text."""
+    from flight_server.server.flightsql import statements
+
+    def failing(context, splits, limit=None):
+        raise FileNotFoundError("base file vanished")
+        yield  # a generator, like read_splits
+
+    info = client.get_flight_info(_command(sql.CommandStatementQuery(query=f"SELECT max(amount) FROM {TABLE}")))
+    monkeypatch.setattr(statements, "read_splits", failing)
+    err = _status(lambda: client.do_get(info.endpoints[0].ticket).read_all())
+    assert isinstance(err, pa.ArrowKeyError) and "vanished" in str(err), err
