@@ -23,6 +23,7 @@ The predicate arrives as a Polars expression; it is read through its JSON serial
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 from typing import Any, Iterator
@@ -38,6 +39,7 @@ FilterTuple = tuple[Any, ...]
 
 _COMPARISONS = {"Eq": "=", "NotEq": "!=", "Lt": "<", "LtEq": "<=", "Gt": ">", "GtEq": ">="}
 _MIRRORED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_EPOCH = datetime.date(1970, 1, 1)
 _SCALARS = {"Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64", "Float32", "Float64",
             "String", "Boolean", "Int", "Float", "Str", "Bool"}
 
@@ -52,8 +54,8 @@ def to_filters(predicate: pl.Expr, schema: pa.Schema) -> tuple[list[FilterTuple]
     Pushed: ``col <op> literal`` (either side; ``== != < <= > >=``), ``col.is_in([...])``,
     ``col.is_null()``, ``col.is_not_null()``, ANDed together, where the literal's type matches
     the column's (integers for integer or floating columns, finite floats for floating ones,
-    strings for strings, booleans for booleans). ``>``/``>=`` on a floating column stay in Polars:
-    Polars orders NaN above every number, Arrow compute does not.
+    strings for strings, booleans for booleans, dates for ``date32`` columns). ``>``/``>=`` on a
+    floating column stay in Polars: Polars orders NaN above every number, Arrow compute does not.
     """
     tree = json.loads(predicate.meta.serialize(format="json"))
     filters: list[FilterTuple] = []
@@ -87,9 +89,8 @@ def _filter(node: Any, schema: pa.Schema) -> FilterTuple:
         if _column_name(left) is None:
             left, right, op = right, left, _MIRRORED[op]
         column = _column(left, schema)
-        value = _literal(right)
         dtype = schema.field(column).type
-        _check_value(value, dtype)
+        value = _wire_value(_literal(right), dtype)
         if op in (">", ">=") and pa.types.is_floating(dtype):
             raise _NotPushable
         return (column, op, value)
@@ -102,10 +103,8 @@ def _filter(node: Any, schema: pa.Schema) -> FilterTuple:
         return (_column(inputs[0], schema), "is null" if kind == "IsNull" else "is not null")
     if isinstance(kind, dict) and "IsIn" in kind and len(inputs) == 2:
         column = _column(inputs[0], schema)
-        values = _list_literal(inputs[1])
         dtype = schema.field(column).type
-        for value in values:
-            _check_value(value, dtype)
+        values = [_wire_value(value, dtype) for value in _list_literal(inputs[1])]
         if not values:
             raise _NotPushable
         return (column, "in", values)
@@ -132,6 +131,8 @@ def _literal(node: Any) -> Any:
     if not isinstance(inner, dict) or len(inner) != 1:
         raise _NotPushable
     ((kind, value),) = inner.items()
+    if kind == "Date" and isinstance(value, int):
+        return _EPOCH + datetime.timedelta(days=value)
     if kind not in _SCALARS or value is None:
         raise _NotPushable
     return value
@@ -156,8 +157,9 @@ def _list_literal(node: Any) -> list[Any]:
     return values
 
 
-def _check_value(value: Any, dtype: pa.DataType) -> None:
-    """Send only literals the service compares exactly as Polars does."""
+def _wire_value(value: Any, dtype: pa.DataType) -> Any:
+    """The JSON value to send for a literal the service compares exactly as Polars does (a date
+    travels as ``YYYY-MM-DD``, which the service parses into the date column's type)."""
     if isinstance(value, bool):
         ok = pa.types.is_boolean(dtype)
     elif isinstance(value, int):
@@ -166,10 +168,15 @@ def _check_value(value: Any, dtype: pa.DataType) -> None:
         ok = pa.types.is_floating(dtype) and math.isfinite(value)
     elif isinstance(value, str):
         ok = pa.types.is_string(dtype) or pa.types.is_large_string(dtype)
+    elif isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        if pa.types.is_date32(dtype):
+            return value.isoformat()
+        ok = False
     else:
         ok = False
     if not ok:
         raise _NotPushable
+    return value
 
 
 def scan_hudi(

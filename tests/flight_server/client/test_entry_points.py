@@ -4,6 +4,8 @@ plans the client actually sent."""
 
 from __future__ import annotations
 
+import datetime
+
 import duckdb
 import polars as pl
 import pyarrow as pa
@@ -136,14 +138,18 @@ def test_polars_keeps_what_it_cannot_push(client, tables):
 
 
 def test_predicate_translation():
-    schema = pa.schema([("i", pa.int64()), ("f", pa.float64()), ("s", pa.string()), ("b", pa.bool_())])
+    schema = pa.schema([("i", pa.int64()), ("f", pa.float64()), ("s", pa.string()), ("b", pa.bool_()),
+                        ("d", pa.date32()), ("t", pa.timestamp("us"))])
     filters, complete = to_filters(
-        (pl.lit(3) < pl.col("i")) & (pl.col("f") <= 1.5) & pl.col("s").is_null() & (pl.col("b") == True),  # noqa: E712
+        (pl.lit(3) < pl.col("i")) & (pl.col("f") <= 1.5) & pl.col("s").is_null() & (pl.col("b") == True)  # noqa: E712
+        & (pl.col("d") >= datetime.date(2024, 2, 29)) & pl.col("d").is_in([datetime.date(2024, 3, 1)]),
         schema,
     )
-    assert complete and filters == [("i", ">", 3), ("f", "<=", 1.5), ("s", "is null"), ("b", "=", True)]
+    assert complete and filters == [("i", ">", 3), ("f", "<=", 1.5), ("s", "is null"), ("b", "=", True),
+                                    ("d", ">=", "2024-02-29"), ("d", "in", ["2024-03-01"])]
     for kept in [pl.col("f") > 1, pl.col("i") == "x", pl.col("i") == 1.5, (pl.col("i") == 1) | (pl.col("i") == 2),
-                 pl.col("s").is_in(["a", None]), pl.col("missing") == 1, pl.col("i") + 1 == 2]:
+                 pl.col("s").is_in(["a", None]), pl.col("missing") == 1, pl.col("i") + 1 == 2,
+                 pl.col("t") < datetime.datetime(2024, 1, 1), pl.col("s") == datetime.date(2024, 1, 1)]:
         assert to_filters(kept, schema) == ([], False), kept
 
 
@@ -172,3 +178,15 @@ def test_polars_scan_from_a_uri_with_time_travel(server, tables):
     got = lf.select("txn_id", "amount").collect()
     expected = lib.read(columns=["txn_id", "amount"], as_of=first)
     assert_same_rows(got.to_arrow().cast(expected.schema), expected)
+
+
+def test_polars_pushes_date_comparisons(client, tables):
+    full = _library(tables, TXNS)
+    dates = sorted(set(full["txn_date"].to_pylist()))
+    cut = dates[len(dates) // 2]
+    got = scan_hudi(client, identifier(TXNS)).filter(pl.col("txn_date") >= cut).select("txn_id").collect()
+    (options, _), = client.plans
+    assert options.filters == (("txn_date", ">=", cut.isoformat()),)
+    expected = sorted(r["txn_id"] for r in full.to_pylist() if r["txn_date"] >= cut)
+    assert 0 < len(expected) < full.num_rows and client.rows == len(expected)
+    assert sorted(got["txn_id"].to_list()) == expected
