@@ -86,9 +86,9 @@ class HudiFlightCompiler(compiler.SQLCompiler):
     def limit_clause(self, select: Any, **kw: Any) -> str:
         text = ""
         if select._limit_clause is not None:
-            text += "\n LIMIT " + self.process(select._limit_clause, literal_execute=True, **kw)
+            text += "\n LIMIT " + self.process(select._limit_clause, **{**kw, "literal_execute": True})
         if select._offset_clause is not None:
-            text += "\n OFFSET " + self.process(select._offset_clause, literal_execute=True, **kw)
+            text += "\n OFFSET " + self.process(select._offset_clause, **{**kw, "literal_execute": True})
         return text
 
 
