@@ -31,16 +31,12 @@ from flight_server.server.sql.query import placeholder_count
 SQL_PACKAGE = "arrow.flight.protocol.sql."
 CREATE_PREPARED_STATEMENT = "CreatePreparedStatement"
 CLOSE_PREPARED_STATEMENT = "ClosePreparedStatement"
-#: Flight SQL action types (answered here; the ones not implemented answer UNIMPLEMENTED)
+#: Flight SQL action types answered here (the others, e.g. BeginTransaction, answer UNIMPLEMENTED as
+#: unknown actions, naming the action)
 ACTIONS: dict[str, str] = {
     CREATE_PREPARED_STATEMENT: "Flight SQL: prepare a read-only SQL query (stateless signed handle).",
     CLOSE_PREPARED_STATEMENT: "Flight SQL: close a prepared statement (nothing is kept on the server).",
 }
-UNIMPLEMENTED_ACTIONS = (
-    "BeginTransaction", "EndTransaction", "BeginSavepoint", "EndSavepoint", "CancelQuery",
-    "CreatePreparedSubstraitPlan", "CancelFlightInfo", "RenewFlightEndpoint", "SetSessionOptions",
-    "GetSessionOptions", "CloseSession",
-)
 
 
 def _shown(name: str) -> str:
@@ -93,7 +89,7 @@ class FlightSqlService:
             _no_transactions(message)
             return self.statements.flight_info(context, descriptor, message.query, None)
         if isinstance(message, sql.CommandPreparedStatementQuery):
-            prepared = self._prepared(context, message.prepared_statement_handle)
+            prepared = self._prepared(message.prepared_statement_handle)
             return self.statements.flight_info(
                 context, descriptor, prepared.sql, prepared.parameter_values(), user=prepared.user
             )
@@ -108,7 +104,7 @@ class FlightSqlService:
             return flight.SchemaResult(self.statements.schema(analysis))
         if isinstance(message, sql.CommandPreparedStatementQuery):
             try:
-                prepared = self._prepared(context, message.prepared_statement_handle)
+                prepared = self._prepared(message.prepared_statement_handle)
             except InvalidTicketError as err:
                 # pyarrow's GetSchema sends Flight status errors as UNKNOWN with a traceback
                 raise InvalidQueryError(f"invalid prepared statement handle: {err}") from err
@@ -158,8 +154,8 @@ class FlightSqlService:
             prepared_statement_handle=prepared.sign(self.server.signer), dataset_schema=schema
         )
 
-    def _prepared(self, context: flight.ServerCallContext, handle: bytes) -> PreparedStatement:
-        """A genuine, unexpired prepared statement handle of this caller."""
+    def _prepared(self, handle: bytes) -> PreparedStatement:
+        """A genuine, unexpired prepared statement handle (its user is checked when it is analysed)."""
         return PreparedStatement.verify(handle, self.server.signer, self.server.limits)
 
     def _prepared_schema(self, context: flight.ServerCallContext, prepared: PreparedStatement) -> pa.Schema:
@@ -181,7 +177,7 @@ class FlightSqlService:
             if isinstance(message, (sql.CommandStatementUpdate, sql.CommandPreparedStatementUpdate)):
                 raise NotImplementedError("hudi-flight is read-only: Flight SQL updates are not implemented")
             raise _unimplemented(message)
-        prepared = self._prepared(context, message.prepared_statement_handle)
+        prepared = self._prepared(message.prepared_statement_handle)
         batch = self._parameters(reader)
         bound = PreparedStatement(prepared.sql, batch, prepared.user)
         result = sql.DoPutPreparedStatementResult(prepared_statement_handle=bound.sign(self.server.signer))
@@ -210,4 +206,4 @@ class FlightSqlService:
         return batch
 
 
-__all__ = ["ACTIONS", "FlightSqlService", "UNIMPLEMENTED_ACTIONS", "flight_sql_message"]
+__all__ = ["ACTIONS", "FlightSqlService", "flight_sql_message"]

@@ -11,7 +11,8 @@ of the JSON path have none), so a handle of one kind is never accepted as anothe
   ``"s"`` one ``[view, table, base URI, pinned options]`` per scan (each options' instants written
   out at planning, so every endpoint reads the same table state), ``"u"`` the user.
 - count ticket (``"k": "count"``): ``"n"`` the column name, ``"c"`` the count (answered from
-  metadata), ``"s"`` the one table it counted, ``"u"`` the user.
+  metadata), ``"s"`` the one table it counted as ``[null, table, base URI, pinned options]``,
+  ``"u"`` the user.
 """
 
 from __future__ import annotations

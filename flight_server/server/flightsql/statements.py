@@ -125,8 +125,8 @@ class Statements:
         if analysis.count_star is not None:
             counted = self._metadata_count(analysis)
             if counted is not None:
-                table, uri, count = counted
-                doc = {"k": COUNT, "n": analysis.count_star, "c": count, "s": [[table, uri]], "u": user}
+                table, uri, pinned, count = counted
+                doc = {"k": COUNT, "n": analysis.count_star, "c": count, "s": [[None, table, uri, pinned]], "u": user}
                 return self._single_endpoint(descriptor, _count_schema(analysis.count_star), doc, expires_at, 1)
         scans, views = [], {}
         for spec in analysis.plan.scans:
@@ -147,8 +147,8 @@ class Statements:
         endpoint = flight.FlightEndpoint(ticket, [], expiration_time=expiration)
         return flight.FlightInfo(schema, descriptor, [endpoint], rows, -1, ordered=True)
 
-    def _metadata_count(self, analysis: Analysis) -> tuple[str, str, int] | None:
-        """``(table, base URI, rows)`` when every planned slice is a Parquet base file without
+    def _metadata_count(self, analysis: Analysis) -> tuple[str, str, dict[str, Any], int] | None:
+        """``(table, base URI, pinned options, rows)`` when every planned slice is a Parquet base file without
         logs and no filter applies (a COW snapshot, a read-optimized read): the footer row counts
         are then exactly the rows the read returns. ``None``: count by reading."""
         spec = analysis.plan.scans[0]
@@ -163,7 +163,7 @@ class Statements:
             if base is None or base.extension != "parquet" or split.file_slice.log_files:
                 return None
             total += split.estimated_rows
-        return spec.table, entry.base_uri, total
+        return spec.table, entry.base_uri, scan.options.to_json(), total
 
     # -- reading -------------------------------------------------------------------------
     def stream(
@@ -182,7 +182,7 @@ class Statements:
         if not scans and self.server.authorize(context, "read") != user:
             raise InvalidTicketError("statement ticket was issued to another user")
         if doc["k"] == COUNT:
-            self._check_uri(scans[0][0], scans[0][1])
+            self._check_uri(scans[0][1], scans[0][2])
             schema = _count_schema(str(doc["n"]))
             return schema, iter([pa.record_batch([pa.array([int(doc["c"])], pa.int64())], schema=schema)])
         readers = {}

@@ -19,6 +19,7 @@ from typing import Any, Callable
 import pyarrow as pa
 import sqlglot
 from sqlglot import exp
+from sqlglot.errors import ErrorLevel
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from catalog.plan.options import ReadOptions
@@ -122,7 +123,12 @@ def plan_select(query: exp.Query, resolve: Resolver) -> SelectPlan:
         # ns.table.column -> table.column: the view is aliased by the bare table name.
         column.set("db", None)
         column.set("catalog", None)
-    return SelectPlan(sql=query.sql(dialect=DIALECT), scans=scans)
+    try:
+        # RAISE: a clause sqlglot parsed but cannot write back is an error, never silently dropped
+        text = query.sql(dialect=DIALECT, unsupported_level=ErrorLevel.RAISE)
+    except sqlglot.errors.UnsupportedError as err:
+        raise ValueError(f"unsupported SQL: {str(err).splitlines()[0][:200]}") from err
+    return SelectPlan(sql=text, scans=scans)
 
 
 def _mentioned_columns(query: exp.Query) -> set[str] | None:

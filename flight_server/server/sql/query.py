@@ -162,11 +162,14 @@ def instant_literal(node: exp.Expression, what: str) -> str:
 
 def _hudi_clauses(query: Any) -> None:
     """Time travel and ``hudi_table_changes`` -> ``meta["hudi_options"]`` of plain table nodes."""
+    ctes = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
     for table in list(query.find_all(exp.Table)):
         version = table.args.get("version")
         if isinstance(table.this, exp.Identifier):
             if version is None:
                 continue
+            if not table.db and table.name.lower() in ctes:
+                raise InvalidQueryError(f"TIMESTAMP AS OF applies to catalog tables, not to the CTE {table.name[:64]}")
             if str(version.this).upper() != "TIMESTAMP" or str(version.args.get("kind", "")).upper() != "AS OF":
                 raise InvalidQueryError(
                     f"clause {version.sql(dialect=DIALECT)!r} is not supported; use TIMESTAMP AS OF '<instant>'"

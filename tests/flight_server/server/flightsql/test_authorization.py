@@ -110,3 +110,10 @@ def test_large_batches_are_cut_for_generic_grpc_clients():
     parts = list(_message_sized(iter([batch])))
     assert len(parts) > 3 and all(p.nbytes <= 9 << 20 for p in parts)
     assert pa.Table.from_batches(parts).equals(pa.Table.from_batches([batch]))
+
+
+def test_count_tickets_are_authorized_again(server, client):
+    info = _info(client, f"SELECT count(*) FROM {A}")
+    server.calls.clear()
+    assert client.do_get(info.endpoints[0].ticket).read_all().num_rows == 1
+    assert server.calls == [("read", A)]

@@ -279,3 +279,22 @@ def test_engine_read_errors_keep_their_status(client, monkeypatch):
     monkeypatch.setattr(statements, "read_splits", failing)
     err = _status(lambda: client.do_get(info.endpoints[0].ticket).read_all())
     assert isinstance(err, pa.ArrowKeyError) and "vanished" in str(err), err
+
+
+def test_time_travel_on_a_cte_is_refused(client):
+    query = f"WITH c AS (SELECT * FROM {TABLE}) SELECT * FROM c TIMESTAMP AS OF '20260307162440672'"
+    err = _status(lambda: client.get_flight_info(_command(sql.CommandStatementQuery(query=query))))
+    assert isinstance(err, pa.ArrowInvalid) and "CTE" in str(err)
+
+
+@pytest.mark.parametrize("query", [
+    f"SELECT * FROM {TABLE}",
+    f"SELECT region, sum(amount) AS total FROM {TABLE} GROUP BY region",
+    f"SELECT count(*) FROM {TABLE}",
+])
+def test_get_schema_of_a_statement_is_its_results(client, query):
+    command = _command(sql.CommandStatementQuery(query=query))
+    schema = client.get_schema(command).schema
+    info = client.get_flight_info(command)
+    assert schema.equals(info.schema)
+    assert client.do_get(info.endpoints[0].ticket).read_all().schema.equals(schema)
