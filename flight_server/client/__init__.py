@@ -1,4 +1,5 @@
-"""Client side: the Flight session (:mod:`.session`), the Spark source and the SQL driver."""
+"""Client side: the Flight session (:mod:`.session`), the Spark source, the Polars and DuckDB
+entry points and the SQL driver (over Flight SQL)."""
 
 from flight_server.client.session import HudiFlightClient, connect
 

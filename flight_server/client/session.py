@@ -10,7 +10,9 @@ is one URI syntax, one retry policy and one error mapping:
   because Spark pickles readers and partitions and pyarrow's Flight objects do not pickle;
 * an endpoint is read from its first location and, if the stream fails for a transport reason,
   once more from the next one (or the same server), skipping the rows already delivered (a
-  split always streams its rows in the same order), so nothing is duplicated or lost;
+  split always streams its rows in the same order), so nothing is duplicated or lost; an
+  endpoint that is not a split (a Flight SQL statement result, whose row order may change when
+  run again) is retried only if no row had been delivered yet;
 * Flight status errors become builtins whose message names the server and the request:
   unreachable -> :class:`ConnectionError`, unknown table -> :class:`LookupError`, refused
   credentials -> :class:`PermissionError`, bad query -> :class:`ValueError`, unsupported ->
@@ -286,13 +288,12 @@ class HudiFlightClient:
 
     def plan(self, table: str, options: ReadOptions | None = None, /, **kwargs: Any) -> QueryPlan:
         """Plan a query: its schema and endpoints as plain data."""
-        info = self.flight_info(table, options, **kwargs)
-        endpoints = []
-        for ep in info.endpoints:
-            meta = json.loads(ep.app_metadata) if ep.app_metadata else {}
-            locations = tuple(_location_uri(loc) for loc in ep.locations)
-            endpoints.append(PlannedEndpoint(ep.ticket.ticket, locations, float(meta.get("weight", 1.0)), meta))
-        return QueryPlan(info.schema, endpoints, info.total_records, info.total_bytes)
+        return query_plan(self.flight_info(table, options, **kwargs))
+
+    def plan_descriptor(self, descriptor: flight.FlightDescriptor, what: str) -> QueryPlan:
+        """Plan any descriptor (a Flight SQL command, for one): its schema and endpoints."""
+        with translated_errors(self.uri, what):
+            return query_plan(self.flight.get_flight_info(descriptor, self.options))
 
     def schema(self, table: str, options: ReadOptions | None = None, /, **kwargs: Any) -> pa.Schema:
         """The result schema of a query, without planning it."""
@@ -336,7 +337,7 @@ class HudiFlightClient:
                         yield batch
                 return
             except ConnectionError:
-                if attempt == len(targets) - 1:
+                if attempt == len(targets) - 1 or (delivered and "weight" not in endpoint.metadata):
                     raise
 
     def read_batches(
@@ -371,15 +372,17 @@ class HudiFlightClient:
             return False
 
         def run(endpoint: PlannedEndpoint, lane: int) -> None:
-            stream = self.fetch(endpoint, lane)
-            try:
+            stream = None
+            try:  # every failure, starting the stream included, reaches the consumer: never lost rows
+                stream = self.fetch(endpoint, lane)
                 for batch in stream:
                     if not emit(batch):
                         return
             except BaseException as err:  # handed to the consumer, which re-raises it
                 emit(err)
             finally:
-                stream.close()
+                if stream is not None:
+                    stream.close()
 
         pool = ThreadPoolExecutor(min(self.max_workers, len(endpoints)), thread_name_prefix="hudi-flight-fetch")
         lanes = min(self.max_workers, len(endpoints))
@@ -402,11 +405,40 @@ class HudiFlightClient:
             stopped.set()
             pool.shutdown(wait=False, cancel_futures=True)
 
+    def stream(self, plan: QueryPlan) -> pa.RecordBatchReader:
+        """A planned query as a streaming reader: endpoints fetched in parallel, batches handed
+        on as they arrive (in any order), nothing held beyond a small queue. Closing the reader
+        (or dropping it) stops the fetching."""
+        return pa.RecordBatchReader.from_batches(plan.schema, self.fetch_all(plan.endpoints))
+
+    def reader(self, table: str, options: ReadOptions | None = None, /, **kwargs: Any) -> pa.RecordBatchReader:
+        """Plan the query and return its result as a streaming ``pyarrow.RecordBatchReader``."""
+        return self.stream(self.plan(table, options, **kwargs))
+
     def read(self, table: str, options: ReadOptions | None = None, /, **kwargs: Any) -> pa.Table:
         """The query result as one table."""
         plans: list[QueryPlan] = []
         batches = list(self.read_batches(table, options, on_plan=plans.append, **kwargs))
         return pa.Table.from_batches(batches, schema=plans[0].schema)
+
+
+def query_plan(info: flight.FlightInfo) -> QueryPlan:
+    """A ``FlightInfo`` as plain data. Endpoint metadata that is not a JSON object (a Flight SQL
+    server's, say) is ignored; such endpoints weigh 1."""
+    endpoints = []
+    for ep in info.endpoints:
+        meta = _json_object(ep.app_metadata)
+        locations = tuple(_location_uri(loc) for loc in ep.locations)
+        endpoints.append(PlannedEndpoint(ep.ticket.ticket, locations, float(meta.get("weight", 1.0)), meta))
+    return QueryPlan(info.schema, endpoints, info.total_records, info.total_bytes)
+
+
+def _json_object(data: bytes | None) -> dict[str, Any]:
+    try:
+        doc = json.loads(data) if data else {}
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
 
 def connect(uri: str = DEFAULT_URI, **kwargs: Any) -> HudiFlightClient:
@@ -435,5 +467,6 @@ __all__ = [
     "command",
     "connect",
     "normalize_uri",
+    "query_plan",
     "translated_errors",
 ]

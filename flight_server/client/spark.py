@@ -413,12 +413,30 @@ class HudiFlightDataSource(DataSource):
             return spark_schema(client.schema(self.query.table, self.query.options))
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        query = self._projected(schema)
         if self.pushdown == "true" or (self.pushdown == "auto" and _spark_allows_pushdown()):
-            return HudiFlightPushdownReader(self.query, schema)
-        return HudiFlightReader(self.query, schema)
+            return HudiFlightPushdownReader(query, schema)
+        return HudiFlightReader(query, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return HudiFlightStreamReader(self.query, schema, self.max_commits)
+        return HudiFlightStreamReader(self._projected(schema), schema, self.max_commits)
+
+    def _projected(self, schema: StructType) -> _Query:
+        """The query reading exactly the columns of ``schema``: the one Spark derived from
+        :meth:`schema`, or the user's own ``.schema(...)``, whose columns become the plan's
+        ``columns`` (the only column pruning a Python source gets, see docs/spark.md)."""
+        wanted = schema.fieldNames()
+        with self.query.client() as client:
+            available = client.schema(self.query.table, self.query.options).names
+        missing = [name for name in wanted if name not in available]
+        if missing:
+            raise ValueError(
+                f"{SOURCE_NAME}: the schema names {', '.join(map(repr, missing))}, not a column of "
+                f"{self.query.table} (columns: {', '.join(available)})"
+            )
+        if wanted == available:
+            return self.query
+        return self.query.with_options(columns=tuple(wanted))
 
 
 __all__ = [

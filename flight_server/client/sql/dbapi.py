@@ -1,34 +1,34 @@
-"""PEP 249 (DB-API 2.0) driver for a hudi-flight server: read-only SELECT over Flight + DuckDB.
+"""PEP 249 (DB-API 2.0) driver for a hudi-flight server, over Arrow Flight SQL.
 
 ::
 
     from flight_server.client.sql import dbapi
     conn = dbapi.connect("grpc://127.0.0.1:8815")
     cur = conn.cursor()
-    cur.execute("SELECT city, count(*) FROM trips.rides WHERE fare > %(f)s GROUP BY city", {"f": 10})
+    cur.execute("SELECT city, count(*) FROM trips.rides WHERE fare > ? GROUP BY city", (10,))
     cur.fetchall()
 
-Each table a query names is fetched from the service with the columns the query mentions and
-its simple filters pushed down (see :mod:`flight_server.client.sql.planner`); DuckDB then runs the
-whole query over those Arrow tables. Anything but a query raises :class:`NotSupportedError`
-("read-only"). Parameters use ``pyformat`` and are bound on the client as SQL literals.
+The SQL runs on the server (Flight SQL ``CommandStatementQuery``; with parameters, a prepared
+statement whose parameter row is sent with ``DoPut``): nothing is evaluated on the client. The
+result's endpoints are fetched in parallel and streamed (see :mod:`.flightsql`). Parameters use
+``qmark`` (``?``, positional) and never become SQL text on the client. The server accepts only
+reads; its refusal arrives as :class:`ProgrammingError` (or :class:`NotSupportedError` for what
+it does not implement) carrying its message.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import itertools
 from typing import Any, Iterator, Mapping, Sequence
 
-import duckdb
 import pyarrow as pa
 
-from flight_server.client.session import HudiFlightClient
-from flight_server.client.sql.planner import ReadOnlyError, ScanSpec, bind_parameters, parse_query, plan_select
+from flight_server.client.session import HudiFlightClient, QueryPlan
+from flight_server.client.sql import flightsql
 
 apilevel = "2.0"
 threadsafety = 1  # threads may share the module, not connections
-paramstyle = "pyformat"
+paramstyle = "qmark"
 
 
 # -- PEP 249 exceptions ------------------------------------------------------------------------
@@ -115,42 +115,17 @@ def TimestampFromTicks(ticks: float) -> _dt.datetime:  # noqa: N802 - PEP 249 na
 
 
 def _driver_errors(err: Exception) -> Error:
-    """The PEP 249 error for an exception raised by the Flight layer or the planner."""
-    if isinstance(err, ReadOnlyError):
-        return NotSupportedError(str(err))
-    if isinstance(err, ConnectionError):
-        return OperationalError(str(err))
-    if isinstance(err, LookupError):
-        return ProgrammingError(str(err))
-    if isinstance(err, (ValueError, TypeError, duckdb.Error)):
-        return ProgrammingError(str(err))
-    if isinstance(err, PermissionError):
+    """The PEP 249 error for an exception raised by the Flight layer (messages kept)."""
+    if isinstance(err, (ConnectionError, PermissionError)):
         return OperationalError(str(err))
     if isinstance(err, NotImplementedError):
         return NotSupportedError(str(err))
+    if isinstance(err, (LookupError, ValueError, TypeError)):
+        return ProgrammingError(str(err))
     return InternalError(f"{type(err).__name__}: {err}")
 
 
 # -- connection --------------------------------------------------------------------------------
-
-
-#: DuckDB settings of the engine that runs the SQL over the fetched Arrow tables: it reads
-#: nothing but those tables (no files, URLs or databases of the client host) and never
-#: downloads or loads extensions; ``lock_configuration`` keeps the SQL from undoing that.
-DUCKDB_SANDBOX: dict[str, Any] = {
-    "enable_external_access": False,
-    "autoinstall_known_extensions": False,
-    "autoload_known_extensions": False,
-    "allow_community_extensions": False,
-    "allow_unsigned_extensions": False,
-}
-
-
-def sandboxed_duckdb() -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB that can only see the Arrow tables registered into it."""
-    db = duckdb.connect(":memory:", config=dict(DUCKDB_SANDBOX))
-    db.execute("SET lock_configuration = true")
-    return db
 
 
 def connect(
@@ -160,28 +135,28 @@ def connect(
     port: int | None = None,
     namespace: str | None = None,
     timeout: float | None = 60.0,
-    token: str | None = None,
+    **client_kwargs: Any,
 ) -> "Connection":
-    """Open a connection to ``uri`` (``grpc://host:port``) or ``host``/``port``.
+    """Open a connection to ``uri`` (``grpc://host:port``, ``grpc+tls://...``) or ``host``/``port``.
 
-    ``namespace`` is the default schema for unqualified table names; ``token`` is the bearer
-    token (a static token of ``[server.tokens]`` or one from the handshake). Raises
-    :class:`OperationalError` naming the URI when the server cannot be reached.
+    ``namespace`` is the default schema of inspection (SQLAlchemy's default schema);
+    ``client_kwargs`` are those of :class:`HudiFlightClient` (``token``, ``user``, ``password``,
+    ``tls_root_certs``, ``cert_chain``, ``private_key``, ``max_workers``). Raises
+    :class:`OperationalError` naming the URI when the server cannot be reached or refuses the
+    credentials.
     """
     if uri is None:
         uri = f"{host or '127.0.0.1'}:{port or 8815}"
-    return Connection(uri, namespace=namespace, timeout=timeout, token=token)
+    return Connection(uri, namespace=namespace, timeout=timeout, **client_kwargs)
 
 
 class Connection:
     """A DB-API connection: one Flight session; transactions are no-ops (nothing is written)."""
 
-    def __init__(
-        self, uri: str, namespace: str | None = None, timeout: float | None = 60.0, token: str | None = None
-    ):
+    def __init__(self, uri: str, namespace: str | None = None, timeout: float | None = 60.0, **client_kwargs: Any):
         self.namespace = namespace
         try:
-            self.session = HudiFlightClient(uri, timeout=timeout, token=token)
+            self.session = HudiFlightClient(uri, timeout=timeout, **client_kwargs)
             self.session.action("health")
         except Exception as err:
             raise _driver_errors(err) from err
@@ -214,53 +189,44 @@ class Connection:
         if self._closed:
             raise InterfaceError("connection is closed")
 
-    # catalog access (used by the SQLAlchemy dialect)
-    def call(self, action: str, body: Mapping[str, Any] | None = None) -> Any:
-        """Run a service action, errors mapped to PEP 249 exceptions."""
+    def _call(self, function: Any, *args: Any) -> Any:
+        """``function(self.session, *args)`` with errors mapped to PEP 249 exceptions."""
         self._check_open()
         try:
-            return self.session.action(action, body)
+            return function(self.session, *args)
+        except Error:
+            raise
         except Exception as err:
             raise _driver_errors(err) from err
 
+    # catalog access (used by the SQLAlchemy dialect): Flight SQL catalog commands
     def list_namespaces(self) -> list[str]:
-        return list(self.call("list-namespaces"))
+        return self._call(flightsql.db_schemas)
 
-    def list_tables(self, namespace: str | None = None) -> list[dict[str, Any]]:
-        return list(self.call("list-tables", {"namespace": namespace} if namespace else {}))
+    def list_tables(self, namespace: str) -> list[str]:
+        return self._call(flightsql.tables, namespace)
 
-    def table_info(self, identifier: str) -> dict[str, Any]:
-        return dict(self.call("table-info", {"table": identifier}))
+    def table_schema(self, namespace: str, table: str) -> pa.Schema | None:
+        """The Arrow schema of a table (``None``: no such table)."""
+        return self._call(flightsql.table_schema, namespace, table)
 
-    def table_schema(self, identifier: str) -> pa.Schema:
-        """The Arrow schema of a served table (no planning)."""
-        self._check_open()
-        try:
-            return self.session.schema(identifier)
-        except Exception as err:
-            raise _driver_errors(err) from err
+    def primary_key(self, namespace: str, table: str) -> list[str]:
+        return self._call(flightsql.primary_key, namespace, table)
 
-    def resolve(self, namespace: str | None, name: str) -> tuple[str, pa.Schema]:
-        """``(identifier, schema)`` of a table reference; unqualified names use the default
-        namespace, else the one namespace that has a table of that name."""
-        if namespace is None:
-            if self.namespace:
-                namespace = self.namespace
-            else:
-                owners = [t["namespace"] for t in self.list_tables() if t["name"].lower() == name.lower()]
-                if len(owners) != 1:
-                    where = "no namespace" if not owners else f"namespaces {', '.join(sorted(owners))}"
-                    raise ProgrammingError(f"table {name!r} is in {where}; qualify it as namespace.table")
-                namespace = owners[0]
-        identifier = f"{namespace}.{name}"
-        return identifier, self.table_schema(identifier)
+    def call(self, action: str, body: Mapping[str, Any] | None = None) -> Any:
+        """Run one of the service's own actions (``health``, ``table-info``, ...)."""
+        return self._call(lambda session: session.action(action, body))
 
 
 # -- cursor ------------------------------------------------------------------------------------
 
 
 class Cursor:
-    """A DB-API cursor over an Arrow result (``fetch_arrow_table`` returns it as is)."""
+    """A DB-API cursor over a streamed Arrow result.
+
+    ``description`` is known as soon as the query is planned; rows are fetched from the
+    endpoints (in parallel) as ``fetch*`` asks for them. ``rowcount`` is -1 (unknown).
+    """
 
     arraysize = 1000
 
@@ -268,14 +234,20 @@ class Cursor:
         self.connection = connection
         self.description: list[tuple] | None = None
         self.rowcount = -1
-        self._result: pa.Table | None = None
-        self._rows: Iterator[tuple] = iter(())
+        self._plan: QueryPlan | None = None
+        self._reader: pa.RecordBatchReader | None = None
+        self._batch: pa.RecordBatch | None = None
+        self._offset = 0
         self._closed = False
 
     def close(self) -> None:
+        self._release()
         self._closed = True
-        self._result = None
-        self._rows = iter(())
+
+    def _release(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+        self._reader, self._batch, self._offset = None, None, 0
 
     def __enter__(self) -> "Cursor":
         return self
@@ -284,7 +256,8 @@ class Cursor:
         self.close()
 
     def __iter__(self) -> Iterator[tuple]:
-        return self._rows
+        while (row := self.fetchone()) is not None:
+            yield row
 
     def setinputsizes(self, sizes: Any) -> None:
         pass
@@ -292,65 +265,81 @@ class Cursor:
     def setoutputsize(self, size: Any, column: Any = None) -> None:
         pass
 
-    def execute(self, operation: str, parameters: Mapping[str, Any] | Sequence[Any] | None = None) -> "Cursor":
+    def execute(self, operation: str, parameters: Sequence[Any] | None = None) -> "Cursor":
+        """Run ``operation`` on the server; ``parameters`` bind its ``?`` placeholders in order."""
         if self._closed:
             raise InterfaceError("cursor is closed")
-        self.connection._check_open()
-        try:
-            result = self._run(bind_parameters(operation, parameters or None))
-        except Error:
-            raise
-        except Exception as err:
-            raise _driver_errors(err) from err
-        self._result = result
-        self.rowcount = result.num_rows
-        self.description = [(f.name, str(f.type), None, None, None, None, f.nullable) for f in result.schema]
-        self._rows = _rows(result)
+        if parameters is not None and (isinstance(parameters, (Mapping, str, bytes))):
+            raise ProgrammingError("parameters are positional (paramstyle 'qmark'): pass a sequence")
+        self._release()
+        self.description = None
+        values = list(parameters) if parameters is not None and len(parameters) else None
+        plan = self.connection._call(flightsql.statement_plan, operation, values)
+        self._plan = plan
+        self._reader = self.connection._call(lambda session: session.stream(plan))
+        self.description = [_describe(f) for f in plan.schema]
         return self
 
     def executemany(self, operation: str, seq_of_parameters: Sequence[Any]) -> None:
         raise NotSupportedError("hudi-flight is read-only: executemany is not supported")
 
-    def _run(self, sql: str) -> pa.Table:
-        plan = plan_select(parse_query(sql), self.connection.resolve)
-        db = sandboxed_duckdb()
-        try:
-            for scan in plan.scans:
-                db.register(scan.view, self._fetch(scan))
-            return db.sql(plan.sql).to_arrow_table()
-        finally:
-            db.close()
+    def _next_batch(self) -> pa.RecordBatch | None:
+        """The batch holding the next unread row (``None``: the result is exhausted)."""
+        if self._closed:
+            raise InterfaceError("cursor is closed")
+        if self._reader is None:
+            raise ProgrammingError("no query has been executed")
+        reader = self._reader
+        while self._batch is None or self._offset >= self._batch.num_rows:
+            self._batch = self.connection._call(lambda _: next(iter(reader), None))
+            self._offset = 0
+            if self._batch is None:
+                return None
+        return self._batch
 
-    def _fetch(self, scan: ScanSpec) -> pa.Table:
-        return self.connection.session.read(scan.table, scan.options)
+    def _take(self, size: int | None) -> list[pa.RecordBatch]:
+        """Up to ``size`` unread rows (all with ``None``) as slices of the result's batches."""
+        out: list[pa.RecordBatch] = []
+        while size is None or size > 0:
+            batch = self._next_batch()
+            if batch is None:
+                break
+            count = batch.num_rows - self._offset if size is None else min(size, batch.num_rows - self._offset)
+            out.append(batch.slice(self._offset, count))
+            self._offset += count
+            if size is not None:
+                size -= count
+        return out
 
     def fetch_arrow_table(self) -> pa.Table:
-        """The whole result as Arrow (rows already fetched through ``fetch*`` are not removed)."""
-        if self._result is None:
-            raise ProgrammingError("no query has been executed")
-        return self._result
+        """The rows not fetched yet, as one Arrow table."""
+        batches = self._take(None)
+        assert self._plan is not None
+        return pa.Table.from_batches(batches, schema=self._plan.schema)
 
     def fetchone(self) -> tuple | None:
-        self._need_result()
-        return next(self._rows, None)
+        rows = self.fetchmany(1)
+        return rows[0] if rows else None
 
     def fetchmany(self, size: int | None = None) -> list[tuple]:
-        self._need_result()
-        return list(itertools.islice(self._rows, size or self.arraysize))
+        return [row for batch in self._take(size or self.arraysize) for row in _rows(batch)]
 
     def fetchall(self) -> list[tuple]:
-        self._need_result()
-        return list(self._rows)
-
-    def _need_result(self) -> None:
-        if self._result is None:
-            raise ProgrammingError("no query has been executed")
+        return [row for batch in self._take(None) for row in _rows(batch)]
 
 
-def _rows(table: pa.Table) -> Iterator[tuple]:
-    """Python rows batch by batch (DB-API hands out Python values; this is the one conversion)."""
-    for batch in table.to_batches():
-        yield from zip(*(column.to_pylist() for column in batch.columns))
+def _describe(field: pa.Field) -> tuple:
+    """A ``description`` entry: name, type code (the Arrow type's name, see the type objects),
+    display size, internal size, precision, scale (decimals), null_ok."""
+    dtype = field.type
+    precision = dtype.precision if pa.types.is_decimal(dtype) else None
+    scale = dtype.scale if pa.types.is_decimal(dtype) else None
+    return (field.name, str(dtype), None, None, precision, scale, field.nullable)
+
+
+def _rows(batch: pa.RecordBatch) -> Iterator[tuple]:
+    """Python rows of a batch (DB-API hands out Python values; this is the one conversion)."""
+    return zip(*(column.to_pylist() for column in batch.columns))
 
 
 __all__ = [

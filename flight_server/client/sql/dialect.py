@@ -1,11 +1,16 @@
-"""SQLAlchemy dialect ``hudi+flight://[:token@]host:port[/namespace][?tls=true&timeout=s]``.
+"""SQLAlchemy dialect ``hudi+flight://[user[:password]@]host:port[/namespace][?options]``.
 
-Built on :mod:`flight_server.dbapi`; the URL password, if any, is sent as the bearer token.
+Options: ``token=...`` (bearer token), ``tls=true`` (``grpc+tls://``), ``tls_root_certs=PATH``,
+``cert_chain=PATH`` and ``private_key=PATH`` (mutual TLS), ``timeout=SECONDS``. ``user:password``
+log in with Flight's basic-auth handshake; a password without a user name is taken as the bearer
+token (``hudi+flight://:TOKEN@host:port``). ``/namespace`` is the default schema of inspection.
 
-Inspection is answered by the service's actions (``list-namespaces``, ``list-tables``,
-``table-info``) and ``get_schema``: namespaces are schemas, a table's columns carry SQL types
-mapped from Arrow, its primary key is the Hudi record key, and its comment names the table type
-and version. Queries go through the DB-API driver (read-only SELECT, pushed down per table).
+Built on :mod:`flight_server.client.sql.dbapi`: statements run on the server over Arrow Flight SQL
+(``qmark`` parameters sent as a prepared statement's parameter row). Inspection uses the Flight
+SQL catalog commands: ``GetDbSchemas`` (schemas = namespaces), ``GetTables`` with
+``include_schema`` (tables, including the ``<table>_ro`` read-optimized view of a merge-on-read
+table, and their Arrow schemas, mapped to SQL types here), ``GetPrimaryKeys`` (the Hudi record
+key); a table comment naming the table type and version comes from the ``table-info`` action.
 """
 
 from __future__ import annotations
@@ -18,8 +23,10 @@ from sqlalchemy import types as sqltypes
 from sqlalchemy.engine import default, reflection
 from sqlalchemy.engine.url import URL
 from sqlalchemy.exc import NoSuchTableError
+from sqlalchemy.sql import compiler
 
 from flight_server.client.session import DEFAULT_PORT
+from flight_server.client.sql import dbapi
 
 if TYPE_CHECKING:
     from sqlalchemy.engine.interfaces import (
@@ -72,8 +79,25 @@ def sql_type(dtype: pa.DataType) -> sqltypes.TypeEngine:
     return sqltypes.NullType()
 
 
+class HudiFlightCompiler(compiler.SQLCompiler):
+    """Generic SQL, with ``LIMIT``/``OFFSET`` written as integers rather than parameters: the
+    server pushes a literal limit into its plan, and the statement stays readable in logs."""
+
+    def limit_clause(self, select: Any, **kw: Any) -> str:
+        text = ""
+        if select._limit_clause is not None:
+            text += "\n LIMIT " + self.process(select._limit_clause, **{**kw, "literal_execute": True})
+        if select._offset_clause is not None:
+            text += "\n OFFSET " + self.process(select._offset_clause, **{**kw, "literal_execute": True})
+        return text
+
+
+#: URL query options handed to the client as they are
+_CLIENT_OPTIONS = ("token", "tls_root_certs", "cert_chain", "private_key")
+
+
 class HudiFlightDialect(default.DefaultDialect):
-    """Read-only dialect; DuckDB's SQL is what finally runs, so compile generic ANSI SQL."""
+    """Read-only dialect compiling generic ANSI SQL, which the server runs (DuckDB's dialect)."""
 
     name = "hudi"
     driver = "flight"
@@ -86,23 +110,29 @@ class HudiFlightDialect(default.DefaultDialect):
     supports_schemas = True
     supports_views = False
     postfetch_lastrowid = False
-    default_paramstyle = "pyformat"
+    default_paramstyle = "qmark"
+    statement_compiler = HudiFlightCompiler
 
     @classmethod
     def import_dbapi(cls) -> ModuleType:
-        from flight_server.client.sql import dbapi
-
         return dbapi
 
     def create_connect_args(self, url: URL) -> tuple[list[Any], dict[str, Any]]:
         query: dict[str, Any] = dict(url.query)
         tls = str(query.pop("tls", "false")).lower() in ("1", "true", "yes")
         timeout = float(query.pop("timeout")) if "timeout" in query else 60.0
+        kwargs: dict[str, Any] = {key: query.pop(key) for key in _CLIENT_OPTIONS if key in query}
         if query:
             raise ValueError(f"unknown hudi+flight URL options: {', '.join(sorted(query))}")
-        scheme = "grpc+tls" if tls else "grpc"
+        if url.username:
+            kwargs["user"] = url.username
+            if url.password is not None:
+                kwargs["password"] = url.password
+        elif url.password:
+            kwargs.setdefault("token", url.password)
+        scheme = "grpc+tls" if tls or "tls_root_certs" in kwargs else "grpc"
         uri = f"{scheme}://{url.host or '127.0.0.1'}:{url.port or DEFAULT_PORT}"
-        return [], {"uri": uri, "namespace": url.database or None, "timeout": timeout, "token": url.password or None}
+        return [], {"uri": uri, "namespace": url.database or None, "timeout": timeout, **kwargs}
 
     # -- no transactions ---------------------------------------------------------------------
     def do_begin(self, dbapi_connection: Any) -> None:
@@ -136,22 +166,12 @@ class HudiFlightDialect(default.DefaultDialect):
         return schema or _driver(connection).namespace
 
     @reflection.cache
-    def _tables(self, connection: Any, schema: str | None, **kw: Any) -> list[dict[str, Any]]:
+    def _schema(self, connection: Any, table_name: str, schema: str | None, **kw: Any) -> pa.Schema:
         namespace = self._namespace(connection, schema)
-        if namespace is None:
-            return []
-        return _driver(connection).list_tables(namespace)
-
-    @reflection.cache
-    def _info(self, connection: Any, table_name: str, schema: str | None, **kw: Any) -> dict[str, Any]:
-        namespace = self._namespace(connection, schema)
-        driver = _driver(connection)
-        if namespace is None or table_name not in {t["name"] for t in self._tables(connection, namespace, **kw)}:
+        found = _driver(connection).table_schema(namespace, table_name) if namespace else None
+        if found is None:
             raise NoSuchTableError(f"{namespace}.{table_name}" if namespace else table_name)
-        identifier = f"{namespace}.{table_name}"
-        info = driver.table_info(identifier)
-        info["arrow"] = driver.table_schema(identifier)
-        return info
+        return found
 
     def get_schema_names(self, connection: Any, **kw: Any) -> list[str]:
         return _driver(connection).list_namespaces()
@@ -159,8 +179,10 @@ class HudiFlightDialect(default.DefaultDialect):
     def has_schema(self, connection: Any, schema_name: str, **kw: Any) -> bool:
         return schema_name in self.get_schema_names(connection, **kw)
 
+    @reflection.cache
     def get_table_names(self, connection: Any, schema: str | None = None, **kw: Any) -> list[str]:
-        return [t["name"] for t in self._tables(connection, schema, **kw)]
+        namespace = self._namespace(connection, schema)
+        return _driver(connection).list_tables(namespace) if namespace else []
 
     def has_table(self, connection: Any, table_name: str, schema: str | None = None, **kw: Any) -> bool:
         return table_name in self.get_table_names(connection, schema, **kw)
@@ -168,28 +190,23 @@ class HudiFlightDialect(default.DefaultDialect):
     def get_view_names(self, connection: Any, schema: str | None = None, **kw: Any) -> list[str]:
         return []
 
+    def get_materialized_view_names(self, connection: Any, schema: str | None = None, **kw: Any) -> list[str]:
+        return []
+
     def get_columns(
         self, connection: Any, table_name: str, schema: str | None = None, **kw: Any
     ) -> list[ReflectedColumn]:
-        info = self._info(connection, table_name, schema, **kw)
-        partition_fields = set(info.get("partition_fields") or [])
         return [
-            {
-                "name": f.name,
-                "type": sql_type(f.type),
-                "nullable": f.nullable,
-                "default": None,
-                "autoincrement": False,
-                "comment": "partition field" if f.name in partition_fields else None,
-            }
-            for f in info["arrow"]
+            {"name": f.name, "type": sql_type(f.type), "nullable": f.nullable, "default": None, "autoincrement": False}
+            for f in self._schema(connection, table_name, schema, **kw)
         ]
 
     def get_pk_constraint(
         self, connection: Any, table_name: str, schema: str | None = None, **kw: Any
     ) -> ReflectedPrimaryKeyConstraint:
-        info = self._info(connection, table_name, schema, **kw)
-        return {"constrained_columns": list(info.get("record_key_fields") or []), "name": None}
+        self._schema(connection, table_name, schema, **kw)  # NoSuchTableError for an unknown table
+        namespace = self._namespace(connection, schema)
+        return {"constrained_columns": _driver(connection).primary_key(namespace, table_name), "name": None}
 
     def get_foreign_keys(self, connection: Any, table_name: str, schema: str | None = None, **kw: Any) -> list:
         return []
@@ -206,7 +223,12 @@ class HudiFlightDialect(default.DefaultDialect):
     def get_table_comment(
         self, connection: Any, table_name: str, schema: str | None = None, **kw: Any
     ) -> ReflectedTableComment:
-        info = self._info(connection, table_name, schema, **kw)
+        self._schema(connection, table_name, schema, **kw)  # NoSuchTableError for an unknown table
+        namespace = self._namespace(connection, schema)
+        try:
+            info = _driver(connection).call("table-info", {"table": f"{namespace}.{table_name}"})
+        except dbapi.ProgrammingError:  # a ``<table>_ro`` view is listed, not registered itself
+            return {"text": None}
         text = f"Hudi {info['table_type']} table, table version {info['table_version']}"
         if info.get("partition_fields"):
             text += f", partitioned by {', '.join(info['partition_fields'])}"

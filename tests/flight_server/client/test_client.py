@@ -8,6 +8,7 @@ import shutil
 import time
 
 import pyarrow as pa
+import pyarrow.flight as flight
 import pytest
 
 from catalog.hudi_table import HudiTable
@@ -169,3 +170,43 @@ def test_warehouse_rescan_on_action_and_timer(fixture_table, tmp_path):
                 time.sleep(0.1)
             assert [t["table"] for t in c.tables()] == ["ns.second"]
             assert c.read("ns.second").num_rows == HudiTable.open(str(wh / "ns" / "second")).read().num_rows
+
+
+class _DroppingServer:
+    """A Flight client stand-in whose every stream delivers one batch, then loses the connection."""
+
+    def __init__(self):
+        self.streams = 0
+
+    def close(self):
+        pass
+
+    def do_get(self, ticket, options):
+        self.streams += 1
+        yield dataclasses.make_dataclass("Chunk", ["data", "app_metadata"])(pa.record_batch({"a": [1, 2]}), None)
+        raise flight.FlightUnavailableError("connection reset")
+
+
+@pytest.mark.parametrize("metadata, streams", [({"weight": 0.5}, 2), ({}, 1)])
+def test_mid_stream_retry_only_for_splits(metadata, streams):
+    """A split streams the same rows again, so it is retried past the rows delivered; any other
+    endpoint (a Flight SQL statement result) may change order when run again, so it is not."""
+    fake = _DroppingServer()
+    with HudiFlightClient("grpc://127.0.0.1:1") as c:
+        c._clients = {("grpc://127.0.0.1:1", 0): fake, ("grpc://127.0.0.1:2", 0): fake}
+        endpoint = PlannedEndpoint(b"t", ("grpc://127.0.0.1:2",), 0.5, metadata)
+        with pytest.raises(ConnectionError, match="unreachable"):
+            list(c.fetch(endpoint))
+    assert fake.streams == streams
+
+
+def test_a_fetch_that_cannot_start_is_an_error_not_an_empty_result():
+    """A worker thread whose stream fails before its first batch still reports to the consumer."""
+
+    class Broken(HudiFlightClient):
+        def fetch(self, endpoint, lane=0):
+            raise ConnectionError("hudi-flight server is unreachable (test)")
+
+    with Broken("grpc://127.0.0.1:1") as client:
+        with pytest.raises(ConnectionError, match="unreachable"):
+            list(client.fetch_all([PlannedEndpoint(b"t", (), 1.0, {})]))

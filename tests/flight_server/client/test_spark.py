@@ -147,6 +147,19 @@ def test_columns_option_and_time_travel(spark, uri, tables):
     _same(_spark_rows(df), table.read(columns=["txn_id", "amount"], as_of=first))
 
 
+def test_user_schema_reads_only_its_columns(spark, uri, server, tables):
+    """`.schema("a string, ...")` reaches the source's reader(schema): only those columns are planned."""
+    _, paths = tables
+    ident = identifier(PARTITIONED)
+    server.plans.clear()
+    df = spark.read.format("hudi-flight").option("uri", uri).schema("region string, txn_id string").load(ident)
+    got = _spark_rows(df)
+    assert [command.get("columns") for command, _ in server.plans] == [["region", "txn_id"]]
+    _same(got, HudiTable.open(paths[ident]).read(columns=["region", "txn_id"]))
+    with pytest.raises(Exception, match="'nope', not a column of"):
+        spark.read.format("hudi-flight").option("uri", uri).schema("txn_id string, nope int").load(ident).collect()
+
+
 def test_incremental_query_type(spark, uri, tables):
     _, paths = tables
     ident = identifier(PARTITIONED)
