@@ -92,7 +92,7 @@ def run(size: str) -> list[dict]:
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="hudi-flight-latency-") as state:
         config = ServerConfig(host="127.0.0.1", port=port, warehouses=[str(warehouse)], state_dir=state,
-                              refresh_interval_seconds=0, table_cache_seconds=3600)
+                              refresh_interval_seconds=0)
         server = HudiFlightServer(config)
         thread = threading.Thread(target=server.serve, daemon=True)
         thread.start()

@@ -18,6 +18,7 @@ Anything it cannot trust raises :class:`MetadataTableError`; callers fall back t
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import decimal
 import hashlib
@@ -34,7 +35,7 @@ import xxhash
 
 from catalog.errors import CorruptTableError, HudiError
 from catalog.format.hfile import HFileReader
-from catalog.format.log_block import decode_delete_block, fold_blocks
+from catalog.format.log_block import decode_delete_block, fold_blocks, rollback_target
 from catalog.format.log_file import BlockType, LogBlock, iter_log_blocks_in
 from catalog.fs_view import FileSystemView
 from catalog.listing.storage import StorageListing
@@ -207,17 +208,54 @@ class KeySelection:
         return reader.scan()
 
 
-class MetadataTable:
-    """The MDT of one data table, checked against the data table's timeline."""
+@dataclass(frozen=True)
+class _SliceRecords:
+    """The merged records of one whole MDT file slice, and what an incremental update of them
+    must re-check: which block instants the logs held (and whether each counted), and the
+    instants of the blocks that were kept."""
 
-    def __init__(self, storage: Storage, config: TableConfig, timeline: Timeline):
+    files: tuple[tuple[str, int], ...]  # (name, size) of the base file, then the log files
+    records: dict[str, dict[str, Any]]
+    seen: tuple[tuple[str | None, bool], ...]
+    kept: frozenset[str | None]
+
+
+def _slice_files(fs: FileSlice) -> tuple[tuple[str, int], ...]:
+    base = ((fs.base_file.name, fs.base_file.size),) if fs.base_file is not None else (("", 0),)
+    return base + tuple((lf.name, lf.size) for lf in fs.log_files)
+
+
+#: approximate bytes one decoded MDT record costs in memory, per file entry it lists
+_RECORD_BYTES, _FILE_ENTRY_BYTES = 400, 160
+#: keyed lookups (statistics, record index) kept per MDT version
+_MAX_LOOKUPS = 4096
+
+
+class MetadataTable:
+    """The MDT of one data table, checked against the data table's timeline.
+
+    ``previous``: the same MDT as of an older data timeline. Its config is kept, its timeline
+    is refreshed with one listing, and whole-partition reads (the ``files`` partition) start
+    from its merged records, reading only the log files added since, whenever that is exact
+    (see :meth:`_update`).
+    """
+
+    def __init__(
+        self, storage: Storage, config: TableConfig, timeline: Timeline, previous: "MetadataTable | None" = None
+    ):
         self.data_storage = storage
         self.data_config = config
         self.data_timeline = timeline
-        self.storage = storage.child(METADATA_DIR)
+        self.storage: Storage = previous.storage if previous is not None else storage.child(METADATA_DIR)
+        self.config: TableConfig
+        self.timeline: Timeline
         try:
-            self.config = TableConfig.load(self.storage)
-            self.timeline = Timeline.load(self.storage, self.config)
+            if previous is not None:
+                self.config = previous.config
+                self.timeline = previous.timeline.refreshed()
+            else:
+                self.config = TableConfig.load(self.storage)
+                self.timeline = Timeline.load(self.storage, self.config)
         except (HudiError, OSError) as err:
             raise MetadataTableError(f"{self.storage.uri}: metadata table unreadable: {err}") from err
         if self.config.base_file_format != "HFILE" or not self.config.is_mor:
@@ -226,6 +264,20 @@ class MetadataTable:
             )
         self._view = FileSystemView(self.config, self.timeline, StorageListing(self.storage, self.config))
         self._slices: dict[str, list[FileSlice]] = {}
+        self._whole: dict[tuple[str, str], _SliceRecords] = {}
+        self._seeds = dict(previous._whole) if previous is not None else {}
+        self._lookups: dict[tuple[str, str, KeySelection], dict[str, dict[str, Any]]] = {}
+        self.lookup_records = 0
+        self.update_counts = {"incremental": 0, "full": 0}
+
+    def estimated_bytes(self) -> int:
+        """Approximate memory of the records this object keeps (whole partitions, lookups)."""
+        total = self.lookup_records * _RECORD_BYTES
+        for whole in self._whole.values():
+            total += len(whole.records) * _RECORD_BYTES
+            for rec in whole.records.values():
+                total += len(rec.get("filesystemMetadata") or ()) * _FILE_ENTRY_BYTES
+        return total
 
     # -- validity (6.5) -------------------------------------------------------------------
     @cached_property
@@ -285,33 +337,102 @@ class MetadataTable:
         """Merged records of an MDT partition (all file groups), restricted to ``selection``."""
         out: dict[str, dict[str, Any]] = {}
         for fs in self.file_slices(partition):
-            out.update(self.read_slice(fs, selection))
+            if selection.keys is None and selection.prefixes is None:
+                out.update(self._read_whole(fs).records)
+            else:
+                out.update(self.read_slice(fs, selection))
         return out
 
     def read_slice(self, fs: FileSlice, selection: KeySelection) -> dict[str, dict[str, Any]]:
-        """Merged records of one MDT file slice: base HFile, then valid log blocks in order."""
+        """Merged records of one MDT file slice: base HFile, then valid log blocks in order.
+
+        Keyed lookups are remembered for this MDT version (its files never change)."""
+        memo_key = (fs.partition, fs.file_id, selection)
+        hit = self._lookups.get(memo_key)
+        if hit is not None:
+            return hit
         merged: dict[str, dict[str, Any]] = {}
-        try:
-            if fs.base_file is not None:
-                path = fs.base_file_path
-                assert path is not None
-                reader = HFileReader.from_storage(self.storage, path, size=fs.base_file.size or None)
-                for key, rec in decode_records(selection.cells(reader), reader.avro_schema, reader.name):
-                    merged[key] = merge_record(merged.get(key), rec)
-            for block in self._valid_blocks(fs):
+        with self._errors_named(fs):
+            self._read_base(fs, selection, merged)
+            for block in self._valid_blocks(fs.log_file_paths)[0]:
                 self._apply_block(block, selection, merged)
+        if len(self._lookups) < _MAX_LOOKUPS:
+            self._lookups[memo_key] = merged
+            self.lookup_records += len(merged) + 1
+        return merged
+
+    @contextlib.contextmanager
+    def _errors_named(self, fs: FileSlice) -> Iterator[None]:
+        try:
+            yield
         except MetadataTableError:
             raise
         except (HudiError, OSError) as err:
             raise MetadataTableError(f"{self.storage.uri}/{fs.partition}/{fs.file_id}: {err}") from err
-        return merged
 
-    def _valid_blocks(self, fs: FileSlice) -> list[LogBlock]:
-        """HFILE_DATA and DELETE blocks of valid instants, with rollbacks applied (4.6, 6.5)."""
+    def _read_base(self, fs: FileSlice, selection: KeySelection, merged: dict[str, dict[str, Any]]) -> None:
+        if fs.base_file is not None:
+            path = fs.base_file_path
+            assert path is not None
+            reader = HFileReader.from_storage(self.storage, path, size=fs.base_file.size or None)
+            for key, rec in decode_records(selection.cells(reader), reader.avro_schema, reader.name):
+                merged[key] = merge_record(merged.get(key), rec)
+
+    def _read_whole(self, fs: FileSlice) -> _SliceRecords:
+        """All merged records of one MDT file slice, updated from the previous version's when exact."""
+        key = (fs.partition, fs.file_id)
+        whole = self._whole.get(key)
+        if whole is not None:
+            return whole
+        selection = KeySelection()
+        with self._errors_named(fs):
+            seed = self._seeds.pop(key, None)
+            whole = self._update(fs, seed) if seed is not None else None
+            if whole is None:
+                merged: dict[str, dict[str, Any]] = {}
+                self._read_base(fs, selection, merged)
+                blocks, seen = self._valid_blocks(fs.log_file_paths)
+                for block in blocks:
+                    self._apply_block(block, selection, merged)
+                whole = _SliceRecords(_slice_files(fs), merged, seen, frozenset(b.instant_time for b in blocks))
+                self.update_counts["full"] += 1
+            else:
+                self.update_counts["incremental"] += 1
+        self._whole[key] = whole
+        return whole
+
+    def _update(self, fs: FileSlice, seed: _SliceRecords) -> _SliceRecords | None:
+        """``seed`` plus the blocks of the log files added since, or ``None`` when that would not
+        equal a full read: another base file, an older log file that changed or went away, an
+        older block whose validity changed, or a rollback of an older block."""
+        files = _slice_files(fs)
+        if files[: len(seed.files)] != seed.files:
+            return None
         valid = self.valid_instants
-        paths = fs.log_file_paths
+        if any((instant in valid) != counted for instant, counted in seed.seen):
+            return None
+        new_paths = fs.log_file_paths[len(seed.files) - 1 :]
+        blocks, seen, rolled_back = self._fold(new_paths)
+        if rolled_back & seed.kept:
+            return None
+        merged = dict(seed.records)
+        selection = KeySelection()
+        for block in blocks:
+            self._apply_block(block, selection, merged)
+        return _SliceRecords(files, merged, seen + seed.seen, seed.kept | {b.instant_time for b in blocks})
+
+    def _valid_blocks(self, paths: list[str]) -> tuple[list[LogBlock], tuple[tuple[str | None, bool], ...]]:
+        """HFILE_DATA and DELETE blocks of valid instants, with rollbacks applied (4.6, 6.5);
+        and (instant, counted) of every data or delete block seen."""
+        blocks, seen, _ = self._fold(paths)
+        return blocks, seen
+
+    def _fold(self, paths: list[str]) -> tuple[list[LogBlock], tuple[tuple[str | None, bool], ...], set[str | None]]:
+        valid = self.valid_instants
         # MDT log files are small: fetch each whole (to its current end), in one parallel batch
         contents = self.storage.read_ranges(paths, [0] * len(paths), [None] * len(paths)) if paths else []
+        seen: list[tuple[str | None, bool]] = []
+        rolled_back: set[str | None] = set()
 
         def accept(block: LogBlock) -> bool:
             if block.block_type not in (BlockType.HFILE_DATA, BlockType.DELETE):
@@ -320,7 +441,15 @@ class MetadataTable:
                 # Log compaction (Hudi 0.14+) merges earlier blocks into one that lists their
                 # instants; not applied here, so planning falls back to storage listing.
                 raise MetadataTableError(f"{block.path}: log-compacted metadata blocks are not supported")
-            return block.instant_time in valid
+            counted = block.instant_time in valid
+            seen.append((block.instant_time, counted))
+            return counted
+
+        def noting_rollbacks(blocks: Iterable[LogBlock]) -> Iterator[LogBlock]:
+            for block in blocks:
+                if block.block_type is BlockType.COMMAND:
+                    rolled_back.add(rollback_target(block))
+                yield block
 
         # strict: a corrupt MDT block raises (and planning falls back) instead of being skipped
         blocks = (
@@ -328,7 +457,7 @@ class MetadataTable:
             for path, data in zip(paths, contents)
             for b in iter_log_blocks_in(data, path, self.storage.uri, strict=True)
         )
-        return fold_blocks(blocks, accept)
+        return fold_blocks(noting_rollbacks(blocks), accept), tuple(seen), rolled_back
 
     def _apply_block(self, block: LogBlock, selection: KeySelection, merged: dict[str, dict[str, Any]]) -> None:
         content = block.content or b""

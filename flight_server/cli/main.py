@@ -89,6 +89,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         state_dir=args.state_dir,
         secret_file=args.secret_file,
         processes=args.processes,
+        metrics_port=args.metrics_port,
+        health_port=args.health_port,
+        log_format=args.log_format,
+        table_cache_bytes=args.table_cache_bytes,
+        footer_cache_bytes=args.footer_cache_bytes,
+        split_cache_bytes=args.split_cache_bytes,
+        disk_cache_bytes=args.disk_cache_bytes,
     )
 
     def ready(server: Any) -> None:
@@ -225,6 +232,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state-dir", help="where the embedded catalog and the ticket secret live")
     p.add_argument("--secret-file", help="ticket signing secret (hex); generated when missing")
     p.add_argument("--processes", type=int, help="data-serving processes (ports P, P+1, ...)")
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics at http://HOST:PORT/metrics")
+    p.add_argument("--health-port", type=int, help="serve gRPC health checking (grpc.health.v1) on this port")
+    p.add_argument("--log-format", choices=("text", "json"), help="log lines as text (default) or JSON objects")
+    for cache, what in (("table-cache", "planned table states"), ("footer-cache", "Parquet footers"),
+                        ("split-cache", "split results (0: off)"), ("disk-cache", "local copy of remote bytes (0: off)")):
+        p.add_argument(f"--{cache}-bytes", type=int, metavar="N", help=f"bound of the cache of {what}")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("register", help="register a table with a running server")

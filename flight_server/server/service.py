@@ -23,15 +23,18 @@ from catalog.format.log_file import collecting_corrupt_blocks
 from catalog.plan.options import ReadOptions
 from catalog.plan.planner import ScanPlan, plan
 from catalog.plan.splits import FooterCache
-from catalog.read.split_reader import read_split, read_splits
+from catalog.read.split_reader import read_splits
 from catalog.state import TableState
 from catalog.table.files import Split
 from flight_server.server.actions import HANDLERS
 from flight_server.server.auth import BearerTokenMiddlewareFactory
+from flight_server.server.call_log import note
 from flight_server.server.config import ServerConfig
 from flight_server.server.errors import flight_errors, stream_errors
 from flight_server.server.limits import MIDDLEWARE_KEY, CallerMiddlewareFactory, Limits, StreamGate, caller_of
+from flight_server.server.operations import Operations
 from flight_server.server.registry import Registry, TableEntry, parse_identifier
+from flight_server.server.split_cache import SplitResultCache
 from flight_server.server.state_files import private_dir, private_sqlite
 from flight_server.server.tables import TableCache
 from flight_server.server.tickets import TicketSigner, load_or_create_secret
@@ -87,7 +90,9 @@ class HudiFlightServer(flight.FlightServerBase):
     ):
         self.config = config or ServerConfig()
         private_dir(self.config.state_path)
+        self.ops = Operations(self.config)
         kwargs.setdefault("middleware", {})[MIDDLEWARE_KEY] = CallerMiddlewareFactory()
+        kwargs["middleware"].update(self.ops.middleware())
         if self.config.auth_tokens:
             kwargs.setdefault("middleware", {})["auth"] = BearerTokenMiddlewareFactory(self.config.auth_tokens)
         try:
@@ -109,9 +114,12 @@ class HudiFlightServer(flight.FlightServerBase):
         self.split_options = self.config.split_options()
         self.limits = self.config.limits()
         self.streams = StreamGate(self.limits.max_streams_per_caller)
-        self.footers = FooterCache(max_bytes=self.limits.footer_cache_bytes)
+        self.footers = FooterCache(self.limits.footer_cache_bytes, self.ops.cache_listener)
         self.policy = self.config.storage_policy()
-        self.tables = TableCache(self.config.table_cache_seconds, self.policy.options_for)
+        self.tables = TableCache(self.config.table_cache_bytes, self.policy.options_for, self.ops.cache_listener)
+        self.split_results = SplitResultCache(
+            self.config.split_cache_bytes, self.config.split_cache_entry_bytes, self.ops.cache_listener
+        )
         self.started = time.time()
         self._stop = threading.Event()
         self._location_load = {loc: 0.0 for loc in self.config.locations}
@@ -120,6 +128,7 @@ class HudiFlightServer(flight.FlightServerBase):
             self.scan_warehouses()
             if self.config.refresh_interval_seconds > 0:
                 threading.Thread(target=self._rescan_loop, name="hudi-warehouse-scan", daemon=True).start()
+        self.ops.start()
 
     # -- catalog -------------------------------------------------------------------------
     def scan_warehouses(self) -> int:
@@ -140,11 +149,14 @@ class HudiFlightServer(flight.FlightServerBase):
 
     def shutdown(self) -> None:
         self._stop.set()
+        self.ops.stopping()
         super().shutdown()
+        self.ops.close()
 
-    def open_table(self, identifier: str) -> tuple[TableEntry, TableState]:
+    def open_table(self, identifier: str, instant: str | None = None) -> tuple[TableEntry, TableState]:
+        """The table's entry and its state now (or any state holding ``instant``, see TableCache)."""
         entry = self.registry.load_table(identifier)
-        return entry, self.tables.get(entry)
+        return entry, self.tables.get(entry, instant)
 
     # -- who may do what -------------------------------------------------------------------
     def authorize(self, context: flight.ServerCallContext, right: str, table: str | None = None) -> str:
@@ -182,12 +194,18 @@ class HudiFlightServer(flight.FlightServerBase):
             ticket, self._locations(weight), expiration_time=_timestamp(expires_at), app_metadata=metadata
         )
 
-    def plan_query(self, command: QueryCommand) -> tuple[pa.Schema, list[flight.FlightEndpoint], int, int]:
-        """Schema, endpoints, estimated rows and bytes of a query."""
+    def plan_query(
+        self, command: QueryCommand, context: flight.ServerCallContext | None = None
+    ) -> tuple[pa.Schema, list[flight.FlightEndpoint], int, int]:
+        """Schema, endpoints, estimated rows and bytes of a query (noted in ``context``'s log line)."""
         deadline = self.limits.deadline()
-        entry, state = self.open_table(command.table)
-        scan = self._plan(state, command.options)
-        splits = list(deadline.bounded(iter(scan.splits)))
+        with self.ops.planning():
+            entry, state = self.open_table(command.table)
+            scan = self._plan(state, command.options)
+            splits = list(deadline.bounded(iter(scan.splits)))
+        self.tables.measure(entry, state)
+        if context is not None:
+            note(context, table=entry.identifier, instant=scan.context.instant, endpoints=len(splits))
         if scan.context.instant is None:  # a table without commits
             return scan.schema, [], 0, 0
         expires_at = self.signer.expiry()
@@ -216,12 +234,15 @@ class HudiFlightServer(flight.FlightServerBase):
     def get_flight_info(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.FlightInfo:
-        schema, endpoints, rows, nbytes = self.plan_query(_descriptor_command(descriptor, self.limits))
+        command = _descriptor_command(descriptor, self.limits)
+        note(context, user=self.authorize(context, "read", command.table))
+        schema, endpoints, rows, nbytes = self.plan_query(command, context)
         return flight.FlightInfo(schema, descriptor, endpoints, rows, nbytes, ordered=False)
 
     @flight_errors
     def get_schema(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor) -> flight.SchemaResult:
         command = _descriptor_command(descriptor, self.limits)
+        note(context, user=self.authorize(context, "read", command.table), table=command.table)
         _, state = self.open_table(command.table)
         return flight.SchemaResult(self._plan(state, command.options).schema)
 
@@ -245,17 +266,18 @@ class HudiFlightServer(flight.FlightServerBase):
     def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.FlightDataStream:
         self.limits.check_ticket(ticket.ticket)
         body = TicketBody.from_json(self.signer.verify(ticket.ticket))
-        entry, state = self.open_table(body.table)
+        note(context, user=self.authorize(context, "read", body.table), table=body.table, instant=body.instant)
+        entry, state = self.open_table(body.table, body.instant)
         if entry.base_uri != body.uri:
             raise UnknownTableError(f"table {body.table} was re-registered elsewhere since planning; plan again")
         scan = self._plan(state, ReadOptions.from_json(body.command))
         if body.split is None:
             batches = read_splits(scan.context, scan.splits, scan.options.limit)
         else:
-            batches = read_split(scan.context, split_from_json(body.split))
+            batches = self.split_results.read(scan.context, split_from_json(body.split))
         caller = caller_of(context)
         self.streams.acquire(caller)
-        notes = _with_corrupt_block_notes(self._until_cancelled(context, batches), scan.schema)
+        notes = _with_corrupt_block_notes(self.ops.streamed(self._until_cancelled(context, batches)), scan.schema)
         guarded = self.streams.guarded(caller, stream_errors(notes))
         return flight.GeneratorStream(scan.schema, guarded)
 
