@@ -39,8 +39,12 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str)
 
 
-def configure_logging(log_format: str = "text", level: int = logging.INFO) -> None:
-    """Send the server's log records to stderr in ``log_format`` (``text`` or ``json``)."""
+def configure_logging(log_format: str = "text", level: int | None = None) -> None:
+    """Send the server's log records to stderr in ``log_format`` (``text`` or ``json``).
+
+    The level defaults to INFO for JSON (one line per call, for log pipelines) and to WARNING
+    for text (a console stays quiet, as before structured logs existed).
+    """
     if log_format not in LOG_FORMATS:
         raise ValueError(f"log_format must be one of {', '.join(LOG_FORMATS)}, not {log_format!r}")
     handler = logging.StreamHandler()
@@ -53,7 +57,7 @@ def configure_logging(log_format: str = "text", level: int = logging.INFO) -> No
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(level)
+    root.setLevel(level if level is not None else logging.INFO if log_format == "json" else logging.WARNING)
 
 
 class CallRecord(flight.ServerMiddleware):

@@ -47,8 +47,10 @@ def serve(config: ServerConfig, ready: Callable[[HudiFlightServer], None] | None
     try:
         server.serve()
     finally:
+        server.ops.stopping()  # health checks answer NOT_SERVING while the processes stop
         for proc in workers:
             proc.terminate()
+        server.ops.close()
 
 
 __all__ = ["serve"]
