@@ -13,7 +13,6 @@ import threading
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-
 _inside = threading.local()
 
 
