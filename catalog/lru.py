@@ -49,6 +49,8 @@ class BoundedLRU(Generic[K, V]):
         max_bytes: the bound (0 disables the cache: nothing is stored).
         max_entry_bytes: larger entries are not stored (default: ``max_bytes``).
         listener: see :data:`CacheListener`.
+        on_evict: called with the key and value of every entry evicted for room (not for
+            :meth:`pop` or replacement), outside the lock: e.g. to delete a file it names.
     """
 
     def __init__(
@@ -57,6 +59,7 @@ class BoundedLRU(Generic[K, V]):
         max_bytes: int,
         max_entry_bytes: int | None = None,
         listener: CacheListener | None = None,
+        on_evict: Callable[[K, V], None] | None = None,
     ):
         if max_bytes < 0 or (max_entry_bytes is not None and max_entry_bytes < 0):
             raise ValueError(f"cache {name}: bounds must be >= 0")
@@ -64,6 +67,7 @@ class BoundedLRU(Generic[K, V]):
         self.max_bytes = max_bytes
         self.max_entry_bytes = max_bytes if max_entry_bytes is None else min(max_entry_bytes, max_bytes)
         self.listener = listener
+        self.on_evict = on_evict
         self.bytes = 0
         self.hits = self.misses = self.evictions = 0
         self._entries: OrderedDict[K, tuple[V, int]] = OrderedDict()
@@ -115,9 +119,7 @@ class BoundedLRU(Generic[K, V]):
             self.bytes += nbytes
             evicted = self._evict()
             total = self.bytes
-        for _ in range(evicted):
-            self._tell("eviction")
-        self._tell("bytes", total)
+        self._evicted(evicted, total)
         return True
 
     def resize(self, key: K, nbytes: int) -> None:
@@ -129,28 +131,35 @@ class BoundedLRU(Generic[K, V]):
             if nbytes > self.max_entry_bytes:
                 del self._entries[key]
                 self.bytes -= entry[1]
-                evicted = 1
+                self.evictions += 1
+                evicted = [(key, entry[0])]
             else:
                 self._entries[key] = (entry[0], nbytes)
                 self.bytes += nbytes - entry[1]
                 evicted = self._evict(keep=key)
             total = self.bytes
-        for _ in range(evicted):
-            self._tell("eviction")
-        self._tell("bytes", total)
+        self._evicted(evicted, total)
 
-    def _evict(self, keep: K | None = None) -> int:
-        evicted = 0
+    def _evict(self, keep: K | None = None) -> list[tuple[K, V]]:
+        """Drop least recently used entries until the bound holds (``keep`` last); lock held."""
+        evicted = []
         while self.bytes > self.max_bytes and self._entries:
             key = next(iter(self._entries))
             if key == keep and len(self._entries) > 1:
                 self._entries.move_to_end(key)
                 key = next(iter(self._entries))
-            _, cost = self._entries.pop(key)
+            value, cost = self._entries.pop(key)
             self.bytes -= cost
-            evicted += 1
-        self.evictions += evicted
+            evicted.append((key, value))
+        self.evictions += len(evicted)
         return evicted
+
+    def _evicted(self, evicted: list[tuple[K, V]], total: int) -> None:
+        for key, value in evicted:
+            if self.on_evict is not None:
+                self.on_evict(key, value)
+            self._tell("eviction")
+        self._tell("bytes", total)
 
     def pop(self, key: K) -> V | None:
         with self._lock:

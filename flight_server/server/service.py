@@ -30,6 +30,7 @@ from flight_server.server.actions import HANDLERS
 from flight_server.server.auth import BearerTokenMiddlewareFactory
 from flight_server.server.call_log import note
 from flight_server.server.config import ServerConfig
+from flight_server.server.disk_cache import DiskCache
 from flight_server.server.errors import flight_errors, stream_errors
 from flight_server.server.limits import MIDDLEWARE_KEY, CallerMiddlewareFactory, Limits, StreamGate, caller_of
 from flight_server.server.operations import Operations
@@ -116,7 +117,13 @@ class HudiFlightServer(flight.FlightServerBase):
         self.streams = StreamGate(self.limits.max_streams_per_caller)
         self.footers = FooterCache(self.limits.footer_cache_bytes, self.ops.cache_listener)
         self.policy = self.config.storage_policy()
-        self.tables = TableCache(self.config.table_cache_bytes, self.policy.options_for, self.ops.cache_listener)
+        disk = self.config.disk_cache_bytes
+        self.tables = TableCache(
+            self.config.table_cache_bytes,
+            self.policy.options_for,
+            self.ops.cache_listener,
+            DiskCache(self.config.state_path / "disk-cache", disk, self.ops.cache_listener) if disk else None,
+        )
         self.split_results = SplitResultCache(
             self.config.split_cache_bytes, self.config.split_cache_entry_bytes, self.ops.cache_listener
         )

@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping
 from catalog.lru import BoundedLRU, CacheListener, CacheStats
 from catalog.state import TableState
 from catalog.storage import open_table_storage
+from flight_server.server.disk_cache import DiskCache
 from flight_server.server.registry import TableEntry
 
 DEFAULT_TABLE_CACHE_BYTES = 256 << 20
@@ -33,6 +34,7 @@ class TableCache:
         max_bytes: the bound of all cached states together (0: nothing is kept).
         options: ``(uri, stored options) -> storage options`` (the server's storage policy).
         listener: told of hits, misses, evictions and byte totals (metrics).
+        disk_cache: put in front of every remote table's immutable file reads.
     """
 
     def __init__(
@@ -40,8 +42,10 @@ class TableCache:
         max_bytes: int = DEFAULT_TABLE_CACHE_BYTES,
         options: Callable[[str, Mapping[str, Any]], dict[str, Any]] | None = None,
         listener: CacheListener | None = None,
+        disk_cache: DiskCache | None = None,
     ):
         self._options = options or (lambda uri, stored: dict(stored))
+        self.disk_cache = disk_cache
         self._states: BoundedLRU[_Key, TableState] = BoundedLRU("table_states", max_bytes, listener=listener)
 
     def get(self, entry: TableEntry, instant: str | None = None) -> TableState:
@@ -56,6 +60,8 @@ class TableCache:
             return cached
         if cached is None:
             storage = open_table_storage(entry.base_uri, self._options(entry.base_uri, entry.storage_options) or None)
+            if self.disk_cache is not None:
+                storage.fs = self.disk_cache.wrap(storage.fs)
             state = TableState.load(storage)
         else:
             state = cached.refreshed()
