@@ -131,8 +131,14 @@ class Storage:
         return _retrying(f"{kind} {rel or '/'}", attempt)
 
     def ls(self, rel: str = "") -> list[dict[str, Any]]:
-        """List one directory: entries with ``name`` (base name), ``size`` and ``type``."""
+        """List one directory: entries with ``name`` (base name), ``size`` and ``type``.
+
+        Always asks storage: a filesystem's own listings cache (s3fs keeps listings for the
+        life of the instance by default) would hide new instants and files; the table state
+        is what caches listings, versioned by the timeline.
+        """
         path = self.full_path(rel)
+        self.fs.invalidate_cache(path)
         entries = self._request("list", rel, lambda: self.fs.ls(path, detail=True))
         out = []
         for e in entries:

@@ -154,7 +154,7 @@ class SplitPlanner:
     ):
         self.storage = storage
         self.options = options or SplitOptions()
-        self.footers = footer_cache or _DEFAULT_FOOTER_CACHE
+        self.footers = footer_cache if footer_cache is not None else _DEFAULT_FOOTER_CACHE
 
     def _split(self, fs: FileSlice, nbytes: int, rows: int, **kw) -> Split:
         return Split(fs, nbytes, rows, split_weight(nbytes, self.options), **kw)

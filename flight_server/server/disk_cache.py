@@ -142,6 +142,9 @@ class DiskCachedFileSystem(AbstractFileSystem):
     def ls(self, path: str, detail: bool = True, **kwargs: Any) -> Any:
         return self.target.ls(path, detail=detail, **kwargs)
 
+    def invalidate_cache(self, path: str | None = None) -> None:
+        self.target.invalidate_cache(path)
+
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
         return self.target.info(path, **kwargs)
 
