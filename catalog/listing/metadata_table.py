@@ -25,6 +25,7 @@ import hashlib
 import io
 import json
 import re
+import threading
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any, Iterable, Iterator, Sequence
@@ -229,6 +230,8 @@ def _slice_files(fs: FileSlice) -> tuple[tuple[str, int], ...]:
 _RECORD_BYTES, _FILE_ENTRY_BYTES = 400, 160
 #: keyed lookups (statistics, record index) kept per MDT version
 _MAX_LOOKUPS = 4096
+#: an opened HFile's tail (trailer, index, file info) held in memory
+_READER_BYTES = 64 << 10
 
 
 class MetadataTable:
@@ -267,12 +270,17 @@ class MetadataTable:
         self._whole: dict[tuple[str, str], _SliceRecords] = {}
         self._seeds = dict(previous._whole) if previous is not None else {}
         self._lookups: dict[tuple[str, str, KeySelection], dict[str, dict[str, Any]]] = {}
+        self._lookup_lock = threading.Lock()  # cached readers keep read-ahead state
+        self._readers: dict[str, HFileReader] = {}
+        self._log_blocks: dict[tuple[str, str], list[tuple[LogBlock, HFileReader | None]]] = {}
+        self.log_bytes = 0
         self.lookup_records = 0
         self.update_counts = {"incremental": 0, "full": 0}
 
     def estimated_bytes(self) -> int:
         """Approximate memory of the records this object keeps (whole partitions, lookups)."""
-        total = self.lookup_records * _RECORD_BYTES
+        total = self.lookup_records * _RECORD_BYTES + self.log_bytes
+        total += sum(_READER_BYTES + r.cached_bytes for r in list(self._readers.values()))
         for whole in self._whole.values():
             total += len(whole.records) * _RECORD_BYTES
             for rec in whole.records.values():
@@ -352,14 +360,44 @@ class MetadataTable:
         if hit is not None:
             return hit
         merged: dict[str, dict[str, Any]] = {}
-        with self._errors_named(fs):
-            self._read_base(fs, selection, merged)
-            for block in self._valid_blocks(fs.log_file_paths)[0]:
-                self._apply_block(block, selection, merged)
+        with self._lookup_lock, self._errors_named(fs):
+            if fs.base_file is not None:
+                reader = self._base_reader(fs)
+                for key, rec in decode_records(selection.cells(reader), reader.avro_schema, reader.name):
+                    merged[key] = merge_record(merged.get(key), rec)
+            for block, block_reader in self._log_readers(fs):
+                self._apply_block(block, selection, merged, block_reader)
         if len(self._lookups) < _MAX_LOOKUPS:
             self._lookups[memo_key] = merged
             self.lookup_records += len(merged) + 1
         return merged
+
+    def _base_reader(self, fs: FileSlice) -> HFileReader:
+        """The opened base HFile of ``fs`` (index and looked-up blocks kept for this version)."""
+        path = fs.base_file_path
+        assert path is not None and fs.base_file is not None
+        reader = self._readers.get(path)
+        if reader is None:
+            reader = self._readers[path] = HFileReader.from_storage(self.storage, path, size=fs.base_file.size or None)
+        return reader
+
+    def _log_readers(self, fs: FileSlice) -> list[tuple[LogBlock, HFileReader | None]]:
+        """The valid blocks of ``fs``'s log files, each data block opened, kept for this version."""
+        key = (fs.partition, fs.file_id)
+        blocks = self._log_blocks.get(key)
+        if blocks is None:
+            blocks = []
+            for block in self._valid_blocks(fs.log_file_paths)[0]:
+                reader = None
+                if block.block_type is not BlockType.DELETE:
+                    reader = HFileReader.from_bytes(block.content or b"", self._where(block))
+                self.log_bytes += len(block.content or b"")
+                blocks.append((block, reader))
+            self._log_blocks[key] = blocks
+        return blocks
+
+    def _where(self, block: LogBlock) -> str:
+        return f"{self.storage.uri}/{block.path} block at {block.offset}"
 
     @contextlib.contextmanager
     def _errors_named(self, fs: FileSlice) -> Iterator[None]:
@@ -459,16 +497,22 @@ class MetadataTable:
         )
         return fold_blocks(noting_rollbacks(blocks), accept), tuple(seen), rolled_back
 
-    def _apply_block(self, block: LogBlock, selection: KeySelection, merged: dict[str, dict[str, Any]]) -> None:
+    def _apply_block(
+        self,
+        block: LogBlock,
+        selection: KeySelection,
+        merged: dict[str, dict[str, Any]],
+        reader: HFileReader | None = None,
+    ) -> None:
         content = block.content or b""
-        where = f"{self.storage.uri}/{block.path} block at {block.offset}"
+        where = self._where(block)
         if block.block_type is BlockType.DELETE:
             deletes = decode_delete_block(block, content)
             for key in deletes.record_keys.to_pylist():
                 if key is not None:
                     merged.pop(key, None)
             return
-        reader = HFileReader.from_bytes(content, where)
+        reader = reader or HFileReader.from_bytes(content, where)
         schema = block.header.get("SCHEMA") or reader.avro_schema
         for key, rec in decode_records(selection.cells(reader), schema, where):
             merged[key] = merge_record(merged.get(key), rec)

@@ -161,8 +161,11 @@ class PartitionValuePruner:
     def prune(self, partitions: Sequence[str], filters: Sequence[BoundFilter]) -> list[str]:
         if not filters or not partitions:
             return list(partitions)
+        usable = list(filters) + self.timestamp_filters.translate(filters)
+        if not {f.column for f in usable} & {*self.scheme.fields, PARTITION_PATH_COLUMN}:
+            return list(partitions)  # e.g. a record-key lookup: no partition value to test
         table = self.scheme.values_table(partitions)
-        kept = filter_table(table, list(filters) + self.timestamp_filters.translate(filters))
+        kept = filter_table(table, usable)
         return kept.column(PARTITION_PATH_COLUMN).to_pylist() if kept.num_rows != table.num_rows else list(partitions)
 
 

@@ -9,6 +9,7 @@ streams :func:`catalog.read.split_reader.read_split`. Errors are mapped in ``err
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -69,6 +70,7 @@ def _descriptor_command(descriptor: flight.FlightDescriptor, limits: Limits) -> 
     return QueryCommand(identifier)
 
 
+@functools.lru_cache(maxsize=16)  # one expiry per plan, shared by all its endpoints
 def _timestamp(epoch_seconds: float) -> pa.TimestampScalar:
     return pa.scalar(int(epoch_seconds * 1_000_000), type=pa.timestamp("us", tz="UTC"))
 

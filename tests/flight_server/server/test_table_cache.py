@@ -150,6 +150,9 @@ def test_record_key_lookups_are_answered_from_the_cached_state(served):
     kinds = [kind for kind, p in CountingFileSystem.reset() if "/.hoodie/" in p]
     assert kinds == ["list"]  # the timeline check; the record index lookup is remembered
     assert first.equals(again) and first.num_rows == 1
+    other = _fetch(client, client.get_flight_info(_descriptor(filters=[["uuid", "=", "trip-0000000043"]])))
+    kinds = [kind for kind, p in CountingFileSystem.reset() if "/.hoodie/" in p]
+    assert kinds == ["list"] and other.num_rows == 1  # another key: the opened index answers
 
 
 def test_table_states_stay_within_their_byte_bound(versions, tmp_path):
