@@ -123,6 +123,9 @@ def benchmark(partitions: int, repeat: int, queries: int, log: Callable[[str], N
             try:
                 h.plan()  # first plan: cold state, footers read
                 warm_s, warm_req = h.timed(h.plan, repeat)
+                point = [["uuid", "=", "trip-0000000007"]]
+                h.plan(point)
+                point_s, point_req = h.timed(lambda: h.plan(point), repeat)
 
                 def cold() -> None:
                     h.server.tables.drop()
@@ -132,16 +135,19 @@ def benchmark(partitions: int, repeat: int, queries: int, log: Callable[[str], N
                 h.plan()
                 copied = _land_commit(fs, served, newer)
                 delta_s, delta_req = h.timed(h.plan, 1)
+                mdt = h.server.tables.get(h.server.registry.load_table(f"{NAMESPACE}.{TABLE}")).metadata_table
+                updates = dict(mdt.update_counts) if mdt is not None else {"incremental": 0, "full": 0}
                 after_s, after_req = h.timed(h.plan, repeat)
                 cold2_s, cold2_req = h.timed(cold, max(3, repeat // 4))
-                mdt = h.server.tables.get(h.server.registry.load_table(f"{NAMESPACE}.{TABLE}")).metadata_table
-                log(f"warm {warm_s * 1000:.1f} ms {warm_req} req; cold {cold_s * 1000:.1f} ms {cold_req} req; "
+                log(f"warm {warm_s * 1000:.1f} ms {warm_req} req; point plan {point_s * 1000:.1f} ms {point_req} req; "
+                    f"cold {cold_s * 1000:.1f} ms {cold_req} req; "
                     f"delta {delta_s * 1000:.1f} ms {delta_req} req ({copied} objects landed); "
                     f"cold after commit {cold2_req} req")
             finally:
                 h.close()
         for who, s, req, note in (
             ("versioned cache (warm, unchanged)", warm_s, warm_req, repeat),
+            ("versioned cache (warm, unchanged): record-key plan", point_s, point_req, repeat),
             ("TTL expired (cold state load)", cold_s, cold_req, max(3, repeat // 4)),
             ("versioned cache (first plan after a commit)", delta_s, delta_req, 1),
             ("versioned cache (warm, after the commit)", after_s, after_req, repeat),
@@ -150,10 +156,9 @@ def benchmark(partitions: int, repeat: int, queries: int, log: Callable[[str], N
             rows.append(row(f"{name}: plan", who, "median plan latency", 1000 * s, "ms", params=params, repeats=note))
             rows.append(row(f"{name}: plan", who, "storage requests per plan", req, "requests", params=params,
                             repeats=note))
-        if mdt is not None:
-            rows.append(row(f"{name}: plan", "versioned cache (first plan after a commit)",
-                            "MDT files partition slices updated incrementally", mdt.update_counts["incremental"],
-                            "slices", params={**params, "full_reloads": mdt.update_counts["full"]}))
+        rows.append(row(f"{name}: plan", "versioned cache (first plan after a commit)",
+                        "MDT files partition slices updated incrementally", updates["incremental"],
+                        "slices", params={**params, "full_reloads": updates["full"]}))
         rows += _zipf(moto, served, options, partitions, queries, name, params, log)
     finally:
         moto.stop()
