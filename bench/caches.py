@@ -2,9 +2,9 @@
 hit ratios under a skewed workload, and every cache within its bound.
 
 A merge-on-read table with a metadata table (``files`` and ``record_index``), 20 rows per
-partition, is generated into moto twice: with one commit (served) and with two (the second
-commit's objects are copied into the served table later, data and MDT first, the completed
-instant last, as Hudi writes them). An in-process server plans it through ``get_flight_info``
+partition, is generated into moto with one commit (served); the same spec with two commits is
+generated locally, and the second commit's files are uploaded into the served table later (data
+and MDT first, the completed instant last, as Hudi writes them). An in-process server plans it through ``get_flight_info``
 (the real planning path, over loopback gRPC). Storage requests are counted server-side (moto's
 request log), so they include everything the server asked S3.
 
@@ -25,10 +25,12 @@ Run standalone: ``python -m bench.caches [quick|full]``.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -53,13 +55,16 @@ def _spec(partitions: int, commits: int):
                          record_index=True, workers=8)
 
 
-def _land_commit(fs: Any, served: str, newer: str) -> int:
-    """Copy the objects ``newer`` has and ``served`` lacks; completed data instants last."""
-    have = {p[len(served):] for p in fs.find(served)}
-    added = sorted(p[len(newer):] for p in fs.find(newer) if p[len(newer):] not in have)
-    last = [p for p in added if p.startswith("/.hoodie/timeline/") and "_" in p.rsplit("/", 1)[-1]]
+def _land_commit(fs: Any, served: str, older: Path, newer: Path) -> int:
+    """Upload the files of the local table ``newer`` that ``older`` lacks into the served table;
+    completed data-timeline instant files last, as a writer completes a commit."""
+    def files(root: Path) -> set[str]:
+        return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+    added = sorted(files(newer) - files(older))
+    last = [p for p in added if p.startswith(".hoodie/timeline/") and "_" in p.rsplit("/", 1)[-1]]
     for rel in [p for p in added if p not in last] + last:
-        fs.copy(newer + rel, served + rel)
+        fs.put_file(str(newer / rel), f"{served}/{rel}")
     return len(added)
 
 
@@ -104,17 +109,19 @@ def benchmark(partitions: int, repeat: int, queries: int, log: Callable[[str], N
 
     from hudi_generator.generator import generate
 
+    local = Path(tempfile.mkdtemp(prefix="hudi-flight-caches-tables-"))
     moto = MotoServer()
     rows: list[dict] = []
     try:
         create_bucket(moto.endpoint)
         options = storage_options(moto.endpoint)
         gen_options = {k: v for k, v in options.items() if k not in ("skip_instance_cache", "use_listings_cache")}
-        served, newer = f"{BUCKET}/caches/served/{TABLE}", f"{BUCKET}/caches/newer/{TABLE}"
+        served = f"{BUCKET}/caches/served/{TABLE}"
         t0 = time.perf_counter()
         generate(f"s3://{served}", _spec(partitions, 1), gen_options)
-        generate(f"s3://{newer}", _spec(partitions, 2), gen_options)
-        log(f"generated 2 x {partitions} partitions on moto in {time.perf_counter() - t0:.1f}s")
+        log(f"generated {partitions} partitions on moto in {time.perf_counter() - t0:.1f}s")
+        generate(str(local / "older"), _spec(partitions, 1))  # the same table, locally: the delta's base
+        generate(str(local / "newer"), _spec(partitions, 2))
         fs = s3fs.S3FileSystem(**options)
         name = f"caches/{partitions:,} partitions (S3/moto)"
         params = {"partitions": partitions, "rows": partitions * ROWS_PER_PARTITION}
@@ -133,7 +140,7 @@ def benchmark(partitions: int, repeat: int, queries: int, log: Callable[[str], N
 
                 cold_s, cold_req = h.timed(cold, max(3, repeat // 4))
                 h.plan()
-                copied = _land_commit(fs, served, newer)
+                copied = _land_commit(fs, served, local / "older", local / "newer")
                 delta_s, delta_req = h.timed(h.plan, 1)
                 mdt = h.server.tables.get(h.server.registry.load_table(f"{NAMESPACE}.{TABLE}")).metadata_table
                 updates = dict(mdt.update_counts) if mdt is not None else {"incremental": 0, "full": 0}
@@ -162,6 +169,7 @@ def benchmark(partitions: int, repeat: int, queries: int, log: Callable[[str], N
         rows += _zipf(moto, served, options, partitions, queries, name, params, log)
     finally:
         moto.stop()
+        shutil.rmtree(local, ignore_errors=True)
     return rows
 
 
