@@ -38,6 +38,7 @@ import pyarrow.flight as flight
 
 from bench.common import median, row
 from bench.planning import BUCKET, MotoServer, create_bucket, storage_options
+from catalog.storage import add_request_listener, remove_request_listener
 from tests.support.servers import free_port
 
 SIZES = {"quick": (200, 20, 40), "full": (10_000, 10, 60)}  # partitions, plan repeats, point queries
@@ -83,22 +84,28 @@ class _Harness:
         self.thread.start()
         self.client = flight.connect(f"grpc://127.0.0.1:{self.port}")
         self.moto = moto
+        self.bytes_read = 0
+        add_request_listener(self._count)
+
+    def _count(self, kind: str, nbytes: int) -> None:
+        self.bytes_read += nbytes
 
     def plan(self, filters: list | None = None) -> flight.FlightInfo:
         command = {"table": f"{NAMESPACE}.{TABLE}", "filters": filters or []}
         return self.client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(command).encode()))
 
-    def timed(self, fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
-        """(median seconds, storage requests per call) over ``repeat`` calls."""
+    def timed(self, fn: Callable[[], Any], repeat: int) -> tuple[float, float, float]:
+        """(median seconds, storage requests per call, bytes read per call) over ``repeat`` calls."""
         times = []
-        before = self.moto.request_count()
+        before, bytes_before = self.moto.request_count(), self.bytes_read
         for _ in range(repeat):
             t0 = time.perf_counter()
             fn()
             times.append(time.perf_counter() - t0)
-        return median(times), (self.moto.request_count() - before) / repeat
+        return median(times), (self.moto.request_count() - before) / repeat, (self.bytes_read - bytes_before) / repeat
 
     def close(self) -> None:
+        remove_request_listener(self._count)
         self.client.close()
         self.server.shutdown()
         self.thread.join(10)
@@ -129,40 +136,41 @@ def benchmark(partitions: int, repeat: int, queries: int, log: Callable[[str], N
             h = _Harness(moto, f"s3://{served}", options, state)
             try:
                 h.plan()  # first plan: cold state, footers read
-                warm_s, warm_req = h.timed(h.plan, repeat)
+                warm = h.timed(h.plan, repeat)
                 point = [["uuid", "=", "trip-0000000007"]]
                 h.plan(point)
-                point_s, point_req = h.timed(lambda: h.plan(point), repeat)
+                point_plan = h.timed(lambda: h.plan(point), repeat)
 
                 def cold() -> None:
                     h.server.tables.drop()
                     h.plan()
 
-                cold_s, cold_req = h.timed(cold, max(3, repeat // 4))
+                cold_runs = max(3, repeat // 4)
+                cold_load = h.timed(cold, cold_runs)
                 h.plan()
                 copied = _land_commit(fs, served, local / "older", local / "newer")
-                delta_s, delta_req = h.timed(h.plan, 1)
+                delta = h.timed(h.plan, 1)
                 mdt = h.server.tables.get(h.server.registry.load_table(f"{NAMESPACE}.{TABLE}")).metadata_table
                 updates = dict(mdt.update_counts) if mdt is not None else {"incremental": 0, "full": 0}
-                after_s, after_req = h.timed(h.plan, repeat)
-                cold2_s, cold2_req = h.timed(cold, max(3, repeat // 4))
-                log(f"warm {warm_s * 1000:.1f} ms {warm_req} req; point plan {point_s * 1000:.1f} ms {point_req} req; "
-                    f"cold {cold_s * 1000:.1f} ms {cold_req} req; "
-                    f"delta {delta_s * 1000:.1f} ms {delta_req} req ({copied} objects landed); "
-                    f"cold after commit {cold2_req} req")
+                after = h.timed(h.plan, repeat)
+                cold_after = h.timed(cold, cold_runs)
             finally:
                 h.close()
-        for who, s, req, note in (
-            ("versioned cache (warm, unchanged)", warm_s, warm_req, repeat),
-            ("versioned cache (warm, unchanged): record-key plan", point_s, point_req, repeat),
-            ("TTL expired (cold state load)", cold_s, cold_req, max(3, repeat // 4)),
-            ("versioned cache (first plan after a commit)", delta_s, delta_req, 1),
-            ("versioned cache (warm, after the commit)", after_s, after_req, repeat),
-            ("TTL expired after the commit (cold state load)", cold2_s, cold2_req, max(3, repeat // 4)),
+        for who, (s, req, nbytes), note in (
+            ("versioned cache (warm, unchanged)", warm, repeat),
+            ("versioned cache (warm, unchanged): record-key plan", point_plan, repeat),
+            ("TTL expired (cold state load)", cold_load, cold_runs),
+            ("versioned cache (first plan after a commit)", delta, 1),
+            ("versioned cache (warm, after the commit)", after, repeat),
+            ("TTL expired after the commit (cold state load)", cold_after, cold_runs),
         ):
+            log(f"{who}: {s * 1000:.1f} ms, {req:.1f} requests, {nbytes:,.0f} bytes read")
             rows.append(row(f"{name}: plan", who, "median plan latency", 1000 * s, "ms", params=params, repeats=note))
             rows.append(row(f"{name}: plan", who, "storage requests per plan", req, "requests", params=params,
                             repeats=note))
+            rows.append(row(f"{name}: plan", who, "bytes read per plan", nbytes, "bytes", params=params,
+                            repeats=note))
+        log(f"{copied} files landed by the commit")
         rows.append(row(f"{name}: plan", "versioned cache (first plan after a commit)",
                         "MDT files partition slices updated incrementally", updates["incremental"],
                         "slices", params={**params, "full_reloads": updates["full"]}))
