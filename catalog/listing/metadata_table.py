@@ -220,6 +220,12 @@ class _SliceRecords:
     seen: tuple[tuple[str | None, bool], ...]
     kept: frozenset[str | None]
 
+    @cached_property
+    def nbytes(self) -> int:
+        """Approximate memory of the records."""
+        entries = sum(len(rec.get("filesystemMetadata") or ()) for rec in self.records.values())
+        return len(self.records) * _RECORD_BYTES + entries * _FILE_ENTRY_BYTES
+
 
 def _slice_files(fs: FileSlice) -> tuple[tuple[str, int], ...]:
     base = ((fs.base_file.name, fs.base_file.size),) if fs.base_file is not None else (("", 0),)
@@ -281,11 +287,7 @@ class MetadataTable:
         """Approximate memory of the records this object keeps (whole partitions, lookups)."""
         total = self.lookup_records * _RECORD_BYTES + self.log_bytes
         total += sum(_READER_BYTES + r.cached_bytes for r in list(self._readers.values()))
-        for whole in self._whole.values():
-            total += len(whole.records) * _RECORD_BYTES
-            for rec in whole.records.values():
-                total += len(rec.get("filesystemMetadata") or ()) * _FILE_ENTRY_BYTES
-        return total
+        return total + sum(whole.nbytes for whole in list(self._whole.values()))
 
     # -- validity (6.5) -------------------------------------------------------------------
     @cached_property

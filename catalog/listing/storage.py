@@ -31,11 +31,11 @@ class StorageListing:
         self.config = config
         self._partitions: list[str] | None = None
         self._files: dict[str, list[tuple[str, int]]] = {}
+        self._file_count = 0
         self._lock = threading.Lock()
 
     def estimated_bytes(self) -> int:
-        files = sum(len(v) for v in list(self._files.values()))
-        return 100 * (len(self._partitions or ()) + len(self._files)) + 160 * files
+        return 100 * (len(self._partitions or ()) + len(self._files)) + 160 * self._file_count
 
     def list_partitions(self) -> list[str]:
         if self._partitions is None:
@@ -67,11 +67,14 @@ class StorageListing:
                 listings = list(pool.map(self._ls_or_empty, parts))
             with self._lock:
                 for rel, entries in zip(parts, listings):
-                    self._files[rel] = [
+                    files = [
                         (e["name"], int(e["size"]))
                         for e in entries
                         if e["type"] == "file" and not _is_partition_marker(e["name"])
                     ]
+                    if rel not in self._files:
+                        self._file_count += len(files)
+                    self._files[rel] = files
         return {p: self._files[p] for p in partitions}
 
     def _ls_or_empty(self, rel: str) -> list[dict]:
