@@ -146,7 +146,7 @@ class HudiFlightServer(flight.FlightServerBase):
         for warehouse in self.config.warehouses:
             options = self.policy.options_for(warehouse, None)
             found += len(self.registry.discover(warehouse, options or None, store_options=False))
-        self.tables.drop()
+        # Cached table states stay: they are keyed by (table, URI) and checked on every plan.
         return found
 
     def _rescan_loop(self) -> None:
