@@ -24,7 +24,9 @@ NOTED = ("user", "table", "instant", "endpoints")
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per record: time, level, logger, message, and a call's fields."""
+    """One JSON object per record: time (UTC), level, logger, message, and a call's fields."""
+
+    converter = staticmethod(time.gmtime)  # type: ignore[assignment]
 
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
@@ -49,7 +51,6 @@ def configure_logging(log_format: str = "text", level: int | None = None) -> Non
         raise ValueError(f"log_format must be one of {', '.join(LOG_FORMATS)}, not {log_format!r}")
     handler = logging.StreamHandler()
     if log_format == "json":
-        logging.Formatter.converter = time.gmtime
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
