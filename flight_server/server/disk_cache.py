@@ -29,7 +29,7 @@ from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 
 from catalog.lru import BoundedLRU, CacheListener, CacheStats
 from catalog.table.files import BaseFile, LogFile
-from flight_server.server.state_files import private_dir
+from flight_server.server.state_files import private_dir, process_alive
 
 log = logging.getLogger(__name__)
 BLOCK_BYTES = 4 << 20
@@ -59,7 +59,7 @@ class DiskCache:
         if not root.is_dir():
             return
         for child in root.iterdir():
-            if _PID_DIR.match(child.name) and int(child.name) != os.getpid() and not _alive(int(child.name)):
+            if _PID_DIR.match(child.name) and int(child.name) != os.getpid() and not process_alive(int(child.name)):
                 shutil.rmtree(child, ignore_errors=True)
 
     def wrap(self, fs: AbstractFileSystem) -> AbstractFileSystem:
@@ -104,16 +104,6 @@ class DiskCache:
             log.warning("disk cache cannot keep a block: %s", type(err).__name__)
             return
         self._blocks.put(key, target, len(data))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class _CachedFile(AbstractBufferedFile):

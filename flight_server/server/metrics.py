@@ -28,22 +28,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from flight_server.server.state_files import private_dir
+from flight_server.server.state_files import private_dir, process_alive
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 _DB_FILE = re.compile(r"^[a-z_]+_(\d+)\.db$")
 _lock = threading.Lock()
 _metrics: "Metrics | None" = None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def prepare_dir(state_path: Path) -> Path:
@@ -56,7 +46,7 @@ def prepare_dir(state_path: Path) -> Path:
     os.environ.setdefault(MULTIPROC_ENV, str(folder))
     for path in folder.glob("*.db"):
         m = _DB_FILE.match(path.name)
-        if m and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1))):
+        if m and int(m.group(1)) != os.getpid() and not process_alive(int(m.group(1))):
             path.unlink(missing_ok=True)
     return folder
 
