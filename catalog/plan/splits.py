@@ -223,19 +223,24 @@ class SplitPlanner:
         opts = self.options
         budget = _InitialBudget(opts.initial_split_count) if opts.initial_split_count else None
 
+        pool = ThreadPoolExecutor(opts.max_workers, thread_name_prefix="hudi-splits")
+
         def deliver(fut: Future) -> None:
+            if fut.cancelled():
+                return
             err = fut.exception()
             results.put(err if err is not None else fut.result())
 
         def produce() -> None:
             try:
-                with ThreadPoolExecutor(opts.max_workers, thread_name_prefix="hudi-splits") as pool:
-                    for fs in slices:
-                        if cancelled.is_set():
-                            break
-                        pool.submit(self.split_slice, fs, budget).add_done_callback(deliver)
-            except BaseException as err:  # listing failed: hand the error to the consumer
+                for fs in slices:
+                    if cancelled.is_set():
+                        break
+                    pool.submit(self.split_slice, fs, budget).add_done_callback(deliver)
+            except BaseException as err:  # listing failed (or the consumer left): hand it on
                 results.put(err)
+            finally:
+                pool.shutdown(wait=True)  # the footers being read; queued ones unless cancelled
             results.put(_DONE)
 
         worker = threading.Thread(target=produce, name="hudi-split-loader", daemon=True)
@@ -249,9 +254,12 @@ class SplitPlanner:
                     raise item
                 yield from item
         finally:
-            # Wait for the loader: a thread still reading footers when the interpreter exits
-            # could touch Arrow during finalization (see Storage.arrow_filesystem).
+            # Footers not yet being read are dropped (a consumer that stopped early, e.g. past
+            # its planning deadline, leaves no work behind); then wait for the loader: a thread
+            # still reading footers when the interpreter exits could touch Arrow during
+            # finalization (see Storage.arrow_filesystem).
             cancelled.set()
+            pool.shutdown(wait=False, cancel_futures=True)
             worker.join()
 
 
