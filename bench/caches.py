@@ -19,7 +19,7 @@ Competitors, in one run:
   and small bounds: hit ratio and bytes against the bound of each cache.
 
 Sizes: ``quick`` 200 partitions; ``full`` 10,000 partitions (generation on moto takes minutes).
-Run standalone: ``python -m bench.caches [quick|full]``.
+Run standalone: ``python -m bench.caches [quick|full|PARTITIONS]``.
 """
 
 from __future__ import annotations
@@ -232,6 +232,8 @@ def run(size: str) -> list[dict]:
     return benchmark(partitions, repeat, queries, log=lambda m: print(f"[caches] {m}", file=sys.stderr, flush=True))
 
 
-if __name__ == "__main__":
-    for r in run(sys.argv[1] if len(sys.argv) > 1 else "quick"):
+if __name__ == "__main__":  # python -m bench.caches [quick|full|PARTITIONS]
+    arg = sys.argv[1] if len(sys.argv) > 1 else "quick"
+    rows = run(arg) if arg in SIZES else benchmark(int(arg), 5, 30, lambda m: print(f"[caches] {m}", file=sys.stderr))
+    for r in rows:
         print(f"{r['name']:48} {r['competitor']:48} {r['metric']:34} {r['value']:10.3f} {r['unit']}")
