@@ -142,7 +142,7 @@ def run(size: str) -> list[dict]:
     out = []
     with tempfile.TemporaryDirectory(prefix="hudi-flight-latency-") as tmp:
         config = Path(tmp) / "bench.json"
-        config.write_text(json.dumps({"refresh_interval_seconds": 0, "table_cache_seconds": 3600}))
+        config.write_text(json.dumps({"refresh_interval_seconds": 0}))
         servers = {}
         try:
             for p in PROCESSES:

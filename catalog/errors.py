@@ -51,6 +51,10 @@ class TableAlreadyExistsError(HudiError, ValueError):
     """A registry entry with that name already exists (and points elsewhere)."""
 
 
+class StorageUnavailableError(HudiError, OSError):
+    """A storage request kept failing after its retries (the message names the file)."""
+
+
 class InvalidTicketError(HudiError, PermissionError):
     """A Flight ticket is forged, altered, signed by another secret, or expired."""
 

@@ -19,6 +19,7 @@ The ``hudi`` package compares *requested* times for time travel on every table v
 from __future__ import annotations
 
 import bisect
+import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Iterator, Protocol, Sequence
@@ -40,6 +41,10 @@ class FileListing(Protocol):
 
     def list_files(self, partitions: Sequence[str]) -> dict[str, list[tuple[str, int]]]:
         """Partition -> [(file name, size in bytes)], base and log files alike."""
+        ...
+
+    def estimated_bytes(self) -> int:
+        """Approximate memory of what the listing keeps (for caches bounded in bytes)."""
         ...
 
 
@@ -64,12 +69,36 @@ class FileSystemView:
         self.timeline = timeline
         self.listing = listing
         self._plans: dict[str, set[tuple[str, str]]] | None = None
+        self._latest_memo: dict[tuple[str, str | None, bool], list[FileSlice]] = {}
+        self._memo_lock = threading.Lock()
+        self.memo_files = 0
 
     # -- public -------------------------------------------------------------------------
     def latest_file_slices(
         self, partitions: Sequence[str], as_of: str | None, read_optimized: bool = False
     ) -> Iterator[FileSlice]:
-        """The slice to read per live file group, partition by partition."""
+        """The slice to read per live file group, partition by partition.
+
+        Reads of the latest commit are remembered per partition (this view describes one
+        timeline, so they cannot change); time travel is computed each time.
+        """
+        latest = self.timeline.latest_commit
+        if as_of is not None and (latest is None or as_of < latest.requested_time):
+            yield from self._latest_slices(partitions, as_of, read_optimized)
+            return
+        missing = [p for p in dict.fromkeys(partitions) if (p, as_of, read_optimized) not in self._latest_memo]
+        if missing:
+            found: dict[str, list[FileSlice]] = {p: [] for p in missing}
+            for fs in self._latest_slices(missing, as_of, read_optimized):
+                found[fs.partition].append(fs)
+            with self._memo_lock:
+                for p, slices in found.items():
+                    self._latest_memo[(p, as_of, read_optimized)] = slices
+                    self.memo_files += 1 + sum(1 + len(fs.log_files) for fs in slices)
+        for p in partitions:
+            yield from self._latest_memo[(p, as_of, read_optimized)]
+
+    def _latest_slices(self, partitions: Sequence[str], as_of: str | None, read_optimized: bool) -> Iterator[FileSlice]:
         for group in self.file_groups(partitions, as_of):
             chosen = self._latest(group, read_optimized)
             if chosen is not None:

@@ -2,7 +2,10 @@
 
 A :class:`TableState` is what planning reads. It is built from storage once and is immutable in
 meaning: everything derived from it (schema, listing, slices) describes the table as of its
-timeline, so it can be reused while the table has no newer instant.
+timeline, so it can be reused while the table has no newer instant. :meth:`TableState.refreshed`
+checks that with one listing of the active timeline and, when the table moved, builds the next
+state from this one, reading only what changed (the new instant files, ``hoodie.properties``,
+and the metadata table's new log files; see ``catalog.listing.mdt_listing``).
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ class TableState:
         self.timeline = timeline
         self.use_metadata_table = use_metadata_table
         self.use_record_index = use_record_index
+        self._previous_listing: FileListing | None = None
 
     @classmethod
     def load(
@@ -69,6 +73,41 @@ class TableState:
         """Read the config and the timeline of the table at ``storage``."""
         config = TableConfig.load(storage)
         return cls(storage, config, Timeline.load(storage, config), use_metadata_table, use_record_index)
+
+    def refreshed(self) -> "TableState":
+        """The state of the table now: ``self`` when the active timeline shows no instant file
+        added or removed (one storage request), else the next state, built from this one."""
+        timeline = self.timeline.refreshed()
+        if timeline is self.timeline:
+            return self
+        config = TableConfig.load(self.storage)
+        if (config.timeline_layout_version, config.timeline_path) != (
+            self.config.timeline_layout_version,
+            self.config.timeline_path,
+        ):  # upgraded: the timeline lives elsewhere now
+            return TableState.load(self.storage, self.use_metadata_table, self.use_record_index)
+        state = TableState(self.storage, config, timeline, self.use_metadata_table, self.use_record_index)
+        state._previous_listing = self.__dict__.get("listing", self._previous_listing)
+        return state
+
+    @property
+    def latest_instant(self) -> str | None:
+        """Requested time of the latest completed write: the version of this state."""
+        latest = self.timeline.latest_commit
+        return latest.requested_time if latest is not None else None
+
+    def estimated_bytes(self) -> int:
+        """Approximate memory this state keeps (listing, slices, decoded instant files), for
+        caches bounded in bytes; it grows as planning fills the state's memos."""
+        total = 4096 + 300 * (len(self.timeline.completed) + len(self.timeline.pending))
+        total += 4 * self.timeline.metadata_bytes
+        listing = self.__dict__.get("listing")
+        if listing is not None:
+            total += listing.estimated_bytes()
+        view = self.__dict__.get("fs_view")
+        if view is not None:
+            total += 200 * view.memo_files
+        return total
 
     @cached_property
     def schema(self) -> pa.Schema:
@@ -141,7 +180,8 @@ class TableState:
     def listing(self) -> FileListing:
         """Where planning finds files: the metadata table when enabled and usable, else storage."""
         self._check_partitioning()
-        return choose_listing(self.storage, self.config, self.timeline, self.use_metadata_table)
+        previous, self._previous_listing = self._previous_listing, None
+        return choose_listing(self.storage, self.config, self.timeline, self.use_metadata_table, previous)
 
     def _check_partitioning(self) -> None:
         """A table without ``hoodie.table.partition.fields`` whose latest commit wrote into

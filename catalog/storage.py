@@ -1,20 +1,64 @@
 """Storage access for a table: one fsspec filesystem resolved from the table URL.
 
 Every read the catalog makes goes through :class:`Storage`, which counts requests by kind so
-that tests and benchmarks can measure planning cost (list / info / open / read bytes).
+that tests and benchmarks can measure planning cost (list / info / open / read bytes). Besides
+each table's own :class:`RequestStats`, every request is told to the process-wide listeners of
+:func:`add_request_listener` (a server mirrors them into its metrics).
+
+Reads are idempotent, so a request that fails transiently (a dropped connection, a timeout, a
+5xx turned into ``OSError`` by the filesystem) is retried a few times with a short backoff; one
+that keeps failing raises :class:`~catalog.errors.StorageUnavailableError` naming the file.
+Missing files and refused permissions are answers, not transient failures: never retried.
 """
 
 from __future__ import annotations
 
 import posixpath
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from fsspec.core import url_to_fs
 
-from catalog.errors import TableNotFoundError
+from catalog.errors import StorageUnavailableError, TableNotFoundError
+
+T = TypeVar("T")
+#: ``listener(kind, bytes read)`` for every counted request of every Storage of the process
+RequestListener = Callable[[str, int], None]
+_listeners: list[RequestListener] = []
+#: seconds slept before the 2nd, 3rd ... attempt of a failed idempotent request
+RETRY_BACKOFF = (0.05, 0.2)
+_ANSWERS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError)
+
+
+def add_request_listener(listener: RequestListener) -> None:
+    """Tell ``listener`` about every storage request of this process from now on."""
+    if listener not in _listeners:
+        _listeners.append(listener)
+
+
+def remove_request_listener(listener: RequestListener) -> None:
+    if listener in _listeners:
+        _listeners.remove(listener)
+
+
+def _retrying(what: str, attempt: Callable[[], T]) -> T:
+    """``attempt()``, retried after transient ``OSError``s; the last one becomes a clean error."""
+    for delay in (*RETRY_BACKOFF, None):
+        try:
+            return attempt()
+        except _ANSWERS:
+            raise
+        except (OSError, TimeoutError) as err:
+            if delay is None:
+                raise StorageUnavailableError(
+                    f"storage request failed after {len(RETRY_BACKOFF) + 1} attempts: {what}: "
+                    f"{type(err).__name__}"
+                ) from err
+            time.sleep(delay)
+    raise AssertionError("unreachable")
 
 
 @dataclass
@@ -29,6 +73,8 @@ class RequestStats:
         with self._lock:
             self.counts[kind] += 1
             self.bytes_read += nbytes
+        for listener in _listeners:
+            listener(kind, nbytes)
 
     @property
     def total(self) -> int:
@@ -77,11 +123,23 @@ class Storage:
         return clone
 
     # -- counted requests ----------------------------------------------------------------
+    def _request(self, kind: str, rel: str, call: Callable[[], T]) -> T:
+        def attempt() -> T:
+            self.stats.add(kind)
+            return call()
+
+        return _retrying(f"{kind} {rel or '/'}", attempt)
+
     def ls(self, rel: str = "") -> list[dict[str, Any]]:
-        """List one directory: entries with ``name`` (base name), ``size`` and ``type``."""
-        self.stats.add("list")
+        """List one directory: entries with ``name`` (base name), ``size`` and ``type``.
+
+        Always asks storage: a filesystem's own listings cache (s3fs keeps listings for the
+        life of the instance by default) would hide new instants and files; the table state
+        is what caches listings, versioned by the timeline.
+        """
         path = self.full_path(rel)
-        entries = self.fs.ls(path, detail=True)
+        self.fs.invalidate_cache(path)
+        entries = self._request("list", rel, lambda: self.fs.ls(path, detail=True))
         out = []
         for e in entries:
             name = posixpath.basename(e["name"].rstrip("/"))
@@ -89,36 +147,41 @@ class Storage:
         return out
 
     def exists(self, rel: str) -> bool:
-        self.stats.add("info")
-        return self.fs.exists(self.full_path(rel))
+        return self._request("info", rel, lambda: self.fs.exists(self.full_path(rel)))
 
     def info(self, rel: str) -> dict[str, Any]:
-        self.stats.add("info")
-        return self.fs.info(self.full_path(rel))
+        return self._request("info", rel, lambda: self.fs.info(self.full_path(rel)))
+
+    def _read(self, rel: str, call: Callable[[], bytes]) -> bytes:
+        data = _retrying(f"read {rel or '/'}", call)
+        self.stats.add("read", len(data))
+        return data
 
     def read_bytes(self, rel: str) -> bytes:
-        data = self.fs.cat_file(self.full_path(rel))
-        self.stats.add("read", len(data))
-        return data
+        return self._read(rel, lambda: self.fs.cat_file(self.full_path(rel)))
 
     def read_range(self, rel: str, start: int, end: int) -> bytes:
-        data = self.fs.cat_file(self.full_path(rel), start=start, end=end)
-        self.stats.add("read", len(data))
-        return data
+        return self._read(rel, lambda: self.fs.cat_file(self.full_path(rel), start=start, end=end))
 
     def read_ranges(self, rels: Iterable[str], starts: list[int], ends: list[int | None]) -> list[bytes]:
-        paths = [self.full_path(r) for r in rels]
-        out = self.fs.cat_ranges(paths, starts, ends)
+        names = list(rels)
+        paths = [self.full_path(r) for r in names]
+
+        def attempt() -> list[bytes]:
+            out = self.fs.cat_ranges(paths, starts, ends)
+            for chunk in out:
+                if isinstance(chunk, Exception):
+                    raise chunk
+            return out
+
+        out = _retrying(f"read {', '.join(names[:3])}{' ...' if len(names) > 3 else ''}", attempt)
         for chunk in out:
-            if isinstance(chunk, Exception):
-                raise chunk
             self.stats.add("read", len(chunk))
         return out
 
     def open(self, rel: str, **kwargs: Any):
         """Open a file for reading; reads made through the handle are not counted one by one."""
-        self.stats.add("open")
-        return self.fs.open(self.full_path(rel), "rb", **kwargs)
+        return self._request("open", rel, lambda: self.fs.open(self.full_path(rel), "rb", **kwargs))
 
     def arrow_filesystem(self) -> Any:
         """Arrow's native ``LocalFileSystem`` for local tables, else ``None``: read through fsspec.
@@ -156,4 +219,11 @@ def open_table_storage(uri: str, storage_options: Mapping[str, Any] | None = Non
     return storage
 
 
-__all__ = ["RequestStats", "Storage", "open_table_storage"]
+__all__ = [
+    "RequestListener",
+    "RequestStats",
+    "Storage",
+    "add_request_listener",
+    "open_table_storage",
+    "remove_request_listener",
+]

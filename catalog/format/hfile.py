@@ -146,6 +146,7 @@ class HFileReader:
         self.name = name
         self._window: tuple[int, bytes] = (0, b"")  # read-ahead buffer: (start offset, bytes)
         self._blocks: dict[int, tuple[list[tuple[bytes, bytes]], int]] = {}  # lookups only
+        self.cached_bytes = 0  # approximate memory of ``_blocks``
         try:
             self._open()
         except CorruptTableError:
@@ -356,6 +357,7 @@ class HFileReader:
         result = (self._cells(body) if magic == DATA_MAGIC else [], offset + full)
         if cache:
             self._blocks[offset] = result
+            self.cached_bytes += sum(len(r) + len(v) + 64 for r, v in result[0])
         return result
 
     # -- index walking --------------------------------------------------------------------

@@ -43,27 +43,43 @@ class MetadataTableListing:
         self._files = mdt.read(FILES)
         if ALL_PARTITIONS_KEY not in self._files:
             raise MetadataTableError(f"{mdt.storage.uri}: files partition has no {ALL_PARTITIONS_KEY} record")
+        self._partitions: list[str] | None = None
 
     def list_partitions(self) -> list[str]:
-        names = live_files(self._files[ALL_PARTITIONS_KEY])
-        if not self.mdt.data_config.is_partitioned:
-            return [""]
-        return sorted("" if p == NON_PARTITIONED_KEY else p for p in names)
+        if self._partitions is None:
+            names = live_files(self._files[ALL_PARTITIONS_KEY])
+            if not self.mdt.data_config.is_partitioned:
+                self._partitions = [""]
+            else:
+                self._partitions = sorted("" if p == NON_PARTITIONED_KEY else p for p in names)
+        return list(self._partitions)
 
     def list_files(self, partitions: Sequence[str]) -> dict[str, list[tuple[str, int]]]:
         return {p: sorted(live_files(self._files.get(_mdt_key(p))).items()) for p in partitions}
 
+    def estimated_bytes(self) -> int:
+        return self.mdt.estimated_bytes() + 100 * len(self._partitions or ())
+
 
 def choose_listing(
-    storage: Storage, config: TableConfig, timeline: Timeline, use_metadata_table: bool
+    storage: Storage,
+    config: TableConfig,
+    timeline: Timeline,
+    use_metadata_table: bool,
+    previous: FileListing | None = None,
 ) -> FileListing:
     """The MDT listing when enabled and usable (any supported table version that declares the
     ``files`` partition), else storage listing, with a warning when the MDT is declared usable
-    but cannot be trusted."""
+    but cannot be trusted.
+
+    ``previous``: the listing of the same table as of an older timeline; an MDT listing is then
+    brought up to date from it (see :class:`MetadataTable`), storage listing starts afresh.
+    """
     if not use_metadata_table or FILES not in config.usable_metadata_partitions:
         return StorageListing(storage, config)
     try:
-        mdt = MetadataTable(storage, config, timeline)
+        old = previous.mdt if isinstance(previous, MetadataTableListing) else None
+        mdt = MetadataTable(storage, config, timeline, previous=old)
         mdt.check_in_sync()
         return MetadataTableListing(mdt)
     except (HudiError, OSError) as err:

@@ -18,12 +18,14 @@ Anything it cannot trust raises :class:`MetadataTableError`; callers fall back t
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import decimal
 import hashlib
 import io
 import json
 import re
+import threading
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any, Iterable, Iterator, Sequence
@@ -34,7 +36,7 @@ import xxhash
 
 from catalog.errors import CorruptTableError, HudiError
 from catalog.format.hfile import HFileReader
-from catalog.format.log_block import decode_delete_block, fold_blocks
+from catalog.format.log_block import decode_delete_block, fold_blocks, rollback_target
 from catalog.format.log_file import BlockType, LogBlock, iter_log_blocks_in
 from catalog.fs_view import FileSystemView
 from catalog.listing.storage import StorageListing
@@ -52,6 +54,9 @@ _INIT_PREFIX = "00000000000000"
 _HASH_SEED = 0xDABADABA - (1 << 32)  # Java int seed, sign-extended to 64 bits (6.7)
 _RLI_GROUP = re.compile(r"^record-index-(\d{4})-\d+$")
 
+
+#: marks, among the instants a log file rolled back, that it also held a log-compacted block
+COMPACTION = "<log compaction>"
 
 class MetadataTableError(HudiError, ValueError):
     """The metadata table cannot be used for this read (missing, corrupt or out of sync)."""
@@ -207,17 +212,62 @@ class KeySelection:
         return reader.scan()
 
 
-class MetadataTable:
-    """The MDT of one data table, checked against the data table's timeline."""
+@dataclass(frozen=True)
+class _SliceRecords:
+    """The merged records of one whole MDT file slice, and what an incremental update of them
+    must re-check: which block instants the logs held (and whether each counted), and the
+    instants of the blocks that were kept."""
 
-    def __init__(self, storage: Storage, config: TableConfig, timeline: Timeline):
+    files: tuple[tuple[str, int], ...]  # (name, size) of the base file, then the log files
+    records: dict[str, dict[str, Any]]
+    seen: tuple[tuple[str | None, bool], ...]
+    kept: frozenset[str | None]
+
+    @cached_property
+    def nbytes(self) -> int:
+        """Approximate memory of the records."""
+        entries = sum(len(rec.get("filesystemMetadata") or ()) for rec in self.records.values())
+        return len(self.records) * _RECORD_BYTES + entries * _FILE_ENTRY_BYTES
+
+
+def _slice_files(fs: FileSlice) -> tuple[tuple[str, int], ...]:
+    base = ((fs.base_file.name, fs.base_file.size),) if fs.base_file is not None else (("", 0),)
+    return base + tuple((lf.name, lf.size) for lf in fs.log_files)
+
+
+#: approximate bytes one decoded MDT record costs in memory, per file entry it lists
+_RECORD_BYTES, _FILE_ENTRY_BYTES = 400, 160
+#: keyed lookups (statistics, record index) kept per MDT version
+_MAX_LOOKUPS = 4096
+#: an opened HFile's tail (trailer, index, file info) held in memory
+_READER_BYTES = 64 << 10
+
+
+class MetadataTable:
+    """The MDT of one data table, checked against the data table's timeline.
+
+    ``previous``: the same MDT as of an older data timeline. Its config is kept, its timeline
+    is refreshed with one listing, and whole-partition reads (the ``files`` partition) start
+    from its merged records, reading only the log files added since, whenever that is exact
+    (see :meth:`_update`).
+    """
+
+    def __init__(
+        self, storage: Storage, config: TableConfig, timeline: Timeline, previous: "MetadataTable | None" = None
+    ):
         self.data_storage = storage
         self.data_config = config
         self.data_timeline = timeline
-        self.storage = storage.child(METADATA_DIR)
+        self.storage: Storage = previous.storage if previous is not None else storage.child(METADATA_DIR)
+        self.config: TableConfig
+        self.timeline: Timeline
         try:
-            self.config = TableConfig.load(self.storage)
-            self.timeline = Timeline.load(self.storage, self.config)
+            if previous is not None:
+                self.config = previous.config
+                self.timeline = previous.timeline.refreshed()
+            else:
+                self.config = TableConfig.load(self.storage)
+                self.timeline = Timeline.load(self.storage, self.config)
         except (HudiError, OSError) as err:
             raise MetadataTableError(f"{self.storage.uri}: metadata table unreadable: {err}") from err
         if self.config.base_file_format != "HFILE" or not self.config.is_mor:
@@ -226,6 +276,21 @@ class MetadataTable:
             )
         self._view = FileSystemView(self.config, self.timeline, StorageListing(self.storage, self.config))
         self._slices: dict[str, list[FileSlice]] = {}
+        self._whole: dict[tuple[str, str], _SliceRecords] = {}
+        self._seeds = dict(previous._whole) if previous is not None else {}
+        self._lookups: dict[tuple[str, str, KeySelection], dict[str, dict[str, Any]]] = {}
+        self._lookup_lock = threading.Lock()  # cached readers keep read-ahead state
+        self._readers: dict[str, HFileReader] = {}
+        self._log_blocks: dict[tuple[str, str], list[tuple[LogBlock, HFileReader | None]]] = {}
+        self.log_bytes = 0
+        self.lookup_records = 0
+        self.update_counts = {"incremental": 0, "full": 0}
+
+    def estimated_bytes(self) -> int:
+        """Approximate memory of the records this object keeps (whole partitions, lookups)."""
+        total = self.lookup_records * _RECORD_BYTES + self.log_bytes
+        total += sum(_READER_BYTES + r.cached_bytes for r in list(self._readers.values()))
+        return total + sum(whole.nbytes for whole in list(self._whole.values()))
 
     # -- validity (6.5) -------------------------------------------------------------------
     @cached_property
@@ -287,39 +352,152 @@ class MetadataTable:
         """Merged records of an MDT partition (all file groups), restricted to ``selection``."""
         out: dict[str, dict[str, Any]] = {}
         for fs in self.file_slices(partition):
-            out.update(self.read_slice(fs, selection))
+            if selection.keys is None and selection.prefixes is None:
+                out.update(self._read_whole(fs).records)
+            else:
+                out.update(self.read_slice(fs, selection))
         return out
 
     def read_slice(self, fs: FileSlice, selection: KeySelection) -> dict[str, dict[str, Any]]:
-        """Merged records of one MDT file slice: base HFile, then valid log blocks in order."""
+        """Merged records of one MDT file slice: base HFile, then valid log blocks in order.
+
+        Keyed lookups are remembered for this MDT version (its files never change)."""
+        memo_key = (fs.partition, fs.file_id, selection)
+        hit = self._lookups.get(memo_key)
+        if hit is not None:
+            return hit
         merged: dict[str, dict[str, Any]] = {}
-        try:
+        with self._lookup_lock, self._errors_named(fs):
             if fs.base_file is not None:
-                path = fs.base_file_path
-                assert path is not None
-                reader = HFileReader.from_storage(self.storage, path, size=fs.base_file.size or None)
+                reader = self._base_reader(fs)
                 for key, rec in decode_records(selection.cells(reader), reader.avro_schema, reader.name):
                     merged[key] = merge_record(merged.get(key), rec)
-            for block in self._valid_blocks(fs):
-                self._apply_block(block, selection, merged)
+            for block, block_reader in self._log_readers(fs):
+                self._apply_block(block, selection, merged, block_reader)
+        if len(self._lookups) < _MAX_LOOKUPS:
+            self._lookups[memo_key] = merged
+            self.lookup_records += len(merged) + 1
+        return merged
+
+    def _base_reader(self, fs: FileSlice) -> HFileReader:
+        """The opened base HFile of ``fs`` (index and looked-up blocks kept for this version)."""
+        path = fs.base_file_path
+        assert path is not None and fs.base_file is not None
+        reader = self._readers.get(path)
+        if reader is None:
+            reader = self._readers[path] = HFileReader.from_storage(self.storage, path, size=fs.base_file.size or None)
+        return reader
+
+    def _log_readers(self, fs: FileSlice) -> list[tuple[LogBlock, HFileReader | None]]:
+        """The valid blocks of ``fs``'s log files, each data block opened, kept for this version."""
+        key = (fs.partition, fs.file_id)
+        blocks = self._log_blocks.get(key)
+        if blocks is None:
+            blocks = []
+            for block in self._valid_blocks(fs.log_file_paths)[0]:
+                reader = None
+                if block.block_type is not BlockType.DELETE:
+                    reader = HFileReader.from_bytes(block.content or b"", self._where(block))
+                self.log_bytes += len(block.content or b"")
+                blocks.append((block, reader))
+            self._log_blocks[key] = blocks
+        return blocks
+
+    def _where(self, block: LogBlock) -> str:
+        return f"{self.storage.uri}/{block.path} block at {block.offset}"
+
+    @contextlib.contextmanager
+    def _errors_named(self, fs: FileSlice) -> Iterator[None]:
+        try:
+            yield
         except MetadataTableError:
             raise
         except (HudiError, OSError) as err:
             raise MetadataTableError(f"{self.storage.uri}/{fs.partition}/{fs.file_id}: {err}") from err
-        return merged
 
-    def _valid_blocks(self, fs: FileSlice) -> list[LogBlock]:
-        """HFILE_DATA and DELETE blocks of valid instants, with rollbacks and log compaction
-        applied (4.6, 6.5)."""
+    def _read_base(self, fs: FileSlice, selection: KeySelection, merged: dict[str, dict[str, Any]]) -> None:
+        if fs.base_file is not None:
+            path = fs.base_file_path
+            assert path is not None
+            reader = HFileReader.from_storage(self.storage, path, size=fs.base_file.size or None)
+            for key, rec in decode_records(selection.cells(reader), reader.avro_schema, reader.name):
+                merged[key] = merge_record(merged.get(key), rec)
+
+    def _read_whole(self, fs: FileSlice) -> _SliceRecords:
+        """All merged records of one MDT file slice, updated from the previous version's when exact."""
+        key = (fs.partition, fs.file_id)
+        whole = self._whole.get(key)
+        if whole is not None:
+            return whole
+        selection = KeySelection()
+        with self._errors_named(fs):
+            seed = self._seeds.pop(key, None)
+            whole = self._update(fs, seed) if seed is not None else None
+            if whole is None:
+                merged: dict[str, dict[str, Any]] = {}
+                self._read_base(fs, selection, merged)
+                blocks, seen = self._valid_blocks(fs.log_file_paths)
+                for block in blocks:
+                    self._apply_block(block, selection, merged)
+                whole = _SliceRecords(_slice_files(fs), merged, seen, frozenset(b.instant_time for b in blocks))
+                self.update_counts["full"] += 1
+            else:
+                self.update_counts["incremental"] += 1
+        self._whole[key] = whole
+        return whole
+
+    def _update(self, fs: FileSlice, seed: _SliceRecords) -> _SliceRecords | None:
+        """``seed`` plus the blocks of the log files added since, or ``None`` when that would not
+        equal a full read: another base file, an older log file that changed or went away, an
+        older block whose validity changed, or a rollback of an older block."""
+        files = _slice_files(fs)
+        if files[: len(seed.files)] != seed.files:
+            return None
         valid = self.valid_instants
-        paths = fs.log_file_paths
+        if any((instant in valid) != counted for instant, counted in seed.seen):
+            return None
+        new_paths = fs.log_file_paths[len(seed.files) - 1 :]
+        blocks, seen, rolled_back = self._fold(new_paths)
+        if COMPACTION in rolled_back or rolled_back & seed.kept:
+            return None
+        merged = dict(seed.records)
+        selection = KeySelection()
+        for block in blocks:
+            self._apply_block(block, selection, merged)
+        return _SliceRecords(files, merged, seen + seed.seen, seed.kept | {b.instant_time for b in blocks})
+
+    def _valid_blocks(self, paths: list[str]) -> tuple[list[LogBlock], tuple[tuple[str | None, bool], ...]]:
+        """HFILE_DATA and DELETE blocks of valid instants, with rollbacks applied (4.6, 6.5);
+        and (instant, counted) of every data or delete block seen."""
+        blocks, seen, _ = self._fold(paths)
+        return blocks, seen
+
+    def _fold(self, paths: list[str]) -> tuple[list[LogBlock], tuple[tuple[str | None, bool], ...], set[str | None]]:
+        """The valid blocks of ``paths`` (rollbacks and log compaction applied), (instant,
+        counted) of every data or delete block seen, and the instants rolled back (plus
+        ``COMPACTION`` when a log-compacted block was among them)."""
+        valid = self.valid_instants
         # MDT log files are small: fetch each whole (to its current end), in one parallel batch
         contents = self.storage.read_ranges(paths, [0] * len(paths), [None] * len(paths)) if paths else []
+        seen: list[tuple[str | None, bool]] = []
+        rolled_back: set[str | None] = set()
 
         def accept(block: LogBlock) -> bool:
             if block.block_type not in (BlockType.HFILE_DATA, BlockType.DELETE):
                 raise CorruptTableError(f"{block.path}: unexpected {block.block_type.name} block in a metadata log")
-            return block.instant_time in valid
+            if "COMPACTED_BLOCK_TIMES" in block.header:
+                # log compaction (applied by fold_blocks) replaces earlier blocks: an update
+                # merged onto a previous version's records would not equal a full read
+                rolled_back.add(COMPACTION)
+            counted = block.instant_time in valid
+            seen.append((block.instant_time, counted))
+            return counted
+
+        def noting_rollbacks(blocks: Iterable[LogBlock]) -> Iterator[LogBlock]:
+            for block in blocks:
+                if block.block_type is BlockType.COMMAND:
+                    rolled_back.add(rollback_target(block))
+                yield block
 
         # strict: a corrupt MDT block raises (and planning falls back) instead of being skipped
         blocks = (
@@ -327,18 +505,24 @@ class MetadataTable:
             for path, data in zip(paths, contents)
             for b in iter_log_blocks_in(data, path, self.storage.uri, strict=True)
         )
-        return fold_blocks(blocks, accept)
+        return fold_blocks(noting_rollbacks(blocks), accept), tuple(seen), rolled_back
 
-    def _apply_block(self, block: LogBlock, selection: KeySelection, merged: dict[str, dict[str, Any]]) -> None:
+    def _apply_block(
+        self,
+        block: LogBlock,
+        selection: KeySelection,
+        merged: dict[str, dict[str, Any]],
+        reader: HFileReader | None = None,
+    ) -> None:
         content = block.content or b""
-        where = f"{self.storage.uri}/{block.path} block at {block.offset}"
+        where = self._where(block)
         if block.block_type is BlockType.DELETE:
             deletes = decode_delete_block(block, content)
             for key in deletes.record_keys.to_pylist():
                 if key is not None:
                     merged.pop(key, None)
             return
-        reader = HFileReader.from_bytes(content, where)
+        reader = reader or HFileReader.from_bytes(content, where)
         schema = block.header.get("SCHEMA") or reader.avro_schema
         for key, rec in decode_records(selection.cells(reader), schema, where):
             merged[key] = merge_record(merged.get(key), rec)

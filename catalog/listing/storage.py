@@ -7,6 +7,7 @@ of tables without a usable metadata table.
 from __future__ import annotations
 
 import posixpath
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
@@ -22,13 +23,26 @@ def _is_partition_marker(name: str) -> bool:
 
 
 class StorageListing:
-    """A FileListing that lists directories on storage (one ``ls`` per directory)."""
+    """A FileListing that lists directories on storage (one ``ls`` per directory), each once:
+    a listing describes the table as of one timeline, like the state that holds it."""
 
     def __init__(self, storage: Storage, config: TableConfig):
         self.storage = storage
         self.config = config
+        self._partitions: list[str] | None = None
+        self._files: dict[str, list[tuple[str, int]]] = {}
+        self._file_count = 0
+        self._lock = threading.Lock()
+
+    def estimated_bytes(self) -> int:
+        return 100 * (len(self._partitions or ()) + len(self._files)) + 160 * self._file_count
 
     def list_partitions(self) -> list[str]:
+        if self._partitions is None:
+            self._partitions = self._list_partitions()
+        return list(self._partitions)
+
+    def _list_partitions(self) -> list[str]:
         if not self.config.is_partitioned:
             return [""]
         found: list[str] = []
@@ -47,17 +61,21 @@ class StorageListing:
         return sorted(found)
 
     def list_files(self, partitions: Sequence[str]) -> dict[str, list[tuple[str, int]]]:
-        parts = list(partitions)
-        with ThreadPoolExecutor(_LIST_THREADS) as pool:
-            listings = list(pool.map(self._ls_or_empty, parts))
-        out: dict[str, list[tuple[str, int]]] = {}
-        for rel, entries in zip(parts, listings):
-            out[rel] = [
-                (e["name"], int(e["size"]))
-                for e in entries
-                if e["type"] == "file" and not _is_partition_marker(e["name"])
-            ]
-        return out
+        parts = [p for p in dict.fromkeys(partitions) if p not in self._files]
+        if parts:
+            with ThreadPoolExecutor(min(_LIST_THREADS, len(parts))) as pool:
+                listings = list(pool.map(self._ls_or_empty, parts))
+            with self._lock:
+                for rel, entries in zip(parts, listings):
+                    files = [
+                        (e["name"], int(e["size"]))
+                        for e in entries
+                        if e["type"] == "file" and not _is_partition_marker(e["name"])
+                    ]
+                    if rel not in self._files:
+                        self._file_count += len(files)
+                    self._files[rel] = files
+        return {p: self._files[p] for p in partitions}
 
     def _ls_or_empty(self, rel: str) -> list[dict]:
         try:

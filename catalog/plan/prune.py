@@ -161,8 +161,11 @@ class PartitionValuePruner:
     def prune(self, partitions: Sequence[str], filters: Sequence[BoundFilter]) -> list[str]:
         if not filters or not partitions:
             return list(partitions)
+        usable = list(filters) + self.timestamp_filters.translate(filters)
+        if not {f.column for f in usable} & {*self.scheme.fields, PARTITION_PATH_COLUMN}:
+            return list(partitions)  # e.g. a record-key lookup: no partition value to test
         table = self.scheme.values_table(partitions)
-        kept = filter_table(table, list(filters) + self.timestamp_filters.translate(filters))
+        kept = filter_table(table, usable)
         return kept.column(PARTITION_PATH_COLUMN).to_pylist() if kept.num_rows != table.num_rows else list(partitions)
 
 
@@ -238,6 +241,7 @@ class RecordIndexPruner:
     def __init__(self, mdt: MetadataTable, use_record_index: bool | None = None):
         self.mdt = mdt
         self._use = use_record_index
+        self._memo: tuple[Sequence[BoundFilter], set[tuple[str, str]] | None] | None = None
 
     @property
     def enabled(self) -> bool:
@@ -245,19 +249,35 @@ class RecordIndexPruner:
             self._use = keys_are_unique(self.mdt.data_timeline)
         return self._use
 
-    def prune(self, slices: Sequence[FileSlice], filters: Sequence[BoundFilter]) -> list[FileSlice]:
+    def located(self, filters: Sequence[BoundFilter]) -> set[tuple[str, str]] | None:
+        """(partition, file id) of the query's record keys; ``None``: the index does not apply.
+        Asked once per plan (the partition and the slice pruning share the answer)."""
+        if self._memo is not None and self._memo[0] is filters:
+            return self._memo[1]
         keys = record_key_values(self.mdt.data_config, filters)
-        if keys is None or not slices or not self.enabled:
+        groups: set[tuple[str, str]] | None = None
+        if keys is not None and self.enabled:
+            try:
+                located = self.mdt.record_locations(sorted(keys))
+                groups = set(located.values()) if located is not None else None
+            except (HudiError, OSError) as err:
+                warnings.warn(MetadataTableFallbackWarning(f"record index not used: {err}"), stacklevel=4)
+        self._memo = (filters, groups)
+        return groups
+
+    def prune(self, slices: Sequence[FileSlice], filters: Sequence[BoundFilter]) -> list[FileSlice]:
+        groups = self.located(filters) if slices else None
+        if groups is None:
             return list(slices)
-        try:
-            located = self.mdt.record_locations(sorted(keys))
-        except (HudiError, OSError) as err:
-            warnings.warn(MetadataTableFallbackWarning(f"record index not used: {err}"), stacklevel=3)
-            return list(slices)
-        if located is None:
-            return list(slices)
-        groups = set(located.values())
         return [fs for fs in slices if (fs.partition, fs.file_id) in groups]
+
+    def prune_partitions(self, partitions: Sequence[str], filters: Sequence[BoundFilter]) -> list[str]:
+        """Only the partitions holding the keys: their slices alone need to be built."""
+        groups = self.located(filters)
+        if groups is None:
+            return list(partitions)
+        wanted = {p for p, _ in groups}
+        return [p for p in partitions if p in wanted]
 
 
 def record_key_values(config: TableConfig, filters: Sequence[BoundFilter]) -> set[str] | None:
@@ -327,6 +347,16 @@ def keys_are_unique(timeline: Timeline) -> bool:
 
 
 
+class _RecordIndexPartitions:
+    """The record index as a partition pruner (see :meth:`RecordIndexPruner.prune_partitions`)."""
+
+    def __init__(self, record_index: RecordIndexPruner):
+        self.record_index = record_index
+
+    def prune(self, partitions: Sequence[str], filters: Sequence[BoundFilter]) -> list[str]:
+        return self.record_index.prune_partitions(partitions, filters)
+
+
 def index_pruners(
     mdt: MetadataTable | None, at_latest: bool, use_record_index: bool | None
 ) -> tuple[list[PartitionPruner], list[SlicePruner]]:
@@ -339,7 +369,9 @@ def index_pruners(
     if at_latest and PARTITION_STATS in usable:
         partitions.append(PartitionStatsPruner(mdt))
     if at_latest and RECORD_INDEX in usable:
-        slices.append(RecordIndexPruner(mdt, use_record_index))
+        record_index = RecordIndexPruner(mdt, use_record_index)
+        partitions.append(_RecordIndexPartitions(record_index))
+        slices.append(record_index)
     if COLUMN_STATS in usable:
         slices.append(ColumnStatsPruner(mdt))
     return partitions, slices

@@ -22,7 +22,6 @@ from __future__ import annotations
 import posixpath
 import queue
 import threading
-from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
@@ -31,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from catalog.errors import CorruptTableError
+from catalog.lru import BoundedLRU, CacheListener
 from catalog.storage import Storage
 from catalog.table.files import FileSlice, Split
 
@@ -91,31 +91,23 @@ def aligned_row_groups(metadata: pq.FileMetaData, start: int, length: int) -> li
     return [i for i, s in enumerate(row_group_starts(metadata)) if start <= s < end]
 
 
-class FooterCache:
-    """An LRU of Parquet footers keyed by (normalised full path, size), bounded in entries and
-    in bytes (each footer counts its serialized size); thread safe.
+class FooterCache(BoundedLRU[tuple[str, int], pq.FileMetaData]):
+    """An LRU of Parquet footers keyed by (normalised full path, size), bounded in bytes (each
+    footer counts its serialized size plus object overhead); thread safe.
 
     The key is normalised so that aliases of one file (``a//b``, ``a/./b``, ``a/x/../b``) share
     one entry; a footer larger than the whole budget is returned without being cached.
     """
 
-    def __init__(self, max_entries: int = 4096, max_bytes: int = 256 << 20):
-        self.max_entries = max_entries
-        self.max_bytes = max_bytes
-        self.bytes = 0
-        self._entries: OrderedDict[tuple[str, int], tuple[pq.FileMetaData, int]] = OrderedDict()
-        self._lock = threading.Lock()
+    def __init__(self, max_bytes: int = 256 << 20, listener: CacheListener | None = None):
+        super().__init__("footers", max_bytes, listener=listener)
 
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, storage: Storage, rel_path: str, size: int) -> pq.FileMetaData:
+    def footer(self, storage: Storage, rel_path: str, size: int) -> pq.FileMetaData:
+        """The footer of the base file ``rel_path`` of ``size`` bytes (read on a miss)."""
         key = (storage.fs.unstrip_protocol(posixpath.normpath(storage.full_path(rel_path))), size)
-        with self._lock:
-            hit = self._entries.get(key)
-            if hit is not None:
-                self._entries.move_to_end(key)
-                return hit[0]
+        hit = self.get(key)
+        if hit is not None:
+            return hit
         try:
             with storage.open(rel_path) as fh:
                 metadata = pq.read_metadata(fh)
@@ -123,18 +115,7 @@ class FooterCache:
             raise FileNotFoundError(f"base file missing: {storage.uri}/{rel_path}") from err
         except (pa.ArrowInvalid, OSError) as err:
             raise CorruptTableError(f"cannot read Parquet base file {storage.uri}/{rel_path}: {err}") from err
-        cost = int(metadata.serialized_size) + 512  # plus the Python and C++ object overhead
-        if cost > self.max_bytes:
-            return metadata
-        with self._lock:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self.bytes -= old[1]
-            self._entries[key] = (metadata, cost)
-            self.bytes += cost
-            while len(self._entries) > self.max_entries or self.bytes > self.max_bytes:
-                _, (_, dropped) = self._entries.popitem(last=False)
-                self.bytes -= dropped
+        self.put(key, metadata, int(metadata.serialized_size) + 512)  # plus the Python and C++ objects
         return metadata
 
 
@@ -173,7 +154,7 @@ class SplitPlanner:
     ):
         self.storage = storage
         self.options = options or SplitOptions()
-        self.footers = footer_cache or _DEFAULT_FOOTER_CACHE
+        self.footers = footer_cache if footer_cache is not None else _DEFAULT_FOOTER_CACHE
 
     def _split(self, fs: FileSlice, nbytes: int, rows: int, **kw) -> Split:
         return Split(fs, nbytes, rows, split_weight(nbytes, self.options), **kw)
@@ -189,7 +170,7 @@ class SplitPlanner:
             return [self._split(fs, fs.total_size, 0)]
         base_path = fs.base_file_path
         assert base_path is not None  # base is not None
-        metadata = self.footers.get(self.storage, base_path, base.size)
+        metadata = self.footers.footer(self.storage, base_path, base.size)
         if fs.has_logs:
             rows = metadata.num_rows
             if base.size:
@@ -242,19 +223,24 @@ class SplitPlanner:
         opts = self.options
         budget = _InitialBudget(opts.initial_split_count) if opts.initial_split_count else None
 
+        pool = ThreadPoolExecutor(opts.max_workers, thread_name_prefix="hudi-splits")
+
         def deliver(fut: Future) -> None:
+            if fut.cancelled():
+                return
             err = fut.exception()
             results.put(err if err is not None else fut.result())
 
         def produce() -> None:
             try:
-                with ThreadPoolExecutor(opts.max_workers, thread_name_prefix="hudi-splits") as pool:
-                    for fs in slices:
-                        if cancelled.is_set():
-                            break
-                        pool.submit(self.split_slice, fs, budget).add_done_callback(deliver)
-            except BaseException as err:  # listing failed: hand the error to the consumer
+                for fs in slices:
+                    if cancelled.is_set():
+                        break
+                    pool.submit(self.split_slice, fs, budget).add_done_callback(deliver)
+            except BaseException as err:  # listing failed (or the consumer left): hand it on
                 results.put(err)
+            finally:
+                pool.shutdown(wait=True)  # the footers being read; queued ones unless cancelled
             results.put(_DONE)
 
         worker = threading.Thread(target=produce, name="hudi-split-loader", daemon=True)
@@ -268,9 +254,12 @@ class SplitPlanner:
                     raise item
                 yield from item
         finally:
-            # Wait for the loader: a thread still reading footers when the interpreter exits
-            # could touch Arrow during finalization (see Storage.arrow_filesystem).
+            # Footers not yet being read are dropped (a consumer that stopped early, e.g. past
+            # its planning deadline, leaves no work behind); then wait for the loader: a thread
+            # still reading footers when the interpreter exits could touch Arrow during
+            # finalization (see Storage.arrow_filesystem).
             cancelled.set()
+            pool.shutdown(wait=False, cancel_futures=True)
             worker.join()
 
 

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from catalog.errors import CorruptTableError, TableNotFoundError, UnsupportedTableError
+from catalog.errors import CorruptTableError, StorageUnavailableError, TableNotFoundError, UnsupportedTableError
 from catalog.storage import Storage
 
 PROPERTIES_PATH = ".hoodie/hoodie.properties"
@@ -207,6 +207,8 @@ class TableConfig:
                 data = storage.read_bytes(path)
             except FileNotFoundError:
                 continue
+            except StorageUnavailableError:
+                raise  # the table may well be there: storage did not answer
             except OSError as err:
                 raise TableNotFoundError(f"cannot read {storage.uri}/{path}: {err}") from err
             try:

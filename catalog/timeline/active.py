@@ -40,11 +40,14 @@ class Timeline(Sequence[Instant]):
         self.completed: list[Instant] = [i for i in ordered if i.is_completed]
         self.pending: list[Instant] = [i for i in ordered if not i.is_completed]
         self._by_time = {i.requested_time: i for i in self.completed}
+        self.file_names = frozenset(i.file_name for i in instants)
         self._metadata_cache: dict[str, dict[str, Any]] = {}
+        self.metadata_bytes = 0  # bytes of the instant files decoded so far
         self._archived: ArchivedTimeline | None = None
 
-    @classmethod
-    def load(cls, storage: Storage, config: TableConfig) -> "Timeline":
+    @staticmethod
+    def _list(storage: Storage, config: TableConfig) -> list[Instant]:
+        """The instants of the active timeline folder: ONE listing request."""
         layout = config.timeline_layout_version
         try:
             entries = storage.ls(timeline_folder(config))
@@ -57,7 +60,23 @@ class Timeline(Sequence[Instant]):
             inst = parse_instant_file_name(entry["name"], layout)
             if inst is not None:
                 instants.append(inst)
-        return cls(storage, config, instants)
+        return instants
+
+    @classmethod
+    def load(cls, storage: Storage, config: TableConfig) -> "Timeline":
+        return cls(storage, config, cls._list(storage, config))
+
+    def refreshed(self) -> "Timeline":
+        """The timeline as storage holds it now, from one listing: ``self`` when no instant file
+        came or went, else a new timeline that keeps the instant files already decoded (an
+        instant file name carries its state, and a completed instant's file never changes)."""
+        instants = self._list(self._storage, self._config)
+        if frozenset(i.file_name for i in instants) == self.file_names:
+            return self
+        new = Timeline(self._storage, self._config, instants)
+        new._metadata_cache.update(self._metadata_cache)
+        new.metadata_bytes = self.metadata_bytes
+        return new
 
     # -- Sequence over completed instants ----------------------------------------------
     def __getitem__(self, index):  # type: ignore[override]
@@ -165,6 +184,7 @@ class Timeline(Sequence[Instant]):
         data = self._storage.read_bytes(path)
         value = decode_instant_file(data, f"{self._storage.uri}/{path}")
         self._metadata_cache[instant.file_name] = value
+        self.metadata_bytes += len(data)
         return value
 
     def commit_metadata(self, instant: Instant) -> dict[str, Any]:

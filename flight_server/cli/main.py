@@ -98,6 +98,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         tls_client_ca=args.tls_client_ca,
+        metrics_port=args.metrics_port,
+        health_port=args.health_port,
+        log_format=args.log_format,
+        table_cache_bytes=args.table_cache_bytes,
+        footer_cache_bytes=args.footer_cache_bytes,
+        split_cache_bytes=args.split_cache_bytes,
+        disk_cache_bytes=args.disk_cache_bytes,
     )
 
     def ready(server: Any) -> None:
@@ -274,6 +281,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert (unencrypted)")
     p.add_argument("--tls-client-ca", metavar="FILE",
                    help="mutual TLS: refuse clients without a certificate signed by this PEM CA")
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics at http://HOST:PORT/metrics")
+    p.add_argument("--health-port", type=int, help="serve gRPC health checking (grpc.health.v1) on this port")
+    p.add_argument("--log-format", choices=("text", "json"), help="log lines as text (default) or JSON objects")
+    for cache, what in (("table-cache", "planned table states"), ("footer-cache", "Parquet footers"),
+                        ("split-cache", "split results (0: off)"),
+                        ("disk-cache", "local copy of remote bytes (0: off)")):
+        p.add_argument(f"--{cache}-bytes", type=int, metavar="N", help=f"bound of the cache of {what}")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("register", help="register a table with a running server")

@@ -92,8 +92,7 @@ def refresh_table(server: ActionContext, body: dict, context: flight.ServerCallC
 
 def table_info(server: ActionContext, body: dict, context: flight.ServerCallContext) -> dict:
     server.authorize(context, "read", body["table"])
-    server.tables.drop(body["table"])  # always the current timeline (streaming readers poll this)
-    entry, state = server.open_table(body["table"])
+    entry, state = server.open_table(body["table"])  # the current timeline: one listing when cached
     config = state.config
     return {
         **entry.to_json(),

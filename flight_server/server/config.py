@@ -20,6 +20,7 @@ from flight_server.server.limits import Limits
 from flight_server.server.policy import DEFAULT_PROTOCOLS, StoragePolicy
 from flight_server.server.sql.engine import EngineSettings
 from flight_server.server.state_files import private_dir
+from flight_server.server.tables import DEFAULT_TABLE_CACHE_BYTES
 from flight_server.server.tls import TLS_SCHEME, TlsFiles
 
 DEFAULT_HOST = "127.0.0.1"
@@ -62,7 +63,6 @@ class ServerConfig:
     initial_split_count: int = 0
     split_workers: int = 4
     refresh_interval_seconds: float = 60.0  # warehouse re-scan timer; 0 disables it
-    table_cache_seconds: float = 10.0  # how long an opened table's timeline is reused
     locations: list[str] = field(default_factory=list)  # data servers named in endpoints
     processes: int = 1  # serving processes sharing the port (flight_server.server.supervisor)
     # scale-out (interfaces.md section 9; flight_server.server.cluster / worker)
@@ -96,6 +96,14 @@ class ServerConfig:
     # Arrow IPC buffer compression of do_get streams ("lz4" or "zstd"; None: uncompressed). Fewer
     # bytes to encrypt with TLS; clients decompress by themselves. See bench/secure_scan.py.
     stream_compression: str | None = None
+    # caches (interfaces.md section 9) and operations (section 8)
+    table_cache_bytes: int = DEFAULT_TABLE_CACHE_BYTES  # planned table states, versioned by instant
+    split_cache_bytes: int = 0  # Arrow results of splits; 0: off
+    split_cache_entry_bytes: int = 8 << 20  # larger split results are not cached
+    disk_cache_bytes: int = 0  # local copy of remote file bytes under state_dir/disk-cache; 0: off
+    metrics_port: int | None = None  # Prometheus text at http://host:port/metrics
+    health_port: int | None = None  # grpc.health.v1.Health
+    log_format: str = "text"  # or "json": one object per line
 
     # -- derived ---------------------------------------------------------------------------
     @property
@@ -155,6 +163,11 @@ class ServerConfig:
             initial_split_count=self.initial_split_count,
             max_workers=self.split_workers,
         )
+
+    def without_operation_ports(self) -> "ServerConfig":
+        """This config for a child process of the server: the parent alone answers metrics
+        scrapes (summed over every process) and health checks."""
+        return dataclasses.replace(self, metrics_port=None, health_port=None)
 
     # -- loading ---------------------------------------------------------------------------
     def updated(self, overrides: Mapping[str, Any]) -> "ServerConfig":

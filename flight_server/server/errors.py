@@ -2,8 +2,9 @@
 
 pyarrow maps ``ValueError`` to INVALID_ARGUMENT, ``KeyError`` to NOT_FOUND and
 ``NotImplementedError`` to UNIMPLEMENTED by itself; this module adds ticket problems
-(UNAUTHENTICATED), vanished table data (NOT_FOUND) and turns anything unexpected into
-INTERNAL with a generic message (the details go to the server log, not to the client).
+(UNAUTHENTICATED), vanished table data (NOT_FOUND), storage that keeps failing (UNAVAILABLE)
+and turns anything unexpected into INTERNAL with a generic message (the details go to the
+server log, not to the client).
 
 pyarrow appends the Python traceback (with chained causes, file paths and, for catalog errors,
 SQL parameters) to the status of every non-Flight exception. Errors that reach the client are
@@ -23,7 +24,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 from sqlalchemy.exc import SQLAlchemyError
 
-from catalog.errors import InvalidTicketError, UnknownTableError
+from catalog.errors import InvalidTicketError, StorageUnavailableError, UnknownTableError
 
 log = logging.getLogger("flight_server")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -83,6 +84,8 @@ def translated(err: Exception) -> Exception:
         return err  # pyarrow sends these without a traceback
     if isinstance(err, InvalidTicketError):
         return flight.FlightUnauthenticatedError(str(err))
+    if isinstance(err, StorageUnavailableError):  # names the file relative to the table: no server path
+        return flight.FlightUnavailableError(str(err))
     if isinstance(err, SQLAlchemyError):
         log.error("catalog database error", exc_info=err)
         return flight.FlightInternalError("catalog database error; see the server log")

@@ -7,8 +7,10 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from flight_server.server.call_log import configure_logging
 from flight_server.server.cluster import ROLES, check_uri
 from flight_server.server.config import ServerConfig
+from flight_server.server.metrics import prepare_dir
 from flight_server.server.registry import Registry
 from flight_server.server.tickets import TicketSigner, configured_signer
 from flight_server.server.worker import Registration, advertised_uri
@@ -70,6 +72,9 @@ def serve(config: ServerConfig, ready: Callable[[Serving], None] | None = None) 
     """
     check_placeholders(config)
     check_topology(config)
+    configure_logging(config.log_format)
+    if config.metrics_port is not None:  # before any child starts: they share the directory
+        prepare_dir(config.state_path)
     discover = config.role != "worker"
     registration: Registration | None = None
     if config.processes > 1:
@@ -100,9 +105,11 @@ def serve(config: ServerConfig, ready: Callable[[Serving], None] | None = None) 
             ready(server)
         server.serve()
     finally:
+        server.ops.stopping()  # health checks answer NOT_SERVING while the server stops
         if registration is not None:
             registration.stop()
         server.shutdown()
+        server.ops.close()
 
 
 __all__ = ["Serving", "check_placeholders", "check_topology", "serve"]

@@ -9,6 +9,7 @@ streams :func:`catalog.read.split_reader.read_split`. Errors are mapped in ``err
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -23,19 +24,23 @@ from catalog.format.log_file import collecting_corrupt_blocks
 from catalog.plan.options import ReadOptions
 from catalog.plan.planner import ScanPlan, plan
 from catalog.plan.splits import FooterCache
-from catalog.read.split_reader import read_split, read_splits
+from catalog.read.split_reader import read_splits
 from catalog.state import TableState
 from catalog.table.files import Split
 from flight_server.server.actions import HANDLERS
 from flight_server.server.auth import MIDDLEWARE_KEY as AUTH_KEY
 from flight_server.server.auth import HandshakeEnabled, authentication, caller_name
+from flight_server.server.call_log import note
 from flight_server.server.cluster import HEARTBEAT_PURPOSE, Membership
 from flight_server.server.config import ServerConfig
+from flight_server.server.disk_cache import DiskCache
 from flight_server.server.errors import flight_errors, schema_errors, stream_errors
 from flight_server.server.flightsql.dispatch import ACTIONS as SQL_ACTIONS
 from flight_server.server.flightsql.dispatch import FlightSqlService, flight_sql_message
 from flight_server.server.limits import MIDDLEWARE_KEY, CallerMiddlewareFactory, Limits, StreamGate, caller_of
+from flight_server.server.operations import Operations
 from flight_server.server.registry import Registry, TableEntry, parse_identifier
+from flight_server.server.split_cache import SplitResultCache
 from flight_server.server.state_files import private_dir, private_sqlite
 from flight_server.server.streams import COMPRESSION_KEY, CompressionMiddlewareFactory, write_options
 from flight_server.server.tables import TableCache
@@ -72,6 +77,7 @@ def _descriptor_command(descriptor: flight.FlightDescriptor, limits: Limits) -> 
     return QueryCommand(identifier)
 
 
+@functools.lru_cache(maxsize=16)  # one expiry per plan, shared by all its endpoints
 def _timestamp(epoch_seconds: float) -> pa.TimestampScalar:
     return pa.scalar(int(epoch_seconds * 1_000_000), type=pa.timestamp("us", tz="UTC"))
 
@@ -99,6 +105,7 @@ class HudiFlightServer(flight.FlightServerBase):
     ):
         self.config = config or ServerConfig()
         private_dir(self.config.state_path)
+        self.ops = Operations(self.config)
         if registry is None:
             private_sqlite(self.config.resolved_catalog_url)
             registry = Registry(self.config.resolved_catalog_url)
@@ -114,6 +121,7 @@ class HudiFlightServer(flight.FlightServerBase):
         kwargs.setdefault("middleware", {}).update(
             {MIDDLEWARE_KEY: CallerMiddlewareFactory(), AUTH_KEY: auth, COMPRESSION_KEY: CompressionMiddlewareFactory()}
         )
+        kwargs["middleware"].update(self.ops.middleware())
         kwargs.setdefault("auth_handler", HandshakeEnabled())
         tls = self.config.tls()
         check_locations(self.config.locations, tls is not None)
@@ -128,9 +136,19 @@ class HudiFlightServer(flight.FlightServerBase):
         self.ipc_options = self.config.ipc_options()
         self.limits = self.config.limits()
         self.streams = StreamGate(self.limits.max_streams_per_caller)
-        self.footers = FooterCache(max_bytes=self.limits.footer_cache_bytes)
+        self.footers = FooterCache(self.limits.footer_cache_bytes, self.ops.cache_listener)
         self.policy = self.config.storage_policy()
-        self.tables = TableCache(self.config.table_cache_seconds, self.policy.options_for, self.policy.check_registered)
+        disk = self.config.disk_cache_bytes
+        self.tables = TableCache(
+            self.config.table_cache_bytes,
+            self.policy.options_for,
+            self.ops.cache_listener,
+            DiskCache(self.config.state_path / "disk-cache", disk, self.ops.cache_listener) if disk else None,
+            self.policy.check_registered,
+        )
+        self.split_results = SplitResultCache(
+            self.config.split_cache_bytes, self.config.split_cache_entry_bytes, self.ops.cache_listener
+        )
         self.flight_sql = FlightSqlService(self, self.config.sql_engine_settings())
         self.started = time.time()
         self._stop = threading.Event()
@@ -147,6 +165,7 @@ class HudiFlightServer(flight.FlightServerBase):
             self.scan_warehouses()
             if self.config.refresh_interval_seconds > 0:
                 threading.Thread(target=self._rescan_loop, name="hudi-warehouse-scan", daemon=True).start()
+        self.ops.start()
 
     # -- catalog -------------------------------------------------------------------------
     def scan_warehouses(self) -> int:
@@ -155,7 +174,7 @@ class HudiFlightServer(flight.FlightServerBase):
         for warehouse in self.config.warehouses:
             options = self.policy.options_for(warehouse, None)
             found += len(self.registry.discover(warehouse, options or None, store_options=False))
-        self.tables.drop()
+        # Cached table states stay: they are keyed by (table, URI) and checked on every plan.
         return found
 
     def _rescan_loop(self) -> None:
@@ -167,11 +186,14 @@ class HudiFlightServer(flight.FlightServerBase):
 
     def shutdown(self) -> None:
         self._stop.set()
+        self.ops.stopping()
         super().shutdown()
+        self.ops.close()
 
-    def open_table(self, identifier: str) -> tuple[TableEntry, TableState]:
+    def open_table(self, identifier: str, instant: str | None = None) -> tuple[TableEntry, TableState]:
+        """The table's entry and its state now (or any state holding ``instant``, see TableCache)."""
         entry = self.registry.load_table(identifier)
-        return entry, self.tables.get(entry)
+        return entry, self.tables.get(entry, instant)
 
     # -- who may do what -------------------------------------------------------------------
     def authorize(self, context: flight.ServerCallContext, right: str, table: str | None = None) -> str:
@@ -221,14 +243,19 @@ class HudiFlightServer(flight.FlightServerBase):
         )
 
     def plan_query(
-        self, command: QueryCommand, user: str = ANONYMOUS
+        self, command: QueryCommand, user: str = ANONYMOUS, context: flight.ServerCallContext | None = None
     ) -> tuple[pa.Schema, list[flight.FlightEndpoint], int, int]:
         """Schema, endpoints, estimated rows and bytes of a query; the tickets name ``user``
-        (the caller :meth:`authorize` returned), the only one who may read them."""
+        (the caller :meth:`authorize` returned), the only one who may read them. The plan is
+        noted in ``context``'s call log line."""
         deadline = self.limits.deadline()
-        entry, state = self.open_table(command.table)
-        scan = self._plan(state, command.options)
-        splits = list(deadline.bounded(iter(scan.splits)))
+        with self.ops.planning():
+            entry, state = self.open_table(command.table)
+            scan = self._plan(state, command.options)
+            splits = list(deadline.bounded(iter(scan.splits)))
+        self.tables.measure(entry, state)
+        if context is not None:
+            note(context, table=entry.identifier, instant=scan.context.instant, endpoints=len(splits))
         if scan.context.instant is None:  # a table without commits
             return scan.schema, [], 0, 0
         expires_at = self.signer.expiry()
@@ -264,7 +291,8 @@ class HudiFlightServer(flight.FlightServerBase):
             return self.flight_sql.get_flight_info(context, descriptor, message)
         command = _descriptor_command(descriptor, self.limits)
         user = self.authorize(context, "read", command.table)
-        schema, endpoints, rows, nbytes = self.plan_query(command, user)
+        note(context, user=user)
+        schema, endpoints, rows, nbytes = self.plan_query(command, user, context)
         return flight.FlightInfo(schema, descriptor, endpoints, rows, nbytes, ordered=False)
 
     @schema_errors
@@ -273,7 +301,7 @@ class HudiFlightServer(flight.FlightServerBase):
         if message is not None:
             return self.flight_sql.get_schema(context, message)
         command = _descriptor_command(descriptor, self.limits)
-        self.authorize(context, "read", command.table)
+        note(context, user=self.authorize(context, "read", command.table), table=command.table)
         _, state = self.open_table(command.table)
         return flight.SchemaResult(self._plan(state, command.options).schema)
 
@@ -306,14 +334,15 @@ class HudiFlightServer(flight.FlightServerBase):
         user = self.authorize(context, "read", body.table)  # still holds the right (revokes count)
         if body.user != user:
             raise flight.FlightUnauthorizedError("ticket was issued to another caller")
-        entry, state = self.open_table(body.table)
+        note(context, user=user, table=body.table, instant=body.instant)
+        entry, state = self.open_table(body.table, body.instant)
         if entry.base_uri != body.uri:
             raise UnknownTableError(f"table {body.table} was re-registered elsewhere since planning; plan again")
         scan = self._plan(state, ReadOptions.from_json(body.command))
         if body.split is None:
             batches = read_splits(scan.context, scan.splits, scan.options.limit)
         else:
-            batches = read_split(scan.context, split_from_json(body.split))
+            batches = self.split_results.read(scan.context, split_from_json(body.split))
         return self._stream(context, user, scan.schema, batches)
 
     def _stream(
@@ -322,7 +351,8 @@ class HudiFlightServer(flight.FlightServerBase):
         """Stream ``batches`` to ``user``, counted against their concurrent-stream bound."""
         caller = caller_of(context) if user == ANONYMOUS else f"user:{user}"
         self.streams.acquire(caller)
-        notes = _with_corrupt_block_notes(self._until_cancelled(context, _message_sized(batches)), schema)
+        sized = _message_sized(self._until_cancelled(context, batches))
+        notes = _with_corrupt_block_notes(self.ops.streamed(sized), schema)
         guarded = self.streams.guarded(caller, stream_errors(notes))
         return flight.GeneratorStream(schema, guarded, options=write_options(context, self.ipc_options))
 

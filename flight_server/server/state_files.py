@@ -47,4 +47,15 @@ def private_sqlite(url: str) -> None:
             private_file(Path(database))
 
 
-__all__ = ["private_dir", "private_file", "private_sqlite"]
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (per-process state of dead ones may be removed)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+__all__ = ["private_dir", "private_file", "private_sqlite", "process_alive"]

@@ -40,8 +40,10 @@ def _exit_with_parent(conn: Connection) -> None:
 
 def _serve_child(config: ServerConfig, discover: bool, conn: Connection) -> None:
     """Body of one serving process: listen on a private loopback port, report it, serve."""
+    from flight_server.server.call_log import configure_logging
     from flight_server.server.service import HudiFlightServer
 
+    configure_logging(config.log_format)
     scheme = config.location.split("://", 1)[0]
     server = HudiFlightServer(config, discover=discover, location=f"{scheme}://127.0.0.1:0")
     conn.send(server.port)
@@ -84,7 +86,7 @@ class Supervisor:
         """Settings of serving process ``slot``: the same for all but for what one process owns
         on behalf of the machine (process 0 scans the warehouses; ports of per-machine services,
         such as health or metrics, belong there too)."""
-        return self._config
+        return self._config if slot == 0 else self._config.without_operation_ports()
 
     def _spawn(self, slot: int) -> _Child:
         parent, child = self._ctx.Pipe()

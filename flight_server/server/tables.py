@@ -1,51 +1,95 @@
-"""Opened tables of the server: a :class:`TableState` per registered table, reused for a while."""
+"""Opened tables of the server: the planned state of each table, versioned by its timeline.
+
+A table's :class:`TableState` (config, timeline, metadata-table listing with its statistics and
+record-index lookups, file slices) is kept while the table does not move: every plan first asks
+:meth:`TableState.refreshed`, which costs ONE storage request (a listing of the active timeline)
+and returns the same state when no instant file came or went. When the table moved, the next
+state is built from the cached one, reading only what changed, so a commit is visible to the
+very next plan. ``do_get`` skips even that check when the cached state already holds the
+instant its ticket is pinned to.
+
+States live in one :class:`~catalog.lru.BoundedLRU` bounded in (estimated) bytes; an entry's
+size is re-measured after each plan, as planning fills the state's memos.
+"""
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any, Callable, Mapping
 
+from catalog.lru import BoundedLRU, CacheListener, CacheStats
 from catalog.state import TableState
 from catalog.storage import open_table_storage
+from flight_server.server.disk_cache import DiskCache
 from flight_server.server.registry import TableEntry
+
+DEFAULT_TABLE_CACHE_BYTES = 256 << 20
+
+_Key = tuple[str, str]  # (identifier, base URI): a re-registered table is another entry
 
 
 class TableCache:
-    """Table states by identifier, reused for ``ttl`` seconds (timelines go stale after that)."""
+    """Table states by identifier, bounded in bytes.
+
+    Args:
+        max_bytes: the bound of all cached states together (0: nothing is kept).
+        options: ``(uri, stored options) -> storage options`` (the server's storage policy).
+        listener: told of hits, misses, evictions and byte totals (metrics).
+        disk_cache: put in front of every remote table's immutable file reads.
+        check: ``(identifier, uri, stored options)``, raising for a catalog row the storage
+            policy refuses (checked on every open, rows older than the policy included).
+    """
 
     def __init__(
         self,
-        ttl: float,
+        max_bytes: int = DEFAULT_TABLE_CACHE_BYTES,
         options: Callable[[str, Mapping[str, Any]], dict[str, Any]] | None = None,
+        listener: CacheListener | None = None,
+        disk_cache: DiskCache | None = None,
         check: Callable[[str, str, Mapping[str, Any]], None] | None = None,
     ):
-        self.ttl = ttl
         self._options = options or (lambda uri, stored: dict(stored))
         self._check = check  # (identifier, uri, stored options): raises for a row it refuses
-        self._items: dict[str, tuple[float, str, TableState]] = {}
-        self._lock = threading.Lock()
+        self.disk_cache = disk_cache
+        self._states: BoundedLRU[_Key, TableState] = BoundedLRU("table_states", max_bytes, listener=listener)
 
-    def get(self, entry: TableEntry) -> TableState:
+    def get(self, entry: TableEntry, instant: str | None = None) -> TableState:
+        """The state of ``entry`` now (one timeline listing when cached, a full load when not).
+
+        ``instant``: the caller is pinned to this completed instant (a ticket); a cached state
+        that already holds it is returned without any storage request.
+        """
         if self._check is not None:
             self._check(entry.identifier, entry.base_uri, entry.storage_options)
-        now = time.monotonic()
-        with self._lock:
-            hit = self._items.get(entry.identifier)
-        if hit and hit[1] == entry.base_uri and now - hit[0] < self.ttl:
-            return hit[2]
-        storage = open_table_storage(entry.base_uri, self._options(entry.base_uri, entry.storage_options) or None)
-        state = TableState.load(storage)
-        with self._lock:
-            self._items[entry.identifier] = (now, entry.base_uri, state)
+        key = (entry.identifier, entry.base_uri)
+        cached = self._states.get(key)
+        if cached is not None and instant is not None and cached.timeline.is_completed(instant):
+            return cached
+        if cached is None:
+            storage = open_table_storage(entry.base_uri, self._options(entry.base_uri, entry.storage_options) or None)
+            if self.disk_cache is not None:
+                storage.fs = self.disk_cache.wrap(storage.fs)
+            state = TableState.load(storage)
+        else:
+            state = cached.refreshed()
+        if state is not cached:
+            self._states.put(key, state, state.estimated_bytes())
         return state
 
+    def measure(self, entry: TableEntry, state: TableState) -> None:
+        """Re-measure ``state`` (planning grew its memos) if it is still the cached one."""
+        key = (entry.identifier, entry.base_uri)
+        if self._states.peek(key) is state:
+            self._states.resize(key, state.estimated_bytes())
+
     def drop(self, identifier: str | None = None) -> None:
-        with self._lock:
-            if identifier is None:
-                self._items.clear()
-            else:
-                self._items.pop(identifier, None)
+        if identifier is None:
+            self._states.clear()
+            return
+        for key in [k for k in self._states.keys() if k[0] == identifier]:
+            self._states.pop(key)
+
+    def stats(self) -> CacheStats:
+        return self._states.stats()
 
 
-__all__ = ["TableCache"]
+__all__ = ["DEFAULT_TABLE_CACHE_BYTES", "TableCache"]

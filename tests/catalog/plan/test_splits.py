@@ -175,3 +175,20 @@ def test_plan_propagates_footer_errors(tmp_path, storage):
 def test_bad_options(kwargs):
     with pytest.raises(ValueError):
         SplitOptions(**kwargs)
+
+
+def test_closing_the_plan_early_drops_the_queued_footer_reads(tmp_path, storage):
+    """A consumer that stops (e.g. past its planning deadline) leaves no queued work behind."""
+    fs = _write_base(tmp_path, "", "fg1", rows=10, row_group_size=10)
+    calls = []
+
+    class SlowPlanner(SplitPlanner):
+        def split_slice(self, fs, budget=None):
+            calls.append(fs)
+            time.sleep(0.05)
+            return super().split_slice(fs, budget)
+
+    it = SlowPlanner(storage, SplitOptions(max_workers=1), FooterCache()).plan([fs] * 50)
+    next(it)
+    it.close()
+    assert len(calls) < 10

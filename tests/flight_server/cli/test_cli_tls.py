@@ -11,7 +11,7 @@ import pytest
 from flight_server.cli.main import main
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
-from tests.support.credentials import add_login_users, allow_token_user, login_server_kwargs, token_settings
+from tests.support.credentials import add_login_users, allow_token_user, token_settings
 from tests.support.servers import running_server
 
 TABLE = "sample_table/cow/v9_txns_simple_meta"
@@ -45,8 +45,7 @@ def mtls_token_uri(registry, pki, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def login_uri(registry, pki, tmp_path_factory):
-    with running_server(_tls_config(pki, tmp_path_factory), registry=registry,
-                        **login_server_kwargs(USERS, TOKEN)) as server:
+    with running_server(_tls_config(pki, tmp_path_factory), registry=registry) as server:
         add_login_users(server, USERS)
         yield f"grpc+tls://127.0.0.1:{server.port}"
 

@@ -13,7 +13,7 @@ from flight_server.client.session import HudiFlightClient, PlannedEndpoint
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
 from tests.support.compare import assert_same_rows
-from tests.support.credentials import add_login_users, allow_token_user, login_server_kwargs, token_settings
+from tests.support.credentials import add_login_users, allow_token_user, token_settings
 from tests.support.servers import running_server
 
 TABLE = "sample_table/cow/v9_txns_simple_meta"
@@ -47,7 +47,7 @@ def login_server(registry, pki, tmp_path_factory):
     ca, _ = pki
     config = ServerConfig(port=0, state_dir=str(tmp_path_factory.mktemp("state")), tls_cert=str(ca.server_cert),
                           tls_key=str(ca.server_key))
-    with running_server(config, registry=registry, **login_server_kwargs(USERS, TOKEN)) as server:
+    with running_server(config, registry=registry) as server:
         add_login_users(server, USERS)
         yield server
 

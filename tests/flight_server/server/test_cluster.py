@@ -36,7 +36,7 @@ class Cluster:
         self.secret.chmod(0o600)
         self.config = root / "cluster.json"
         self.config.write_text(json.dumps({"heartbeat_interval_seconds": 0.3, "heartbeat_timeout_seconds": 2.0,
-                                           "refresh_interval_seconds": 0, "table_cache_seconds": 3600}))
+                                           "refresh_interval_seconds": 0}))
         registry = Registry(self.catalog)
         for name, path in tables.items():
             registry.register_table(name, path)

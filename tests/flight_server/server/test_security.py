@@ -293,10 +293,10 @@ def test_footer_cache_is_bounded_in_bytes_and_keyed_by_normalised_path(tmp_path)
     storage = Storage(str(tmp_path))
     nbytes = os.path.getsize(tmp_path / "f0.parquet")
     for alias in ("f0.parquet", "./f0.parquet", "x/../f0.parquet", ".//f0.parquet"):
-        cache.get(storage, alias, nbytes)
+        cache.footer(storage, alias, nbytes)
     assert len(cache) == 1
     for i in range(6):
-        cache.get(storage, f"f{i}.parquet", os.path.getsize(tmp_path / f"f{i}.parquet"))
+        cache.footer(storage, f"f{i}.parquet", os.path.getsize(tmp_path / f"f{i}.parquet"))
     assert len(cache) == 3 and cache.bytes <= cache.max_bytes
 
 

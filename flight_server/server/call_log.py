@@ -1,0 +1,117 @@
+"""Server logs: text or one JSON object per line, and one line per RPC.
+
+Every RPC is logged by the ``flight_server.calls`` logger when it completes, with the method, the
+status, the duration in ms and what the service noted about it (:func:`note`): the user that
+:meth:`HudiFlightServer.authorize` returned, the table, the pinned instant and the number of
+endpoints. Only these named fields are logged: never headers, tokens, passwords or storage
+options.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any, Callable
+
+import pyarrow.flight as flight
+
+CALL_LOG = logging.getLogger("flight_server.calls")
+MIDDLEWARE_KEY = "hudi-call-log"
+LOG_FORMATS = ("text", "json")
+#: the only facts of a call that reach the log
+NOTED = ("user", "table", "instant", "endpoints")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record: time (UTC), level, logger, message, and a call's fields."""
+
+    converter = staticmethod(time.gmtime)  # type: ignore[assignment]
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        out.update(getattr(record, "call", None) or {})
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+def configure_logging(log_format: str = "text", level: int | None = None) -> None:
+    """Send the server's log records to stderr in ``log_format`` (``text`` or ``json``).
+
+    The level defaults to INFO for JSON (one line per call, for log pipelines) and to WARNING
+    for text (a console stays quiet, as before structured logs existed).
+    """
+    if log_format not in LOG_FORMATS:
+        raise ValueError(f"log_format must be one of {', '.join(LOG_FORMATS)}, not {log_format!r}")
+    handler = logging.StreamHandler()
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level if level is not None else logging.INFO if log_format == "json" else logging.WARNING)
+
+
+class CallRecord(flight.ServerMiddleware):
+    """What one call did; logged (and handed to ``completed``) when it ends."""
+
+    def __init__(self, method: str, completed: Callable[["CallRecord", str, float], None]):
+        self.method = method
+        self.started = time.perf_counter()
+        self.fields: dict[str, Any] = {}
+        self._completed = completed
+
+    def call_completed(self, exception: BaseException | None) -> None:
+        seconds = time.perf_counter() - self.started
+        status = _status(exception)
+        self._completed(self, status, seconds)
+        call = {"method": self.method, "status": status, "duration_ms": round(seconds * 1000, 3), **self.fields}
+        text = " ".join(f"{k}={v}" for k, v in call.items())
+        CALL_LOG.info("call %s", text, extra={"call": call})
+
+
+def _status(exception: BaseException | None) -> str:
+    if exception is None:
+        return "OK"
+    for kind, name in (
+        (flight.FlightUnauthenticatedError, "UNAUTHENTICATED"),
+        (flight.FlightUnauthorizedError, "PERMISSION_DENIED"),
+        (flight.FlightUnavailableError, "UNAVAILABLE"),
+        (flight.FlightTimedOutError, "DEADLINE_EXCEEDED"),
+        (flight.FlightCancelledError, "CANCELLED"),
+        (flight.FlightInternalError, "INTERNAL"),
+        (KeyError, "NOT_FOUND"),
+        (ValueError, "INVALID_ARGUMENT"),
+        (NotImplementedError, "UNIMPLEMENTED"),
+    ):
+        if isinstance(exception, kind):
+            return name
+    return "ERROR"
+
+
+class CallLogFactory(flight.ServerMiddlewareFactory):
+    def __init__(self, completed: Callable[[CallRecord, str, float], None]):
+        self._completed = completed
+
+    def start_call(self, info: flight.CallInfo, headers: dict[str, list[Any]]) -> CallRecord:
+        name = str(info.method).rsplit(".", 1)[-1].lower()
+        return CallRecord(name, self._completed)
+
+
+def note(context: flight.ServerCallContext, **fields: Any) -> None:
+    """Attach facts about the current call (only :data:`NOTED` names) to its log line."""
+    record = context.get_middleware(MIDDLEWARE_KEY)
+    if isinstance(record, CallRecord):
+        record.fields.update({k: v for k, v in fields.items() if k in NOTED and v is not None})
+
+
+__all__ = ["CALL_LOG", "LOG_FORMATS", "CallLogFactory", "CallRecord", "JsonFormatter", "configure_logging", "note"]

@@ -1,0 +1,164 @@
+"""A local disk cache of remote file bytes, bounded in bytes, that storage can never break.
+
+Only for remote protocols (anything but the local filesystem), and only for Hudi's immutable
+files: base files and log files (of the table and of its metadata table), recognised by name.
+``hoodie.properties``, instant files and every listing always go to storage, so a commit is
+never hidden. Bytes are kept in fixed blocks (``BLOCK_BYTES``) of a file, one disk file per
+block, named by a digest of (path, block), in a private folder of this process under the state
+dir (``<state_dir>/disk-cache/<pid>``; folders of processes no longer alive are removed).
+
+The cache is an optimisation only: a block file that vanished, a folder deleted while serving,
+or a full disk (any ``OSError`` while reading or writing a block) make that read go to storage
+and the block is dropped or not kept; the query answers the same rows. The bound is
+``disk_cache_bytes`` per process; the least recently used blocks leave first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from fsspec.implementations.local import LocalFileSystem
+from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
+
+from catalog.lru import BoundedLRU, CacheListener, CacheStats
+from catalog.table.files import BaseFile, LogFile
+from flight_server.server.state_files import private_dir, process_alive
+
+log = logging.getLogger(__name__)
+BLOCK_BYTES = 4 << 20
+_PID_DIR = re.compile(r"^\d+$")
+
+
+def is_immutable(path: str) -> bool:
+    """A Hudi base or log file (its bytes never change once written to an object store)."""
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    return BaseFile.parse(name) is not None or LogFile.parse(name) is not None
+
+
+class DiskCache:
+    """Blocks of remote files on local disk, bounded in bytes (see the module docstring)."""
+
+    def __init__(self, root: Path, max_bytes: int, listener: CacheListener | None = None):
+        self.root = root / str(os.getpid())
+        self._remove_stale(root)
+        private_dir(self.root)
+        self._blocks: BoundedLRU[str, Path] = BoundedLRU(
+            "disk", max_bytes, listener=listener, on_evict=lambda key, path: path.unlink(missing_ok=True)
+        )
+        self.fallbacks = 0  # reads that went to storage because the disk failed
+
+    @staticmethod
+    def _remove_stale(root: Path) -> None:
+        if not root.is_dir():
+            return
+        for child in root.iterdir():
+            if _PID_DIR.match(child.name) and int(child.name) != os.getpid() and not process_alive(int(child.name)):
+                shutil.rmtree(child, ignore_errors=True)
+
+    def wrap(self, fs: AbstractFileSystem) -> AbstractFileSystem:
+        """``fs`` with this cache in front of its immutable file reads; local ones unchanged."""
+        if isinstance(fs, LocalFileSystem) and type(fs) is LocalFileSystem:
+            return fs
+        return DiskCachedFileSystem(fs, self)
+
+    def stats(self) -> CacheStats:
+        return self._blocks.stats()
+
+    # -- blocks --------------------------------------------------------------------------------
+    def block(self, fs: AbstractFileSystem, path: str, index: int) -> bytes:
+        """Block ``index`` of ``path`` (shorter at the end of the file), from disk or storage."""
+        key = hashlib.sha256(f"{fs.unstrip_protocol(path)}\0{index}".encode()).hexdigest()
+        where = self._blocks.get(key)
+        if where is not None:
+            try:
+                return where.read_bytes()
+            except OSError as err:  # deleted under us, unreadable: storage answers
+                self.fallbacks += 1
+                self._blocks.pop(key)
+                log.warning("disk cache block unreadable, reading storage: %s", type(err).__name__)
+        data = fs.cat_file(path, start=index * BLOCK_BYTES, end=(index + 1) * BLOCK_BYTES)
+        self._keep(key, data)
+        return data
+
+    def _keep(self, key: str, data: bytes) -> None:
+        if len(data) > self._blocks.max_entry_bytes:
+            return
+        target = self.root / key
+        temp = target.with_suffix(".tmp")
+        try:
+            private_dir(self.root)  # recreated if it was deleted while serving
+            with open(temp, "wb") as fh:
+                fh.write(data)
+            os.replace(temp, target)
+        except OSError as err:  # full disk, folder gone, read-only: serve without keeping it
+            self.fallbacks += 1
+            with contextlib.suppress(OSError):
+                temp.unlink(missing_ok=True)
+            log.warning("disk cache cannot keep a block: %s", type(err).__name__)
+            return
+        self._blocks.put(key, target, len(data))
+
+
+class _CachedFile(AbstractBufferedFile):
+    def _fetch_range(self, start: int, end: int) -> bytes:
+        return self.fs.cat_file(self.path, start=start, end=end)
+
+
+class DiskCachedFileSystem(AbstractFileSystem):
+    """A read-only view of ``target`` whose immutable files' bytes come through a DiskCache."""
+
+    cachable = False
+    protocol = ("hudi-disk-cache",)
+
+    def __init__(self, target: AbstractFileSystem, cache: DiskCache):
+        super().__init__()
+        self.target = target
+        self.cache = cache
+
+    @classmethod
+    def _strip_protocol(cls, path: Any) -> str:
+        return str(path)
+
+    def unstrip_protocol(self, name: str) -> str:
+        return self.target.unstrip_protocol(name)
+
+    def ls(self, path: str, detail: bool = True, **kwargs: Any) -> Any:
+        return self.target.ls(path, detail=detail, **kwargs)
+
+    def invalidate_cache(self, path: str | None = None) -> None:
+        self.target.invalidate_cache(path)
+
+    def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
+        return self.target.info(path, **kwargs)
+
+    def exists(self, path: str, **kwargs: Any) -> bool:
+        return self.target.exists(path, **kwargs)
+
+    def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes:
+        if not is_immutable(path) or end is None or (start is not None and start < 0) or end < 0:
+            return self.target.cat_file(path, start=start, end=end, **kwargs)
+        start = start or 0
+        if end <= start:
+            return b""
+        first, last = start // BLOCK_BYTES, (end - 1) // BLOCK_BYTES
+        parts = [self.cache.block(self.target, path, i) for i in range(first, last + 1)]
+        data = b"".join(parts)
+        offset = start - first * BLOCK_BYTES
+        return data[offset : offset + (end - start)]
+
+    def _open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
+        if mode != "rb":
+            raise PermissionError("the disk cache is read-only")
+        if not is_immutable(path):
+            return self.target.open(path, mode, **kwargs)
+        return _CachedFile(self, path, mode, size=kwargs.get("size"), cache_type="readahead")
+
+
+__all__ = ["BLOCK_BYTES", "DiskCache", "DiskCachedFileSystem", "is_immutable"]

@@ -1,0 +1,130 @@
+"""Prometheus metrics of the server, summed over every process of one server.
+
+prometheus_client's multiprocess mode keeps each process's values in memory-mapped files of one
+directory (``PROMETHEUS_MULTIPROC_DIR``) and sums them when ``/metrics`` is scraped, so the
+``--processes N`` children of a server count into the same totals. The directory is private,
+under the state dir (``<state_dir>/metrics``); it must be chosen before prometheus_client is
+imported, which only this module does, and only once metrics are wanted. Files left by processes
+that are gone are removed when a server starts (their counts restart, as a restarted server's do).
+
+Names (interfaces.md section 8):
+
+* ``hudi_flight_calls_total{method,status}``, ``hudi_flight_call_seconds{method}`` (histogram);
+* ``hudi_flight_rows_streamed_total``, ``hudi_flight_bytes_streamed_total``,
+  ``hudi_flight_active_streams``;
+* ``hudi_flight_storage_requests_total{kind}`` (list, info, open, read),
+  ``hudi_flight_storage_read_bytes_total``;
+* ``hudi_flight_cache_hits_total{cache}``, ``hudi_flight_cache_misses_total{cache}``,
+  ``hudi_flight_cache_evictions_total{cache}``, ``hudi_flight_cache_bytes{cache}``
+  (caches: ``table_states``, ``footers``, ``split_results``, ``disk``);
+* ``hudi_flight_planning_seconds`` (histogram).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+from flight_server.server.state_files import private_dir, process_alive
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+_DB_FILE = re.compile(r"^[a-z_]+_(\d+)\.db$")
+_lock = threading.Lock()
+_metrics: "Metrics | None" = None
+
+
+def prepare_dir(state_path: Path) -> Path:
+    """The multiprocess directory of this server: ``$PROMETHEUS_MULTIPROC_DIR`` when a parent
+    process already chose it, else ``<state_path>/metrics`` (created private and exported, so
+    child processes inherit it); files of processes no longer alive are removed."""
+    chosen = os.environ.get(MULTIPROC_ENV)
+    folder = Path(chosen) if chosen else state_path / "metrics"
+    private_dir(folder)
+    os.environ.setdefault(MULTIPROC_ENV, str(folder))
+    for path in folder.glob("*.db"):
+        m = _DB_FILE.match(path.name)
+        if m and int(m.group(1)) != os.getpid() and not process_alive(int(m.group(1))):
+            path.unlink(missing_ok=True)
+    return folder
+
+
+class Metrics:
+    """The metric objects of this process (one set per process, shared by its servers)."""
+
+    def __init__(self) -> None:
+        from prometheus_client import Counter, Gauge, Histogram
+
+        self.calls = Counter("hudi_flight_calls", "Flight RPCs completed", ["method", "status"], registry=None)
+        self.call_seconds = Histogram("hudi_flight_call_seconds", "RPC latency", ["method"], registry=None)
+        self.rows = Counter("hudi_flight_rows_streamed", "rows streamed by do_get", registry=None)
+        self.bytes = Counter("hudi_flight_bytes_streamed", "Arrow bytes streamed by do_get", registry=None)
+        self.active_streams = Gauge(
+            "hudi_flight_active_streams", "do_get streams open", registry=None, multiprocess_mode="livesum"
+        )
+        self.storage_requests = Counter(
+            "hudi_flight_storage_requests", "storage requests", ["kind"], registry=None
+        )
+        self.storage_bytes = Counter("hudi_flight_storage_read_bytes", "bytes read from storage", registry=None)
+        self.cache_hits = Counter("hudi_flight_cache_hits", "cache hits", ["cache"], registry=None)
+        self.cache_misses = Counter("hudi_flight_cache_misses", "cache misses", ["cache"], registry=None)
+        self.cache_evictions = Counter("hudi_flight_cache_evictions", "cache evictions", ["cache"], registry=None)
+        self.cache_bytes = Gauge(
+            "hudi_flight_cache_bytes", "bytes held per cache", ["cache"], registry=None, multiprocess_mode="livesum"
+        )
+        self.planning_seconds = Histogram("hudi_flight_planning_seconds", "time to plan a query", registry=None)
+
+    def storage_request(self, kind: str, nbytes: int) -> None:
+        self.storage_requests.labels(kind).inc()
+        if nbytes:
+            self.storage_bytes.inc(nbytes)
+
+    def cache_event(self, cache: str, event: str, amount: int) -> None:
+        if event == "hit":
+            self.cache_hits.labels(cache).inc(amount)
+        elif event == "miss":
+            self.cache_misses.labels(cache).inc(amount)
+        elif event == "eviction":
+            self.cache_evictions.labels(cache).inc(amount)
+        elif event == "bytes":
+            self.cache_bytes.labels(cache).set(amount)
+
+
+def process_metrics(state_path: Path) -> Metrics:
+    """This process's metrics, recording into the server's multiprocess directory."""
+    global _metrics
+    with _lock:
+        if _metrics is None:
+            prepare_dir(state_path)
+            _metrics = Metrics()
+        return _metrics
+
+
+def _registry() -> Any:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry)
+    return registry
+
+
+def exposition() -> bytes:
+    """The Prometheus text of every process of the server (the multiprocess directory)."""
+    from prometheus_client import generate_latest
+
+    return generate_latest(_registry())
+
+
+def serve_metrics(host: str, port: int) -> Any:
+    """Serve :func:`exposition` at ``http://host:port/metrics`` on a daemon thread; returns the
+    HTTP server (``.shutdown()`` stops it, ``.server_address`` has the bound port)."""
+    from prometheus_client import start_http_server
+
+    server, _ = start_http_server(port, addr=host, registry=_registry())
+    return server
+
+
+__all__ = ["MULTIPROC_ENV", "Metrics", "exposition", "prepare_dir", "process_metrics", "serve_metrics"]

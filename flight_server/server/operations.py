@@ -1,0 +1,106 @@
+"""The operations side of one server: metrics, health checks, the per-call log line.
+
+:class:`Operations` is what the service talks to. Metrics are recorded when the server has a
+``metrics_port`` or when a parent process chose the multiprocess directory (a ``--processes``
+child); otherwise prometheus_client is not even imported and recording costs nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from typing import Any, Iterator
+
+import pyarrow as pa
+
+from catalog.lru import CacheListener
+from catalog.storage import add_request_listener
+from flight_server.server.call_log import MIDDLEWARE_KEY, CallLogFactory, CallRecord
+from flight_server.server.config import ServerConfig
+from flight_server.server.metrics import MULTIPROC_ENV, Metrics, process_metrics, serve_metrics
+
+log = logging.getLogger(__name__)
+
+
+class Operations:
+    """Metrics, health and call logging of one :class:`HudiFlightServer`."""
+
+    def __init__(self, config: ServerConfig):
+        self.config = config
+        wanted = config.metrics_port is not None or bool(os.environ.get(MULTIPROC_ENV))
+        self.metrics: Metrics | None = process_metrics(config.state_path) if wanted else None
+        if self.metrics is not None:
+            add_request_listener(self.metrics.storage_request)
+        self.metrics_server: Any = None
+        self.health: Any = None
+
+    # -- wiring ------------------------------------------------------------------------------
+    def middleware(self) -> dict[str, Any]:
+        return {MIDDLEWARE_KEY: CallLogFactory(self._completed)}
+
+    @property
+    def cache_listener(self) -> CacheListener | None:
+        return self.metrics.cache_event if self.metrics is not None else None
+
+    def start(self) -> None:
+        """Open the metrics and health ports (the catalog is loaded: report SERVING)."""
+        if self.config.metrics_port is not None:
+            self.metrics_server = serve_metrics(self.config.host, self.config.metrics_port)
+        if self.config.health_port is not None:
+            from flight_server.server.health import HealthServer
+
+            self.health = HealthServer(self.config.host, self.config.health_port)
+            self.health.serving()
+
+    def stopping(self) -> None:
+        """The server begins to shut down: health checks answer NOT_SERVING from now on."""
+        if self.health is not None:
+            self.health.not_serving()
+
+    def close(self) -> None:
+        if self.health is not None:
+            self.health.stop()
+        if self.metrics_server is not None:
+            self.metrics_server.shutdown()
+            self.metrics_server.server_close()
+
+    @property
+    def metrics_port(self) -> int | None:
+        return self.metrics_server.server_address[1] if self.metrics_server is not None else None
+
+    # -- recording ---------------------------------------------------------------------------
+    def _completed(self, record: CallRecord, status: str, seconds: float) -> None:
+        if self.metrics is not None:
+            self.metrics.calls.labels(record.method, status).inc()
+            self.metrics.call_seconds.labels(record.method).observe(seconds)
+
+    @contextlib.contextmanager
+    def planning(self) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            if self.metrics is not None:
+                self.metrics.planning_seconds.observe(time.perf_counter() - started)
+
+    def streamed(self, batches: Iterator[Any]) -> Iterator[Any]:
+        """``batches`` (a do_get stream), counted: rows, bytes, and the stream while it is open."""
+        metrics = self.metrics
+        if metrics is None:
+            yield from batches
+            return
+        metrics.active_streams.inc()
+        try:
+            for item in batches:
+                batch = item[0] if isinstance(item, tuple) else item
+                if isinstance(batch, pa.RecordBatch):
+                    metrics.rows.inc(batch.num_rows)
+                    metrics.bytes.inc(batch.nbytes)
+                yield item
+        finally:
+            metrics.active_streams.dec()
+
+
+__all__ = ["Operations"]
