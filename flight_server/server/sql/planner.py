@@ -136,7 +136,12 @@ def _mentioned_columns(query: exp.Query) -> set[str] | None:
     for star in query.find_all(exp.Star):
         if not isinstance(star.parent, exp.Count):
             return None
-    return {c.name.lower() for c in query.find_all(exp.Column) if not isinstance(c.this, exp.Star)}
+    needed = {c.name.lower() for c in query.find_all(exp.Column) if not isinstance(c.this, exp.Star)}
+    for join in query.find_all(exp.Join):
+        if str(join.args.get("method") or "").upper() == "NATURAL":
+            return None  # joins on every common column name: a narrower projection changes the result
+        needed.update(u.name.lower() for u in join.args.get("using") or [])  # USING (col) names no Column
+    return needed
 
 
 def _projection(schema: pa.Schema, needed: set[str] | None) -> tuple[str, ...] | None:

@@ -250,3 +250,13 @@ def test_every_mor_fixture_table_read_optimized(cursor, sql_tables, name):
     expected = HudiTable.open(sql_tables[1][identifier(name)]).read(query_type="read_optimized")
     assert_same_rows(_query(cursor, f"SELECT * FROM {identifier(name)}_ro"), expected, exact_types=True)
     assert _query(cursor, f"SELECT count(*) FROM {identifier(name)}_ro").column(0).to_pylist() == [expected.num_rows]
+
+
+@pytest.mark.parametrize("join", ["NATURAL JOIN {t} b", "JOIN {t} b USING (txn_id)"])
+def test_natural_and_using_joins_see_every_column_they_join_on(cursor, sql_tables, join):
+    """A projection pushed into a scan must keep the columns a NATURAL or USING join matches on."""
+    sql = f"SELECT count(*) AS n FROM {COW_TXNS} a " + join.format(t=COW_TXNS)
+    got = _query(cursor, sql).column(0).to_pylist()[0]
+    con = duckdb.connect()
+    con.register("t", _table(sql_tables, COW_TXNS).read())
+    assert got == con.execute("SELECT count(*) FROM t a " + join.format(t="t")).fetchall()[0][0]
