@@ -46,7 +46,12 @@ def running_server(config: ServerConfig, registry: Registry | None = None, **kwa
     tests of the storage confinement name their roots.
     """
     if not config.allowed_roots:
-        config = config.updated({"allowed_roots": [tempfile.gettempdir()]})
+        tmp = tempfile.gettempdir()
+        test_filesystems = ["countfs", "flakyfs"]  # request-counting / failing wrappers of the tests
+        config = config.updated({
+            "allowed_roots": [tmp, *(f"{fs}://{tmp}" for fs in test_filesystems)],
+            "allowed_protocols": [*config.allowed_protocols, *test_filesystems],
+        })
     server = HudiFlightServer(config, registry=registry, **kwargs)
     thread = threading.Thread(target=server.serve, daemon=True)
     thread.start()

@@ -35,7 +35,7 @@ def _slices(table: HudiTable, **options) -> list[tuple]:
 def _files_blocks(table: HudiTable) -> list[tuple[str, str | None, str | None]]:
     mdt = table.state.listing.mdt
     (fs,) = mdt.file_slices("files")
-    return [(b.block_type.name, b.instant_time, b.header.get("COMPACTED_BLOCK_TIMES")) for b in mdt._valid_blocks(fs)]
+    return [(b.block_type.name, b.instant_time, b.header.get("COMPACTED_BLOCK_TIMES")) for b in mdt._valid_blocks(fs.log_file_paths)[0]]
 
 
 @pytest.mark.parametrize("version", [8, 6])

@@ -22,6 +22,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from hudi_generator.generator import GeneratorSpec
+from tests.support.credentials import prepare_state, token_settings
 from tests.support.servers import free_port
 
 REPO = Path(__file__).resolve().parents[3]
@@ -45,7 +46,8 @@ class Served:
     def __init__(self, state: Path, warehouse: str, log: Path):
         self.port, self.metrics_port, self.health_port = free_port(), free_port(), free_port()
         config = state.parent / f"config-{self.port}.json"
-        config.write_text(json.dumps({"tokens": {TOKEN: "ops-reader"}, "refresh_interval_seconds": 0}))
+        config.write_text(json.dumps({**token_settings(TOKEN), "refresh_interval_seconds": 0}))
+        prepare_state(str(state))  # the token's user may read every table
         self.log = log
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "flight_server.cli", "serve", "--port", str(self.port), "--warehouse", warehouse,
