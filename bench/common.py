@@ -47,6 +47,7 @@ import json
 import math
 import platform
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -272,3 +273,18 @@ def write_results(rows: Sequence[dict], size: str, out_dir: Path = RESULTS_DIR, 
     if rows and _chart(rows, png_path):
         written["png"] = png_path
     return written
+
+
+class ServedWarehouse:
+    """``hudi-flight serve`` in a subprocess (``extra_args``: more serve flags; ``scheme`` of its URI)."""
+
+    def __init__(self, warehouse: Path, processes: int, extra_args: Sequence[str] = (), scheme: str = "grpc"):
+        from tests.support.processes import ServeProcess
+
+        self.state = tempfile.mkdtemp(prefix="hudi-flight-bench-")
+        self.process = ServeProcess("--port", "0", "--warehouse", str(warehouse), "--state-dir", self.state,
+                                    "--processes", str(processes), *extra_args, log=Path(self.state) / "serve.log")
+        self.uri = f"{scheme}://127.0.0.1:{self.process.port}"
+
+    def close(self) -> None:
+        self.process.stop()

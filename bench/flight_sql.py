@@ -24,8 +24,8 @@ from typing import Any
 import duckdb
 import pyarrow.dataset as ds
 
-from bench.common import base_file_paths, percentile, round_robin, row
-from bench.flight_scan import WORKERS, _Server, _service_read, _table
+from bench.common import ServedWarehouse, base_file_paths, percentile, round_robin, row
+from bench.flight_scan import WORKERS, _service_read, _table
 
 TABLE = "bench.trips"
 AGGREGATE = ("SELECT count(*) AS n, sum(trip_count) AS trips FROM {} "
@@ -98,7 +98,7 @@ def run(size: str) -> list[dict]:
     def duckdb_scalar(sql: str) -> tuple:
         return tuple(local.execute(sql.format(parquet)).fetchall()[0])
 
-    server = _Server(path.parent.parent, 1)
+    server = ServedWarehouse(path.parent.parent, 1)
     conns = [adbc.connect(server.uri) for _ in range(WORKERS)]
     conn = conns[0]
     out: list[dict] = []

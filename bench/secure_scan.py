@@ -24,15 +24,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
-from bench.common import check_size, percentile, row
+from bench.common import ServedWarehouse, check_size, percentile, row
 from bench.flight_scan import WORKERS, _table
 from catalog import HudiTable
 from flight_server.client.session import HudiFlightClient
 from tests.support.certs import make_pki
 from tests.support.credentials import prepare_state, token_toml
-from tests.support.processes import ServeProcess
 
 TOKEN = "bench-secure-scan-token-0123456789abcdef"
 IDENT = "bench.trips"
@@ -48,20 +47,8 @@ PLANNING_CALLS = {"quick": 30, "full": 100}
 
 
 
-class _Server:
-    """``hudi-flight serve`` in a subprocess (``extra_args``: more serve flags; ``scheme`` of its URI)."""
 
-    def __init__(self, warehouse: Path, processes: int, extra_args: Sequence[str] = (), scheme: str = "grpc"):
-        self.state = tempfile.mkdtemp(prefix="hudi-flight-bench-")
-        self.process = ServeProcess("--port", "0", "--warehouse", str(warehouse), "--state-dir", self.state,
-                                    "--processes", str(processes), *extra_args, log=Path(self.state) / "serve.log")
-        self.uri = f"{scheme}://127.0.0.1:{self.process.port}"
-
-    def close(self) -> None:
-        self.process.stop()
-
-
-def _servers(warehouse: Path, folder: Path) -> dict[str, tuple[_Server, dict[str, Any]]]:
+def _servers(warehouse: Path, folder: Path) -> dict[str, tuple[ServedWarehouse, dict[str, Any]]]:
     """The servers and the client settings of each competitor (two share the TLS server)."""
     pki = make_pki(folder / "pki")
     config = folder / "token.toml"
@@ -73,11 +60,11 @@ def _servers(warehouse: Path, folder: Path) -> dict[str, tuple[_Server, dict[str
         prepare_state(str(state))
         return ["--config", str(config), "--state-dir", str(state)]
 
-    servers: dict[str, tuple[_Server, dict[str, Any]]] = {}
+    servers: dict[str, tuple[ServedWarehouse, dict[str, Any]]] = {}
     try:
-        servers[PLAIN] = (_Server(warehouse, 1), {})
-        servers[TOKEN_ONLY] = (_Server(warehouse, 1, with_token("token")), {"token": TOKEN})
-        servers[TLS_TOKEN] = (_Server(warehouse, 1, [*with_token("tls"), *tls], scheme="grpc+tls"),
+        servers[PLAIN] = (ServedWarehouse(warehouse, 1), {})
+        servers[TOKEN_ONLY] = (ServedWarehouse(warehouse, 1, with_token("token")), {"token": TOKEN})
+        servers[TLS_TOKEN] = (ServedWarehouse(warehouse, 1, [*with_token("tls"), *tls], scheme="grpc+tls"),
                               {"token": TOKEN, "tls_root_certs": pki.ca_cert.read_bytes()})
         servers[TLS_LZ4] = (servers[TLS_TOKEN][0], {**servers[TLS_TOKEN][1], "client": _Lz4Client})
     except BaseException:
@@ -104,7 +91,7 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _scans(servers: dict[str, tuple[_Server, dict[str, Any]]], rows: int, repeat: int) -> dict[str, list[tuple[float, float]]]:
+def _scans(servers: dict[str, tuple[ServedWarehouse, dict[str, Any]]], rows: int, repeat: int) -> dict[str, list[tuple[float, float]]]:
     """(wall, CPU of server + client) seconds per full read, round-robin after one warm-up round.
 
     CPU is the steadier measure on a loaded machine: wall time there mostly waits for a core.

@@ -20,8 +20,8 @@ from typing import Callable
 
 import pyarrow.dataset as ds
 
-from bench.common import base_file_paths, check_size, percentile, round_robin, row
-from bench.flight_scan import WORKERS, _Server, _service_read
+from bench.common import ServedWarehouse, base_file_paths, check_size, percentile, round_robin, row
+from bench.flight_scan import WORKERS, _service_read
 from bench.flight_scan import _table as cow_table
 from bench.mor_read import ensure_table as mor_table
 from catalog import HudiTable
@@ -37,7 +37,7 @@ def _hudi_rows(path: Path, columns: list[str] | None) -> int:
     return sum(b.num_rows for b in table.read(options))
 
 
-def _scenario(name: str, path: Path, ident: str, columns: list[str] | None, cow: bool, server: _Server,
+def _scenario(name: str, path: Path, ident: str, columns: list[str] | None, cow: bool, server: ServedWarehouse,
               repeat: int) -> list[dict]:
     table = HudiTable.open(str(path))
     rows = table.read(columns=["_hoodie_record_key"]).num_rows
@@ -66,14 +66,14 @@ def run(size: str) -> list[dict]:
     mor = mor_table(size)
     cow = cow_table(size)
     out: list[dict] = []
-    mor_server = _Server(mor.parent, 1)
+    mor_server = ServedWarehouse(mor.parent, 1)
     try:
         ident = f"{mor.parent.name}.{mor.name}"
         out += _scenario("service_scan/MOR full scan", mor, ident, None, False, mor_server, repeat)
         out += _scenario("service_scan/MOR projection uuid,fare", mor, ident, PROJECTION, False, mor_server, repeat)
     finally:
         mor_server.close()
-    cow_server = _Server(cow.parent.parent, 1)
+    cow_server = ServedWarehouse(cow.parent.parent, 1)
     try:
         out += _scenario("service_scan/COW projection uuid,fare", cow, "bench.trips", PROJECTION, True, cow_server,
                          repeat)

@@ -74,3 +74,16 @@ def test_planning_bench_on_tiny_local_tables(tmp_path: Path, table_version: int)
     assert large["listing"]["requests"] > small["listing"]["requests"]
     rows = planning.rows_for(small)
     assert {r["competitor"] for r in rows} == {"hudi-flight", "hudi-flight (storage listing)"}
+
+
+def test_every_benchmark_module_imports():
+    """A benchmark that cannot even be imported (a helper moved away) fails here, not in make bench."""
+    import importlib
+    import pkgutil
+
+    import bench
+
+    names = [m.name for m in pkgutil.iter_modules(bench.__path__) if not m.name.startswith("_")]
+    assert "flight_sql" in names and "secure_scan" in names
+    for name in names:
+        importlib.import_module(f"bench.{name}")
