@@ -19,8 +19,8 @@ import os
 import sys
 from typing import Callable
 
-from bench.common import base_file_paths, measure, row
-from bench.flight_scan import _Server, _table
+from bench.common import ServedWarehouse, base_file_paths, measure, row
+from bench.flight_scan import _table
 
 TWO_COLUMNS = ["fare", "rider"]
 
@@ -55,7 +55,7 @@ def run(size: str) -> list[dict]:
     nbytes = sum(os.path.getsize(f) for f in files)
     params = {"rows": rows, "parquet_bytes": nbytes, "files": len(files), "spark": "local[2]"}
     repeat = 3 if size == "full" else 5
-    server = _Server(path.parent.parent, 1)
+    server = ServedWarehouse(path.parent.parent, 1)
     spark = _spark_session()
     out: list[dict] = []
 
