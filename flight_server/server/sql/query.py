@@ -67,6 +67,10 @@ class Analysis:
     count_star: str | None = None
 
 
+#: parentheses deeper than this are refused before parsing (sqlglot and DuckDB recurse per level)
+MAX_SQL_NESTING = 128
+
+
 def analyze(sql: str, resolve: Resolver, parameters: Sequence[Any] | None = None) -> Analysis:
     """Parse, check and plan ``sql``.
 
@@ -74,7 +78,16 @@ def analyze(sql: str, resolve: Resolver, parameters: Sequence[Any] | None = None
         ReadOnlyError: the statement is not a read (``ValueError``).
         InvalidQueryError: a refused function or clause, wrong parameter count, bad instant.
     """
-    query = parse_query(bind_placeholders(sql, parameters))
+    tokens = _tokens(sql)
+    _check_nesting(tokens)
+    try:
+        return _analyze(sql, tokens, resolve, parameters)
+    except RecursionError as err:  # a tree the depth check let through but sqlglot cannot walk
+        raise InvalidQueryError(f"SQL is nested too deeply (at most {MAX_SQL_NESTING} levels)") from err
+
+
+def _analyze(sql: str, tokens: list[Any], resolve: Resolver, parameters: Sequence[Any] | None) -> Analysis:
+    query = parse_query(_bind(sql, tokens, parameters))
     if query.find(exp.Placeholder, exp.Parameter):
         raise InvalidQueryError("only positional '?' parameters are supported (not named or numbered ones)")
     _refuse_unsafe(query)
@@ -89,12 +102,29 @@ def analyze(sql: str, resolve: Resolver, parameters: Sequence[Any] | None = None
 # -- parameters ----------------------------------------------------------------------------
 
 
-def _placeholders(sql: str) -> list[Any]:
-    """The ``?`` tokens of ``sql``, in the order they are written (not in strings or comments)."""
+def _tokens(sql: str) -> list[Any]:
     try:
-        tokens = Dialect.get_or_raise(DIALECT).tokenize(sql)
+        return Dialect.get_or_raise(DIALECT).tokenize(sql)
     except SqlglotError as err:
         raise InvalidQueryError(f"cannot parse SQL: {err}") from err
+
+
+def _check_nesting(tokens: list[Any]) -> None:
+    """Refuse SQL nested deeper than ``MAX_SQL_NESTING`` parentheses before parsing it (the
+    parser recurses per level: a deep query costs seconds of CPU and then overflows the stack)."""
+    depth = 0
+    for token in tokens:
+        if token.token_type == TokenType.L_PAREN:
+            depth += 1
+            if depth > MAX_SQL_NESTING:
+                raise InvalidQueryError(f"SQL is nested too deeply (at most {MAX_SQL_NESTING} levels of parentheses)")
+        elif token.token_type == TokenType.R_PAREN:
+            depth -= 1
+
+
+def _placeholders(sql: str, tokens: list[Any] | None = None) -> list[Any]:
+    """The ``?`` tokens of ``sql``, in the order they are written (not in strings or comments)."""
+    tokens = _tokens(sql) if tokens is None else tokens
     return [t for t in tokens if t.token_type == TokenType.PLACEHOLDER and t.text == "?"]
 
 
@@ -103,9 +133,9 @@ def placeholder_count(sql: str) -> int:
     return len(_placeholders(sql))
 
 
-def bind_placeholders(sql: str, parameters: Sequence[Any] | None) -> str:
+def _bind(sql: str, tokens: list[Any], parameters: Sequence[Any] | None) -> str:
     """``sql`` with its ``?`` placeholders replaced, in order, by SQL literals of ``parameters``."""
-    marks = _placeholders(sql)
+    marks = _placeholders(sql, tokens)
     given = list(parameters) if parameters is not None else []
     if len(marks) != len(given):
         raise InvalidQueryError(f"the query has {len(marks)} parameter(s) but {len(given)} value(s) are bound")
@@ -270,5 +300,5 @@ def _plain_scan(query: exp.Query, scans: list[ScanSpec]) -> ScanSpec | None:
     return ScanSpec(scan.view, scan.table, scan.options.replace(columns=ordered))
 
 
-__all__ = ["Analysis", "TABLE_CHANGES", "analyze", "bind_placeholders", "hudi_options", "instant_literal",
+__all__ = ["Analysis", "TABLE_CHANGES", "analyze", "hudi_options", "instant_literal",
            "placeholder_count"]

@@ -134,6 +134,10 @@ def _status(call) -> Exception:
     ("SELECT * FROM sample_table_cow.v6_nonpartitioned_ro", flight.FlightError, "not found"),
     ("SELECT * FROM nope.nope", flight.FlightError, "not found"),
     ("SELECT 1; SELECT 2", flight.FlightError, "one statement"),
+    # deep nesting is refused before parsing (it used to cost seconds of CPU, then an INTERNAL error)
+    ("SELECT " + "(" * 5000 + "1" + ")" * 5000, flight.FlightError, "nested too deeply"),
+    ("SELECT * FROM sample_table_cow.v6_nonpartitioned WHERE " + "(" * 200 + "1=1" + ")" * 200,
+     flight.FlightError, "128 levels"),
 ])
 def test_refusals_name_the_clause(client, query, error, words):
     err = _status(lambda: client.get_flight_info(_command(sql.CommandStatementQuery(query=query))))
