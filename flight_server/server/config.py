@@ -65,6 +65,7 @@ class ServerConfig:
     refresh_interval_seconds: float = 60.0  # warehouse re-scan timer; 0 disables it
     locations: list[str] = field(default_factory=list)  # data servers named in endpoints
     processes: int = 1  # serving processes sharing the port (flight_server.server.supervisor)
+    max_connections: int = 1024  # connections relayed at once to the processes (processes > 1)
     # scale-out (interfaces.md section 9; flight_server.server.cluster / worker)
     role: str | None = None  # "coordinator" or "worker"; None: a server on its own
     coordinator: str | None = None  # a worker's coordinator, grpc[+tls]://host:port

@@ -59,9 +59,11 @@ class Relay:
 
     Args:
         host, port: the public address (port 0: any free port; see :attr:`port`).
+        max_connections: relayed connections open at once (two threads each); a connection past
+            the bound is closed at once, so a flood of idle connections costs no more than this.
     """
 
-    def __init__(self, host: str, port: int):
+    def __init__(self, host: str, port: int, max_connections: int = 1024):
         family = socket.getaddrinfo(host.strip("[]") or None, port, type=socket.SOCK_STREAM,
                                     flags=socket.AI_PASSIVE)[0][0]
         try:
@@ -77,6 +79,7 @@ class Relay:
         self._turn = 0
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
+        self._slots = threading.BoundedSemaphore(max_connections)
         self._thread: threading.Thread | None = None
 
     def set_backend(self, slot: int, port: int | None) -> None:
@@ -143,7 +146,16 @@ class Relay:
                 client, _ = self._sock.accept()
             except OSError:  # closed
                 return
-            threading.Thread(target=self._relay, args=(client,), name="hudi-flight-relay", daemon=True).start()
+            if not self._slots.acquire(blocking=False):
+                client.close()  # past max_connections
+                continue
+            threading.Thread(target=self._relayed, args=(client,), name="hudi-flight-relay", daemon=True).start()
+
+    def _relayed(self, client: socket.socket) -> None:
+        try:
+            self._relay(client)
+        finally:
+            self._slots.release()
 
     def start(self) -> "Relay":
         self._thread = threading.Thread(target=self._accept_loop, name="hudi-flight-accept", daemon=True)
