@@ -10,7 +10,7 @@ test CA's certificate, made here) + the same token. For each, round-robin:
   pays its one handshake; every endpoint reuses that client's channel), endpoints fetched in
   parallel.
 
-"TLS + token, lz4 streams" asks for lz4-compressed IPC streams (flight_server/server/streams.py):
+"TLS + token, lz4 streams" asks for lz4-compressed IPC streams (flight_server/server/query/streams.py):
 a third of the bytes to encrypt, plus compression. Wall time and CPU (server + client) are both
 reported: on a loaded machine wall time mostly waits for a core. Rows carry the ratio to plain
 (target: TLS + token within 10%).

@@ -14,8 +14,8 @@ from typing import TextIO
 from flight_server.cli.output import CliError
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
-from flight_server.server.state_files import private_dir, private_sqlite
-from flight_server.server.users import RIGHTS, Grant, UserStore
+from flight_server.server.security.state_files import private_dir, private_sqlite
+from flight_server.server.security.users import RIGHTS, Grant, UserStore
 
 
 def read_password(stream: TextIO | None = None) -> str:

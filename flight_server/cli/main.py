@@ -79,7 +79,7 @@ def _storage_options(pairs: list[str] | None) -> dict[str, Any]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from flight_server.server.serve import serve
+    from flight_server.server.runtime.serve import serve
 
     config = ServerConfig.load(
         args.config,

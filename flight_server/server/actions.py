@@ -1,6 +1,6 @@
 """The service's actions (``do_action``): catalog browsing and changes, table info, health.
 
-Each handler takes the validated JSON body (``flight_server.server.wire.parse_action``) and the
+Each handler takes the validated JSON body (``flight_server.server.query.wire.parse_action``) and the
 call context, checks the caller's right through the server's ``authorize``/``readable`` (catalog
 changes need ``admin``, table info ``read``, listings show only what the caller may read), and
 returns a JSON-serialisable result.
@@ -17,12 +17,12 @@ import pyarrow.flight as flight
 
 from catalog.state import TableState
 from catalog.storage import open_table_storage
-from flight_server.server.cluster import Membership
+from flight_server.server.cache.tables import TableCache
+from flight_server.server.cluster.membership import Membership
 from flight_server.server.config import ServerConfig
-from flight_server.server.limits import Limits
-from flight_server.server.policy import StoragePolicy
 from flight_server.server.registry import Registry, TableEntry
-from flight_server.server.tables import TableCache
+from flight_server.server.security.limits import Limits
+from flight_server.server.security.policy import StoragePolicy
 
 
 class ActionContext(Protocol):
@@ -125,7 +125,7 @@ def health(server: ActionContext, body: dict, context: flight.ServerCallContext)
 
 
 def cluster_heartbeat(server: ActionContext, body: dict, context: flight.ServerCallContext) -> dict:
-    """A worker's signed heartbeat (flight_server.server.worker); only a coordinator takes them."""
+    """A worker's signed heartbeat (flight_server.server.cluster.worker); only a coordinator takes them."""
     if server.cluster is None:
         raise NotImplementedError("this server is not a cluster coordinator (--role coordinator)")
     return server.cluster.accept(body["token"])

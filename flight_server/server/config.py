@@ -16,12 +16,12 @@ import pyarrow as pa
 import pyarrow.ipc
 
 from catalog.plan.splits import DEFAULT_TARGET_SPLIT_BYTES, SplitOptions
-from flight_server.server.limits import Limits
-from flight_server.server.policy import DEFAULT_PROTOCOLS, StoragePolicy
+from flight_server.server.cache.tables import DEFAULT_TABLE_CACHE_BYTES
+from flight_server.server.security.limits import Limits
+from flight_server.server.security.policy import DEFAULT_PROTOCOLS, StoragePolicy
+from flight_server.server.security.state_files import private_dir
+from flight_server.server.security.tls import TLS_SCHEME, TlsFiles
 from flight_server.server.sql.engine import EngineSettings
-from flight_server.server.state_files import private_dir
-from flight_server.server.tables import DEFAULT_TABLE_CACHE_BYTES
-from flight_server.server.tls import TLS_SCHEME, TlsFiles
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8815
@@ -53,7 +53,7 @@ class ServerConfig:
     secret: str | None = None  # hex; default: generated once into state_dir/ticket-secret
     secret_file: str | None = None
     ticket_ttl_seconds: float = 3600.0
-    # authentication and authorization (interfaces.md section 6; flight_server.server.access)
+    # authentication and authorization (interfaces.md section 6; flight_server.server.security.access)
     tokens: dict[str, str] = field(default_factory=dict)  # static bearer token -> user name
     token_ttl_seconds: float = 3600.0  # lifetime of the handshake's bearer tokens
     auth_cache_seconds: float = 1.0  # how long a user's rights are reused between calls
@@ -64,9 +64,9 @@ class ServerConfig:
     split_workers: int = 4
     refresh_interval_seconds: float = 60.0  # warehouse re-scan timer; 0 disables it
     locations: list[str] = field(default_factory=list)  # data servers named in endpoints
-    processes: int = 1  # serving processes sharing the port (flight_server.server.supervisor)
+    processes: int = 1  # serving processes sharing the port (flight_server.server.runtime.supervisor)
     max_connections: int = 1024  # connections relayed at once to the processes (processes > 1)
-    # scale-out (interfaces.md section 9; flight_server.server.cluster / worker)
+    # scale-out (interfaces.md section 9; flight_server.server.cluster.membership / worker)
     role: str | None = None  # "coordinator" or "worker"; None: a server on its own
     coordinator: str | None = None  # a worker's coordinator, grpc[+tls]://host:port
     advertise: str | None = None  # the URI others reach this server at (default: host and port)
@@ -78,7 +78,7 @@ class ServerConfig:
     allowed_protocols: list[str] = field(default_factory=lambda: list(DEFAULT_PROTOCOLS))
     client_storage_option_keys: list[str] = field(default_factory=list)  # none: clients send no options
     root_storage_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # root URI -> options
-    # bounded work per call (see flight_server.server.limits.Limits for the defaults)
+    # bounded work per call (see flight_server.server.security.limits.Limits for the defaults)
     max_body_bytes: int = Limits.max_body_bytes
     max_json_depth: int = Limits.max_json_depth
     max_filters: int = Limits.max_filters
@@ -90,7 +90,7 @@ class ServerConfig:
     # server-side SQL engine (Flight SQL): DuckDB memory limit (spills to state_dir/sql-spill) and threads
     sql_memory_limit: str = "1GB"
     sql_threads: int = 2
-    # transport security (flight_server.server.tls): PEM files; tls_client_ca turns on mutual TLS
+    # transport security (flight_server.server.security.tls): PEM files; tls_client_ca turns on mutual TLS
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_client_ca: str | None = None

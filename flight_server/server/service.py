@@ -28,26 +28,18 @@ from catalog.read.split_reader import read_splits
 from catalog.state import TableState
 from catalog.table.files import Split
 from flight_server.server.actions import HANDLERS
-from flight_server.server.auth import MIDDLEWARE_KEY as AUTH_KEY
-from flight_server.server.auth import HandshakeEnabled, authentication, caller_name
-from flight_server.server.call_log import note
-from flight_server.server.cluster import HEARTBEAT_PURPOSE, Membership
+from flight_server.server.cache.disk_cache import DiskCache
+from flight_server.server.cache.split_cache import SplitResultCache
+from flight_server.server.cache.tables import TableCache
+from flight_server.server.cluster.membership import HEARTBEAT_PURPOSE, Membership
 from flight_server.server.config import ServerConfig
-from flight_server.server.disk_cache import DiskCache
 from flight_server.server.errors import flight_errors, schema_errors, stream_errors
 from flight_server.server.flightsql.dispatch import ACTIONS as SQL_ACTIONS
 from flight_server.server.flightsql.dispatch import FlightSqlService, flight_sql_message
-from flight_server.server.limits import MIDDLEWARE_KEY, CallerMiddlewareFactory, Limits, StreamGate, caller_of
-from flight_server.server.operations import Operations
-from flight_server.server.registry import Registry, TableEntry, parse_identifier
-from flight_server.server.split_cache import SplitResultCache
-from flight_server.server.state_files import private_dir, private_sqlite
-from flight_server.server.streams import COMPRESSION_KEY, CompressionMiddlewareFactory, write_options
-from flight_server.server.tables import TableCache
-from flight_server.server.tickets import TicketSigner, configured_signer
-from flight_server.server.tls import check_locations
-from flight_server.server.users import ANONYMOUS, UserStore
-from flight_server.server.wire import (
+from flight_server.server.ops.call_log import note
+from flight_server.server.ops.operations import Operations
+from flight_server.server.query.streams import COMPRESSION_KEY, CompressionMiddlewareFactory, write_options
+from flight_server.server.query.wire import (
     ACTIONS,
     QueryCommand,
     TicketBody,
@@ -58,6 +50,14 @@ from flight_server.server.wire import (
     split_from_json,
     split_to_json,
 )
+from flight_server.server.registry import Registry, TableEntry, parse_identifier
+from flight_server.server.security.auth import MIDDLEWARE_KEY as AUTH_KEY
+from flight_server.server.security.auth import HandshakeEnabled, authentication, caller_name
+from flight_server.server.security.limits import MIDDLEWARE_KEY, CallerMiddlewareFactory, Limits, StreamGate, caller_of
+from flight_server.server.security.state_files import private_dir, private_sqlite
+from flight_server.server.security.tickets import TicketSigner, configured_signer
+from flight_server.server.security.tls import check_locations
+from flight_server.server.security.users import ANONYMOUS, UserStore
 
 log = logging.getLogger(__name__)
 

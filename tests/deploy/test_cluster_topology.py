@@ -17,7 +17,7 @@ from catalog import HudiTable
 from flight_server.client.session import HudiFlightClient
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
-from flight_server.server.serve import check_placeholders, check_topology
+from flight_server.server.runtime.serve import check_placeholders, check_topology
 from hudi_generator.generator import GeneratorSpec
 from tests.support.compare import assert_same_rows
 from tests.support.processes import ServeProcess, poll

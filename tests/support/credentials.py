@@ -39,8 +39,8 @@ def allow_token_user(server: Any) -> None:
 def prepare_state(state_dir: str) -> None:
     """Give the token's user every right in the catalog of ``serve --state-dir state_dir`` (before it starts)."""
     from flight_server.server.registry import Registry
-    from flight_server.server.state_files import private_dir, private_sqlite
-    from flight_server.server.users import UserStore
+    from flight_server.server.security.state_files import private_dir, private_sqlite
+    from flight_server.server.security.users import UserStore
 
     config = ServerConfig(state_dir=state_dir)
     private_dir(config.state_path)

@@ -24,7 +24,7 @@ from flight_server.server.flightsql import catalog
 from flight_server.server.flightsql.handles import PreparedStatement, parameters_ipc
 from flight_server.server.flightsql.names import Server
 from flight_server.server.flightsql.statements import Statements
-from flight_server.server.limits import LimitExceededError
+from flight_server.server.security.limits import LimitExceededError
 from flight_server.server.sql import engine
 from flight_server.server.sql.query import placeholder_count
 

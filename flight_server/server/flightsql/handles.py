@@ -1,6 +1,6 @@
 """Stateless, signed Flight SQL handles: prepared statements and statement tickets.
 
-Both are tickets of :class:`~flight_server.server.tickets.TicketSigner` (``hf1.`` + base64url JSON
+Both are tickets of :class:`~flight_server.server.security.tickets.TicketSigner` (``hf1.`` + base64url JSON
 payload + ``.`` + HMAC-SHA256), so any server process holding the ticket secret can serve them,
 nobody can forge or alter one, and they expire. A ``"k"`` key tells the kinds apart (split tickets
 of the JSON path have none), so a handle of one kind is never accepted as another.
@@ -25,8 +25,8 @@ from typing import Any
 import pyarrow as pa
 
 from catalog.errors import InvalidTicketError
-from flight_server.server.limits import Limits
-from flight_server.server.tickets import TicketSigner
+from flight_server.server.security.limits import Limits
+from flight_server.server.security.tickets import TicketSigner
 
 PREPARED = "prep"
 STATEMENT = "sql"

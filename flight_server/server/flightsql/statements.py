@@ -31,9 +31,9 @@ from catalog.read.split_reader import read_splits
 from flight_server.protocol import pack, sql
 from flight_server.server.flightsql.handles import COUNT, STATEMENT, sign_statement, verify_statement
 from flight_server.server.flightsql.names import Server, resolve_name
+from flight_server.server.query.wire import QueryCommand
 from flight_server.server.sql import engine
 from flight_server.server.sql.query import Analysis, analyze, hudi_options
-from flight_server.server.wire import QueryCommand
 
 
 @dataclass

@@ -12,7 +12,7 @@ import pytest
 from flight_server.cli.main import main
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
-from flight_server.server.users import Grant, UserStore
+from flight_server.server.security.users import Grant, UserStore
 from tests.support.servers import free_port, running_server
 
 SIMPLE = "sample_table/cow/v6_nonpartitioned"

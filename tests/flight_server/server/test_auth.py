@@ -15,13 +15,13 @@ import pyarrow.flight as flight
 import pytest
 
 from flight_server.client.session import connect
-from flight_server.server.access import is_loopback
-from flight_server.server.auth import TokenIssuer
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
+from flight_server.server.security.access import is_loopback
+from flight_server.server.security.auth import TokenIssuer
+from flight_server.server.security.tickets import TicketSigner
+from flight_server.server.security.users import Grant, UserStore, verify_password
 from flight_server.server.service import HudiFlightServer
-from flight_server.server.tickets import TicketSigner
-from flight_server.server.users import Grant, UserStore, verify_password
 from tests.support.auth import add_user, admin_client, user_client
 from tests.support.servers import free_port, running_server
 

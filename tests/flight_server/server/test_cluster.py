@@ -16,7 +16,7 @@ import pytest
 from catalog import HudiTable
 from flight_server.client.session import HudiFlightClient
 from flight_server.server.registry import Registry
-from flight_server.server.tickets import TicketSigner
+from flight_server.server.security.tickets import TicketSigner
 from hudi_generator.generator import GeneratorSpec
 from tests.support.compare import assert_same_rows
 from tests.support.processes import ServeProcess, poll
@@ -123,7 +123,7 @@ def test_endpoints_name_both_workers_by_file_group_and_rows_equal_the_library(cl
 
 
 def test_heartbeats_must_be_signed_with_the_cluster_secret(cluster):
-    from flight_server.server.cluster import HEARTBEAT_PURPOSE, heartbeat_token
+    from flight_server.server.cluster.membership import HEARTBEAT_PURPOSE, heartbeat_token
 
     client = flight.connect(cluster.coordinator.uri)
     try:

@@ -13,9 +13,9 @@ import pyarrow.flight as flight
 import pytest
 
 from catalog.hudi_table import HudiTable
-from flight_server.server import disk_cache as disk_cache_module
+from flight_server.server.cache import disk_cache as disk_cache_module
+from flight_server.server.cache.disk_cache import is_immutable
 from flight_server.server.config import ServerConfig
-from flight_server.server.disk_cache import is_immutable
 from flight_server.server.registry import Registry
 from hudi_generator.generator import MERGE_ON_READ, GeneratorSpec
 from tests.support.compare import assert_same_rows

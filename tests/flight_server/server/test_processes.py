@@ -30,7 +30,7 @@ class _Pid(flight.FlightServerBase):
 
 def test_flight_servers_cannot_share_a_port_hence_the_relay():
     """Arrow Flight turns SO_REUSEPORT off: a second server on a bound port fails to start
-    (flight_server/server/relay.py explains the way around it)."""
+    (flight_server/server/runtime/relay.py explains the way around it)."""
     port = free_port()
     first = _Pid(f"grpc+tcp://127.0.0.1:{port}")
     try:

@@ -170,7 +170,7 @@ def test_users_and_grants_in_the_catalog_database(registry):
     import sqlalchemy as sa
 
     from flight_server.cli.main import main
-    from flight_server.server.users import Grant, UnknownUserError, UserExistsError, UserStore
+    from flight_server.server.security.users import Grant, UnknownUserError, UserExistsError, UserStore
 
     users = UserStore(registry.engine)
     with registry.engine.begin() as conn:  # a clean slate on the shared PostgreSQL server

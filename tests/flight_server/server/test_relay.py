@@ -6,7 +6,7 @@ import socket
 import threading
 import time
 
-from flight_server.server.relay import Relay
+from flight_server.server.runtime.relay import Relay
 
 
 def _echo(conn: socket.socket) -> None:

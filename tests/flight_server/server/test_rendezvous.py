@@ -10,12 +10,12 @@ import pyarrow.flight as flight
 import pytest
 
 from catalog.errors import InvalidQueryError, InvalidTicketError
-from flight_server.server.auth import TokenIssuer
-from flight_server.server.cluster import HEARTBEAT_PURPOSE, Membership, heartbeat_token, rendezvous
+from flight_server.server.cluster.membership import HEARTBEAT_PURPOSE, Membership, heartbeat_token, rendezvous
+from flight_server.server.cluster.worker import Registration
 from flight_server.server.config import ServerConfig
-from flight_server.server.tickets import TicketSigner, configured_signer
-from flight_server.server.users import CLUSTER_MEMBER
-from flight_server.server.worker import Registration
+from flight_server.server.security.auth import TokenIssuer
+from flight_server.server.security.tickets import TicketSigner, configured_signer
+from flight_server.server.security.users import CLUSTER_MEMBER
 from tests.support.auth import add_admin
 from tests.support.servers import running_server
 
@@ -90,7 +90,7 @@ def test_membership_refuses_foreign_expired_and_malformed_heartbeats():
 )
 def test_inconsistent_topologies_are_refused_at_start(settings, message):
     from flight_server.server.config import ServerConfig
-    from flight_server.server.serve import check_topology
+    from flight_server.server.runtime.serve import check_topology
 
     with pytest.raises(ValueError, match=message):
         check_topology(ServerConfig().updated(settings))

@@ -20,9 +20,9 @@ import sqlalchemy as sa
 from catalog.plan.splits import FooterCache
 from catalog.storage import Storage
 from flight_server.server.config import ServerConfig
-from flight_server.server.limits import LimitExceededError, StreamGate
-from flight_server.server.policy import StoragePolicy, StoragePolicyError
 from flight_server.server.registry import Registry
+from flight_server.server.security.limits import LimitExceededError, StreamGate
+from flight_server.server.security.policy import StoragePolicy, StoragePolicyError
 from tests.support.auth import admin_client
 from tests.support.servers import running_server
 

@@ -20,8 +20,8 @@ import pytest
 from catalog.hudi_table import HudiTable
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
-from flight_server.server.tickets import TicketSigner
-from flight_server.server.users import Grant
+from flight_server.server.security.tickets import TicketSigner
+from flight_server.server.security.users import Grant
 from tests.support.auth import admin_client
 from tests.support.compare import assert_same_rows
 from tests.support.fixtures import all_table_names, is_lance

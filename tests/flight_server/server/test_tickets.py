@@ -10,7 +10,7 @@ import stat
 import pytest
 
 from catalog.errors import InvalidTicketError
-from flight_server.server.tickets import TicketSigner, load_or_create_secret
+from flight_server.server.security.tickets import TicketSigner, load_or_create_secret
 
 SECRET = bytes(range(32))
 PAYLOAD = {"t": "ns.tbl", "i": "20240101000000000", "s": {"p": "a=1", "f": "fg-1"}}

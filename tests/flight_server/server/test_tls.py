@@ -230,7 +230,7 @@ def test_streams_compressed_on_request_read_the_same(tls_server, pki, fixture_ta
 def test_write_options_follow_the_request():
     import pyarrow.ipc as ipc
 
-    from flight_server.server.streams import COMPRESSION_KEY, CompressionMiddlewareFactory, write_options
+    from flight_server.server.query.streams import COMPRESSION_KEY, CompressionMiddlewareFactory, write_options
 
     factory = CompressionMiddlewareFactory()
 

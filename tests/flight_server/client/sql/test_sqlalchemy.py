@@ -17,7 +17,7 @@ from flight_server.client.sql import dbapi, flightsql
 from flight_server.client.sql.dialect import sql_type
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
-from flight_server.server.users import Grant
+from flight_server.server.security.users import Grant
 from tests.support.compare import assert_same_rows
 from tests.support.fixtures import all_table_names, is_lance, is_mor
 from tests.support.servers import identifier, running_server

@@ -10,7 +10,7 @@ import pytest
 from catalog.hudi_table import HudiTable
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
-from flight_server.server.users import Grant
+from flight_server.server.security.users import Grant
 from tests.support.auth import add_user
 from tests.support.compare import assert_same_rows
 from tests.support.servers import identifier, running_server

@@ -16,7 +16,7 @@ from catalog.hudi_table import HudiTable
 from flight_server.protocol import pack, sql, unpack
 from flight_server.server.flightsql import schemas
 from flight_server.server.flightsql.handles import PreparedStatement
-from flight_server.server.tickets import TicketSigner
+from flight_server.server.security.tickets import TicketSigner
 from tests.support.compare import assert_same_rows
 
 TABLE = "sample_table_cow.v9_txns_simple_meta"

@@ -23,7 +23,7 @@ from typing import Callable, Iterable, TypeVar
 import pyarrow.flight as flight
 
 from flight_server.server.registry import parse_identifier
-from flight_server.server.users import ANONYMOUS, CLUSTER_MEMBER, EVERY_NAMESPACE, Grant, UserStore
+from flight_server.server.security.users import ANONYMOUS, CLUSTER_MEMBER, EVERY_NAMESPACE, Grant, UserStore
 
 T = TypeVar("T")
 

@@ -28,7 +28,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from flight_server.server.state_files import private_dir, process_alive
+from flight_server.server.security.state_files import private_dir, process_alive
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 _DB_FILE = re.compile(r"^[a-z_]+_(\d+)\.db$")

@@ -1,7 +1,7 @@
 """Cluster membership of a coordinator and endpoint placement by rendezvous hashing.
 
 Workers announce themselves with signed heartbeats (``cluster-heartbeat`` action, sent by
-:mod:`flight_server.server.worker`). A heartbeat is a token signed by the shared ticket secret
+:mod:`flight_server.server.cluster.worker`). A heartbeat is a token signed by the shared ticket secret
 under a key derived for this one purpose, so only cluster members (holders of the secret) can
 join, and a heartbeat token is never a valid ticket nor the other way round. Its expiry is the
 heartbeat timeout: a replayed token keeps a worker listed no longer than it would have been
@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from catalog.errors import InvalidQueryError, InvalidTicketError
-from flight_server.server.state_files import private_dir
-from flight_server.server.tickets import TicketSigner
+from flight_server.server.security.state_files import private_dir
+from flight_server.server.security.tickets import TicketSigner
 
 #: The purpose the heartbeat signing key is derived for (see TicketSigner.derived).
 HEARTBEAT_PURPOSE = "cluster-heartbeat"

@@ -3,7 +3,7 @@
 Every process is a whole server (plans, answers catalog calls, streams): they share the catalog
 database, the ticket secret and the state directory (hence the on-disk caches), so a ticket one
 planned is served by any other. The supervisor (this process) owns the public port
-(:class:`~flight_server.server.relay.Relay`), starts process 0 first (it creates the state files
+(:class:`~flight_server.server.runtime.relay.Relay`), starts process 0 first (it creates the state files
 and scans the warehouses, and keeps the re-scan timer), then the others; a process that dies is
 started again (with a growing delay if it keeps dying at start-up) and connections go to the
 others meanwhile. :meth:`Supervisor.close` (SIGTERM, Ctrl-C) stops them all.
@@ -21,7 +21,7 @@ from typing import Any
 
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
-from flight_server.server.relay import Relay
+from flight_server.server.runtime.relay import Relay
 
 log = logging.getLogger(__name__)
 START_SECONDS = 120.0  # a serving process must be listening this soon after it was started
@@ -40,7 +40,7 @@ def _exit_with_parent(conn: Connection) -> None:
 
 def _serve_child(config: ServerConfig, discover: bool, conn: Connection) -> None:
     """Body of one serving process: listen on a private loopback port, report it, serve."""
-    from flight_server.server.call_log import configure_logging
+    from flight_server.server.ops.call_log import configure_logging
     from flight_server.server.service import HudiFlightServer
 
     configure_logging(config.log_format)

@@ -17,9 +17,9 @@ import pyarrow as pa
 
 from catalog.lru import CacheListener
 from catalog.storage import add_request_listener
-from flight_server.server.call_log import MIDDLEWARE_KEY, CallLogFactory, CallRecord
 from flight_server.server.config import ServerConfig
-from flight_server.server.metrics import MULTIPROC_ENV, Metrics, process_metrics, serve_metrics
+from flight_server.server.ops.call_log import MIDDLEWARE_KEY, CallLogFactory, CallRecord
+from flight_server.server.ops.metrics import MULTIPROC_ENV, Metrics, process_metrics, serve_metrics
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class Operations:
         if self.config.metrics_port is not None:
             self.metrics_server = serve_metrics(self.config.host, self.config.metrics_port)
         if self.config.health_port is not None:
-            from flight_server.server.health import HealthServer
+            from flight_server.server.ops.health import HealthServer
 
             self.health = HealthServer(self.config.host, self.config.health_port)
             self.health.serving()

@@ -7,13 +7,13 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from flight_server.server.call_log import configure_logging
-from flight_server.server.cluster import ROLES, check_uri
+from flight_server.server.cluster.membership import ROLES, check_uri
+from flight_server.server.cluster.worker import Registration, advertised_uri
 from flight_server.server.config import ServerConfig
-from flight_server.server.metrics import prepare_dir
+from flight_server.server.ops.call_log import configure_logging
+from flight_server.server.ops.metrics import prepare_dir
 from flight_server.server.registry import Registry
-from flight_server.server.tickets import TicketSigner, configured_signer
-from flight_server.server.worker import Registration, advertised_uri
+from flight_server.server.security.tickets import TicketSigner, configured_signer
 
 
 class Serving(Protocol):
@@ -78,7 +78,7 @@ def serve(config: ServerConfig, ready: Callable[[Serving], None] | None = None) 
     discover = config.role != "worker"
     registration: Registration | None = None
     if config.processes > 1:
-        from flight_server.server.supervisor import Supervisor
+        from flight_server.server.runtime.supervisor import Supervisor
 
         supervisor = Supervisor(config, discover=discover)
         try:

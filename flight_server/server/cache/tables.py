@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 from catalog.lru import BoundedLRU, CacheListener, CacheStats
 from catalog.state import TableState
 from catalog.storage import open_table_storage
-from flight_server.server.disk_cache import DiskCache
+from flight_server.server.cache.disk_cache import DiskCache
 from flight_server.server.registry import TableEntry
 
 DEFAULT_TABLE_CACHE_BYTES = 256 << 20

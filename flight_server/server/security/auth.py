@@ -24,10 +24,10 @@ import pyarrow.flight as flight
 from sqlalchemy.exc import SQLAlchemyError
 
 from catalog.errors import InvalidTicketError
-from flight_server.server.access import Access, check_exposure, is_loopback
 from flight_server.server.config import ServerConfig
-from flight_server.server.tickets import TicketSigner
-from flight_server.server.users import ANONYMOUS, UserStore, check_user_name
+from flight_server.server.security.access import Access, check_exposure, is_loopback
+from flight_server.server.security.tickets import TicketSigner
+from flight_server.server.security.users import ANONYMOUS, UserStore, check_user_name
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import pyarrow.flight as flight
 
-from flight_server.server.auth import TokenIssuer
-from flight_server.server.cluster import HEARTBEAT_PURPOSE, check_uri, heartbeat_token
+from flight_server.server.cluster.membership import HEARTBEAT_PURPOSE, check_uri, heartbeat_token
 from flight_server.server.config import ServerConfig
-from flight_server.server.tickets import TicketSigner
-from flight_server.server.users import CLUSTER_MEMBER
+from flight_server.server.security.auth import TokenIssuer
+from flight_server.server.security.tickets import TicketSigner
+from flight_server.server.security.users import CLUSTER_MEMBER
 
 log = logging.getLogger(__name__)
 HEARTBEAT_ACTION = "cluster-heartbeat"

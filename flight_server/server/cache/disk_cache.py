@@ -29,7 +29,7 @@ from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 
 from catalog.lru import BoundedLRU, CacheListener, CacheStats
 from catalog.table.files import BaseFile, LogFile
-from flight_server.server.state_files import private_dir, process_alive
+from flight_server.server.security.state_files import private_dir, process_alive
 
 log = logging.getLogger(__name__)
 BLOCK_BYTES = 4 << 20

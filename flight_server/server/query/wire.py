@@ -19,7 +19,7 @@ import schemas
 from catalog.errors import InvalidQueryError
 from catalog.plan.options import ReadOptions
 from catalog.table.files import BaseFile, FileSlice, LogFile, Split
-from flight_server.server.limits import LimitExceededError, Limits
+from flight_server.server.security.limits import LimitExceededError, Limits
 
 DEFAULT_LIMITS = Limits()
 

@@ -1,0 +1,1 @@
+"""Byte-bounded caches of the server: table states, split results and remote bytes on disk."""

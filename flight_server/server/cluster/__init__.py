@@ -1,0 +1,1 @@
+"""Coordinator and worker: live membership with signed heartbeats and soft-affinity placement."""

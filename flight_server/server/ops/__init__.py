@@ -1,0 +1,1 @@
+"""Operations: metrics, gRPC health, structured call logs."""

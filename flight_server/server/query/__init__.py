@@ -1,0 +1,1 @@
+"""The query path shared by the JSON-command and Flight SQL front ends."""
