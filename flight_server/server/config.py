@@ -85,7 +85,13 @@ class ServerConfig:
     max_in_values: int = Limits.max_in_values
     max_properties_bytes: int = Limits.max_properties_bytes
     planning_seconds: float = Limits.planning_seconds
-    max_streams_per_caller: int = Limits.max_streams_per_caller
+    max_streams_per_connection: int = Limits.max_streams_per_connection
+    max_streams_per_user: int = Limits.max_streams_per_user
+    max_streams_total: int = Limits.max_streams_total
+    max_plans_per_connection: int = Limits.max_plans_per_connection
+    max_plans_per_user: int = Limits.max_plans_per_user
+    max_plans_total: int = Limits.max_plans_total
+    stream_memory_bytes: int = Limits.stream_memory_bytes
     footer_cache_bytes: int = Limits.footer_cache_bytes
     # server-side SQL engine (Flight SQL): DuckDB memory limit (spills to state_dir/sql-spill) and threads
     sql_memory_limit: str = "1GB"
@@ -177,6 +183,11 @@ class ServerConfig:
             raise ValueError(
                 "auth_tokens was replaced by tokens: a table of token = user name ([server.tokens]); "
                 "give the users rights with hudi-flight grant"
+            )
+        if "max_streams_per_caller" in overrides:
+            raise ValueError(
+                "max_streams_per_caller was replaced by max_streams_per_connection and max_streams_per_user "
+                "(a caller was a peer host: every local client shared one budget)"
             )
         known = {f.name for f in dataclasses.fields(self)}
         unknown = sorted(set(overrides) - known)

@@ -53,7 +53,8 @@ from flight_server.server.query.wire import (
 from flight_server.server.registry import Registry, TableEntry, parse_identifier
 from flight_server.server.security.auth import MIDDLEWARE_KEY as AUTH_KEY
 from flight_server.server.security.auth import HandshakeEnabled, authentication, caller_name
-from flight_server.server.security.limits import MIDDLEWARE_KEY, CallerMiddlewareFactory, Limits, StreamGate, caller_of
+from flight_server.server.security.budgets import Budget, CallKeys, MemoryBudget
+from flight_server.server.security.limits import Limits
 from flight_server.server.security.state_files import private_dir, private_sqlite
 from flight_server.server.security.tickets import TicketSigner, configured_signer
 from flight_server.server.security.tls import check_locations
@@ -119,7 +120,7 @@ class HudiFlightServer(flight.FlightServerBase):
         auth = authentication(self.config, self.users, signer)  # refuses an exposed server without credentials
         self.access = auth.access
         kwargs.setdefault("middleware", {}).update(
-            {MIDDLEWARE_KEY: CallerMiddlewareFactory(), AUTH_KEY: auth, COMPRESSION_KEY: CompressionMiddlewareFactory()}
+            {AUTH_KEY: auth, COMPRESSION_KEY: CompressionMiddlewareFactory()}
         )
         kwargs["middleware"].update(self.ops.middleware())
         kwargs.setdefault("auth_handler", HandshakeEnabled())
@@ -135,7 +136,11 @@ class HudiFlightServer(flight.FlightServerBase):
         self.split_options = self.config.split_options()
         self.ipc_options = self.config.ipc_options()
         self.limits = self.config.limits()
-        self.streams = StreamGate(self.limits.max_streams_per_caller)
+        limits = self.limits
+        self.streams = Budget("streams", limits.max_streams_per_user, limits.max_streams_per_connection,
+                              limits.max_streams_total)
+        self.plans = Budget("plans", limits.max_plans_per_user, limits.max_plans_per_connection, limits.max_plans_total)
+        self.stream_memory = MemoryBudget(limits.stream_memory_bytes)
         self.footers = FooterCache(self.limits.footer_cache_bytes, self.ops.cache_listener)
         self.policy = self.config.storage_policy()
         disk = self.config.disk_cache_bytes
@@ -292,7 +297,8 @@ class HudiFlightServer(flight.FlightServerBase):
         command = _descriptor_command(descriptor, self.limits)
         user = self.authorize(context, "read", command.table)
         note(context, user=user)
-        schema, endpoints, rows, nbytes = self.plan_query(command, user, context)
+        with self.plans.held(CallKeys.of(context, user)):
+            schema, endpoints, rows, nbytes = self.plan_query(command, user, context)
         return flight.FlightInfo(schema, descriptor, endpoints, rows, nbytes, ordered=False)
 
     @schema_errors
@@ -348,12 +354,14 @@ class HudiFlightServer(flight.FlightServerBase):
     def _stream(
         self, context: flight.ServerCallContext, user: str, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
     ) -> flight.FlightDataStream:
-        """Stream ``batches`` to ``user``, counted against their concurrent-stream bound."""
-        caller = caller_of(context) if user == ANONYMOUS else f"user:{user}"
-        self.streams.acquire(caller)
-        sized = _message_sized(self._until_cancelled(context, batches))
+        """Stream ``batches`` to ``user``, counted against the concurrent-stream bounds of the user,
+        the connection and the process, and the process' memory budget for batches in flight."""
+        keys = CallKeys.of(context, user)
+        self.stream_memory.admit()
+        self.streams.acquire(keys)
+        sized = self.stream_memory.charged(_message_sized(self._until_cancelled(context, batches)), _batch_bytes)
         notes = _with_corrupt_block_notes(self.ops.streamed(sized), schema)
-        guarded = self.streams.guarded(caller, stream_errors(notes))
+        guarded = self.streams.guarded(keys, stream_errors(notes))
         return flight.GeneratorStream(schema, guarded, options=write_options(context, self.ipc_options))
 
     def _sql_command(self, descriptor: flight.FlightDescriptor) -> Any:
@@ -411,6 +419,10 @@ def _message_sized(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
         step = max(1, batch.num_rows * MAX_MESSAGE_BYTES // size)
         for start in range(0, batch.num_rows, step):
             yield batch.slice(start, step)
+
+
+def _batch_bytes(batch: pa.RecordBatch) -> int:
+    return batch.nbytes
 
 
 def _with_corrupt_block_notes(

@@ -19,6 +19,7 @@ from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
 from flight_server.server.security.access import is_loopback
 from flight_server.server.security.auth import TokenIssuer
+from flight_server.server.security.budgets import CallKeys
 from flight_server.server.security.tickets import TicketSigner
 from flight_server.server.security.users import Grant, UserStore, verify_password
 from flight_server.server.service import HudiFlightServer
@@ -263,18 +264,19 @@ def test_revoke_takes_effect_on_the_next_do_get(server):
 
 
 def test_streams_are_counted_per_user_not_per_token(server):
-    """A fresh handshake (a new token) does not buy more concurrent streams."""
+    """A fresh handshake (a new token) or a new connection does not buy more concurrent streams."""
     token = _token_of(server, "everything-reader")
-    for _ in range(server.streams.limit):  # the user's other streams, opened with other tokens
-        server.streams.acquire("user:everything-reader")
+    keys = [CallKeys("everything-reader", f"ipv4:10.0.0.1:{port}") for port in range(server.streams._bounds["user"])]
+    for k in keys:  # the user's other streams, opened with other tokens on other connections
+        server.streams.acquire(k)
     try:
         with flight.connect(f"grpc://127.0.0.1:{server.port}") as plain:
             info = plain.get_flight_info(_path("ns2.c"), _bearer(token))
-            with pytest.raises(pa.ArrowInvalid, match="max_streams_per_caller"):
+            with pytest.raises(flight.FlightUnavailableError, match="max_streams_per_user"):
                 plain.do_get(info.endpoints[0].ticket, _bearer(token)).read_all()
     finally:
-        for _ in range(server.streams.limit):
-            server.streams.release("user:everything-reader")
+        for k in keys:
+            server.streams.release(k)
 
 
 # -- anonymous callers and exposed servers ---------------------------------------------------
