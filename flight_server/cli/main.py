@@ -75,6 +75,18 @@ def _storage_options(pairs: list[str] | None) -> dict[str, Any]:
     return out
 
 
+def _namespace_roots(pairs: list[str] | None) -> dict[str, list[str]] | None:
+    if not pairs:
+        return None
+    out: dict[str, list[str]] = {}
+    for pair in pairs:
+        namespace, eq, uri = pair.partition("=")
+        if not eq or not namespace or not uri:
+            raise CliError(f"namespace root {pair!r} is not NAMESPACE=URI")
+        out.setdefault(namespace, []).append(uri)
+    return out
+
+
 # -- commands --------------------------------------------------------------------------------
 
 
@@ -87,6 +99,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port=args.port,
         warehouses=args.warehouse,
         allowed_roots=args.allow_root,
+        namespace_roots=_namespace_roots(args.namespace_root),
         catalog_url=args.catalog_url,
         state_dir=args.state_dir,
         secret_file=args.secret_file,
@@ -266,6 +279,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warehouse", action="append", help="register every Hudi table under this URI (repeatable)")
     p.add_argument("--allow-root", action="append", metavar="URI",
                    help="register-table may also register tables under this URI (repeatable)")
+    p.add_argument("--namespace-root", action="append", metavar="NS=URI",
+                   help="a root of namespace NS (repeatable): its tables lie under its roots, and an admin of NS "
+                        "registers only there")
     p.add_argument("--catalog-url", help="SQLAlchemy URL of the catalog (default: SQLite in the state dir)")
     p.add_argument("--config", help="TOML or JSON config file")
     p.add_argument("--state-dir", help="where the embedded catalog and the ticket secret live")

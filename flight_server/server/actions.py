@@ -20,7 +20,8 @@ from catalog.storage import open_table_storage
 from flight_server.server.cache.tables import TableCache
 from flight_server.server.cluster.membership import Membership
 from flight_server.server.config import ServerConfig
-from flight_server.server.registry import Registry, TableEntry
+from flight_server.server.registry import Registry, TableEntry, parse_identifier
+from flight_server.server.security.access import Access
 from flight_server.server.security.limits import Limits
 from flight_server.server.security.policy import StoragePolicy
 
@@ -32,6 +33,7 @@ class ActionContext(Protocol):
     tables: TableCache
     config: ServerConfig
     policy: StoragePolicy
+    access: Access
     limits: Limits
     started: float
     cluster: Membership | None
@@ -61,10 +63,13 @@ def list_tables(server: ActionContext, body: dict, context: flight.ServerCallCon
 
 
 def register_table(server: ActionContext, body: dict, context: flight.ServerCallContext) -> dict:
-    server.authorize(context, "admin", body["table"])
+    user = server.authorize(context, "admin", body["table"])
     properties = body.get("properties") or {}
     server.limits.check_properties(properties, len(json.dumps(properties)))
-    uri, client_options = server.policy.check(body["uri"], body.get("storage_options"))
+    namespace = parse_identifier(body["table"])[0]
+    catalog_admin = server.access.allowed(user, "admin")
+    uri, client_options = server.policy.check_in_namespace(
+        namespace, body["uri"], body.get("storage_options"), catalog_admin)
     state = TableState.load(open_table_storage(uri, server.policy.options_for(uri, client_options) or None))
     entry = server.registry.register_table(
         body["table"], uri, client_options, body.get("properties"), body.get("replace", False)

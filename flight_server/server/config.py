@@ -75,6 +75,7 @@ class ServerConfig:
     coordinator_tls_root_certs: str | None = None  # PEM file: CA a worker trusts for a grpc+tls coordinator
     # storage confinement of register-table (interfaces.md section 6)
     allowed_roots: list[str] = field(default_factory=list)  # besides every warehouse
+    namespace_roots: dict[str, list[str]] = field(default_factory=dict)  # namespace -> its own roots (walls)
     allowed_protocols: list[str] = field(default_factory=lambda: list(DEFAULT_PROTOCOLS))
     client_storage_option_keys: list[str] = field(default_factory=list)  # none: clients send no options
     root_storage_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # root URI -> options
@@ -145,6 +146,7 @@ class ServerConfig:
             protocols=self.allowed_protocols,
             client_option_keys=self.client_storage_option_keys,
             root_storage_options=root_options,
+            namespace_roots=self.namespace_roots,
         )
 
     def limits(self) -> Limits:
