@@ -17,6 +17,7 @@ import pyarrow.ipc
 
 from catalog.plan.splits import DEFAULT_TARGET_SPLIT_BYTES, SplitOptions
 from flight_server.server.cache.tables import DEFAULT_TABLE_CACHE_BYTES
+from flight_server.server.runtime.relay import RelayLimits
 from flight_server.server.security.limits import Limits
 from flight_server.server.security.policy import DEFAULT_PROTOCOLS, StoragePolicy
 from flight_server.server.security.state_files import private_dir
@@ -66,6 +67,10 @@ class ServerConfig:
     locations: list[str] = field(default_factory=list)  # data servers named in endpoints
     processes: int = 1  # serving processes sharing the port (flight_server.server.runtime.supervisor)
     max_connections: int = 1024  # connections relayed at once to the processes (processes > 1)
+    max_connections_per_peer: int = 256  # ... from one peer host (0: no bound of its own)
+    relay_handshake_seconds: float = 10.0  # a relayed connection its process has not answered by then is closed
+    relay_idle_seconds: float = 600.0  # ... one without a byte either way for this long
+    relay_half_open_seconds: float = 30.0  # ... one closed in one direction for this long
     # scale-out (interfaces.md section 9; flight_server.server.cluster.membership / worker)
     role: str | None = None  # "coordinator" or "worker"; None: a server on its own
     coordinator: str | None = None  # a worker's coordinator, grpc[+tls]://host:port
@@ -147,6 +152,16 @@ class ServerConfig:
             client_option_keys=self.client_storage_option_keys,
             root_storage_options=root_options,
             namespace_roots=self.namespace_roots,
+        )
+
+    def relay_limits(self) -> RelayLimits:
+        """The bounds of the one-port relay of ``processes > 1``."""
+        return RelayLimits(
+            max_connections=self.max_connections,
+            max_connections_per_peer=self.max_connections_per_peer,
+            handshake_seconds=self.relay_handshake_seconds,
+            idle_seconds=self.relay_idle_seconds,
+            half_open_seconds=self.relay_half_open_seconds,
         )
 
     def limits(self) -> Limits:
