@@ -114,8 +114,14 @@ class ServerConfig:
     split_cache_bytes: int = 0  # Arrow results of splits; 0: off
     split_cache_entry_bytes: int = 8 << 20  # larger split results are not cached
     disk_cache_bytes: int = 0  # local copy of remote file bytes under state_dir/disk-cache; 0: off
-    metrics_port: int | None = None  # Prometheus text at http://host:port/metrics
+    metrics_port: int | None = None  # Prometheus text at http(s)://metrics_host:port/metrics
     health_port: int | None = None  # grpc.health.v1.Health
+    metrics_host: str | None = None  # default: host
+    health_host: str | None = None  # default: host
+    # TLS of the metrics and health ports: None follows the Flight port (TLS with tls_cert/tls_key);
+    # false serves them in plaintext (e.g. health for Kubernetes gRPC probes, which cannot speak TLS)
+    metrics_tls: bool | None = None
+    health_tls: bool | None = None
     log_format: str = "text"  # or "json": one object per line
 
     # -- derived ---------------------------------------------------------------------------
@@ -137,6 +143,14 @@ class ServerConfig:
     def location(self) -> str:
         scheme = TLS_SCHEME if self.tls_cert else "grpc+tcp"
         return f"{scheme}://{self.host}:{self.port}"
+
+    def operations_tls(self, kind: str) -> TlsFiles | None:
+        """The TLS files of the ``metrics`` or ``health`` port (``None``: plaintext)."""
+        wanted = getattr(self, f"{kind}_tls")
+        files = self.tls()
+        if wanted and files is None:
+            raise ValueError(f"{kind}_tls needs tls_cert and tls_key")
+        return files if wanted is not False else None
 
     def tls(self) -> TlsFiles | None:
         """The TLS files, ``None`` when TLS is off (raises ``ValueError`` when half configured)."""
