@@ -23,12 +23,13 @@ T = TypeVar("T")
 class ServeProcess:
     """One ``hudi-flight serve ARGS`` process; :attr:`port` once it printed its start-up line
     (``wait=False``: start now, :meth:`ready` later, so several processes start side by side;
-    ``defaults=False``: exactly ``ARGS``, without the loopback host and temp-folder root)."""
+    ``defaults=False``: exactly ``ARGS``, without the loopback host and temp-folder root;
+    ``repo``: serve the code of another checkout, e.g. a benchmark's peer commit)."""
 
     port: int
     uri: str
 
-    def __init__(self, *args: str, log: Path, wait: bool = True, defaults: bool = True):
+    def __init__(self, *args: str, log: Path, wait: bool = True, repo: Path = REPO, defaults: bool = True):
         self.args = args
         self.log = log
         # tables registered straight into the catalog live in the system temp folder
@@ -36,8 +37,8 @@ class ServeProcess:
         with open(log, "ab") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "flight_server.cli", "serve", *given, *args],
-                stdout=subprocess.PIPE, stderr=err, cwd=REPO,
-                env={**os.environ, "PYTHONPATH": str(REPO)},
+                stdout=subprocess.PIPE, stderr=err, cwd=repo,
+                env={**os.environ, "PYTHONPATH": str(repo)},
             )
         if wait:
             self.ready()

@@ -37,7 +37,8 @@ import resource
 import socket
 import threading
 import time
-from dataclasses import dataclass
+
+from flight_server.server.security.limits import RelayLimits
 
 log = logging.getLogger(__name__)
 _CHUNK = 1 << 20
@@ -48,19 +49,6 @@ RESERVED_FDS = 64  # for the supervisor itself: logs, pipes to the processes, th
 #: accept() errors that mean "out of something for now", not "the socket is closed"
 _TRANSIENT = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.ECONNABORTED, errno.EPERM,
               errno.EPROTO, errno.EINTR, errno.EAGAIN}
-
-
-@dataclass(frozen=True)
-class RelayLimits:
-    """The relay's bounds (configuration keys ``max_connections``, ``max_connections_per_peer``,
-    ``relay_handshake_seconds``, ``relay_idle_seconds``, ``relay_half_open_seconds``)."""
-
-    max_connections: int = 1024
-    max_connections_per_peer: int = 256
-    handshake_seconds: float = 10.0
-    idle_seconds: float = 600.0
-    half_open_seconds: float = 30.0
-    displace_after_seconds: float = 1.0  # idle this long, a connection may give its place to a new one
 
 
 class _Link:
@@ -149,12 +137,11 @@ class Relay:
 
     Args:
         host, port: the public address (port 0: any free port; see :attr:`port`).
-        limits: the bounds (an ``int``: just ``max_connections``).
+        limits: the bounds (default: :class:`RelayLimits`'s).
     """
 
-    def __init__(self, host: str, port: int, limits: RelayLimits | int = RelayLimits()):
-        if isinstance(limits, int):
-            limits = RelayLimits(max_connections=limits)
+    def __init__(self, host: str, port: int, limits: RelayLimits | None = None):
+        limits = limits or RelayLimits()
         capacity = descriptor_capacity()
         if limits.max_connections > capacity:
             log.warning("max_connections %d lowered to %d: the file descriptor limit allows no more",
@@ -367,4 +354,4 @@ class Relay:
             thread.join(5)
 
 
-__all__ = ["FDS_PER_CONNECTION", "Relay", "RelayLimits", "descriptor_capacity"]
+__all__ = ["FDS_PER_CONNECTION", "Relay", "descriptor_capacity"]

@@ -21,13 +21,13 @@ import base64
 import binascii
 import hmac
 import logging
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import pyarrow.flight as flight
 from sqlalchemy.exc import SQLAlchemyError
 
 from catalog.errors import InvalidTicketError
-from flight_server.server.config import ServerConfig
 from flight_server.server.security.access import Access, check_exposure, is_loopback
 from flight_server.server.security.logins import LoginThrottle
 from flight_server.server.security.tickets import TicketSigner
@@ -178,7 +178,19 @@ class AuthMiddlewareFactory(flight.ServerMiddlewareFactory):
         return caller
 
 
-def authentication(config: ServerConfig, users: UserStore, tickets: TicketSigner) -> AuthMiddlewareFactory:
+@dataclass(frozen=True)
+class AuthSettings:
+    """The configuration keys authentication uses (``ServerConfig.auth_settings``)."""
+
+    host: str
+    tokens: Mapping[str, str]  # static bearer token -> user name
+    insecure: bool = False
+    cache_seconds: float = 1.0  # how long a user's rights are reused
+    token_ttl_seconds: float = 3600.0
+    tls: bool = False  # the Flight port speaks TLS
+
+
+def authentication(config: AuthSettings, users: UserStore, tickets: TicketSigner) -> AuthMiddlewareFactory:
     """The authentication middleware of a server (its ``access`` holds the rights).
 
     Raises:
@@ -189,10 +201,10 @@ def authentication(config: ServerConfig, users: UserStore, tickets: TicketSigner
         check_user_name(user)
         if len(token) < MIN_STATIC_TOKEN_CHARS:
             raise ValueError(f"static tokens need at least {MIN_STATIC_TOKEN_CHARS} characters (one of user {user})")
-    check_exposure(config.host, bool(config.tokens) or users.has_users(), config.insecure, config.tls_cert is not None)
+    check_exposure(config.host, bool(config.tokens) or users.has_users(), config.insecure, config.tls)
     open_address = is_loopback(config.host) or config.insecure
-    access = Access(users, config.tokens.values(), open_address, config.auth_cache_seconds)
-    return AuthMiddlewareFactory(access, users, TokenIssuer(tickets, config.token_ttl_seconds), config.tokens)
+    access = Access(users, config.tokens.values(), open_address, config.cache_seconds)
+    return AuthMiddlewareFactory(access, users, TokenIssuer(tickets, config.token_ttl_seconds), dict(config.tokens))
 
 
 def caller_name(context: flight.ServerCallContext) -> str:
@@ -203,6 +215,7 @@ def caller_name(context: flight.ServerCallContext) -> str:
 
 __all__ = [
     "AuthMiddlewareFactory",
+    "AuthSettings",
     "Caller",
     "HandshakeEnabled",
     "MIDDLEWARE_KEY",

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from typing import Any, Iterator, TypeVar
 
 from catalog.errors import InvalidQueryError
+from flight_server.server.errors import ServerError
 
 T = TypeVar("T")
 
 
-class LimitExceededError(InvalidQueryError):
+class LimitExceededError(ServerError, InvalidQueryError):
     """A request went past a configured bound; the message names the bound."""
 
     def __init__(self, name: str, limit: float, what: str):
@@ -85,6 +86,20 @@ class Limits:
         return Deadline("planning_seconds", self.planning_seconds)
 
 
+@dataclass(frozen=True)
+class RelayLimits:
+    """The bounds of the one-port relay of ``serve --processes N`` (``runtime.relay``); configuration
+    keys ``max_connections``, ``max_connections_per_peer``, ``relay_handshake_seconds``,
+    ``relay_idle_seconds``, ``relay_half_open_seconds``."""
+
+    max_connections: int = 1024
+    max_connections_per_peer: int = 256
+    handshake_seconds: float = 10.0
+    idle_seconds: float = 600.0
+    half_open_seconds: float = 30.0
+    displace_after_seconds: float = 1.0  # idle this long, a connection may give its place to a new one
+
+
 class Deadline:
     """A cooperative time bound: long loops call :meth:`check`."""
 
@@ -103,4 +118,4 @@ class Deadline:
             yield item
 
 
-__all__ = ["Deadline", "LimitExceededError", "Limits"]
+__all__ = ["Deadline", "LimitExceededError", "Limits", "RelayLimits"]

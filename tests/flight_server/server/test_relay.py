@@ -10,7 +10,8 @@ import socket
 import threading
 import time
 
-from flight_server.server.runtime.relay import Relay, RelayLimits
+from flight_server.server.runtime.relay import Relay
+from flight_server.server.security.limits import RelayLimits
 
 
 def _echo(conn: socket.socket) -> None:

@@ -258,7 +258,7 @@ def test_planning_time_is_bounded(tmp_path, fixture_table):
     registry.register_table("a.b", fixture_table(SIMPLE))
     config = ServerConfig(port=0, state_dir=str(tmp_path / "s"))
     with running_server(config, registry=registry) as srv, flight.connect(f"grpc://127.0.0.1:{srv.port}") as c:
-        srv.limits = type(srv.limits)(planning_seconds=1e-9)
+        srv.queries.limits = type(srv.limits)(planning_seconds=1e-9)  # the bounds planning works within
         with pytest.raises(pa.ArrowInvalid, match="limit planning_seconds"):
             c.get_flight_info(flight.FlightDescriptor.for_path("a", "b"))
 
