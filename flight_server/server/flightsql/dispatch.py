@@ -78,6 +78,10 @@ class FlightSqlService:
         self.server = server
         self.statements = Statements(server, settings)
 
+    def stop(self) -> None:
+        """Interrupt every running SQL query (the server is shutting down)."""
+        self.statements.engine.stop_all()
+
     # -- GetFlightInfo / GetSchema ---------------------------------------------------------
     def get_flight_info(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor, message: Message
@@ -101,7 +105,7 @@ class FlightSqlService:
         if isinstance(message, sql.CommandStatementQuery):
             _no_transactions(message)
             analysis, _ = self.statements.analyze(context, message.query, None)
-            return flight.SchemaResult(self.statements.schema(analysis))
+            return flight.SchemaResult(self.statements.schema(analysis, context))
         if isinstance(message, sql.CommandPreparedStatementQuery):
             try:
                 prepared = self._prepared(message.prepared_statement_handle)
@@ -148,7 +152,7 @@ class FlightSqlService:
         # Analyse now: refusals, unknown tables and rights fail at prepare time, as clients expect.
         analysis, user = self.statements.analyze(context, text, [None] * placeholders)
         if not placeholders:
-            schema = self.statements.schema(analysis).serialize().to_pybytes()
+            schema = self.statements.schema(analysis, context).serialize().to_pybytes()
         prepared = PreparedStatement(text, None, user)
         return sql.ActionCreatePreparedStatementResult(
             prepared_statement_handle=prepared.sign(self.server.signer), dataset_schema=schema
@@ -163,7 +167,7 @@ class FlightSqlService:
         if values is None:
             values = [None] * placeholder_count(prepared.sql)
         analysis, _ = self.statements.analyze(context, prepared.sql, values, user=prepared.user)
-        return self.statements.schema(analysis)
+        return self.statements.schema(analysis, context)
 
     # -- DoPut -------------------------------------------------------------------------------
     def do_put(

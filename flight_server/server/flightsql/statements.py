@@ -72,7 +72,7 @@ class Statements:
 
     def __init__(self, server: Server, settings: engine.EngineSettings):
         self.server = server
-        self.settings = settings
+        self.engine = engine.Engine(settings)
 
     # -- planning ------------------------------------------------------------------------
     def analyze(
@@ -89,14 +89,14 @@ class Statements:
         """
         self.server.limits.check_body(text.encode(), "SQL")
         resolution = _Resolution(self.server, context)
-        analysis = analyze(text, resolution, parameters)
+        analysis = analyze(text, resolution, parameters, self.server.limits)
         caller = resolution.caller()
         if user is not None and caller != user:
             raise InvalidTicketError("prepared statement was created by another user")
         return analysis, caller
 
-    def schema(self, analysis: Analysis) -> pa.Schema:
-        """The result schema, without planning any split."""
+    def schema(self, analysis: Analysis, context: flight.ServerCallContext | None = None) -> pa.Schema:
+        """The result schema, without planning any split (``context``: cancel when it is)."""
         if analysis.count_star is not None:
             return _count_schema(analysis.count_star)
         if analysis.scan is not None:
@@ -106,7 +106,7 @@ class Statements:
         for spec in analysis.plan.scans:
             _, state = self.server.open_table(spec.table)
             views[spec.view] = plan(state, spec.options).schema
-        return engine.result_schema(analysis.plan.sql, views, self.settings)
+        return self.engine.result_schema(analysis.plan.sql, views, context.is_cancelled if context else None)
 
     def flight_info(
         self,
@@ -134,7 +134,7 @@ class Statements:
             scan = self.server._plan(state, spec.options)
             scans.append([spec.view, spec.table, entry.base_uri, scan.options.to_json()])
             views[spec.view] = scan.schema
-        schema = engine.result_schema(analysis.plan.sql, views, self.settings)
+        schema = self.engine.result_schema(analysis.plan.sql, views, context.is_cancelled)
         doc = {"k": STATEMENT, "q": analysis.plan.sql, "s": scans, "u": user}
         return self._single_endpoint(descriptor, schema, doc, expires_at, -1)
 
@@ -193,7 +193,7 @@ class Statements:
             batches = _recording(read_splits(planned.context, planned.splits, planned.options.limit), failures)
             readers[str(view)] = pa.RecordBatchReader.from_batches(planned.schema, batches)
         try:
-            schema, results = engine.run(str(doc["q"]), readers, self.settings)
+            schema, results = self.engine.run(str(doc["q"]), readers, context.is_cancelled)
         except InvalidQueryError as err:
             raise (failures[0] if failures else err) from err
         return schema, _source_errors_first(results, failures)

@@ -29,6 +29,8 @@ from sqlglot.tokens import TokenType
 
 from catalog.errors import InvalidQueryError
 from catalog.plan.options import ReadOptions
+from flight_server.server.security.limits import Limits
+from flight_server.server.sql import bounds
 from flight_server.server.sql.planner import (
     DIALECT,
     Resolver,
@@ -71,25 +73,33 @@ class Analysis:
 MAX_SQL_NESTING = 128
 
 
-def analyze(sql: str, resolve: Resolver, parameters: Sequence[Any] | None = None) -> Analysis:
-    """Parse, check and plan ``sql``.
+def analyze(
+    sql: str, resolve: Resolver, parameters: Sequence[Any] | None = None, limits: Limits | None = None
+) -> Analysis:
+    """Parse, check and plan ``sql`` (within ``limits``: :mod:`.bounds`).
 
     Raises:
         ReadOnlyError: the statement is not a read (``ValueError``).
         InvalidQueryError: a refused function or clause, wrong parameter count, bad instant.
+        LimitExceededError: past a bound of ``limits`` (an ``InvalidQueryError``).
     """
+    limits = limits or Limits()
     tokens = _tokens(sql)
+    bounds.check_tokens(tokens, limits)
     _check_nesting(tokens)
     try:
-        return _analyze(sql, tokens, resolve, parameters)
+        return _analyze(sql, tokens, resolve, parameters, limits)
     except RecursionError as err:  # a tree the depth check let through but sqlglot cannot walk
         raise InvalidQueryError(f"SQL is nested too deeply (at most {MAX_SQL_NESTING} levels)") from err
 
 
-def _analyze(sql: str, tokens: list[Any], resolve: Resolver, parameters: Sequence[Any] | None) -> Analysis:
+def _analyze(
+    sql: str, tokens: list[Any], resolve: Resolver, parameters: Sequence[Any] | None, limits: Limits
+) -> Analysis:
     query = parse_query(_bind(sql, tokens, parameters))
     if query.find(exp.Placeholder, exp.Parameter):
         raise InvalidQueryError("only positional '?' parameters are supported (not named or numbered ones)")
+    bounds.check_query(query, limits)
     _refuse_unsafe(query)
     _hudi_clauses(query)
     count_star = _count_star(query)
