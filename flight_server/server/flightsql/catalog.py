@@ -8,7 +8,6 @@ be opened is left out of a listing (and logged) instead of failing it.
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
 
 import pyarrow as pa
@@ -18,35 +17,12 @@ from catalog.plan.options import ReadOptions
 from catalog.plan.planner import plan
 from flight_server.protocol import sql
 from flight_server.server.flightsql import schemas
+from flight_server.server.flightsql.like import like, matches
 from flight_server.server.flightsql.names import CATALOG, RO_SUFFIX, Server, resolve_name
 from flight_server.server.flightsql.sql_info import sql_info
 
 log = logging.getLogger(__name__)
 TABLE_TYPE = "TABLE"
-
-
-def like(pattern: str | None) -> re.Pattern[str] | None:
-    """A SQL LIKE pattern (``%``, ``_``, ``\\`` escapes) as an anchored regex; ``None``: match all."""
-    if pattern is None:
-        return None
-    out, escaped = [], False
-    for ch in pattern:
-        if escaped:
-            out.append(re.escape(ch))
-            escaped = False
-        elif ch == "\\":
-            escaped = True
-        elif ch == "%":
-            out.append(".*")
-        elif ch == "_":
-            out.append(".")
-        else:
-            out.append(re.escape(ch))
-    return re.compile("".join(out) + r"\Z", re.DOTALL)
-
-
-def _matches(regex: re.Pattern[str] | None, text: str) -> bool:
-    return regex is None or regex.match(text) is not None
 
 
 def _catalog_ok(catalog: str | None) -> bool:
@@ -64,7 +40,7 @@ def db_schemas(server: Server, context: flight.ServerCallContext, cmd: Any) -> p
     if _catalog_ok(catalog):
         readable = server.readable(context, [e.identifier for e in server.registry.list_tables()])
         namespaces = sorted({i.partition(".")[0] for i in readable} | _empty_namespaces(server, context))
-        rows = [{"catalog_name": CATALOG, "db_schema_name": ns} for ns in namespaces if _matches(pattern, ns)]
+        rows = [{"catalog_name": CATALOG, "db_schema_name": ns} for ns in namespaces if matches(pattern, ns)]
     return pa.Table.from_pylist(rows, schema=schemas.DB_SCHEMAS)
 
 
@@ -90,7 +66,7 @@ def tables(server: Server, context: flight.ServerCallContext, cmd: Any) -> pa.Ta
     rows: list[dict[str, Any]] = []
     if not _catalog_ok(catalog) or (types and TABLE_TYPE not in types):
         return pa.Table.from_pylist(rows, schema=schema)
-    entries = {e.identifier: e for e in server.registry.list_tables() if _matches(ns_pattern, e.namespace)}
+    entries = {e.identifier: e for e in server.registry.list_tables() if matches(ns_pattern, e.namespace)}
     for identifier in server.readable(context, list(entries)):
         entry = entries[identifier]
         try:
@@ -99,7 +75,7 @@ def tables(server: Server, context: flight.ServerCallContext, cmd: Any) -> pa.Ta
             if state.config.is_mor:
                 views.append((entry.name + RO_SUFFIX, ReadOptions(query_type="read_optimized")))
             for name, options in views:
-                if not _matches(name_pattern, name):
+                if not matches(name_pattern, name):
                     continue
                 row: dict[str, Any] = {
                     "catalog_name": CATALOG, "db_schema_name": entry.namespace, "table_name": name,
@@ -211,4 +187,4 @@ def result(server: Server, context: flight.ServerCallContext, cmd: Any) -> pa.Ta
     return sql_info(cmd.info)
 
 
-__all__ = ["METADATA_COMMANDS", "like", "result", "result_schema"]
+__all__ = ["METADATA_COMMANDS", "result", "result_schema"]
