@@ -7,12 +7,14 @@ be opened is left out of a listing (and logged) instead of failing it.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from catalog.errors import UnknownTableError
 from catalog.plan.options import ReadOptions
 from catalog.plan.planner import plan
 from flight_server.protocol import sql
@@ -94,12 +96,18 @@ def table_types() -> pa.Table:
 
 
 def primary_keys(server: Server, context: flight.ServerCallContext, cmd: Any) -> pa.Table:
-    ref = resolve_name(
-        server,
-        cmd.catalog if cmd.HasField("catalog") else None,
-        cmd.db_schema if cmd.HasField("db_schema") else None,
-        cmd.table,
-    )
+    """The record key fields of a table the caller may read; no rows for a missing table and for
+    one the caller may not read alike (existence is not revealed)."""
+    try:
+        ref = resolve_name(
+            server,
+            cmd.catalog if cmd.HasField("catalog") else None,
+            cmd.db_schema if cmd.HasField("db_schema") else None,
+            cmd.table,
+            functools.partial(server.readable, context),
+        )
+    except UnknownTableError:
+        return pa.Table.from_pylist([], schema=schemas.PRIMARY_KEYS)
     rows = []
     if server.readable(context, [ref.identifier]):
         keys = server.tables.get(ref.entry).config.record_key_fields

@@ -17,6 +17,7 @@ a ticket is only served to the user it was issued to.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
@@ -30,7 +31,7 @@ from catalog.plan.planner import plan
 from catalog.read.split_reader import read_splits
 from flight_server.protocol import pack, sql
 from flight_server.server.flightsql.handles import COUNT, STATEMENT, sign_statement, verify_statement
-from flight_server.server.flightsql.names import Server, resolve_name
+from flight_server.server.flightsql.names import CATALOG, Reference, Server, resolve_name, shown_name
 from flight_server.server.query.wire import QueryCommand
 from flight_server.server.sql import engine
 from flight_server.server.sql.query import Analysis, analyze, hudi_options
@@ -46,12 +47,35 @@ class _Resolution:
     tables: list[str] = field(default_factory=list)
 
     def __call__(self, table: exp.Table) -> tuple[str, pa.Schema, ReadOptions]:
-        ref = resolve_name(self.server, table.catalog or None, table.db or None, table.name)
-        self.user = self.server.authorize(self.context, "read", ref.identifier)
+        ref = self._authorized(table.catalog or None, table.db or None, table.name)
         self.tables.append(ref.identifier)
         options = _combine(ref.options, hudi_options(table), table.name)
         _, state = self.server.open_table(ref.identifier)
         return ref.identifier, plan(state, options).schema, options
+
+    def _authorized(self, catalog: str | None, namespace: str | None, name: str) -> Reference:
+        """The table a name resolves to, once the caller may read it.
+
+        Existence is revealed only to a caller who may read the name: a table the caller may
+        not read and a missing one get the same UNAUTHORIZED answer (as on the JSON path, which
+        authorizes before it opens), and ``t_ro`` tells nobody without the right whether ``t``
+        is merge-on-read. An unqualified name is looked up among readable tables only.
+        """
+        readable = functools.partial(self.server.readable, self.context)
+        try:
+            ref = resolve_name(self.server, catalog, namespace, name, readable)
+        except UnknownTableError:
+            if namespace and (catalog is None or catalog.lower() == CATALOG):
+                self._authorize(f"{namespace}.{name}", shown_name(catalog, namespace, name))
+            raise
+        self._authorize(ref.identifier, shown_name(catalog, namespace, name))
+        return ref
+
+    def _authorize(self, identifier: str, shown: str) -> None:
+        try:
+            self.user = self.server.authorize(self.context, "read", identifier)
+        except flight.FlightUnauthorizedError:
+            raise flight.FlightUnauthorizedError(f"no read right on table {shown}") from None
 
     def caller(self) -> str:
         """The user name (a query without tables still needs the right to read)."""
