@@ -4,14 +4,11 @@ read-optimized view ``<table>_ro`` of every merge-on-read table (as Hive sync na
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
 
 from catalog.errors import UnknownTableError
 from catalog.plan.options import ReadOptions
+from flight_server.server.query.queries import Call
 from flight_server.server.registry import TableEntry
-
-#: the HudiFlightServer (not imported: the service imports this package)
-Server = Any
 
 CATALOG = "hudi"
 RO_SUFFIX = "_ro"
@@ -39,19 +36,13 @@ def shown_name(catalog: str | None, namespace: str | None, name: str) -> str:
 
 
 def resolve_name(
-    server: Server,
-    catalog: str | None,
-    namespace: str | None,
-    name: str,
-    readable: Callable[[list[str]], list[str]] | None = None,
+    call: Call, catalog: str | None, namespace: str | None, name: str, only_readable: bool = False
 ) -> Reference:
     """The table ``[catalog.][namespace.]name`` names (``name_ro``: the read-optimized view of a
     merge-on-read table; an unqualified name must be unique across namespaces).
 
-    Args:
-        readable: the subset of identifiers the caller may read; an unqualified name is then
-            looked up among those only (so it never reveals, not even as ambiguous, a table the
-            caller may not read).
+    ``only_readable``: an unqualified name is looked up among the tables the caller may read
+    only, so it never reveals (not even as ambiguous) a table the caller may not read.
 
     Raises:
         UnknownTableError: no such table (NOT_FOUND).
@@ -59,19 +50,19 @@ def resolve_name(
     shown = shown_name(catalog, namespace, name)
     if catalog is not None and catalog.lower() != CATALOG:
         raise UnknownTableError(f"table {shown} not found: the only catalog is {CATALOG!r}")
-    candidates = [namespace] if namespace else sorted({e.namespace for e in server.registry.list_tables()})
+    candidates = [namespace] if namespace else sorted({e.namespace for e in call.entries()})
     found: list[Reference] = []
     for ns in candidates:
-        entries = server.registry.list_tables(ns)
-        if readable is not None and not namespace:
-            allowed = set(readable([e.identifier for e in entries]))
+        entries = call.entries(ns)
+        if only_readable and not namespace:
+            allowed = set(call.readable([e.identifier for e in entries]))
             entries = [e for e in entries if e.identifier in allowed]
         registered = {e.name: e for e in entries}
         if name in registered:
             found.append(Reference(registered[name], ReadOptions()))
         elif name.endswith(RO_SUFFIX) and name[: -len(RO_SUFFIX)] in registered:
             entry = registered[name[: -len(RO_SUFFIX)]]
-            if server.tables.get(entry).config.is_mor:
+            if call.open_entry(entry).state.config.is_mor:
                 found.append(Reference(entry, ReadOptions(query_type="read_optimized")))
     if not found:
         raise UnknownTableError(f"table {shown} not found")
@@ -80,4 +71,4 @@ def resolve_name(
     return found[0]
 
 
-__all__ = ["CATALOG", "RO_SUFFIX", "Reference", "Server", "resolve_name", "shown_name"]
+__all__ = ["CATALOG", "RO_SUFFIX", "Reference", "resolve_name", "shown_name"]

@@ -3,8 +3,8 @@ statement ticket (DoGet).
 
 Three answers, by the query's shape (:func:`flight_server.server.sql.query.analyze`):
 
-- a plain scan of one table: the JSON path's weighted-split endpoints and ``hf1`` split tickets
-  (``HudiFlightServer.plan_query``), so clients fetch the splits in parallel;
+- a plain scan of one table: the JSON path's weighted-split endpoints and split tickets
+  (``Queries.endpoints``), so clients fetch the splits in parallel;
 - ``SELECT count(*) FROM t`` where the planned slices are Parquet base files without logs: the sum
   of their footer row counts, in a signed count ticket;
 - anything else: one endpoint whose signed statement ticket carries the engine SQL and each scan's
@@ -12,12 +12,11 @@ Three answers, by the query's shape (:func:`flight_server.server.sql.query.analy
   (:mod:`flight_server.server.sql.engine`) and streams its result.
 
 Every table a query touches is authorized when it is planned and again when its ticket is read;
-a ticket is only served to the user it was issued to.
+a ticket is only served to the user it was issued to (tickets: ``query.tickets``).
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
@@ -25,14 +24,13 @@ import pyarrow as pa
 import pyarrow.flight as flight
 from sqlglot import exp
 
-from catalog.errors import InvalidQueryError, InvalidTicketError, UnknownTableError
+from catalog.errors import InvalidQueryError, UnknownTableError
 from catalog.plan.options import ReadOptions
-from catalog.plan.planner import plan
 from catalog.read.split_reader import read_splits
 from flight_server.protocol import pack, sql
-from flight_server.server.flightsql.handles import COUNT, STATEMENT, sign_statement, verify_statement
-from flight_server.server.flightsql.names import CATALOG, Reference, Server, resolve_name, shown_name
-from flight_server.server.query.wire import QueryCommand
+from flight_server.server.flightsql.names import CATALOG, Reference, resolve_name, shown_name
+from flight_server.server.query.queries import Call
+from flight_server.server.query.tickets import CountTicket, PinnedScan, StatementTicket, Ticket, check_owner
 from flight_server.server.sql import engine
 from flight_server.server.sql.query import Analysis, analyze, hudi_options
 
@@ -41,8 +39,7 @@ from flight_server.server.sql.query import Analysis, analyze, hudi_options
 class _Resolution:
     """Collects, while a query is analysed, the caller's user name and the tables it touches."""
 
-    server: Server
-    context: flight.ServerCallContext
+    call: Call
     user: str | None = None
     tables: list[str] = field(default_factory=list)
 
@@ -50,8 +47,7 @@ class _Resolution:
         ref = self._authorized(table.catalog or None, table.db or None, table.name)
         self.tables.append(ref.identifier)
         options = _combine(ref.options, hudi_options(table), table.name)
-        _, state = self.server.open_table(ref.identifier)
-        return ref.identifier, plan(state, options).schema, options
+        return ref.identifier, self.call.plan(ref.identifier, options).schema, options
 
     def _authorized(self, catalog: str | None, namespace: str | None, name: str) -> Reference:
         """The table a name resolves to, once the caller may read it.
@@ -61,25 +57,25 @@ class _Resolution:
         authorizes before it opens), and ``t_ro`` tells nobody without the right whether ``t``
         is merge-on-read. An unqualified name is looked up among readable tables only.
         """
-        readable = functools.partial(self.server.readable, self.context)
+        shown = shown_name(catalog, namespace, name)
         try:
-            ref = resolve_name(self.server, catalog, namespace, name, readable)
+            ref = resolve_name(self.call, catalog, namespace, name, only_readable=True)
         except UnknownTableError:
             if namespace and (catalog is None or catalog.lower() == CATALOG):
-                self._authorize(f"{namespace}.{name}", shown_name(catalog, namespace, name))
+                self._authorize(f"{namespace}.{name}", shown)
             raise
-        self._authorize(ref.identifier, shown_name(catalog, namespace, name))
+        self._authorize(ref.identifier, shown)
         return ref
 
     def _authorize(self, identifier: str, shown: str) -> None:
         try:
-            self.user = self.server.authorize(self.context, "read", identifier)
+            self.user = self.call.authorize("read", identifier)
         except flight.FlightUnauthorizedError:
             raise flight.FlightUnauthorizedError(f"no read right on table {shown}") from None
 
     def caller(self) -> str:
         """The user name (a query without tables still needs the right to read)."""
-        return self.user if self.user is not None else self.server.authorize(self.context, "read")
+        return self.user if self.user is not None else self.call.authorize("read")
 
 
 def _combine(name_options: ReadOptions, clause_options: ReadOptions, name: str) -> ReadOptions:
@@ -92,141 +88,114 @@ def _combine(name_options: ReadOptions, clause_options: ReadOptions, name: str) 
 
 
 class Statements:
-    """SQL statements of one server."""
+    """SQL statements: analysed, planned and read through the calls of the query path."""
 
-    def __init__(self, server: Server, settings: engine.EngineSettings):
-        self.server = server
+    def __init__(self, settings: engine.EngineSettings):
         self.engine = engine.Engine(settings)
 
     # -- planning ------------------------------------------------------------------------
-    def analyze(
-        self,
-        context: flight.ServerCallContext,
-        text: str,
-        parameters: Sequence[Any] | None,
-        user: str | None = None,
-    ) -> tuple[Analysis, str]:
-        """The analysis of ``text`` and the caller's user name (every table authorized).
+    def analyze(self, call: Call, text: str, parameters: Sequence[Any] | None, owner: Ticket | None = None) -> Analysis:
+        """The analysis of ``text``, every table authorized for the caller.
 
         Raises:
-            InvalidTicketError: ``user`` (a prepared statement's) is not the caller.
+            flight.FlightUnauthorizedError: ``owner`` (a prepared statement) was issued to another user.
         """
-        self.server.limits.check_body(text.encode(), "SQL")
-        resolution = _Resolution(self.server, context)
-        analysis = analyze(text, resolution, parameters, self.server.limits)
+        call.queries.limits.check_body(text.encode(), "SQL")
+        resolution = _Resolution(call)
+        analysis = analyze(text, resolution, parameters, call.queries.limits)
         caller = resolution.caller()
-        if user is not None and caller != user:
-            raise InvalidTicketError("prepared statement was created by another user")
-        return analysis, caller
+        if owner is not None:
+            check_owner(owner, caller)
+        return analysis
 
-    def schema(self, analysis: Analysis, context: flight.ServerCallContext | None = None) -> pa.Schema:
-        """The result schema, without planning any split (``context``: cancel when it is)."""
+    def schema(self, call: Call, analysis: Analysis) -> pa.Schema:
+        """The result schema, without listing any split."""
         if analysis.count_star is not None:
             return _count_schema(analysis.count_star)
         if analysis.scan is not None:
-            _, state = self.server.open_table(analysis.scan.table)
-            return plan(state, analysis.scan.options).schema
-        views = {}
-        for spec in analysis.plan.scans:
-            _, state = self.server.open_table(spec.table)
-            views[spec.view] = plan(state, spec.options).schema
-        return self.engine.result_schema(analysis.plan.sql, views, context.is_cancelled if context else None)
+            return call.plan(analysis.scan.table, analysis.scan.options).schema
+        views = {spec.view: call.plan(spec.table, spec.options).schema for spec in analysis.plan.scans}
+        return self.engine.result_schema(analysis.plan.sql, views, call.context.is_cancelled)
 
     def flight_info(
         self,
-        context: flight.ServerCallContext,
+        call: Call,
         descriptor: flight.FlightDescriptor,
         text: str,
         parameters: Sequence[Any] | None,
-        user: str | None = None,
+        owner: Ticket | None = None,
     ) -> flight.FlightInfo:
-        analysis, user = self.analyze(context, text, parameters, user)
+        analysis = self.analyze(call, text, parameters, owner)
         if analysis.scan is not None:
-            command = QueryCommand(analysis.scan.table, analysis.scan.options)
-            schema, endpoints, rows, nbytes = self.server.plan_query(command, user)
-            return flight.FlightInfo(schema, descriptor, endpoints, rows, nbytes, ordered=False)
-        expires_at = self.server.signer.expiry()
+            return call.queries.endpoints(call, analysis.scan.table, analysis.scan.options).flight_info(descriptor)
+        codec = call.queries.codec
+        expires_at = codec.expiry()
         if analysis.count_star is not None:
-            counted = self._metadata_count(analysis)
+            counted = self._metadata_count(call, analysis)
             if counted is not None:
-                table, uri, pinned, count = counted
-                doc = {"k": COUNT, "n": analysis.count_star, "c": count, "s": [[None, table, uri, pinned]], "u": user}
-                return self._single_endpoint(descriptor, _count_schema(analysis.count_star), doc, expires_at, 1)
-        scans, views = [], {}
+                pinned, count = counted
+                ticket = codec.issue(CountTicket(call.user, analysis.count_star, count, pinned), expires_at)
+                return _single_endpoint(descriptor, _count_schema(analysis.count_star), ticket, expires_at, 1)
+        views, schemas = [], {}
         for spec in analysis.plan.scans:
-            entry, state = self.server.open_table(spec.table)
-            scan = self.server._plan(state, spec.options)
-            scans.append([spec.view, spec.table, entry.base_uri, scan.options.to_json()])
-            views[spec.view] = scan.schema
-        schema = self.engine.result_schema(analysis.plan.sql, views, context.is_cancelled)
-        doc = {"k": STATEMENT, "q": analysis.plan.sql, "s": scans, "u": user}
-        return self._single_endpoint(descriptor, schema, doc, expires_at, -1)
+            planned = call.plan(spec.table, spec.options)
+            views.append((spec.view, planned.pinned))
+            schemas[spec.view] = planned.schema
+        schema = self.engine.result_schema(analysis.plan.sql, schemas, call.context.is_cancelled)
+        ticket = codec.issue(StatementTicket(call.user, analysis.plan.sql, tuple(views)), expires_at)
+        return _single_endpoint(descriptor, schema, ticket, expires_at, -1)
 
-    def _single_endpoint(
-        self, descriptor: flight.FlightDescriptor, schema: pa.Schema, doc: dict[str, Any], expires_at: float, rows: int
-    ) -> flight.FlightInfo:
-        handle = sign_statement(self.server.signer, doc, expires_at)
-        ticket = pack(sql.TicketStatementQuery(statement_handle=handle))
-        expiration = pa.scalar(int(expires_at * 1_000_000), type=pa.timestamp("us", tz="UTC"))
-        endpoint = flight.FlightEndpoint(ticket, [], expiration_time=expiration)
-        return flight.FlightInfo(schema, descriptor, [endpoint], rows, -1, ordered=True)
-
-    def _metadata_count(self, analysis: Analysis) -> tuple[str, str, dict[str, Any], int] | None:
-        """``(table, base URI, pinned options, rows)`` when every planned slice is a Parquet base file without
+    def _metadata_count(self, call: Call, analysis: Analysis) -> tuple[PinnedScan, int] | None:
+        """The pinned scan and its rows when every planned slice is a Parquet base file without
         logs and no filter applies (a COW snapshot, a read-optimized read): the footer row counts
         are then exactly the rows the read returns. ``None``: count by reading."""
         spec = analysis.plan.scans[0]
         options = spec.options.replace(columns=None, limit=None)
         if options.incremental or options.filters:
             return None
-        entry, state = self.server.open_table(spec.table)
-        scan = self.server._plan(state, options)
+        planned = call.plan(spec.table, options)
         total = 0
-        for split in self.server.limits.deadline().bounded(scan.splits):
+        for split in planned.splits():
             base = split.file_slice.base_file
             if base is None or base.extension != "parquet" or split.file_slice.log_files:
                 return None
             total += split.estimated_rows
-        return spec.table, entry.base_uri, scan.options.to_json(), total
+        return planned.pinned, total
 
     # -- reading -------------------------------------------------------------------------
-    def stream(
-        self, context: flight.ServerCallContext, handle: bytes
-    ) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
-        """Verify a statement ticket (signature, expiry, user, every table's right) and run it."""
-        doc = verify_statement(handle, self.server.signer, self.server.limits)
-        try:
-            scans = [list(s) for s in doc["s"]]
-            user = doc["u"]
-        except (KeyError, TypeError) as err:
-            raise InvalidTicketError("statement ticket payload is incomplete") from err
+    def stream(self, call: Call, handle: bytes) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+        """Redeem a statement or count ticket (signature, expiry, every table's right, its user) and run it."""
+        queries = call.queries
+        ticket = queries.codec.redeem(handle, (StatementTicket, CountTicket), None)
+        scans = [ticket.scan] if isinstance(ticket, CountTicket) else [scan for _, scan in ticket.views]
         for scan in scans:
-            if self.server.authorize(context, "read", str(scan[1])) != user:
-                raise InvalidTicketError("statement ticket was issued to another user")
-        if not scans and self.server.authorize(context, "read") != user:
-            raise InvalidTicketError("statement ticket was issued to another user")
-        if doc["k"] == COUNT:
-            self._check_uri(scans[0][1], scans[0][2])
-            schema = _count_schema(str(doc["n"]))
-            return schema, iter([pa.record_batch([pa.array([int(doc["c"])], pa.int64())], schema=schema)])
+            check_owner(ticket, call.authorize("read", scan.table))
+        if not scans:
+            check_owner(ticket, call.authorize("read"))
+        if isinstance(ticket, CountTicket):
+            queries.reading(ticket.scan, with_splits=False)  # the table is still registered there
+            schema = _count_schema(ticket.column)
+            return schema, iter([pa.record_batch([pa.array([ticket.count], pa.int64())], schema=schema)])
         readers = {}
         failures: list[Exception] = []
-        for view, table, uri, options in scans:
-            _, state = self._check_uri(table, uri)
-            planned = self.server._plan(state, ReadOptions.from_json(options))
-            batches = _recording(read_splits(planned.context, planned.splits, planned.options.limit), failures)
-            readers[str(view)] = pa.RecordBatchReader.from_batches(planned.schema, batches)
+        for view, scan in ticket.views:
+            reading = queries.reading(scan, with_splits=True)
+            batches = _recording(read_splits(reading.context, list(reading.splits or ()), scan.options.limit), failures)
+            readers[view] = pa.RecordBatchReader.from_batches(reading.schema, batches)
         try:
-            schema, results = self.engine.run(str(doc["q"]), readers, context.is_cancelled)
+            schema, results = self.engine.run(ticket.sql, readers, call.context.is_cancelled)
         except InvalidQueryError as err:
             raise (failures[0] if failures else err) from err
         return schema, _source_errors_first(results, failures)
 
-    def _check_uri(self, table: str, uri: str) -> Any:
-        entry, state = self.server.open_table(table)
-        if entry.base_uri != uri:
-            raise UnknownTableError(f"table {table} was re-registered elsewhere since planning; plan again")
-        return entry, state
+
+def _single_endpoint(
+    descriptor: flight.FlightDescriptor, schema: pa.Schema, handle: bytes, expires_at: float, rows: int
+) -> flight.FlightInfo:
+    ticket = pack(sql.TicketStatementQuery(statement_handle=handle))
+    expiration = pa.scalar(int(expires_at * 1_000_000), type=pa.timestamp("us", tz="UTC"))
+    endpoint = flight.FlightEndpoint(ticket, [], expiration_time=expiration)
+    return flight.FlightInfo(schema, descriptor, [endpoint], rows, -1, ordered=True)
 
 
 def _recording(batches: Iterator[pa.RecordBatch], failures: list[Exception]) -> Iterator[pa.RecordBatch]:

@@ -46,7 +46,7 @@ def client(deadline_server):
 
 
 def _running(server) -> int:
-    return server.flight_sql.statements.engine.watchdog.running()
+    return server.app.flight_sql.statements.engine.watchdog.running()
 
 
 def test_an_endless_query_stops_at_its_deadline(client, deadline_server):
