@@ -17,6 +17,7 @@ a ticket is only served to the user it was issued to (tickets: ``query.tickets``
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
@@ -25,6 +26,7 @@ import pyarrow.flight as flight
 from sqlglot import exp
 
 from catalog.errors import InvalidQueryError, UnknownTableError
+from catalog.format.log_file import collecting_corrupt_blocks, relay_corrupt_block_notes
 from catalog.plan.options import ReadOptions
 from catalog.read.split_reader import read_splits
 from flight_server.protocol import pack, sql
@@ -178,15 +180,16 @@ class Statements:
             return schema, iter([pa.record_batch([pa.array([ticket.count], pa.int64())], schema=schema)])
         readers = {}
         failures: list[Exception] = []
+        notes = _EngineThreadNotes()
         for view, scan in ticket.views:
             reading = queries.reading(scan, with_splits=True)
             batches = _recording(read_splits(reading.context, list(reading.splits or ()), scan.options.limit), failures)
-            readers[view] = pa.RecordBatchReader.from_batches(reading.schema, batches)
+            readers[view] = pa.RecordBatchReader.from_batches(reading.schema, notes.collecting(batches))
         try:
             schema, results = self.engine.run(ticket.sql, readers, call.context.is_cancelled)
         except InvalidQueryError as err:
             raise (failures[0] if failures else err) from err
-        return schema, _source_errors_first(results, failures)
+        return schema, notes.relayed(_source_errors_first(results, failures))
 
 
 def _single_endpoint(
@@ -196,6 +199,44 @@ def _single_endpoint(
     expiration = pa.scalar(int(expires_at * 1_000_000), type=pa.timestamp("us", tz="UTC"))
     endpoint = flight.FlightEndpoint(ticket, [], expiration_time=expiration)
     return flight.FlightInfo(schema, descriptor, [endpoint], rows, -1, ordered=True)
+
+
+class _EngineThreadNotes:
+    """Corrupt log blocks skipped while the engine's threads read the tables, told to the
+    stream's thread (whose collector turns them into the stream's ``app_metadata``, as on the JSON
+    path): they would otherwise reach only the server log."""
+
+    def __init__(self) -> None:
+        self._pending: list[str] = []
+        self._lock = threading.Lock()
+        self._relaying = threading.local()  # set on the stream's thread while it advances the engine
+
+    def collecting(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """``batches``, keeping the notes of reading them on a thread other than the stream's."""
+        while True:
+            with collecting_corrupt_blocks() as found:
+                batch = next(batches, None)
+            if found and not getattr(self._relaying, "active", False):  # else the stream's collector has them
+                with self._lock:
+                    self._pending.extend(found)
+            if batch is None:
+                return
+            yield batch
+
+    def relayed(self, results: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """``results``, handing the kept notes to the stream's collector before each batch and at the end."""
+        while True:
+            self._relaying.active = True
+            try:
+                batch = next(results, None)
+            finally:
+                self._relaying.active = False
+            with self._lock:
+                pending, self._pending = self._pending, []
+            relay_corrupt_block_notes(pending)
+            if batch is None:
+                return
+            yield batch
 
 
 def _recording(batches: Iterator[pa.RecordBatch], failures: list[Exception]) -> Iterator[pa.RecordBatch]:
