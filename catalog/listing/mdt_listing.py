@@ -41,6 +41,7 @@ class MetadataTableListing:
     def __init__(self, mdt: MetadataTable):
         self.mdt = mdt
         self._files = mdt.read(FILES)
+        mdt.check_complete(FILES)
         if ALL_PARTITIONS_KEY not in self._files:
             raise MetadataTableError(f"{mdt.storage.uri}: files partition has no {ALL_PARTITIONS_KEY} record")
         self._partitions: list[str] | None = None

@@ -55,6 +55,10 @@ _HASH_SEED = 0xDABADABA - (1 << 32)  # Java int seed, sign-extended to 64 bits (
 _RLI_GROUP = re.compile(r"^record-index-(\d{4})-\d+$")
 
 
+#: data-table actions whose MDT deltacommit always writes the ``files`` partition (compaction and
+#: log compaction complete as commit / deltacommit)
+_FILE_CHANGING = frozenset({"commit", "deltacommit", "replacecommit", "clean", "rollback"})
+
 #: marks, among the instants a log file rolled back, that it also held a log-compacted block
 COMPACTION = "<log compaction>"
 
@@ -337,6 +341,31 @@ class MetadataTable:
                     f"(deltacommit {t} has no data-table instant)"
                 )
 
+    def check_complete(self, partition: str) -> None:
+        """Raise unless the logs of ``partition`` hold a block of every completed MDT deltacommit
+        of a data-table instant newer than the partition's base files.
+
+        A log file cut short at a block boundary (or emptied) parses without error but lacks
+        whole blocks: merging without them silently drops files from the listing. Every data-table
+        action that changes files (``_FILE_CHANGING``; not indexing, savepoint or restore)
+        rewrites the ``files`` partition, so its deltacommit with no block there means lost
+        blocks. Call after :meth:`read` of the whole partition.
+        """
+        slices = self.file_slices(partition)
+        wholes = [self._whole.get((partition, fs.file_id)) for fs in slices]
+        if not slices or any(w is None for w in wholes):
+            return
+        based = max((fs.base_instant for fs in slices if fs.base_file is not None), default="")
+        seen = {instant for w in wholes if w is not None for instant, _ in w.seen}
+        data_instants = {i.requested_time for i in self.data_timeline.completed if i.action in _FILE_CHANGING}
+        for inst in self.timeline.completed:
+            t = inst.requested_time
+            if inst.action == "deltacommit" and t > based and t in data_instants and t not in seen:
+                raise MetadataTableError(
+                    f"{self.storage.uri}/{partition}: no log block of deltacommit {t} "
+                    "(a metadata log file is empty or cut short)"
+                )
+
     # -- slices and records ---------------------------------------------------------------
     def file_slices(self, partition: str) -> list[FileSlice]:
         """Latest MDT file slices of an MDT partition, ordered by file id."""
@@ -489,6 +518,8 @@ class MetadataTable:
                 # log compaction (applied by fold_blocks) replaces earlier blocks: an update
                 # merged onto a previous version's records would not equal a full read
                 rolled_back.add(COMPACTION)
+                for compacted in str(block.header["COMPACTED_BLOCK_TIMES"]).split(","):
+                    seen.append((compacted.strip(), compacted.strip() in valid))
             counted = block.instant_time in valid
             seen.append((block.instant_time, counted))
             return counted

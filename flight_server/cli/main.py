@@ -77,6 +77,22 @@ def _storage_options(pairs: list[str] | None) -> dict[str, Any]:
     return out
 
 
+def _on_off(value: str | None) -> bool | None:
+    return None if value is None else value == "on"
+
+
+def _namespace_roots(pairs: list[str] | None) -> dict[str, list[str]] | None:
+    if not pairs:
+        return None
+    out: dict[str, list[str]] = {}
+    for pair in pairs:
+        namespace, eq, uri = pair.partition("=")
+        if not eq or not namespace or not uri:
+            raise CliError(f"namespace root {pair!r} is not NAMESPACE=URI")
+        out.setdefault(namespace, []).append(uri)
+    return out
+
+
 # -- commands --------------------------------------------------------------------------------
 
 
@@ -89,6 +105,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port=args.port,
         warehouses=args.warehouse,
         allowed_roots=args.allow_root,
+        namespace_roots=_namespace_roots(args.namespace_root),
         catalog_url=args.catalog_url,
         state_dir=args.state_dir,
         secret_file=args.secret_file,
@@ -97,11 +114,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         role=args.role,
         coordinator=args.coordinator,
         advertise=args.advertise,
+        coordinator_tls_root_certs=args.coordinator_tls_root_certs,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         tls_client_ca=args.tls_client_ca,
         metrics_port=args.metrics_port,
         health_port=args.health_port,
+        metrics_host=args.metrics_host,
+        health_host=args.health_host,
+        metrics_tls=_on_off(args.metrics_tls),
+        health_tls=_on_off(args.health_tls),
         log_format=args.log_format,
         table_cache_bytes=args.table_cache_bytes,
         footer_cache_bytes=args.footer_cache_bytes,
@@ -268,6 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warehouse", action="append", help="register every Hudi table under this URI (repeatable)")
     p.add_argument("--allow-root", action="append", metavar="URI",
                    help="register-table may also register tables under this URI (repeatable)")
+    p.add_argument("--namespace-root", action="append", metavar="NS=URI",
+                   help="a root of namespace NS (repeatable): its tables lie under its roots, and an admin of NS "
+                        "registers only there")
     p.add_argument("--catalog-url", help="SQLAlchemy URL of the catalog (default: SQLite in the state dir)")
     p.add_argument("--config", help="TOML or JSON config file")
     p.add_argument("--state-dir", help="where the embedded catalog and the ticket secret live")
@@ -279,12 +304,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cluster role: a coordinator plans onto its workers; a worker streams endpoints")
     p.add_argument("--coordinator", metavar="URI", help="a worker's coordinator, e.g. grpc://coord:8815")
     p.add_argument("--advertise", metavar="URI", help="the URI clients reach this server at (workers)")
+    p.add_argument("--coordinator-tls-root-certs", metavar="FILE",
+                   help="PEM CA a worker trusts for a grpc+tls:// coordinator")
     p.add_argument("--tls-cert", metavar="FILE", help="serve TLS with this PEM certificate chain (needs --tls-key)")
     p.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert (unencrypted)")
     p.add_argument("--tls-client-ca", metavar="FILE",
                    help="mutual TLS: refuse clients without a certificate signed by this PEM CA")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics at http://HOST:PORT/metrics")
     p.add_argument("--health-port", type=int, help="serve gRPC health checking (grpc.health.v1) on this port")
+    p.add_argument("--metrics-host", help="bind address of --metrics-port (default: --host)")
+    p.add_argument("--health-host", help="bind address of --health-port (default: --host)")
+    p.add_argument("--metrics-tls", choices=("on", "off"),
+                   help="HTTPS for --metrics-port (default: on when the server has TLS)")
+    p.add_argument("--health-tls", choices=("on", "off"),
+                   help="TLS for --health-port (default: on when the server has TLS; off e.g. for Kubernetes "
+                        "gRPC probes, which cannot speak TLS)")
     p.add_argument("--log-format", choices=("text", "json"), help="log lines as text (default) or JSON objects")
     for cache, what in (("table-cache", "planned table states"), ("footer-cache", "Parquet footers"),
                         ("split-cache", "split results (0: off)"),

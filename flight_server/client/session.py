@@ -13,6 +13,9 @@ is one URI syntax, one retry policy and one error mapping:
   split always streams its rows in the same order), so nothing is duplicated or lost; an
   endpoint that is not a split (a Flight SQL statement result, whose row order may change when
   run again) is retried only if no row had been delivered yet;
+* a refusal for load (the server's retry hint, flight_server.protocol.retry) is retried with
+  exponential backoff and jitter, waiting at least what the server asks, for up to
+  :attr:`HudiFlightClient.busy_retry_seconds`; then it is raised as :class:`ServerBusyError`;
 * Flight status errors become builtins whose message names the server and the request:
   unreachable -> :class:`ConnectionError`, unknown table -> :class:`LookupError`, refused
   credentials -> :class:`PermissionError`, bad query -> :class:`ValueError`, unsupported ->
@@ -24,11 +27,13 @@ from __future__ import annotations
 import contextlib
 import json
 import queue
+import random
 import threading
+import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any, Callable, Generator, Iterator, Mapping
+from typing import Any, Callable, Generator, Iterator, Mapping, TypeVar
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -38,10 +43,26 @@ from catalog.plan.options import ReadOptions, read_options
 from flight_server.client.credentials import PemSource, bearer_header, tls_client_kwargs
 from flight_server.protocol import wire
 from flight_server.protocol.headers import COMPRESSION_HEADER
+from flight_server.protocol.retry import decode as decode_retry_hint
 from flight_server.protocol.wire import DEFAULT_PORT, DEFAULT_URI, PLAIN_SCHEME, SCHEMES, TABLE_KEY, TLS_SCHEME
 
 _REUSE_CONNECTION = "arrow-flight-reuse-connection"
 _DONE = object()
+R = TypeVar("R")
+
+
+class ServerBusyError(ConnectionError):
+    """The server refused a call for load (one of its budgets is full) and asks to retry later.
+
+    Attributes:
+        limit: the server's bound that refused (e.g. ``max_streams_per_user``).
+        retry_after: the wait the server asked for, in seconds.
+    """
+
+    def __init__(self, message: str, limit: str, retry_after: float):
+        super().__init__(message)
+        self.limit = limit
+        self.retry_after = retry_after
 
 
 def normalize_uri(uri: str) -> str:
@@ -88,7 +109,16 @@ def translated_errors(uri: str, what: str) -> Iterator[None]:
     """Turn Flight status errors into builtins whose message names the server and the request."""
     try:
         yield
-    except (flight.FlightUnavailableError, flight.FlightTimedOutError) as err:
+    except flight.FlightUnavailableError as err:
+        hint = decode_retry_hint(err.extra_info)
+        message = _first_line(err)
+        if hint is not None:
+            raise ServerBusyError(f"hudi-flight server {uri} is busy ({what}): {message}", hint.limit,
+                                  hint.retry_after) from err
+        raise ConnectionError(
+            f"hudi-flight server {uri} is unreachable ({what}): {message}{_transport_hint(uri, str(err))}"
+        ) from err
+    except flight.FlightTimedOutError as err:
         message = _first_line(err)
         raise ConnectionError(
             f"hudi-flight server {uri} is unreachable ({what}): {message}{_transport_hint(uri, str(err))}"
@@ -105,6 +135,25 @@ def translated_errors(uri: str, what: str) -> Iterator[None]:
         if not any(f"Detail: {status}" in str(err) for status in ("Unauthenticated", "Unauthorized")):
             raise
         raise PermissionError(f"{what} refused by {uri}: {_first_line(err)}") from err
+
+
+class Backoff:
+    """Waits between the attempts of a call the server refused for load: exponential, with
+    jitter, never shorter than the server's hint, for up to ``budget_seconds`` in all."""
+
+    def __init__(self, budget_seconds: float, first: float = 0.05, longest: float = 5.0):
+        self._deadline = time.monotonic() + budget_seconds
+        self._next = first
+        self._longest = longest
+
+    def wait(self, err: ServerBusyError) -> bool:
+        """Sleep before the next attempt; ``False`` (no sleep) once the budget is spent."""
+        pause = max(err.retry_after, self._next) * random.uniform(1.0, 1.5)
+        if time.monotonic() + pause > self._deadline:
+            return False
+        time.sleep(pause)
+        self._next = min(2 * self._next, self._longest)
+        return True
 
 
 @dataclass(frozen=True)
@@ -168,6 +217,9 @@ class HudiFlightClient:
     #: costs about what it saves (bench/secure_scan.py), so it is off by default.
     stream_compression: str | None = None
 
+    #: how long, in all, a call refused for load is retried before :class:`ServerBusyError`
+    busy_retry_seconds: float = 30.0
+
     def __init__(
         self,
         uri: str = DEFAULT_URI,
@@ -201,12 +253,25 @@ class HudiFlightClient:
         if user is not None:
             self._authenticate(user, password)
 
+    def _retrying(self, call: Callable[[], R]) -> R:
+        """``call()``, tried again with backoff while the server refuses it for load."""
+        backoff = Backoff(self.busy_retry_seconds)
+        while True:
+            try:
+                return call()
+            except ServerBusyError as err:
+                if not backoff.wait(err):
+                    raise
+
     def _authenticate(self, user: str, password: str | None) -> None:
         """Flight's basic-auth handshake; later calls send the bearer header it returns."""
         if password is None:
             raise ValueError(f"user {user!r} needs a password")
-        with translated_errors(self.uri, f"logging in as {user!r}"):
-            header = self.flight.authenticate_basic_token(user, password, self.options)
+        def login() -> tuple[bytes, bytes]:
+            with translated_errors(self.uri, f"logging in as {user!r}"):
+                return self.flight.authenticate_basic_token(user, password, self.options)
+
+        header = self._retrying(login)
         self.options = self._call_options([header])
 
     def _call_options(self, credentials: list[tuple[bytes, bytes]]) -> flight.FlightCallOptions:
@@ -240,8 +305,12 @@ class HudiFlightClient:
     def action(self, name: str, body: Mapping[str, Any] | None = None) -> Any:
         """Run a service action; returns its decoded JSON result."""
         payload = json.dumps(dict(body or {})).encode()
-        with translated_errors(self.uri, f"action {name}"):
-            results = list(self.flight.do_action(flight.Action(name, payload), self.options))
+
+        def call() -> list[flight.Result]:
+            with translated_errors(self.uri, f"action {name}"):
+                return list(self.flight.do_action(flight.Action(name, payload), self.options))
+
+        results = self._retrying(call)
         return json.loads(results[0].body.to_pybytes()) if results else None
 
     def namespaces(self) -> list[str]:
@@ -281,8 +350,12 @@ class HudiFlightClient:
     def flight_info(self, table: str, options: ReadOptions | None = None, /, **kwargs: Any) -> flight.FlightInfo:
         """Plan a query: the raw ``FlightInfo`` with one endpoint per split."""
         descriptor = flight.FlightDescriptor.for_command(command(table, read_options(options, **kwargs)))
-        with translated_errors(self.uri, f"planning {table}"):
-            return self.flight.get_flight_info(descriptor, self.options)
+
+        def call() -> flight.FlightInfo:
+            with translated_errors(self.uri, f"planning {table}"):
+                return self.flight.get_flight_info(descriptor, self.options)
+
+        return self._retrying(call)
 
     def plan(self, table: str, options: ReadOptions | None = None, /, **kwargs: Any) -> QueryPlan:
         """Plan a query: its schema and endpoints as plain data."""
@@ -290,14 +363,21 @@ class HudiFlightClient:
 
     def plan_descriptor(self, descriptor: flight.FlightDescriptor, what: str) -> QueryPlan:
         """Plan any descriptor (a Flight SQL command, for one): its schema and endpoints."""
-        with translated_errors(self.uri, what):
-            return query_plan(self.flight.get_flight_info(descriptor, self.options))
+        def call() -> QueryPlan:
+            with translated_errors(self.uri, what):
+                return query_plan(self.flight.get_flight_info(descriptor, self.options))
+
+        return self._retrying(call)
 
     def schema(self, table: str, options: ReadOptions | None = None, /, **kwargs: Any) -> pa.Schema:
         """The result schema of a query, without planning it."""
         descriptor = flight.FlightDescriptor.for_command(command(table, read_options(options, **kwargs)))
-        with translated_errors(self.uri, f"schema of {table}"):
-            return self.flight.get_schema(descriptor, self.options).schema
+
+        def call() -> pa.Schema:
+            with translated_errors(self.uri, f"schema of {table}"):
+                return self.flight.get_schema(descriptor, self.options).schema
+
+        return self._retrying(call)
 
     # -- reading -------------------------------------------------------------------------
     def _targets(self, endpoint: PlannedEndpoint) -> list[str]:
@@ -314,11 +394,15 @@ class HudiFlightClient:
         """Stream one endpoint's record batches. A stream that breaks for a transport reason
         (server gone, connection reset) resumes at the next location, skipping the rows already
         delivered (a split streams its rows in one order), so no row is lost or repeated; any
-        other error is raised at once."""
+        other error is raised at once. A refusal for load is retried on the same server after a
+        backoff (:meth:`_retrying`'s policy)."""
         delivered = 0
         targets = self._targets(endpoint)
         ticket = flight.Ticket(endpoint.ticket)
-        for attempt, target in enumerate(targets):
+        backoff = Backoff(self.busy_retry_seconds)
+        attempt = 0
+        while True:
+            target = targets[attempt]
             try:
                 with translated_errors(target, "reading an endpoint"):
                     reader = self._client(target, lane).do_get(ticket, self.options)
@@ -334,9 +418,13 @@ class HudiFlightClient:
                         delivered += batch.num_rows
                         yield batch
                 return
+            except ServerBusyError as err:
+                if (delivered and "weight" not in endpoint.metadata) or not backoff.wait(err):
+                    raise
             except ConnectionError:
                 if attempt == len(targets) - 1 or (delivered and "weight" not in endpoint.metadata):
                     raise
+                attempt += 1
 
     def read_batches(
         self,
@@ -462,6 +550,7 @@ __all__ = [
     "HudiFlightClient",
     "PlannedEndpoint",
     "QueryPlan",
+    "ServerBusyError",
     "command",
     "connect",
     "normalize_uri",

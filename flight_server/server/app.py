@@ -35,7 +35,8 @@ from flight_server.server.registry import Registry
 from flight_server.server.security.access import Access
 from flight_server.server.security.auth import MIDDLEWARE_KEY as AUTH_KEY
 from flight_server.server.security.auth import AuthMiddlewareFactory, authentication
-from flight_server.server.security.limits import MIDDLEWARE_KEY, CallerMiddlewareFactory, Limits, StreamGate
+from flight_server.server.security.budgets import Budget, MemoryBudget
+from flight_server.server.security.limits import Limits
 from flight_server.server.security.policy import StoragePolicy
 from flight_server.server.security.state_files import private_dir, private_sqlite
 from flight_server.server.security.tickets import TicketSigner, configured_signer
@@ -59,7 +60,9 @@ class App:
     policy: StoragePolicy
     tables: TableCache
     split_results: SplitResultCache
-    streams: StreamGate
+    streams: Budget  # concurrent do_get streams per user, connection and process
+    plans: Budget  # concurrent plannings likewise
+    stream_memory: MemoryBudget  # record batches in flight
     cluster: Membership | None
     queries: Queries
     flight_sql: FlightSqlService
@@ -68,9 +71,8 @@ class App:
     stop: threading.Event
 
     def middleware(self) -> dict[str, flight.ServerMiddlewareFactory]:
-        """The Flight middleware of every call: caller, authentication, compression, call log."""
+        """The Flight middleware of every call: authentication, compression, call log."""
         return {
-            MIDDLEWARE_KEY: CallerMiddlewareFactory(),
             AUTH_KEY: self.auth,
             COMPRESSION_KEY: CompressionMiddlewareFactory(),
             **self.ops.middleware(),
@@ -187,7 +189,10 @@ def compose(
         policy=policy,
         tables=tables,
         split_results=split_results,
-        streams=StreamGate(limits.max_streams_per_caller),
+        streams=Budget("streams", limits.max_streams_per_user, limits.max_streams_per_connection,
+                       limits.max_streams_total),
+        plans=Budget("plans", limits.max_plans_per_user, limits.max_plans_per_connection, limits.max_plans_total),
+        stream_memory=MemoryBudget(limits.stream_memory_bytes),
         cluster=cluster,
         queries=queries,
         flight_sql=FlightSqlService(config.sql_engine_settings()),

@@ -19,7 +19,7 @@ from catalog.plan.splits import DEFAULT_TARGET_SPLIT_BYTES, SplitOptions
 from flight_server.protocol.wire import DEFAULT_HOST, DEFAULT_PORT, TCP_SCHEME, TLS_SCHEME
 from flight_server.server.cache.tables import DEFAULT_TABLE_CACHE_BYTES
 from flight_server.server.security.auth import AuthSettings
-from flight_server.server.security.limits import Limits
+from flight_server.server.security.limits import Limits, RelayLimits
 from flight_server.server.security.policy import DEFAULT_PROTOCOLS, StoragePolicy
 from flight_server.server.security.state_files import private_dir
 from flight_server.server.security.tls import TlsFiles
@@ -65,6 +65,10 @@ class ServerConfig:
     locations: list[str] = field(default_factory=list)  # data servers named in endpoints
     processes: int = 1  # serving processes sharing the port (flight_server.server.runtime.supervisor)
     max_connections: int = 1024  # connections relayed at once to the processes (processes > 1)
+    max_connections_per_peer: int = 256  # ... from one peer host (0: no bound of its own)
+    relay_handshake_seconds: float = 10.0  # a relayed connection its process has not answered by then is closed
+    relay_idle_seconds: float = 600.0  # ... one without a byte either way for this long
+    relay_half_open_seconds: float = 30.0  # ... one closed in one direction for this long
     # scale-out (interfaces.md section 9; flight_server.server.cluster.membership / worker)
     role: str | None = None  # "coordinator" or "worker"; None: a server on its own
     coordinator: str | None = None  # a worker's coordinator, grpc[+tls]://host:port
@@ -74,6 +78,7 @@ class ServerConfig:
     coordinator_tls_root_certs: str | None = None  # PEM file: CA a worker trusts for a grpc+tls coordinator
     # storage confinement of register-table (interfaces.md section 6)
     allowed_roots: list[str] = field(default_factory=list)  # besides every warehouse
+    namespace_roots: dict[str, list[str]] = field(default_factory=dict)  # namespace -> its own roots (walls)
     allowed_protocols: list[str] = field(default_factory=lambda: list(DEFAULT_PROTOCOLS))
     client_storage_option_keys: list[str] = field(default_factory=list)  # none: clients send no options
     root_storage_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # root URI -> options
@@ -87,7 +92,13 @@ class ServerConfig:
     max_sql_generated_values: int = Limits.max_sql_generated_values
     max_properties_bytes: int = Limits.max_properties_bytes
     planning_seconds: float = Limits.planning_seconds
-    max_streams_per_caller: int = Limits.max_streams_per_caller
+    max_streams_per_connection: int = Limits.max_streams_per_connection
+    max_streams_per_user: int = Limits.max_streams_per_user
+    max_streams_total: int = Limits.max_streams_total
+    max_plans_per_connection: int = Limits.max_plans_per_connection
+    max_plans_per_user: int = Limits.max_plans_per_user
+    max_plans_total: int = Limits.max_plans_total
+    stream_memory_bytes: int = Limits.stream_memory_bytes
     footer_cache_bytes: int = Limits.footer_cache_bytes
     # server-side SQL engine (Flight SQL; flight_server.server.sql.engine.EngineSettings): DuckDB memory
     # limit per query (spills to state_dir/sql-spill, at most sql_max_temp_size), threads, a deadline,
@@ -114,8 +125,14 @@ class ServerConfig:
     split_cache_bytes: int = 0  # Arrow results of splits; 0: off
     split_cache_entry_bytes: int = 8 << 20  # larger split results are not cached
     disk_cache_bytes: int = 0  # local copy of remote file bytes under state_dir/disk-cache; 0: off
-    metrics_port: int | None = None  # Prometheus text at http://host:port/metrics
+    metrics_port: int | None = None  # Prometheus text at http(s)://metrics_host:port/metrics
     health_port: int | None = None  # grpc.health.v1.Health
+    metrics_host: str | None = None  # default: host
+    health_host: str | None = None  # default: host
+    # TLS of the metrics and health ports: None follows the Flight port (TLS with tls_cert/tls_key);
+    # false serves them in plaintext (e.g. health for Kubernetes gRPC probes, which cannot speak TLS)
+    metrics_tls: bool | None = None
+    health_tls: bool | None = None
     log_format: str = "text"  # or "json": one object per line
 
     # -- derived ---------------------------------------------------------------------------
@@ -138,6 +155,14 @@ class ServerConfig:
         scheme = TLS_SCHEME if self.tls_cert else TCP_SCHEME
         return f"{scheme}://{self.host}:{self.port}"
 
+    def operations_tls(self, kind: str) -> TlsFiles | None:
+        """The TLS files of the ``metrics`` or ``health`` port (``None``: plaintext)."""
+        wanted = getattr(self, f"{kind}_tls")
+        files = self.tls()
+        if wanted and files is None:
+            raise ValueError(f"{kind}_tls needs tls_cert and tls_key")
+        return files if wanted is not False else None
+
     def tls(self) -> TlsFiles | None:
         """The TLS files, ``None`` when TLS is off (raises ``ValueError`` when half configured)."""
         return TlsFiles.from_settings(self.tls_cert, self.tls_key, self.tls_client_ca)
@@ -151,11 +176,23 @@ class ServerConfig:
             protocols=self.allowed_protocols,
             client_option_keys=self.client_storage_option_keys,
             root_storage_options=root_options,
+            namespace_roots=self.namespace_roots,
+        )
+
+    def relay_limits(self) -> RelayLimits:
+        """The bounds of the one-port relay of ``processes > 1``."""
+        return RelayLimits(
+            max_connections=self.max_connections,
+            max_connections_per_peer=self.max_connections_per_peer,
+            handshake_seconds=self.relay_handshake_seconds,
+            idle_seconds=self.relay_idle_seconds,
+            half_open_seconds=self.relay_half_open_seconds,
         )
 
     def auth_settings(self) -> AuthSettings:
         return AuthSettings(
-            self.host, dict(self.tokens), self.insecure, self.auth_cache_seconds, self.token_ttl_seconds
+            self.host, dict(self.tokens), self.insecure, self.auth_cache_seconds, self.token_ttl_seconds,
+            self.tls_cert is not None,
         )
 
     def limits(self) -> Limits:
@@ -195,6 +232,11 @@ class ServerConfig:
             raise ValueError(
                 "auth_tokens was replaced by tokens: a table of token = user name ([server.tokens]); "
                 "give the users rights with hudi-flight grant"
+            )
+        if "max_streams_per_caller" in overrides:
+            raise ValueError(
+                "max_streams_per_caller was replaced by max_streams_per_connection and max_streams_per_user "
+                "(a caller was a peer host: every local client shared one budget)"
             )
         known = {f.name for f in dataclasses.fields(self)}
         unknown = sorted(set(overrides) - known)

@@ -32,10 +32,10 @@ from flight_server.server.query.streams import write_options
 from flight_server.server.query.wire import ACTIONS, QueryCommand, parse_action, parse_command
 from flight_server.server.registry import Registry, parse_identifier
 from flight_server.server.security.auth import HandshakeEnabled
-from flight_server.server.security.limits import Limits, caller_of
+from flight_server.server.security.budgets import CallKeys
+from flight_server.server.security.limits import Limits
 from flight_server.server.security.tickets import TicketSigner
 from flight_server.server.security.tls import check_locations
-from flight_server.server.security.users import ANONYMOUS
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +84,7 @@ class HudiFlightServer(flight.FlightServerBase):
         self.config, self.registry, self.signer, self.users = app.config, app.registry, app.signer, app.users
         self.access, self.limits, self.tables, self.streams = app.access, app.limits, app.tables, app.streams
         self.split_results, self.ops, self.cluster, self.queries = app.split_results, app.ops, app.cluster, app.queries
+        self.plans, self.stream_memory = app.plans, app.stream_memory
         composed = app.server_kwargs()
         kwargs.setdefault("middleware", {}).update(composed.pop("middleware"))
         kwargs.update(composed)
@@ -136,8 +137,9 @@ class HudiFlightServer(flight.FlightServerBase):
         if message is not None:
             return self.app.flight_sql.get_flight_info(call, descriptor, message)
         command = _descriptor_command(descriptor, self.limits)
-        call.authorize("read", command.table)
-        return self.queries.endpoints(call, command.table, command.options).flight_info(descriptor)
+        user = call.authorize("read", command.table)
+        with self.plans.held(CallKeys.of(context, user)):
+            return self.queries.endpoints(call, command.table, command.options).flight_info(descriptor)
 
     @schema_errors
     def get_schema(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor) -> flight.SchemaResult:
@@ -182,13 +184,14 @@ class HudiFlightServer(flight.FlightServerBase):
         return self._stream(call, schema, batches)
 
     def _stream(self, call: Call, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> flight.FlightDataStream:
-        """Stream ``batches`` to the caller, counted against their concurrent-stream bound."""
-        user = call.user
-        caller = caller_of(call.context) if user == ANONYMOUS else f"user:{user}"
-        self.streams.acquire(caller)
-        sized = _message_sized(self._until_cancelled(call.context, batches))
+        """Stream ``batches`` to the caller, counted against the concurrent-stream bounds of the
+        user, the connection and the process, and the process' memory budget for batches in flight."""
+        keys = CallKeys.of(call.context, call.user)
+        self.stream_memory.admit()
+        self.streams.acquire(keys)
+        sized = self.stream_memory.charged(_message_sized(self._until_cancelled(call.context, batches)), _batch_bytes)
         notes = _with_corrupt_block_notes(self.ops.streamed(sized), schema)
-        guarded = self.streams.guarded(caller, stream_errors(notes))
+        guarded = self.streams.guarded(keys, stream_errors(notes))
         return flight.GeneratorStream(schema, guarded, options=write_options(call.context, self.ipc_options))
 
     def _sql_command(self, descriptor: flight.FlightDescriptor) -> Message | None:
@@ -247,6 +250,10 @@ def _message_sized(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
         step = max(1, batch.num_rows * MAX_MESSAGE_BYTES // size)
         for start in range(0, batch.num_rows, step):
             yield batch.slice(start, step)
+
+
+def _batch_bytes(batch: pa.RecordBatch) -> int:
+    return batch.nbytes
 
 
 def _with_corrupt_block_notes(

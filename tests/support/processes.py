@@ -23,19 +23,20 @@ T = TypeVar("T")
 class ServeProcess:
     """One ``hudi-flight serve ARGS`` process; :attr:`port` once it printed its start-up line
     (``wait=False``: start now, :meth:`ready` later, so several processes start side by side;
+    ``defaults=False``: exactly ``ARGS``, without the loopback host and temp-folder root;
     ``repo``: serve the code of another checkout, e.g. a benchmark's peer commit)."""
 
     port: int
     uri: str
 
-    def __init__(self, *args: str, log: Path, wait: bool = True, repo: Path = REPO):
+    def __init__(self, *args: str, log: Path, wait: bool = True, repo: Path = REPO, defaults: bool = True):
         self.args = args
         self.log = log
+        # tables registered straight into the catalog live in the system temp folder
+        given = ["--host", "127.0.0.1", "--allow-root", tempfile.gettempdir()] if defaults else []
         with open(log, "ab") as err:
             self.proc = subprocess.Popen(
-                # tables registered straight into the catalog live in the system temp folder
-                [sys.executable, "-m", "flight_server.cli", "serve", "--host", "127.0.0.1",
-                 "--allow-root", tempfile.gettempdir(), *args],
+                [sys.executable, "-m", "flight_server.cli", "serve", *given, *args],
                 stdout=subprocess.PIPE, stderr=err, cwd=repo,
                 env={**os.environ, "PYTHONPATH": str(repo)},
             )

@@ -13,17 +13,25 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from flight_server.server.security.tls import TlsFiles
+
 FLIGHT_SERVICE = "arrow.flight.protocol.FlightService"
 
 
 class HealthServer:
-    """A gRPC health service listening on ``host:port`` (``port`` 0: any free port)."""
+    """A gRPC health service listening on ``host:port`` (``port`` 0: any free port), over TLS
+    with the server's certificate when ``tls`` is given."""
 
-    def __init__(self, host: str, port: int):
+    def __init__(self, host: str, port: int, tls: TlsFiles | None = None):
         self._servicer = health.HealthServicer()
         self._server = grpc.server(ThreadPoolExecutor(max_workers=2, thread_name_prefix="hudi-health"))
         health_pb2_grpc.add_HealthServicer_to_server(self._servicer, self._server)
-        self.port = self._server.add_insecure_port(f"{host}:{port}")
+        if tls is None:
+            self.port = self._server.add_insecure_port(f"{host}:{port}")
+        else:
+            pair = tls.server_kwargs()["tls_certificates"][0]
+            credentials = grpc.ssl_server_credentials([(pair.key, pair.cert)])
+            self.port = self._server.add_secure_port(f"{host}:{port}", credentials)
         if not self.port:
             raise OSError(f"cannot listen on {host}:{port} for health checks (address in use?)")
         self._set(health_pb2.HealthCheckResponse.NOT_SERVING)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from flight_server.server.security.state_files import private_dir, process_alive
+from flight_server.server.security.tls import TlsFiles
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 _DB_FILE = re.compile(r"^[a-z_]+_(\d+)\.db$")
@@ -118,12 +119,17 @@ def exposition() -> bytes:
     return generate_latest(_registry())
 
 
-def serve_metrics(host: str, port: int) -> Any:
-    """Serve :func:`exposition` at ``http://host:port/metrics`` on a daemon thread; returns the
-    HTTP server (``.shutdown()`` stops it, ``.server_address`` has the bound port)."""
+def serve_metrics(host: str, port: int, tls: TlsFiles | None = None) -> Any:
+    """Serve :func:`exposition` at ``http(s)://host:port/metrics`` on a daemon thread (HTTPS with
+    ``tls``'s certificate); returns the HTTP server (``.shutdown()`` stops it,
+    ``.server_address`` has the bound port)."""
     from prometheus_client import start_http_server
 
-    server, _ = start_http_server(port, addr=host, registry=_registry())
+    files: dict[str, Any] = {}
+    if tls is not None:
+        tls.server_kwargs()  # checks the files, with errors naming the options
+        files = {"certfile": tls.cert, "keyfile": tls.key}
+    server, _ = start_http_server(port, addr=host, registry=_registry(), **files)
     return server
 
 

@@ -46,12 +46,15 @@ class Operations:
 
     def start(self) -> None:
         """Open the metrics and health ports (the catalog is loaded: report SERVING)."""
-        if self.config.metrics_port is not None:
-            self.metrics_server = serve_metrics(self.config.host, self.config.metrics_port)
-        if self.config.health_port is not None:
+        config = self.config
+        if config.metrics_port is not None:
+            tls = config.operations_tls("metrics")
+            self.metrics_server = serve_metrics(config.metrics_host or config.host, config.metrics_port, tls)
+        if config.health_port is not None:
             from flight_server.server.ops.health import HealthServer
 
-            self.health = HealthServer(self.config.host, self.config.health_port)
+            self.health = HealthServer(config.health_host or config.host, config.health_port,
+                                       config.operations_tls("health"))
             self.health.serving()
 
     def stopping(self) -> None:

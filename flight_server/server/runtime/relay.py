@@ -11,22 +11,84 @@ untouched and ends in the serving process.
 
 The kernel balanced ``SO_REUSEPORT`` per connection too, so what a client sees is the same: one
 HTTP/2 connection is served by one process, many connections spread over all of them.
+
+A hostile client must not lock the port (:class:`RelayLimits`):
+
+* connections are bounded in all and per peer host; a connection past a bound displaces the one
+  idle longest (one that never got an answer from its process first: a slowloris), if that one
+  has been idle a moment, else it is closed at once;
+* a connection whose serving process has not answered (HTTP/2 settings, TLS server hello)
+  within ``handshake_seconds``, idle in both directions for ``idle_seconds``, or half closed for
+  ``half_open_seconds`` is closed;
+* running out of file descriptors (EMFILE) while accepting is logged, relieved by displacing
+  an idle connection, and retried with a growing pause: the accept loop never dies. At start the
+  soft descriptor limit is raised to the hard one, and ``max_connections`` is lowered to what
+  the descriptors allow (six per connection: two sockets, two pipes).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
+import logging
 import os
+import resource
 import socket
 import threading
+import time
 
+from flight_server.server.security.limits import RelayLimits
+
+log = logging.getLogger(__name__)
 _CHUNK = 1 << 20
 _F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ (Python 3.10+ on Linux; spelled out for older stubs)
 _SPLICE = hasattr(os, "splice")
+FDS_PER_CONNECTION = 6  # client and upstream sockets, one pipe (two descriptors) per direction
+RESERVED_FDS = 64  # for the supervisor itself: logs, pipes to the processes, the catalog
+#: accept() errors that mean "out of something for now", not "the socket is closed"
+_TRANSIENT = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.ECONNABORTED, errno.EPERM,
+              errno.EPROTO, errno.EINTR, errno.EAGAIN}
 
 
-def _pump(src: socket.socket, dst: socket.socket) -> None:
+class _Link:
+    """One relayed connection and what the relay knows of its traffic."""
+
+    def __init__(self, client: socket.socket, peer: str):
+        self.client = client
+        self.upstream: socket.socket | None = None
+        self.peer = peer
+        self.started = self.last = time.monotonic()
+        self.answered = False  # the serving process has sent bytes
+        self.half_closed: float | None = None
+
+    def moved(self, from_upstream: bool) -> None:
+        self.last = time.monotonic()
+        if from_upstream:
+            self.answered = True
+
+    def ended_one_way(self) -> None:
+        if self.half_closed is None:
+            self.half_closed = time.monotonic()
+
+    def cut(self) -> None:
+        """End both sockets: the pumps return, the relaying thread closes them."""
+        for s in (self.client, self.upstream):
+            if s is not None:
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+
+    def expired(self, now: float, limits: RelayLimits) -> str | None:
+        if not self.answered and now - self.started > limits.handshake_seconds:
+            return "no handshake"
+        if now - self.last > limits.idle_seconds:
+            return "idle"
+        if self.half_closed is not None and now - self.half_closed > limits.half_open_seconds:
+            return "half open"
+        return None
+
+
+def _pump(src: socket.socket, dst: socket.socket, link: _Link, from_upstream: bool) -> None:
     """Copy ``src`` to ``dst`` until end of stream or an error, then end ``dst``'s sending side."""
     try:
         if _SPLICE:
@@ -38,6 +100,7 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
                     n = os.splice(src.fileno(), w, _CHUNK)
                     if n == 0:
                         break
+                    link.moved(from_upstream)
                     while n > 0:
                         n -= os.splice(r, dst.fileno(), n)
             finally:
@@ -46,12 +109,27 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
         else:  # pragma: no cover - non-Linux
             buf = bytearray(1 << 16)
             while n := src.recv_into(buf):
+                link.moved(from_upstream)
                 dst.sendall(memoryview(buf)[:n])
-    except OSError:  # reset by either side: the other side learns it below
+    except OSError:  # reset by either side, or out of descriptors: the other side learns it below
         pass
     finally:
+        link.ended_one_way()
         with contextlib.suppress(OSError):
             dst.shutdown(socket.SHUT_WR)
+
+
+def descriptor_capacity() -> int:
+    """Connections the file descriptor limit allows, after raising the soft limit to the hard one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+    if soft == resource.RLIM_INFINITY:
+        return 1 << 20
+    return max(1, (soft - RESERVED_FDS) // FDS_PER_CONNECTION)
 
 
 class Relay:
@@ -59,11 +137,17 @@ class Relay:
 
     Args:
         host, port: the public address (port 0: any free port; see :attr:`port`).
-        max_connections: relayed connections open at once (two threads each); a connection past
-            the bound is closed at once, so a flood of idle connections costs no more than this.
+        limits: the bounds (default: :class:`RelayLimits`'s).
     """
 
-    def __init__(self, host: str, port: int, max_connections: int = 1024):
+    def __init__(self, host: str, port: int, limits: RelayLimits | None = None):
+        limits = limits or RelayLimits()
+        capacity = descriptor_capacity()
+        if limits.max_connections > capacity:
+            log.warning("max_connections %d lowered to %d: the file descriptor limit allows no more",
+                        limits.max_connections, capacity)
+            limits = RelayLimits(**{**limits.__dict__, "max_connections": capacity})
+        self.limits = limits
         family = socket.getaddrinfo(host.strip("[]") or None, port, type=socket.SOCK_STREAM,
                                     flags=socket.AI_PASSIVE)[0][0]
         try:
@@ -78,9 +162,11 @@ class Relay:
         self._last: dict[int, int] = {}  # slot -> turn it was last chosen
         self._turn = 0
         self._lock = threading.Lock()
-        self._open: set[socket.socket] = set()
-        self._slots = threading.BoundedSemaphore(max_connections)
-        self._thread: threading.Thread | None = None
+        self._links: set[_Link] = set()
+        self._per_peer: dict[str, int] = {}
+        self._closing = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._last_complaint = 0.0
 
     def set_backend(self, slot: int, port: int | None) -> None:
         """Route new connections to ``127.0.0.1:port`` for ``slot`` (``None``: slot is down)."""
@@ -115,64 +201,157 @@ class Relay:
                 upstream = socket.create_connection(("127.0.0.1", port), timeout=5)
                 upstream.settimeout(None)
                 return slot, upstream
-            except OSError:  # that process is gone; the supervisor restarts it
+            except OSError:  # that process is gone (the supervisor restarts it), or no descriptor left
                 self._release(slot)
                 tried.add(slot)
         return None
 
-    def _relay(self, client: socket.socket) -> None:
+    # -- admission -------------------------------------------------------------------------------
+    def open_connections(self) -> int:
+        with self._lock:
+            return len(self._links)
+
+    def _victim(self, peer: str | None) -> _Link | None:
+        """The connection to displace (of ``peer`` only, when given): never answered first, then
+        idle longest; ``None`` when every candidate moved bytes a moment ago."""
+        now = time.monotonic()
+        grace = self.limits.displace_after_seconds
+        candidates = [lk for lk in self._links if (peer is None or lk.peer == peer) and now - lk.last >= grace]
+        if not candidates:
+            return None
+        return min(candidates, key=lambda lk: (lk.answered, lk.last))
+
+    def _drop(self, link: _Link) -> bool:
+        """Forget ``link`` (under the lock); ``False`` when it was forgotten already."""
+        if link not in self._links:
+            return False
+        self._links.discard(link)
+        left = self._per_peer.get(link.peer, 1) - 1
+        if left > 0:
+            self._per_peer[link.peer] = left
+        else:
+            self._per_peer.pop(link.peer, None)
+        return True
+
+    def _admit(self, link: _Link) -> bool:
+        limits = self.limits
+        with self._lock:
+            for bound, full, peer in (
+                (limits.max_connections_per_peer, self._per_peer.get(link.peer, 0), link.peer),
+                (limits.max_connections, len(self._links), None),
+            ):
+                if bound and full >= bound:
+                    victim = self._victim(peer)
+                    if victim is None:
+                        return False
+                    self._drop(victim)
+                    victim.cut()
+            self._links.add(link)
+            self._per_peer[link.peer] = self._per_peer.get(link.peer, 0) + 1
+            return True
+
+    # -- relaying --------------------------------------------------------------------------------
+    def _relay(self, link: _Link) -> None:
         chosen = self._connect()
         if chosen is None:
-            client.close()
             return
         slot, upstream = chosen
-        for s in (client, upstream):
-            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        with self._lock:
-            self._open.update((client, upstream))
-        back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
-        back.start()
-        _pump(client, upstream)
-        back.join()
-        with self._lock:
-            self._open.difference_update((client, upstream))
-        for s in (client, upstream):
-            s.close()
-        self._release(slot)
+        link.upstream = upstream
+        try:
+            for s in (link.client, upstream):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if link not in self._links:  # displaced or closed meanwhile
+                return
+            back = threading.Thread(target=_pump, args=(upstream, link.client, link, True), daemon=True)
+            back.start()
+            _pump(link.client, upstream, link, False)
+            back.join()
+        finally:
+            upstream.close()
+            self._release(slot)
+
+    def _relayed(self, link: _Link) -> None:
+        try:
+            self._relay(link)
+        except OSError as err:  # e.g. no descriptor left for a thread's pipe
+            log.debug("relayed connection ended: %s", err)
+        finally:
+            with self._lock:
+                self._drop(link)
+            link.client.close()
 
     def _accept_loop(self) -> None:
-        while True:
+        pause = 0.01
+        while not self._closing.is_set():
             try:
-                client, _ = self._sock.accept()
-            except OSError:  # closed
-                return
-            if not self._slots.acquire(blocking=False):
-                client.close()  # past max_connections
+                client, address = self._sock.accept()
+            except OSError as err:
+                if self._closing.is_set() or err.errno not in _TRANSIENT:
+                    if not self._closing.is_set():
+                        log.error("relay: accept failed (%s); no longer accepting", err)
+                    return
+                self._out_of_resources(err, pause)
+                pause = min(1.0, 2 * pause)
                 continue
-            threading.Thread(target=self._relayed, args=(client,), name="hudi-flight-relay", daemon=True).start()
+            pause = 0.01
+            link = _Link(client, str(address[0]))
+            if not self._admit(link):
+                client.close()  # past a bound, and nobody idle to displace
+                continue
+            try:
+                threading.Thread(target=self._relayed, args=(link,), name="hudi-flight-relay", daemon=True).start()
+            except RuntimeError:  # no thread left: as if out of descriptors
+                with self._lock:
+                    self._drop(link)
+                client.close()
 
-    def _relayed(self, client: socket.socket) -> None:
-        try:
-            self._relay(client)
-        finally:
-            self._slots.release()
+    def _out_of_resources(self, err: OSError, pause: float) -> None:
+        """Accepting failed for want of descriptors or memory: make room and pause."""
+        now = time.monotonic()
+        if now - self._last_complaint > 10:
+            self._last_complaint = now
+            log.warning("relay: accept failed (%s); displacing an idle connection and retrying", err)
+        if err.errno in (errno.EMFILE, errno.ENFILE):
+            with self._lock:
+                victim = self._victim(None)
+                if victim is not None:
+                    self._drop(victim)
+            if victim is not None:
+                victim.cut()
+        self._closing.wait(pause)
+
+    def _reap_loop(self) -> None:
+        """Close connections without a handshake, idle or half open for too long."""
+        tick = max(0.05, min(1.0, self.limits.handshake_seconds / 4, self.limits.half_open_seconds / 4))
+        while not self._closing.wait(tick):
+            now = time.monotonic()
+            with self._lock:
+                expired = [(lk, why) for lk in self._links if (why := lk.expired(now, self.limits))]
+                for lk, _ in expired:
+                    self._drop(lk)
+            for lk, why in expired:
+                log.debug("relay: closing a connection of %s (%s)", lk.peer, why)
+                lk.cut()
 
     def start(self) -> "Relay":
-        self._thread = threading.Thread(target=self._accept_loop, name="hudi-flight-accept", daemon=True)
-        self._thread.start()
+        for target, name in ((self._accept_loop, "hudi-flight-accept"), (self._reap_loop, "hudi-flight-reaper")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
         return self
 
     def close(self) -> None:
         """Stop accepting and cut every relayed connection."""
+        self._closing.set()
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
         with self._lock:
-            open_now = list(self._open)
-        for s in open_now:
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-        if self._thread is not None:
-            self._thread.join(5)
+            open_now = list(self._links)
+        for link in open_now:
+            link.cut()
+        for thread in self._threads:
+            thread.join(5)
 
-__all__ = ["Relay"]
+
+__all__ = ["FDS_PER_CONNECTION", "Relay", "descriptor_capacity"]

@@ -69,7 +69,7 @@ class Supervisor:
     def __init__(self, config: ServerConfig, discover: bool = True):
         if config.processes < 2:
             raise ValueError("a supervisor runs two or more serving processes")
-        self.relay = Relay(config.host, config.port, config.max_connections)
+        self.relay = Relay(config.host, config.port, config.relay_limits())
         self.port = self.relay.port
         # every process reports the public address; only process 0 scans the warehouses
         self._config = config.updated({"port": self.port, "processes": 1})

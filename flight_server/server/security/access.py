@@ -38,16 +38,26 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_exposure(host: str, has_credentials: bool, insecure: bool) -> None:
-    """Refuse to serve a non-loopback address without any credentials configured.
+def check_exposure(host: str, has_credentials: bool, insecure: bool, tls: bool = False) -> None:
+    """Refuse to serve a non-loopback address without credentials configured (anyone could read
+    every table), or with credentials but without TLS (passwords and tokens would cross the
+    network in clear); ``insecure`` allows both.
 
     Raises:
         ValueError: the refusal, saying how to proceed.
     """
-    if not has_credentials and not insecure and not is_loopback(host):
+    if insecure or is_loopback(host):
+        return
+    if not has_credentials:
         raise ValueError(
             f"refusing to listen on {host} with no users and no tokens (anyone could read every table): "
             "add a user (hudi-flight users add), configure [server.tokens], listen on 127.0.0.1, "
+            "or pass --insecure"
+        )
+    if not tls:
+        raise ValueError(
+            f"refusing to listen on {host} without TLS while users or tokens are configured (passwords and "
+            "tokens would cross the network in clear): pass --tls-cert and --tls-key, listen on 127.0.0.1, "
             "or pass --insecure"
         )
 
@@ -59,6 +69,7 @@ class Rights:
     user: str
     admin: bool
     grants: frozenset[Grant]
+    incarnation: str | None = None  # the user's account (users.User.incarnation); None: no account
 
     def allows(self, right: str, table: str | None = None) -> bool:
         """``right`` on ``table`` (``"ns.name"``), or on the catalog as a whole when ``None``
@@ -132,7 +143,8 @@ class Access:
         record = self.users.user(user)
         if record is None and user not in self.token_users:
             return None
-        return Rights(user, bool(record and record.admin), self.users.grants_of(user))
+        incarnation = record.incarnation if record is not None else None
+        return Rights(user, bool(record and record.admin), self.users.grants_of(user), incarnation)
 
     def authorize(self, user: str, right: str, table: str | None = None) -> str:
         """``user`` once it holds ``right`` on ``table``.
@@ -147,6 +159,11 @@ class Access:
         if not rights.allows(right, table):
             raise flight.FlightUnauthorizedError(f"{user} has no {right} right on {table or 'the catalog'}")
         return user
+
+    def allowed(self, user: str, right: str, table: str | None = None) -> bool:
+        """Whether ``user`` holds ``right`` on ``table`` (``None``: the catalog as a whole)."""
+        rights = self.rights(user)
+        return rights is not None and rights.allows(right, table)
 
     def readable(self, user: str, tables: list[str]) -> list[str]:
         rights = self.rights(user)

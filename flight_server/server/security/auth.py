@@ -5,10 +5,13 @@ A client authenticates with ``FlightClient.authenticate_basic_token(user, passwo
 checked against the user's scrypt hash, and the response carries ``authorization: Bearer
 <token>``. The token (``hft1.`` + payload + HMAC) is signed with a key derived from the server
 secret, so every process sharing the secret accepts it and no ticket can pass for a token; it
-names the user and expires after ``token_ttl_seconds``. Later calls send it as their
+names the user and its incarnation (``users.User.incarnation``: a user removed and re-created,
+or given a new password, is a new one, and the old tokens fail) and expires after
+``token_ttl_seconds``. Later calls send it as their
 ``authorization`` header; so may the static tokens of the configuration, each mapped to a user.
 
-A wrong password, an unknown user, an expired, altered or foreign token is UNAUTHENTICATED.
+A wrong password, an unknown user, an expired, altered or foreign token is UNAUTHENTICATED;
+repeated wrong passwords make the next attempts wait (``logins``).
 Passwords and tokens are never logged or echoed (the caller digest of ``limits`` is a hash).
 """
 
@@ -26,8 +29,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from catalog.errors import InvalidTicketError
 from flight_server.server.security.access import Access, check_exposure, is_loopback
+from flight_server.server.security.logins import LoginThrottle
 from flight_server.server.security.tickets import TicketSigner
-from flight_server.server.security.users import ANONYMOUS, UserStore, check_user_name
+from flight_server.server.security.users import ANONYMOUS, User, UserStore, check_user_name
 
 log = logging.getLogger(__name__)
 
@@ -44,16 +48,26 @@ class TokenIssuer:
         key = tickets.derive("hudi-flight bearer token v1")
         self._signer = TicketSigner(key, ttl_seconds, prefix=TOKEN_PREFIX, kind="token")
 
-    def issue(self, user: str, now: float | None = None) -> str:
-        """A token naming ``user``, valid for the ttl from ``now`` (default: the current time)."""
-        return self._signer.sign({"u": user}, self._signer.expiry(now)).decode()
+    def issue(self, user: str, incarnation: str = "", now: float | None = None) -> str:
+        """A token naming ``user`` (its ``incarnation``; ``""`` for a caller without an account,
+        such as a cluster member), valid for the ttl from ``now`` (default: the current time)."""
+        return self._signer.sign({"u": user, "i": incarnation}, self._signer.expiry(now)).decode()
+
+    def holder_of(self, token: str) -> tuple[str, str]:
+        """The user and incarnation a token names.
+
+        Raises:
+            InvalidTicketError: malformed, altered, foreign or expired token.
+        """
+        payload = self._signer.verify(token.encode())
+        user, incarnation = payload.get("u"), payload.get("i")
+        if not isinstance(user, str) or not isinstance(incarnation, str):
+            raise InvalidTicketError("token names no user; log in again")
+        return user, incarnation
 
     def user_of(self, token: str) -> str:
         """Raises: InvalidTicketError (malformed, altered, foreign or expired token)."""
-        user = self._signer.verify(token.encode()).get("u")
-        if not isinstance(user, str):
-            raise InvalidTicketError("token names no user")
-        return user
+        return self.holder_of(token)[0]
 
 
 class Caller(flight.ServerMiddleware):
@@ -82,10 +96,18 @@ class HandshakeEnabled(flight.ServerAuthHandler):
 class AuthMiddlewareFactory(flight.ServerMiddlewareFactory):
     """Authenticates every call; see the module docstring."""
 
-    def __init__(self, access: Access, users: UserStore, tokens: TokenIssuer, static_tokens: Mapping[str, str]):
+    def __init__(
+        self,
+        access: Access,
+        users: UserStore,
+        tokens: TokenIssuer,
+        static_tokens: Mapping[str, str],
+        logins: LoginThrottle | None = None,
+    ):
         self.access = access
         self.users = users
         self.tokens = tokens
+        self.logins = logins or LoginThrottle()
         self._static = [(t.encode(), user) for t, user in static_tokens.items()]
 
     def start_call(self, info: flight.CallInfo, headers: dict[str, list[Any]]) -> Caller:
@@ -110,17 +132,17 @@ class AuthMiddlewareFactory(flight.ServerMiddlewareFactory):
             if info.method != flight.FlightMethod.HANDSHAKE:
                 raise flight.FlightUnauthenticatedError(
                     "basic credentials are accepted by the handshake only; send the bearer token it returns")
-            user = self._login(credentials.strip())
-            return Caller(user, self.tokens.issue(user))
+            account = self._login(credentials.strip())
+            return Caller(account.name, self.tokens.issue(account.name, account.incarnation))
         if scheme == "bearer":
-            return self._known(self._bearer(credentials.strip()))
+            return self._bearer(credentials.strip())
         raise flight.FlightUnauthenticatedError("authorization header must be 'Basic ...' or 'Bearer ...'")
 
     def _known(self, user: str) -> Caller:
         self.access.authorize(user, "read")  # exists (any more) / anonymous allowed here
         return Caller(user)
 
-    def _login(self, credentials: str) -> str:
+    def _login(self, credentials: str) -> User:
         try:
             # Go's Flight client (the ADBC driver) sends unpadded base64; pyarrow pads it
             padded = credentials + "=" * (-len(credentials) % 4)
@@ -129,21 +151,31 @@ class AuthMiddlewareFactory(flight.ServerMiddlewareFactory):
             user, colon, password = "", "", ""
         if not colon or not user:
             raise flight.FlightUnauthenticatedError("malformed basic credentials")
-        if self.users.check_password(user, password) is None:
+        self.logins.check(user)
+        account = self.users.check_password(user, password)
+        if account is None:
+            self.logins.failed(user)
             raise flight.FlightUnauthenticatedError("wrong user name or password")
-        return user
+        self.logins.succeeded(user)
+        return account
 
-    def _bearer(self, token: str) -> str:
+    def _bearer(self, token: str) -> Caller:
         given = token.encode()
         found = None
         for known, user in self._static:  # constant time: every token is compared
             if hmac.compare_digest(given, known):
                 found = user
         if found is not None:
-            return found
+            return self._known(found)
         if not given.startswith(TOKEN_PREFIX):
             raise flight.FlightUnauthenticatedError("token not accepted")
-        return self.tokens.user_of(token)
+        user, incarnation = self.tokens.holder_of(token)
+        caller = self._known(user)
+        rights = self.access.rights(user)
+        if rights is None or rights.incarnation != (incarnation or None):
+            raise flight.FlightUnauthenticatedError(
+                f"token of an earlier account {user} (removed and re-created, or its password changed); log in again")
+        return caller
 
 
 @dataclass(frozen=True)
@@ -155,20 +187,21 @@ class AuthSettings:
     insecure: bool = False
     cache_seconds: float = 1.0  # how long a user's rights are reused
     token_ttl_seconds: float = 3600.0
+    tls: bool = False  # the Flight port speaks TLS
 
 
 def authentication(config: AuthSettings, users: UserStore, tickets: TicketSigner) -> AuthMiddlewareFactory:
     """The authentication middleware of a server (its ``access`` holds the rights).
 
     Raises:
-        ValueError: a bad static token, or a non-loopback address with no users or tokens
-            (unless ``insecure``).
+        ValueError: a bad static token, or a non-loopback address with no users or tokens, or
+            with them but without TLS (unless ``insecure``).
     """
     for token, user in config.tokens.items():
         check_user_name(user)
         if len(token) < MIN_STATIC_TOKEN_CHARS:
             raise ValueError(f"static tokens need at least {MIN_STATIC_TOKEN_CHARS} characters (one of user {user})")
-    check_exposure(config.host, bool(config.tokens) or users.has_users(), config.insecure)
+    check_exposure(config.host, bool(config.tokens) or users.has_users(), config.insecure, config.tls)
     open_address = is_loopback(config.host) or config.insecure
     access = Access(users, config.tokens.values(), open_address, config.cache_seconds)
     return AuthMiddlewareFactory(access, users, TokenIssuer(tickets, config.token_ttl_seconds), dict(config.tokens))

@@ -1,6 +1,6 @@
 """Bounded work per call (interfaces.md section 6): every bound is configurable and named in
-the error a client gets when it goes past it (INVALID_ARGUMENT; pyarrow's Flight server has no
-way to send RESOURCE_EXHAUSTED from Python).
+the error a client gets when it goes past it: INVALID_ARGUMENT for a request too large or too
+complex (sending it again cannot help), a retryable refusal for load (``security.budgets``).
 
 The bounds on a request are checked before the expensive steps: the body size before JSON
 decoding, the nesting depth right after it, the number of filters and IN-list values before the
@@ -9,19 +9,14 @@ JSON Schema validation (which costs seconds for a 100k-filter command).
 
 from __future__ import annotations
 
-import hashlib
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Iterator, TypeVar
-
-import pyarrow.flight as flight
 
 from catalog.errors import InvalidQueryError
 from flight_server.server.errors import ServerError
 
 T = TypeVar("T")
-MIDDLEWARE_KEY = "hudi-flight-caller"
 
 
 class LimitExceededError(ServerError, InvalidQueryError):
@@ -30,11 +25,6 @@ class LimitExceededError(ServerError, InvalidQueryError):
     def __init__(self, name: str, limit: float | str, what: str):
         super().__init__(f"limit {name} ({limit}) exceeded: {what}")
         self.name = name
-
-
-class BudgetExhaustedError(LimitExceededError):
-    """A shared budget is spent for now (RESOURCE_EXHAUSTED in spirit: waiting may help); the
-    message names the budget."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +40,15 @@ class Limits:
     max_sql_generated_values: int = 1_000_000  # elements or characters one SQL function call may build
     max_properties_bytes: int = 64 << 10  # register-table properties, as JSON
     planning_seconds: float = 60.0
-    max_streams_per_caller: int = 16
+    # concurrent work (security.budgets; 0: unbounded). A connection is one client's gRPC
+    # connection (peer host and port); a user, an authenticated name.
+    max_streams_per_connection: int = 16
+    max_streams_per_user: int = 64
+    max_streams_total: int = 256
+    max_plans_per_connection: int = 8
+    max_plans_per_user: int = 16
+    max_plans_total: int = 32
+    stream_memory_bytes: int = 1 << 30  # record batches held by the streams of a process
     footer_cache_bytes: int = 256 << 20
 
     def check_body(self, body: bytes, what: str) -> None:
@@ -91,6 +89,20 @@ class Limits:
         return Deadline("planning_seconds", self.planning_seconds)
 
 
+@dataclass(frozen=True)
+class RelayLimits:
+    """The bounds of the one-port relay of ``serve --processes N`` (``runtime.relay``); configuration
+    keys ``max_connections``, ``max_connections_per_peer``, ``relay_handshake_seconds``,
+    ``relay_idle_seconds``, ``relay_half_open_seconds``."""
+
+    max_connections: int = 1024
+    max_connections_per_peer: int = 256
+    handshake_seconds: float = 10.0
+    idle_seconds: float = 600.0
+    half_open_seconds: float = 30.0
+    displace_after_seconds: float = 1.0  # idle this long, a connection may give its place to a new one
+
+
 class Deadline:
     """A cooperative time bound: long loops call :meth:`check`."""
 
@@ -109,99 +121,4 @@ class Deadline:
             yield item
 
 
-class CallerMiddleware(flight.ServerMiddleware):
-    """Remembers a digest of the call's ``authorization`` header (never the header itself)."""
-
-    def __init__(self, digest: str | None):
-        self.digest = digest
-
-
-class CallerMiddlewareFactory(flight.ServerMiddlewareFactory):
-    def start_call(self, info: flight.CallInfo, headers: dict[str, list[Any]]) -> CallerMiddleware:
-        values = headers.get("authorization") or headers.get("Authorization") or []
-        raw = values[0] if values else None
-        if isinstance(raw, str):
-            raw = raw.encode()
-        return CallerMiddleware(hashlib.sha256(raw).hexdigest()[:32] if raw else None)
-
-
-def caller_of(context: flight.ServerCallContext) -> str:
-    """Who is calling: the authenticated peer identity, else the credentials, else the peer host."""
-    identity = context.peer_identity()
-    if identity:
-        return "id:" + (identity.decode(errors="replace") if isinstance(identity, bytes) else str(identity))
-    middleware = context.get_middleware(MIDDLEWARE_KEY)
-    if isinstance(middleware, CallerMiddleware) and middleware.digest:
-        return "auth:" + middleware.digest
-    peer = context.peer() or ""
-    peer = peer.decode() if isinstance(peer, bytes) else peer
-    return "peer:" + peer.rsplit(":", 1)[0]
-
-
-class StreamGate:
-    """Counts open ``do_get`` streams per caller and refuses past ``max_streams_per_caller``."""
-
-    def __init__(self, limit: int):
-        self.limit = limit
-        self._open: dict[str, int] = {}
-        self._lock = threading.Lock()
-
-    def acquire(self, caller: str) -> None:
-        with self._lock:
-            current = self._open.get(caller, 0)
-            if current >= self.limit:
-                raise LimitExceededError("max_streams_per_caller", self.limit, "too many concurrent streams")
-            self._open[caller] = current + 1
-
-    def release(self, caller: str) -> None:
-        with self._lock:
-            left = self._open.get(caller, 1) - 1
-            if left > 0:
-                self._open[caller] = left
-            else:
-                self._open.pop(caller, None)
-
-    def open_streams(self, caller: str) -> int:
-        with self._lock:
-            return self._open.get(caller, 0)
-
-    def guarded(self, caller: str, items: Iterator[T]) -> Iterator[T]:
-        """``items``, releasing the caller's slot when the stream ends, fails or is dropped."""
-        return _Guarded(self, caller, items)
-
-
-class _Guarded(Iterator[T]):
-    """An iterator that gives its stream slot back exactly once (also when never started)."""
-
-    def __init__(self, gate: StreamGate, caller: str, items: Iterator[T]):
-        self._gate, self._caller, self._items = gate, caller, items
-        self._held = True
-        self._lock = threading.Lock()
-
-    def _release(self) -> None:
-        with self._lock:
-            held, self._held = self._held, False
-        if held:
-            self._gate.release(self._caller)
-
-    def __next__(self) -> T:
-        try:
-            return next(self._items)
-        except BaseException:
-            self._release()
-            raise
-
-    def __del__(self) -> None:
-        self._release()
-
-
-__all__ = [
-    "BudgetExhaustedError",
-    "CallerMiddlewareFactory",
-    "Deadline",
-    "LimitExceededError",
-    "Limits",
-    "MIDDLEWARE_KEY",
-    "StreamGate",
-    "caller_of",
-]
+__all__ = ["Deadline", "LimitExceededError", "Limits", "RelayLimits"]

@@ -13,6 +13,12 @@ S3 endpoint). The :class:`StoragePolicy` admits a URI only when
 and it admits client ``storage_options`` only for keys the operator named. Credentials come
 from the server's config per root (``root_storage_options``) and are never stored in the
 catalog: the registry keeps only the admitted client keys.
+
+Namespaces are walls (``namespace_roots``: namespace -> its roots, which are allowed roots too):
+a table of a namespace with roots of its own lies under them, whoever registers it, and is
+refused when opened otherwise; an admin of one namespace (not of the catalog) registers only in
+a namespace with roots of its own, so never at a folder of another namespace (the roots of two
+namespaces may not overlap).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any, Iterable, Mapping
 
 from catalog.errors import InvalidQueryError
 from flight_server.server.errors import ServerError
+from flight_server.server.registry import parse_identifier
 
 DEFAULT_PROTOCOLS: tuple[str, ...] = ("file", "s3", "s3a", "gs", "gcs", "abfs", "abfss", "az")
 #: protocols that never reach storage the operator chose, whatever the configuration says
@@ -89,6 +96,15 @@ def parse_location(uri: str, what: str = "uri", resolve: bool = True) -> Locatio
     return Location(canonical, "" if path == "." else path.rstrip("/"))
 
 
+def _check_disjoint(namespace_roots: Mapping[str, list[Location]]) -> None:
+    """Raises: ValueError when a root of one namespace lies within (or holds) another's."""
+    owned = [(ns, root) for ns, roots in namespace_roots.items() for root in roots]
+    for i, (ns, root) in enumerate(owned):
+        for other_ns, other in owned[i + 1:]:
+            if other_ns != ns and (root.within(other) or other.within(root)):
+                raise ValueError(f"namespace_roots of {ns} and {other_ns} overlap ({root.uri()}, {other.uri()})")
+
+
 def _absolute(root: str) -> str:
     """An operator's relative local root is relative to the server's working directory."""
     return os.path.abspath(root) if "://" not in root and ":" not in root.split("/", 1)[0] else root
@@ -103,17 +119,28 @@ class StoragePolicy:
         protocols: allowed fsspec protocols (aliases such as ``s3a``/``s3`` count as one).
         client_option_keys: ``storage_options`` keys a client may send (non-secret ones).
         root_storage_options: storage options of the server per root URI (credentials).
+        namespace_roots: the roots of each namespace that has roots of its own.
+
+    Raises:
+        ValueError: the roots of two namespaces overlap.
     """
 
     roots: list[str] = field(default_factory=list)
     protocols: Iterable[str] = DEFAULT_PROTOCOLS
     client_option_keys: Iterable[str] = ()
     root_storage_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    namespace_roots: Mapping[str, Iterable[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._protocols = {_ALIASES.get(p.lower(), p.lower()) for p in self.protocols} - FORBIDDEN_PROTOCOLS
         self._keys = frozenset(self.client_option_keys)
-        self._roots = [parse_location(_absolute(r), "allowed root") for r in self.roots]
+        self._namespace_roots = {
+            ns: [parse_location(_absolute(r), f"namespace root of {ns}") for r in roots]
+            for ns, roots in self.namespace_roots.items()
+        }
+        _check_disjoint(self._namespace_roots)
+        own = [root for roots in self._namespace_roots.values() for root in roots]
+        self._roots = [parse_location(_absolute(r), "allowed root") for r in self.roots] + own
         self._root_options = [
             (parse_location(r, "storage options root"), dict(o)) for r, o in self.root_storage_options.items()
         ]
@@ -134,6 +161,27 @@ class StoragePolicy:
             )
         return loc.uri(), options
 
+    def check_in_namespace(
+        self, namespace: str, uri: str, client_options: Mapping[str, Any] | None, catalog_admin: bool
+    ) -> tuple[str, dict[str, Any]]:
+        """:meth:`check` for a table of ``namespace`` registered by a caller who is an admin of
+        the whole catalog (``catalog_admin``) or of that namespace only.
+
+        Raises:
+            StoragePolicyError: the URI is not allowed, or not under the namespace's own roots.
+        """
+        normalised, options = self.check(uri, client_options)
+        roots = self._namespace_roots.get(namespace)
+        if roots is None:
+            if not catalog_admin:
+                raise StoragePolicyError(
+                    f"namespace {namespace} has no roots of its own (namespace_roots): only a catalog admin "
+                    "registers tables in it"
+                )
+        elif not any(parse_location(normalised).within(root) for root in roots):
+            raise StoragePolicyError(f"uri is not under a root of namespace {namespace} (see namespace_roots)")
+        return normalised, options
+
     def check_registered(self, identifier: str, uri: str, stored: Mapping[str, Any] | None) -> None:
         """Re-check a catalog row when its table is opened: rows written before the confinement
         (or before the roots changed) are refused, not read.
@@ -142,7 +190,7 @@ class StoragePolicy:
             StoragePolicyError: naming the table, not its location.
         """
         try:
-            self.check(uri, stored)
+            self.check_in_namespace(parse_identifier(identifier)[0], uri, stored, catalog_admin=True)
         except StoragePolicyError as err:
             raise StoragePolicyError(
                 f"table {identifier} is registered at a location or with storage options this server does "

@@ -156,10 +156,21 @@ class Grant:
 
 @dataclass(frozen=True)
 class User:
-    """A user as the server sees it (never with the password hash)."""
+    """A user as the server sees it (never with the password hash).
+
+    ``incarnation`` tells accounts of one name apart: a digest of when the account was created
+    and of its password hash, so a user removed and re-created (or given a new password) is a
+    new incarnation, and the bearer tokens of the old one stop working.
+    """
 
     name: str
     admin: bool
+    incarnation: str = ""
+
+
+def _user(row: sa.Row) -> User:
+    digest = hashlib.sha256(f"{row.created_at}|{row.password_hash}".encode()).hexdigest()[:16]
+    return User(row.name, bool(row.admin), digest)
 
 
 class UserStore:
@@ -184,7 +195,8 @@ class UserStore:
                     name=name, password_hash=hashed, admin=admin, created_at=datetime.now(timezone.utc)))
         except IntegrityError as err:
             raise UserExistsError(f"user {name} exists already") from err
-        return User(name, admin)
+        found = self.user(name)
+        return found if found is not None else User(name, admin)
 
     def remove_user(self, name: str) -> None:
         """Remove the user and every grant of it. Raises: UnknownUserError."""
@@ -196,9 +208,8 @@ class UserStore:
 
     def user(self, name: str) -> User | None:
         with self.engine.connect() as conn:
-            query = sa.select(users_table.c.name, users_table.c.admin).where(users_table.c.name == name)
-            row = conn.execute(query).first()
-        return None if row is None else User(row.name, bool(row.admin))
+            row = conn.execute(sa.select(users_table).where(users_table.c.name == name)).first()
+        return None if row is None else _user(row)
 
     def has_users(self) -> bool:
         with self.engine.connect() as conn:
@@ -209,7 +220,7 @@ class UserStore:
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(users_table).where(users_table.c.name == name)).first()
         ok = verify_password(password, row.password_hash if row is not None else _DUMMY_HASH)
-        return User(row.name, bool(row.admin)) if ok and row is not None else None
+        return _user(row) if ok and row is not None else None
 
     # -- grants --------------------------------------------------------------------------
     def grant(self, user: str, grant: Grant) -> bool:

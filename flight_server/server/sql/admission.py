@@ -1,6 +1,6 @@
 """The process-wide SQL memory budget: each running query holds its ``sql_memory_limit`` of
-``sql_memory_budget``; a query that finds the budget spent waits a moment, then is refused with
-an error naming the budget (the client may retry)."""
+``sql_memory_budget``; a query that finds the budget spent waits a moment, then is refused as a
+busy server (UNAVAILABLE with a retry hint, ``security.budgets``) naming the budget."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import re
 import threading
 from typing import Iterator
 
-from flight_server.server.security.limits import BudgetExhaustedError
+from flight_server.server.security.budgets import ServerBusyError
 
+RETRY_SECONDS = 1.0
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 
@@ -37,6 +38,7 @@ class MemoryBudget:
 
     def __init__(self, budget: str, per_query: str, wait_seconds: float):
         self.budget = budget
+        self.per_query = per_query
         self.slots = max(1, parse_bytes(budget) // max(1, parse_bytes(per_query)))
         self.wait_seconds = wait_seconds
         self._free = threading.BoundedSemaphore(self.slots)
@@ -46,12 +48,13 @@ class MemoryBudget:
         """Hold one query's share of the budget for the block.
 
         Raises:
-            BudgetExhaustedError: the budget stayed spent for ``wait_seconds``.
+            ServerBusyError: the budget stayed spent for ``wait_seconds``.
         """
         if not self._free.acquire(timeout=self.wait_seconds):
-            raise BudgetExhaustedError(
-                "sql_memory_budget", self.budget,
-                f"{self.slots} SQL queries already hold it; retry in a few seconds",
+            raise ServerBusyError(
+                "sql_memory_budget", self.slots,
+                f"{self.slots} SQL queries of sql_memory_limit {self.per_query} hold all of {self.budget}",
+                RETRY_SECONDS,
             )
         try:
             yield

@@ -23,8 +23,9 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from catalog.errors import InvalidQueryError
-from flight_server.server.security.limits import BudgetExhaustedError, LimitExceededError
-from flight_server.server.sql.admission import MemoryBudget, parse_bytes
+from flight_server.server.security.budgets import ServerBusyError
+from flight_server.server.security.limits import LimitExceededError
+from flight_server.server.sql.admission import RETRY_SECONDS, MemoryBudget, parse_bytes
 from flight_server.server.sql.watchdog import CANCELLED, DEADLINE, MEMORY, Watch, Watchdog
 
 BATCH_ROWS = 64 * 1024
@@ -94,9 +95,10 @@ def _stopped(watch: Watch, settings: EngineSettings) -> Exception | None:
             f"limit sql_timeout_seconds ({settings.timeout_seconds:g}) exceeded: the query was cancelled"
         )
     if watch.reason == MEMORY:
-        return BudgetExhaustedError(
-            "sql_memory_budget", settings.memory_budget,
-            "the server's SQL queries grew past it; the query was cancelled",
+        return ServerBusyError(
+            "sql_memory_budget", parse_bytes(settings.memory_budget) >> 20,
+            f"the server's SQL queries grew past {settings.memory_budget} (MiB above); the query was cancelled",
+            RETRY_SECONDS,
         )
     if watch.reason == CANCELLED:
         return flight.FlightCancelledError("the query was cancelled: the client went away")
@@ -150,7 +152,7 @@ class Engine:
         iterator and are given back when it ends or is dropped.
 
         Raises:
-            BudgetExhaustedError: the SQL memory budget stayed spent.
+            ServerBusyError: the SQL memory budget stayed spent (UNAVAILABLE, retryable).
         """
         stack = contextlib.ExitStack()
         try:

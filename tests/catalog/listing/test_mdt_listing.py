@@ -173,3 +173,16 @@ def test_mdt_blocks_of_a_pending_data_commit_are_ignored(fixture_table, tmp_path
     plain = HudiTable.open(str(path), use_metadata_table=False)
     assert slice_keys(table) == slice_keys(plain)
     assert _sorted(table.read()).equals(_sorted(plain.read()))
+
+
+@pytest.mark.parametrize("cut", ["emptied", "removed"])
+def test_latest_files_log_lost_falls_back(fixture_table, tmp_path, cut):
+    """Issue 20: an emptied latest ``files`` log parsed without error and planned 10 of 12 rows."""
+    path = _copy(fixture_table, NAME, tmp_path)
+    latest = HudiTable.open(str(path), use_metadata_table=False).timeline.latest_commit
+    log = next((path / ".hoodie/metadata/files").glob(f".files-0000-0_{latest.requested_time}.log.*"))
+    if cut == "emptied":
+        log.write_bytes(b"")
+    else:
+        log.unlink()
+    _expect_fallback(path, "no log block of deltacommit")

@@ -19,10 +19,12 @@ from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
 from flight_server.server.security.access import is_loopback
 from flight_server.server.security.auth import TokenIssuer
+from flight_server.server.security.budgets import CallKeys
 from flight_server.server.security.tickets import TicketSigner
 from flight_server.server.security.users import Grant, UserStore, verify_password
 from flight_server.server.service import HudiFlightServer
 from tests.support.auth import add_user, admin_client, user_client
+from tests.support.certs import make_pki
 from tests.support.servers import free_port, running_server
 
 SECRET = "a1" * 32
@@ -62,7 +64,8 @@ def _registry(fixture_table) -> Registry:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, fixture_table):
     config = ServerConfig(port=0, state_dir=str(tmp_path_factory.mktemp("auth-state")), secret=SECRET,
-                          allowed_roots=[str(tmp_path_factory.getbasetemp())])
+                          allowed_roots=[str(tmp_path_factory.getbasetemp())],
+                          namespace_roots={"ns1": [fixture_table(SIMPLE)]})
     with running_server(config, registry=_registry(fixture_table)) as srv:
         for user, (grants, _) in MATRIX.items():
             add_user(srv, user, PASSWORD)
@@ -263,18 +266,19 @@ def test_revoke_takes_effect_on_the_next_do_get(server):
 
 
 def test_streams_are_counted_per_user_not_per_token(server):
-    """A fresh handshake (a new token) does not buy more concurrent streams."""
+    """A fresh handshake (a new token) or a new connection does not buy more concurrent streams."""
     token = _token_of(server, "everything-reader")
-    for _ in range(server.streams.limit):  # the user's other streams, opened with other tokens
-        server.streams.acquire("user:everything-reader")
+    keys = [CallKeys("everything-reader", f"ipv4:10.0.0.1:{port}") for port in range(server.streams._bounds["user"])]
+    for k in keys:  # the user's other streams, opened with other tokens on other connections
+        server.streams.acquire(k)
     try:
         with flight.connect(f"grpc://127.0.0.1:{server.port}") as plain:
             info = plain.get_flight_info(_path("ns2.c"), _bearer(token))
-            with pytest.raises(pa.ArrowInvalid, match="max_streams_per_caller"):
+            with pytest.raises(flight.FlightUnavailableError, match="max_streams_per_user"):
                 plain.do_get(info.endpoints[0].ticket, _bearer(token)).read_all()
     finally:
-        for _ in range(server.streams.limit):
-            server.streams.release("user:everything-reader")
+        for k in keys:
+            server.streams.release(k)
 
 
 # -- anonymous callers and exposed servers ---------------------------------------------------
@@ -327,8 +331,12 @@ def test_non_loopback_without_credentials_refuses_to_start(tmp_path):
             with pytest.raises(flight.FlightUnauthorizedError):
                 _action(anonymous, "refresh-table", {})
     UserStore(Registry(config.resolved_catalog_url).engine).add_user("ops", PASSWORD, admin=True)
-    with running_server(config) as srv:  # credentials exist: it starts, anonymous callers are refused
-        with flight.connect(f"grpc://127.0.0.1:{srv.port}") as anonymous:
+    with pytest.raises(ValueError, match="refusing to listen on 0.0.0.0 without TLS"):  # passwords in clear
+        HudiFlightServer(config)
+    pki = make_pki(tmp_path / "pki")
+    secure = config.updated({"tls_cert": str(pki.server_cert), "tls_key": str(pki.server_key)})
+    with running_server(secure) as srv:  # credentials and TLS: it starts, anonymous callers are refused
+        with flight.connect(f"grpc+tls://127.0.0.1:{srv.port}", tls_root_certs=pki.ca_cert.read_bytes()) as anonymous:
             with pytest.raises(flight.FlightUnauthenticatedError):
                 _action(anonymous, "health")
 

@@ -21,7 +21,6 @@ from catalog.plan.splits import FooterCache
 from catalog.storage import Storage
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
-from flight_server.server.security.limits import LimitExceededError, StreamGate
 from flight_server.server.security.policy import StoragePolicy, StoragePolicyError
 from tests.support.auth import admin_client
 from tests.support.servers import running_server
@@ -254,35 +253,14 @@ def test_oversized_action_body_and_properties_are_refused(client, fixture_table)
         _action(client, "register-table", {"table": "a.p", "uri": fixture_table(SIMPLE), "properties": {"k": "v" * 5000}})
 
 
-def test_planning_time_and_streams_per_caller_are_bounded(tmp_path, fixture_table):
+def test_planning_time_is_bounded(tmp_path, fixture_table):
     registry = Registry("sqlite://")
     registry.register_table("a.b", fixture_table(SIMPLE))
-    config = ServerConfig(port=0, state_dir=str(tmp_path / "s"), max_streams_per_caller=1)
+    config = ServerConfig(port=0, state_dir=str(tmp_path / "s"))
     with running_server(config, registry=registry) as srv, flight.connect(f"grpc://127.0.0.1:{srv.port}") as c:
-        info = c.get_flight_info(flight.FlightDescriptor.for_path("a", "b"))
-        for _ in range(3):  # slots are given back when a stream ends
-            for endpoint in info.endpoints:
-                c.do_get(endpoint.ticket).read_all()
-        srv.streams.acquire("peer:ipv4:127.0.0.1")  # another stream of this caller is open
-        srv.streams.acquire("peer:ipv6:[::1]")
-        with pytest.raises(pa.ArrowInvalid, match="limit max_streams_per_caller"):
-            c.do_get(info.endpoints[0].ticket).read_all()
         srv.queries.limits = type(srv.limits)(planning_seconds=1e-9)  # the bounds planning works within
         with pytest.raises(pa.ArrowInvalid, match="limit planning_seconds"):
             c.get_flight_info(flight.FlightDescriptor.for_path("a", "b"))
-
-
-def test_stream_gate_releases_once_even_when_never_started():
-    gate = StreamGate(2)
-    gate.acquire("c")
-    stream = gate.guarded("c", iter([1, 2]))
-    gate.acquire("c")
-    with pytest.raises(LimitExceededError, match="max_streams_per_caller"):
-        gate.acquire("c")
-    assert list(stream) == [1, 2] and gate.open_streams("c") == 1
-    dropped = gate.guarded("c", iter([1]))
-    del dropped
-    assert gate.open_streams("c") == 0
 
 
 def test_footer_cache_is_bounded_in_bytes_and_keyed_by_normalised_path(tmp_path):

@@ -15,7 +15,8 @@ import pytest
 
 from flight_server.protocol import pack, sql
 from flight_server.server.config import ServerConfig
-from flight_server.server.security.limits import BudgetExhaustedError, LimitExceededError
+from flight_server.server.security.budgets import ServerBusyError
+from flight_server.server.security.limits import LimitExceededError
 from flight_server.server.sql import engine
 from flight_server.server.sql.watchdog import MEMORY, Watchdog
 from tests.support.processes import ServeProcess, poll
@@ -134,7 +135,7 @@ def test_the_budget_admits_as_many_queries_as_it_holds():
     first = threading.Thread(target=run, daemon=True)
     first.start()
     poll(lambda: sql_engine.watchdog.running() == 1, 10, "the first query to run")
-    with pytest.raises(BudgetExhaustedError, match="sql_memory_budget"):
+    with pytest.raises(ServerBusyError, match="sql_memory_budget"):
         sql_engine.run("SELECT 1", {})
     sql_engine.stop_all()
     first.join(10)

@@ -1,0 +1,194 @@
+"""Fair shares of a busy server: concurrent work bounded per user, per connection and in total.
+
+A caller is counted twice: under its user (an authenticated name; anonymous callers and a
+``--processes`` relay's connections have none) and under its connection (gRPC's peer string,
+host *and* port, so two local clients are two connections, not one shared host). A call past
+either bound, or past the process-wide one, is refused at once with :class:`ServerBusyError`:
+UNAVAILABLE plus a machine-readable retry hint (``flight_server.protocol.retry``), which the
+project's clients honour with backoff. Nothing waits while holding a server thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Callable, Iterator, TypeVar
+
+import pyarrow.flight as flight
+
+from flight_server.protocol.retry import RetryHint, encode
+from flight_server.server.security.users import ANONYMOUS
+
+T = TypeVar("T")
+
+
+class ServerBusyError(flight.FlightUnavailableError):
+    """A refusal for load: the bound is named, the retry hint is in the status details."""
+
+    def __init__(self, limit: str, bound: float, what: str, retry_after: float):
+        message = f"server busy: limit {limit} ({bound:g}) reached: {what}; retry in {retry_after:g} s"
+        super().__init__(message, encode(RetryHint(limit, retry_after), message))
+        self.limit = limit
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class CallKeys:
+    """Who a call counts against: its user (``None``: no user bound) and its connection."""
+
+    user: str | None
+    connection: str
+
+    @classmethod
+    def of(cls, context: flight.ServerCallContext, user: str) -> "CallKeys":
+        """The keys of a call by ``user`` (the authenticated name, or ``anonymous``)."""
+        peer = context.peer() or ""
+        peer = peer.decode(errors="replace") if isinstance(peer, bytes) else str(peer)
+        identity = context.peer_identity()
+        if identity and user == ANONYMOUS:  # a client certificate names the caller
+            user = "cert:" + (identity.decode(errors="replace") if isinstance(identity, bytes) else str(identity))
+        return cls(None if user == ANONYMOUS else user, peer)
+
+
+class Budget:
+    """Concurrent holds of one kind of work (streams, plans): per user, per connection, total.
+
+    Args:
+        name: the configuration key prefix named in refusals (e.g. ``streams``).
+        per_user, per_connection, total: the bounds (``0``: unbounded).
+        retry_after: the retry hint of a refusal, in seconds.
+    """
+
+    def __init__(self, name: str, per_user: int, per_connection: int, total: int, retry_after: float = 0.2):
+        self.name = name
+        self._bounds = {"user": per_user, "connection": per_connection}
+        self.total = total
+        self.retry_after = retry_after
+        self._held: dict[tuple[str, str], int] = {}
+        self._all = 0
+        self._lock = threading.Lock()
+
+    def _keys(self, keys: CallKeys) -> list[tuple[str, str]]:
+        out = [("connection", keys.connection)]
+        if keys.user is not None:
+            out.append(("user", keys.user))
+        return out
+
+    def acquire(self, keys: CallKeys) -> None:
+        """Hold one unit for ``keys``. Raises: ServerBusyError (past a bound)."""
+        with self._lock:
+            if self.total and self._all >= self.total:
+                raise ServerBusyError(f"max_{self.name}_total", self.total, f"too many {self.name} on this server",
+                                      self.retry_after)
+            for kind, key in self._keys(keys):
+                bound = self._bounds[kind]
+                if bound and self._held.get((kind, key), 0) >= bound:
+                    raise ServerBusyError(f"max_{self.name}_per_{kind}", bound, f"too many concurrent {self.name}",
+                                          self.retry_after)
+            for held in self._keys(keys):
+                self._held[held] = self._held.get(held, 0) + 1
+            self._all += 1
+
+    def release(self, keys: CallKeys) -> None:
+        with self._lock:
+            for held in self._keys(keys):
+                left = self._held.get(held, 1) - 1
+                if left > 0:
+                    self._held[held] = left
+                else:
+                    self._held.pop(held, None)
+            self._all = max(0, self._all - 1)
+
+    def held(self, keys: CallKeys) -> "_Hold":
+        """A context manager holding one unit for ``keys`` (acquired on entry)."""
+        return _Hold(self, keys)
+
+    def in_use(self) -> int:
+        with self._lock:
+            return self._all
+
+    def guarded(self, keys: CallKeys, items: Iterator[T]) -> Iterator[T]:
+        """``items``, giving the (already acquired) unit back when the stream ends, fails or
+        is dropped."""
+        return _Guarded(self, keys, items)
+
+
+class _Hold:
+    def __init__(self, budget: Budget, keys: CallKeys):
+        self._budget, self._keys = budget, keys
+
+    def __enter__(self) -> None:
+        self._budget.acquire(self._keys)
+
+    def __exit__(self, *exc: object) -> None:
+        self._budget.release(self._keys)
+
+
+class _Guarded(Iterator[T]):
+    """An iterator that gives its unit back exactly once (also when never started)."""
+
+    def __init__(self, budget: Budget, keys: CallKeys, items: Iterator[T]):
+        self._budget, self._keys, self._items = budget, keys, items
+        self._held = True
+        self._lock = threading.Lock()
+
+    def _release(self) -> None:
+        with self._lock:
+            held, self._held = self._held, False
+        if held:
+            self._budget.release(self._keys)
+
+    def __next__(self) -> T:
+        try:
+            return next(self._items)
+        except BaseException:
+            self._release()
+            raise
+
+    def __del__(self) -> None:
+        self._release()
+
+
+class MemoryBudget:
+    """Bytes of record batches held by the streams of this process at once.
+
+    A stream charges the batch it is handing to gRPC and gives it back with the next one (or
+    at its end). New streams are admitted only while the total is under the budget, so a burst
+    of large scans is refused with a retry hint instead of growing the process without bound.
+    """
+
+    def __init__(self, limit_bytes: int, retry_after: float = 0.5):
+        self.limit = limit_bytes
+        self.retry_after = retry_after
+        self._used = 0
+        self._lock = threading.Lock()
+
+    @property
+    def used(self) -> int:
+        with self._lock:
+            return self._used
+
+    def admit(self) -> None:
+        """Raises: ServerBusyError when the streams in flight hold the whole budget."""
+        if self.limit and self.used >= self.limit:
+            raise ServerBusyError("stream_memory_bytes", self.limit, "record batches in flight fill the budget",
+                                  self.retry_after)
+
+    def _add(self, nbytes: int) -> None:
+        with self._lock:
+            self._used = max(0, self._used + nbytes)
+
+    def charged(self, batches: Iterator[T], size: Callable[[T], int]) -> Iterator[T]:
+        """``batches``, each charged while it is the stream's current one."""
+        held = 0
+        try:
+            for item in batches:
+                nbytes = size(item)
+                self._add(nbytes - held)
+                held = nbytes
+                yield item
+        finally:
+            self._add(-held)
+
+
+__all__ = ["Budget", "CallKeys", "MemoryBudget", "ServerBusyError"]

@@ -1,0 +1,132 @@
+"""Fair shares under load: budgets per user, per connection and per process; refusals carry a
+retry hint our clients honour (issue 20: 16 local clients shared one budget of 16 streams and
+the refusal, INVALID_ARGUMENT, was never retried)."""
+
+from __future__ import annotations
+
+import threading
+
+import pyarrow.flight as flight
+import pytest
+
+from flight_server.client.session import ServerBusyError, connect
+from flight_server.protocol.retry import REASON, RetryHint, decode, encode
+from flight_server.server.config import ServerConfig
+from flight_server.server.registry import Registry
+from flight_server.server.security.budgets import Budget, CallKeys, MemoryBudget
+from flight_server.server.security.budgets import ServerBusyError as Refusal
+from tests.support.servers import running_server
+
+SIMPLE = "sample_table/cow/v6_nonpartitioned"
+
+
+def test_retry_hint_round_trips_and_ignores_foreign_details():
+    data = encode(RetryHint("max_streams_per_user", 0.25), "busy")
+    assert decode(data) == RetryHint("max_streams_per_user", 0.25)
+    assert b"type.googleapis.com/google.rpc.RetryInfo" in data and REASON.encode() in data
+    for foreign in (b"", b"retry-after-ms=200", b"\x0a\xff\xff", b"\x08\x0e\x12\x04busy"):
+        assert decode(foreign) is None
+
+
+def test_budget_bounds_each_connection_each_user_and_the_total():
+    budget = Budget("streams", per_user=3, per_connection=2, total=5)
+    a1, a2 = CallKeys(None, "ipv4:127.0.0.1:1001"), CallKeys(None, "ipv4:127.0.0.1:1002")
+    for _ in range(2):
+        budget.acquire(a1)
+    with pytest.raises(Refusal, match="max_streams_per_connection"):
+        budget.acquire(a1)
+    budget.acquire(a2)  # same host, another connection: its own share
+    alice = [CallKeys("alice", f"ipv4:10.0.0.1:{p}") for p in range(4)]
+    budget.acquire(alice[0])
+    budget.acquire(alice[1])
+    with pytest.raises(Refusal, match="max_streams_total"):
+        budget.acquire(alice[2])
+    budget.release(a1)
+    budget.acquire(alice[2])
+    budget.release(a2)
+    with pytest.raises(Refusal, match="max_streams_per_user") as refused:
+        budget.acquire(alice[3])
+    assert decode(refused.value.extra_info) == RetryHint("max_streams_per_user", budget.retry_after)
+    assert budget.in_use() == 4
+
+
+def test_guarded_stream_gives_its_unit_back_once():
+    budget = Budget("streams", per_user=0, per_connection=1, total=0)
+    keys = CallKeys(None, "c")
+    budget.acquire(keys)
+    assert list(budget.guarded(keys, iter([1, 2]))) == [1, 2]
+    budget.acquire(keys)
+    dropped = budget.guarded(keys, iter([1]))
+    del dropped
+    assert budget.in_use() == 0
+
+
+def test_memory_budget_admits_while_batches_in_flight_fit():
+    memory = MemoryBudget(100)
+    stream = memory.charged(iter([60, 70, 10]), lambda n: n)
+    assert next(stream) == 60 and memory.used == 60
+    memory.admit()
+    assert next(stream) == 70 and memory.used == 70
+    memory.limit = 70
+    with pytest.raises(Refusal, match="stream_memory_bytes"):
+        memory.admit()
+    stream.close()
+    assert memory.used == 0
+    memory.admit()
+
+
+@pytest.fixture()
+def served(tmp_path, fixture_table):
+    registry = Registry("sqlite://")
+    registry.register_table("a.b", fixture_table(SIMPLE))
+    config = ServerConfig(port=0, state_dir=str(tmp_path / "s"), max_streams_per_connection=1, max_streams_total=8)
+    with running_server(config, registry=registry) as srv:
+        yield srv
+
+
+def test_local_clients_do_not_share_one_budget(served):
+    """Other connections of the same host holding their whole share do not lock this one out."""
+    others = [CallKeys(None, f"ipv4:127.0.0.1:{port}") for port in range(2000, 2007)]
+    for keys in others:
+        served.streams.acquire(keys)
+    try:
+        with flight.connect(f"grpc://127.0.0.1:{served.port}") as c:
+            info = c.get_flight_info(flight.FlightDescriptor.for_path("a", "b"))
+            assert c.do_get(info.endpoints[0].ticket).read_all().num_rows > 0
+    finally:
+        for keys in others:
+            served.streams.release(keys)
+
+
+def test_refusal_for_load_is_unavailable_with_a_hint_and_our_client_retries(served):
+    others = [CallKeys(None, f"ipv4:127.0.0.1:{port}") for port in range(3000, 3008)]
+    for keys in others:  # the process-wide bound is full
+        served.streams.acquire(keys)
+    try:
+        with flight.connect(f"grpc://127.0.0.1:{served.port}") as c:
+            info = c.get_flight_info(flight.FlightDescriptor.for_path("a", "b"))
+            with pytest.raises(flight.FlightUnavailableError, match="max_streams_total") as refused:
+                c.do_get(info.endpoints[0].ticket).read_all()
+            assert "Traceback" not in str(refused.value)
+            assert decode(refused.value.extra_info).limit == "max_streams_total"
+        client = connect(f"grpc://127.0.0.1:{served.port}")
+        client.busy_retry_seconds = 0.3
+        with pytest.raises(ServerBusyError, match="busy") as busy:
+            client.read("a.b")
+        assert busy.value.limit == "max_streams_total" and busy.value.retry_after > 0
+        client.busy_retry_seconds = 20.0
+        threading.Timer(0.5, lambda: [served.streams.release(k) for k in others]).start()
+        assert client.read("a.b").num_rows > 0  # retried with backoff until the budget frees up
+        client.close()
+        others = []
+    finally:
+        for keys in others:
+            served.streams.release(keys)
+
+
+def test_planning_is_bounded_per_connection(served):
+    served.plans = Budget("plans", per_user=0, per_connection=0, total=1)
+    served.plans.acquire(CallKeys(None, "ipv4:127.0.0.1:4000"))
+    with flight.connect(f"grpc://127.0.0.1:{served.port}") as c:
+        with pytest.raises(flight.FlightUnavailableError, match="max_plans_total"):
+            c.get_flight_info(flight.FlightDescriptor.for_path("a", "b"))
