@@ -187,6 +187,8 @@ class ServerConfig:
             handshake_seconds=self.relay_handshake_seconds,
             idle_seconds=self.relay_idle_seconds,
             half_open_seconds=self.relay_half_open_seconds,
+            # tickets may be twice max_body_bytes; the rest is protobuf framing
+            max_message_bytes=2 * self.max_body_bytes + (64 << 10),
         )
 
     def auth_settings(self) -> AuthSettings:

@@ -20,6 +20,10 @@ A hostile client must not lock the port (:class:`RelayLimits`):
 * a connection whose serving process has not answered (HTTP/2 settings, TLS server hello)
   within ``handshake_seconds``, idle in both directions for ``idle_seconds``, or half closed for
   ``half_open_seconds`` is closed;
+* on a cleartext connection a gRPC message over ``max_message_bytes`` (twice ``max_body_bytes``
+  and some framing) cuts the connection before its body reaches a process (``h2_guard``: pyarrow
+  lets no Python code bound gRPC's receive size, so this is the only place it can be checked
+  before the message is buffered);
 * running out of file descriptors (EMFILE) while accepting is logged, relieved by displacing
   an idle connection, and retried with a growing pause: the accept loop never dies. At start the
   soft descriptor limit is raised to the hard one, and ``max_connections`` is lowered to what
@@ -38,6 +42,7 @@ import socket
 import threading
 import time
 
+from flight_server.server.runtime.h2_guard import H2Guard, MessageTooLarge
 from flight_server.server.security.limits import RelayLimits
 
 log = logging.getLogger(__name__)
@@ -112,6 +117,30 @@ def _pump(src: socket.socket, dst: socket.socket, link: _Link, from_upstream: bo
                 link.moved(from_upstream)
                 dst.sendall(memoryview(buf)[:n])
     except OSError:  # reset by either side, or out of descriptors: the other side learns it below
+        pass
+    finally:
+        link.ended_one_way()
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+
+def _guarded_pump(src: socket.socket, dst: socket.socket, link: _Link, guard: H2Guard) -> None:
+    """:func:`_pump` from the client, in user space: ``guard`` sees every byte before it is sent
+    on, and a message over its bound cuts the connection before its body reaches the process."""
+    buf = bytearray(1 << 16)
+    try:
+        while n := src.recv_into(buf):
+            link.moved(False)
+            data = bytes(buf[:n])
+            guard.feed(data)
+            dst.sendall(data)
+            if not guard.active:  # TLS or not HTTP/2: nothing to watch, move bytes in the kernel
+                _pump(src, dst, link, False)
+                return
+    except MessageTooLarge as err:
+        log.warning("relay: closing a connection of %s: %s", link.peer, err)
+        link.cut()
+    except OSError:
         pass
     finally:
         link.ended_one_way()
@@ -264,7 +293,10 @@ class Relay:
                 return
             back = threading.Thread(target=_pump, args=(upstream, link.client, link, True), daemon=True)
             back.start()
-            _pump(link.client, upstream, link, False)
+            if self.limits.max_message_bytes:
+                _guarded_pump(link.client, upstream, link, H2Guard(self.limits.max_message_bytes))
+            else:
+                _pump(link.client, upstream, link, False)
             back.join()
         finally:
             upstream.close()

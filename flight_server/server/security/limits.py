@@ -101,6 +101,7 @@ class RelayLimits:
     idle_seconds: float = 600.0
     half_open_seconds: float = 30.0
     displace_after_seconds: float = 1.0  # idle this long, a connection may give its place to a new one
+    max_message_bytes: int = 0  # a cleartext client's gRPC message past this cuts its connection (0: off)
 
 
 class Deadline:
