@@ -244,7 +244,7 @@ def test_engine_memory_limit_is_named(sql_server, client):
     settings = engine.EngineSettings(memory_limit="20MB", threads=1, temp_dir=None)
     db_sql = "SELECT i, md5(i::VARCHAR) AS m FROM range(3000000) t(i) ORDER BY m"
     with pytest.raises(ValueError, match="sql_memory_limit"):
-        _, batches = engine.run(db_sql, {}, settings)
+        _, batches = engine.Engine(settings).run(db_sql, {})
         for _ in batches:
             pass
 
@@ -262,7 +262,7 @@ def test_engine_itself_reaches_no_file(query):
     from flight_server.server.sql import engine
 
     with pytest.raises(ValueError, match="SQL engine"):
-        _, batches = engine.run(query, {}, engine.EngineSettings(memory_limit="64MB", threads=1))
+        _, batches = engine.Engine(engine.EngineSettings(memory_limit="64MB", threads=1)).run(query, {})
         list(batches)
 
 
