@@ -36,6 +36,7 @@ from flight_server.server.config import ServerConfig
 from flight_server.server.errors import flight_errors, schema_errors, stream_errors
 from flight_server.server.flightsql.dispatch import ACTIONS as SQL_ACTIONS
 from flight_server.server.flightsql.dispatch import FlightSqlService, flight_sql_message
+from flight_server.server.flightsql.single_endpoint import SINGLE_ENDPOINT_KEY, SingleEndpointMiddlewareFactory
 from flight_server.server.ops.call_log import note
 from flight_server.server.ops.operations import Operations
 from flight_server.server.query.streams import COMPRESSION_KEY, CompressionMiddlewareFactory, write_options
@@ -119,7 +120,8 @@ class HudiFlightServer(flight.FlightServerBase):
         auth = authentication(self.config, self.users, signer)  # refuses an exposed server without credentials
         self.access = auth.access
         kwargs.setdefault("middleware", {}).update(
-            {MIDDLEWARE_KEY: CallerMiddlewareFactory(), AUTH_KEY: auth, COMPRESSION_KEY: CompressionMiddlewareFactory()}
+            {MIDDLEWARE_KEY: CallerMiddlewareFactory(), AUTH_KEY: auth, COMPRESSION_KEY: CompressionMiddlewareFactory(),
+             SINGLE_ENDPOINT_KEY: SingleEndpointMiddlewareFactory()}
         )
         kwargs["middleware"].update(self.ops.middleware())
         kwargs.setdefault("auth_handler", HandshakeEnabled())

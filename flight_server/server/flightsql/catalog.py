@@ -1,5 +1,7 @@
 """Results of the Flight SQL catalog commands: GetCatalogs, GetDbSchemas, GetTables,
-GetTableTypes, GetPrimaryKeys and GetXdbcTypeInfo (schemas in :mod:`.schemas`).
+GetTableTypes, GetPrimaryKeys, GetXdbcTypeInfo, and the foreign-key commands (GetImportedKeys,
+GetExportedKeys, GetCrossReference: always empty, Hudi tables have no foreign keys; schemas in
+:mod:`.schemas`).
 
 Listings show only what the caller may read (``HudiFlightServer.readable``); a table that cannot
 be opened is left out of a listing (and logged) instead of failing it.
@@ -18,6 +20,7 @@ from catalog.plan.options import ReadOptions
 from catalog.plan.planner import plan
 from flight_server.protocol import sql
 from flight_server.server.flightsql import schemas
+from flight_server.server.flightsql.column_metadata import Origin, describe
 from flight_server.server.flightsql.names import CATALOG, RO_SUFFIX, Server, resolve_name
 from flight_server.server.flightsql.sql_info import sql_info
 
@@ -85,7 +88,7 @@ def tables(server: Server, context: flight.ServerCallContext, cmd: Any) -> pa.Ta
     catalog = cmd.catalog if cmd.HasField("catalog") else None
     ns_pattern = like(cmd.db_schema_filter_pattern if cmd.HasField("db_schema_filter_pattern") else None)
     name_pattern = like(cmd.table_name_filter_pattern if cmd.HasField("table_name_filter_pattern") else None)
-    types = set(cmd.table_types)
+    types = {t.upper() for t in cmd.table_types}  # sqlalchemy-adbc asks for "table", JDBC tools for "TABLE"
     schema = schemas.TABLES_WITH_SCHEMA if cmd.include_schema else schemas.TABLES
     rows: list[dict[str, Any]] = []
     if not _catalog_ok(catalog) or (types and TABLE_TYPE not in types):
@@ -106,7 +109,8 @@ def tables(server: Server, context: flight.ServerCallContext, cmd: Any) -> pa.Ta
                     "table_type": TABLE_TYPE,
                 }
                 if cmd.include_schema:
-                    row["table_schema"] = plan(state, options).schema.serialize().to_pybytes()
+                    table_schema = describe(plan(state, options).schema, Origin(CATALOG, entry.namespace, name))
+                    row["table_schema"] = table_schema.serialize().to_pybytes()
                 rows.append(row)
         except Exception as err:  # one unreadable table must not hide the others
             log.warning("GetTables: skipping %s: %s", identifier, err)
@@ -189,6 +193,9 @@ _FIXED: dict[type, pa.Schema] = {
     sql.CommandGetPrimaryKeys: schemas.PRIMARY_KEYS,
     sql.CommandGetXdbcTypeInfo: schemas.XDBC_TYPE_INFO,
     sql.CommandGetSqlInfo: schemas.SQL_INFO,
+    sql.CommandGetImportedKeys: schemas.FOREIGN_KEYS,
+    sql.CommandGetExportedKeys: schemas.FOREIGN_KEYS,
+    sql.CommandGetCrossReference: schemas.FOREIGN_KEYS,
 }
 
 METADATA_COMMANDS = tuple(_FIXED) + (sql.CommandGetTables,)
@@ -208,7 +215,9 @@ def result(server: Server, context: flight.ServerCallContext, cmd: Any) -> pa.Ta
         return primary_keys(server, context, cmd)
     if isinstance(cmd, sql.CommandGetXdbcTypeInfo):
         return xdbc_type_info(cmd)
-    return sql_info(cmd.info)
+    if isinstance(cmd, sql.CommandGetSqlInfo):
+        return sql_info(cmd.info)
+    return schemas.FOREIGN_KEYS.empty_table()
 
 
 __all__ = ["METADATA_COMMANDS", "like", "result", "result_schema"]

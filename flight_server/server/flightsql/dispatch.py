@@ -23,6 +23,7 @@ from flight_server.protocol import pack, sql, type_name, unpack
 from flight_server.server.flightsql import catalog
 from flight_server.server.flightsql.handles import PreparedStatement, parameters_ipc
 from flight_server.server.flightsql.names import Server
+from flight_server.server.flightsql.single_endpoint import single_endpoint
 from flight_server.server.flightsql.statements import Statements
 from flight_server.server.security.limits import LimitExceededError
 from flight_server.server.sql import engine
@@ -66,6 +67,20 @@ def _unimplemented(message: Message) -> NotImplementedError:
     )
 
 
+def _bound_values(prepared: PreparedStatement) -> list[Any] | None:
+    """The values bound to ``prepared``; a handle of a query with parameters but nothing bound is
+    refused naming the flow (clients that reuse the handle they prepared instead of the one the
+    DoPut answered with, such as flightsql-dbapi 0.2, end up here)."""
+    values = prepared.parameter_values()
+    count = placeholder_count(prepared.sql)
+    if values is None and count:
+        raise InvalidQueryError(
+            f"the prepared statement takes {count} parameter(s) and none are bound to this handle: bind them "
+            "with DoPut and execute the handle its DoPutPreparedStatementResult returns (handles are stateless)"
+        )
+    return values
+
+
 def _no_transactions(message: Message) -> None:
     if message.HasField("transaction_id"):
         raise NotImplementedError("Flight SQL transactions are not implemented by hudi-flight (read-only)")
@@ -85,13 +100,14 @@ class FlightSqlService:
         if isinstance(message, catalog.METADATA_COMMANDS):
             endpoint = flight.FlightEndpoint(descriptor.command, [])
             return flight.FlightInfo(catalog.result_schema(message), descriptor, [endpoint], -1, -1)
+        one = single_endpoint(context)
         if isinstance(message, sql.CommandStatementQuery):
             _no_transactions(message)
-            return self.statements.flight_info(context, descriptor, message.query, None)
+            return self.statements.flight_info(context, descriptor, message.query, None, single_endpoint=one)
         if isinstance(message, sql.CommandPreparedStatementQuery):
             prepared = self._prepared(message.prepared_statement_handle)
             return self.statements.flight_info(
-                context, descriptor, prepared.sql, prepared.parameter_values(), user=prepared.user
+                context, descriptor, prepared.sql, _bound_values(prepared), user=prepared.user, single_endpoint=one
             )
         raise _unimplemented(message)
 
@@ -100,8 +116,8 @@ class FlightSqlService:
             return flight.SchemaResult(catalog.result_schema(message))
         if isinstance(message, sql.CommandStatementQuery):
             _no_transactions(message)
-            analysis, _ = self.statements.analyze(context, message.query, None)
-            return flight.SchemaResult(self.statements.schema(analysis))
+            schema, _ = self.statements.result_schema(context, message.query, None)
+            return flight.SchemaResult(schema)
         if isinstance(message, sql.CommandPreparedStatementQuery):
             try:
                 prepared = self._prepared(message.prepared_statement_handle)
@@ -143,15 +159,17 @@ class FlightSqlService:
         return message
 
     def _create(self, context: flight.ServerCallContext, text: str) -> sql.ActionCreatePreparedStatementResult:
-        placeholders = placeholder_count(text)
-        schema = b""
-        # Analyse now: refusals, unknown tables and rights fail at prepare time, as clients expect.
-        analysis, user = self.statements.analyze(context, text, [None] * placeholders)
-        if not placeholders:
-            schema = self.statements.schema(analysis).serialize().to_pybytes()
+        """Analyse now: refusals, unknown tables and rights fail at prepare time, as clients
+        expect. The answer carries the result schema (the JDBC driver takes a statement without
+        one for an update) and the parameters' types (it binds only into declared parameters)."""
+        nulls = [None] * placeholder_count(text)
+        schema, user = self.statements.result_schema(context, text, nulls)
+        parameters = self.statements.parameter_schema(context, text)
         prepared = PreparedStatement(text, None, user)
         return sql.ActionCreatePreparedStatementResult(
-            prepared_statement_handle=prepared.sign(self.server.signer), dataset_schema=schema
+            prepared_statement_handle=prepared.sign(self.server.signer),
+            dataset_schema=schema.serialize().to_pybytes(),
+            parameter_schema=parameters.serialize().to_pybytes() if len(parameters) else b"",
         )
 
     def _prepared(self, handle: bytes) -> PreparedStatement:
@@ -162,8 +180,8 @@ class FlightSqlService:
         values = prepared.parameter_values()
         if values is None:
             values = [None] * placeholder_count(prepared.sql)
-        analysis, _ = self.statements.analyze(context, prepared.sql, values, user=prepared.user)
-        return self.statements.schema(analysis)
+        schema, _ = self.statements.result_schema(context, prepared.sql, values, user=prepared.user)
+        return schema
 
     # -- DoPut -------------------------------------------------------------------------------
     def do_put(

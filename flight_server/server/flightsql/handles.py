@@ -13,6 +13,8 @@ of the JSON path have none), so a handle of one kind is never accepted as anothe
 - count ticket (``"k": "count"``): ``"n"`` the column name, ``"c"`` the count (answered from
   metadata), ``"s"`` the one table it counted as ``[null, table, base URI, pinned options]``,
   ``"u"`` the user.
+- catalog statement ticket (``"k": "show"``): ``"q"`` the ``SHOW``/``DESCRIBE`` text (answered
+  again when read, so the caller's rights then apply), ``"u"`` the user.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from flight_server.server.security.tickets import TicketSigner
 PREPARED = "prep"
 STATEMENT = "sql"
 COUNT = "count"
+SHOW = "show"
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,7 @@ def verify_statement(ticket: bytes, signer: TicketSigner, limits: Limits) -> dic
     """The payload of a genuine, unexpired statement or count ticket."""
     limits.check_ticket(ticket)
     doc = signer.verify(ticket)
-    if doc.get("k") not in (STATEMENT, COUNT):
+    if doc.get("k") not in (STATEMENT, COUNT, SHOW):
         raise InvalidTicketError("not a Flight SQL statement ticket")
     return doc
 
@@ -104,5 +107,5 @@ def _text(doc: dict[str, Any], key: str) -> str:
     return value
 
 
-__all__ = ["COUNT", "PREPARED", "STATEMENT", "PreparedStatement", "parameters_ipc", "sign_statement",
+__all__ = ["COUNT", "PREPARED", "SHOW", "STATEMENT", "PreparedStatement", "parameters_ipc", "sign_statement",
            "verify_statement"]

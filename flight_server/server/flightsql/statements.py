@@ -29,11 +29,15 @@ from catalog.plan.options import ReadOptions
 from catalog.plan.planner import plan
 from catalog.read.split_reader import read_splits
 from flight_server.protocol import pack, sql
-from flight_server.server.flightsql.handles import COUNT, STATEMENT, sign_statement, verify_statement
-from flight_server.server.flightsql.names import Server, resolve_name
+from flight_server.server.flightsql import show
+from flight_server.server.flightsql.column_metadata import Origin, describe
+from flight_server.server.flightsql.handles import COUNT, SHOW, STATEMENT, sign_statement, verify_statement
+from flight_server.server.flightsql.names import CATALOG, Server, resolve_name
 from flight_server.server.query.wire import QueryCommand
 from flight_server.server.sql import engine
+from flight_server.server.sql.parameters import parameter_schema
 from flight_server.server.sql.query import Analysis, analyze, hudi_options
+from flight_server.server.sql.show import catalog_statement
 
 
 @dataclass
@@ -95,18 +99,52 @@ class Statements:
             raise InvalidTicketError("prepared statement was created by another user")
         return analysis, caller
 
+    def result_schema(
+        self,
+        context: flight.ServerCallContext,
+        text: str,
+        parameters: Sequence[Any] | None,
+        user: str | None = None,
+    ) -> tuple[pa.Schema, str]:
+        """The result schema of ``text`` (a query or a catalog statement) and the caller's user name."""
+        statement = catalog_statement(text)
+        if statement is not None:
+            return show.result_schema(statement), self._caller(context, user)
+        analysis, caller = self.analyze(context, text, parameters, user)
+        return self.schema(analysis), caller
+
+    def parameter_schema(self, context: flight.ServerCallContext, text: str) -> pa.Schema:
+        """The types of the ``?`` parameters of ``text`` (already analysed: the tables are authorized)."""
+        if catalog_statement(text) is not None:
+            return pa.schema([])
+
+        def schema_of(table: exp.Table) -> pa.Schema | None:
+            ref = resolve_name(self.server, table.catalog or None, table.db or None, table.name)
+            _, state = self.server.open_table(ref.identifier)
+            return plan(state, _combine(ref.options, hudi_options(table), table.name)).schema
+
+        return parameter_schema(text, schema_of)
+
+    def _caller(self, context: flight.ServerCallContext, user: str | None) -> str:
+        caller = self.server.authorize(context, "read")
+        if user is not None and caller != user:
+            raise InvalidTicketError("prepared statement was created by another user")
+        return caller
+
     def schema(self, analysis: Analysis) -> pa.Schema:
-        """The result schema, without planning any split."""
+        """The result schema (with its Flight SQL column metadata), without planning any split."""
         if analysis.count_star is not None:
-            return _count_schema(analysis.count_star)
+            return describe(_count_schema(analysis.count_star))
         if analysis.scan is not None:
             _, state = self.server.open_table(analysis.scan.table)
-            return plan(state, analysis.scan.options).schema
-        views = {}
+            schema = plan(state, analysis.scan.options).schema
+            return _described(schema, [(analysis.scan.table, schema)])
+        views, sources = {}, []
         for spec in analysis.plan.scans:
             _, state = self.server.open_table(spec.table)
             views[spec.view] = plan(state, spec.options).schema
-        return engine.result_schema(analysis.plan.sql, views, self.settings)
+            sources.append((spec.table, views[spec.view]))
+        return _described(engine.result_schema(analysis.plan.sql, views, self.settings), sources)
 
     def flight_info(
         self,
@@ -115,11 +153,22 @@ class Statements:
         text: str,
         parameters: Sequence[Any] | None,
         user: str | None = None,
+        single_endpoint: bool = False,
     ) -> flight.FlightInfo:
+        """The statement's FlightInfo: the weighted-split endpoints of a plain scan, else one
+        endpoint (always one when ``single_endpoint``: for clients that read only the first)."""
+        statement = catalog_statement(text)
+        if statement is not None:
+            caller = self._caller(context, user)
+            show.result(self.server, context, statement)  # unknown tables fail now, not at DoGet
+            doc: dict[str, Any] = {"k": SHOW, "q": text, "u": caller, "s": []}
+            expires_at = self.server.signer.expiry()
+            return self._single_endpoint(descriptor, show.result_schema(statement), doc, expires_at, -1)
         analysis, user = self.analyze(context, text, parameters, user)
-        if analysis.scan is not None:
+        if analysis.scan is not None and not single_endpoint:
             command = QueryCommand(analysis.scan.table, analysis.scan.options)
             schema, endpoints, rows, nbytes = self.server.plan_query(command, user)
+            schema = _described(schema, [(analysis.scan.table, schema)])
             return flight.FlightInfo(schema, descriptor, endpoints, rows, nbytes, ordered=False)
         expires_at = self.server.signer.expiry()
         if analysis.count_star is not None:
@@ -127,14 +176,16 @@ class Statements:
             if counted is not None:
                 table, uri, pinned, count = counted
                 doc = {"k": COUNT, "n": analysis.count_star, "c": count, "s": [[None, table, uri, pinned]], "u": user}
-                return self._single_endpoint(descriptor, _count_schema(analysis.count_star), doc, expires_at, 1)
-        scans, views = [], {}
+                schema = describe(_count_schema(analysis.count_star))
+                return self._single_endpoint(descriptor, schema, doc, expires_at, 1)
+        scans, views, sources = [], {}, []
         for spec in analysis.plan.scans:
             entry, state = self.server.open_table(spec.table)
             scan = self.server._plan(state, spec.options)
             scans.append([spec.view, spec.table, entry.base_uri, scan.options.to_json()])
             views[spec.view] = scan.schema
-        schema = engine.result_schema(analysis.plan.sql, views, self.settings)
+            sources.append((spec.table, scan.schema))
+        schema = _described(engine.result_schema(analysis.plan.sql, views, self.settings), sources)
         doc = {"k": STATEMENT, "q": analysis.plan.sql, "s": scans, "u": user}
         return self._single_endpoint(descriptor, schema, doc, expires_at, -1)
 
@@ -181,22 +232,30 @@ class Statements:
                 raise InvalidTicketError("statement ticket was issued to another user")
         if not scans and self.server.authorize(context, "read") != user:
             raise InvalidTicketError("statement ticket was issued to another user")
+        if doc["k"] == SHOW:
+            statement = catalog_statement(str(doc.get("q")))
+            if statement is None:
+                raise InvalidTicketError("catalog statement ticket does not hold a catalog statement")
+            table = show.result(self.server, context, statement)
+            return table.schema, iter(table.to_batches())
         if doc["k"] == COUNT:
             self._check_uri(scans[0][1], scans[0][2])
-            schema = _count_schema(str(doc["n"]))
+            schema = describe(_count_schema(str(doc["n"])))
             return schema, iter([pa.record_batch([pa.array([int(doc["c"])], pa.int64())], schema=schema)])
-        readers = {}
+        readers, sources = {}, []
         failures: list[Exception] = []
         for view, table, uri, options in scans:
             _, state = self._check_uri(table, uri)
             planned = self.server._plan(state, ReadOptions.from_json(options))
             batches = _recording(read_splits(planned.context, planned.splits, planned.options.limit), failures)
             readers[str(view)] = pa.RecordBatchReader.from_batches(planned.schema, batches)
+            sources.append((str(table), planned.schema))
         try:
             schema, results = engine.run(str(doc["q"]), readers, self.settings)
         except InvalidQueryError as err:
             raise (failures[0] if failures else err) from err
-        return schema, _source_errors_first(results, failures)
+        described = _described(schema, sources)
+        return described, _with_schema(_source_errors_first(results, failures), described)
 
     def _check_uri(self, table: str, uri: str) -> Any:
         entry, state = self.server.open_table(table)
@@ -223,6 +282,26 @@ def _source_errors_first(results: Iterator[pa.RecordBatch], failures: list[Excep
         if failures:
             raise failures[0] from err
         raise
+
+
+def _described(schema: pa.Schema, sources: list[tuple[str, pa.Schema]]) -> pa.Schema:
+    """``schema`` with its Flight SQL column metadata; with one source table, a column of that
+    table's name and type is said to come from it."""
+    origins = {}
+    if len(sources) == 1:
+        table, source = sources[0]
+        namespace, _, name = table.partition(".")
+        for f in schema:
+            index = source.get_field_index(f.name)
+            if index >= 0 and source.field(index).type == f.type:
+                origins[f.name] = Origin(CATALOG, namespace, name)
+    return describe(schema, origins)
+
+
+def _with_schema(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """The batches, carrying ``schema``'s field metadata (zero-copy)."""
+    for batch in batches:
+        yield pa.RecordBatch.from_arrays(batch.columns, schema=schema)
 
 
 def _count_schema(name: str) -> pa.Schema:
