@@ -19,6 +19,13 @@ CATALOG_RANKS = {
     "errors": 0, "storage": 0, "lru": 0, "format": 1, "table": 2, "timeline": 3, "fs_view": 4, "listing": 5,
     "state": 6, "read": 7, "plan": 8, "hudi_table": 9, "__init__": 10,
 }
+#: rooms of flight_server/server/, lowest first: the process (runtime) serves the RPCs (service),
+#: which the composition root (app) wires to the front ends (flightsql, actions); they share the
+#: query path (query), which uses the caches, rights and SQL engine; everything reads the config
+SERVER_RANKS = {
+    "errors": 0, "registry": 0, "sql": 1, "security": 1, "cache": 2, "config": 3, "cluster": 4, "ops": 4,
+    "query": 5, "flightsql": 6, "actions": 6, "app": 7, "service": 8, "runtime": 9, "__init__": 10,
+}
 
 
 def _module_name(path: Path) -> str:
@@ -94,6 +101,34 @@ def test_catalog_rooms_import_downward_only():
                     wrong.append(f"{module} imports {dep}, a room above it")
         elif top == "hudi_generator":
             wrong += [f"{module} imports {dep}" for dep in deps if dep.split(".")[0] != "hudi_generator"]
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_server_rooms_import_downward_only():
+    wrong = []
+    for module, deps in _graph().items():
+        parts = module.split(".")
+        if parts[:2] != ["flight_server", "server"]:
+            continue
+        room = parts[2] if len(parts) > 2 else "__init__"
+        for dep in deps:
+            dparts = dep.split(".")
+            if dparts[:2] != ["flight_server", "server"]:
+                continue
+            droom = dparts[2] if len(dparts) > 2 else "__init__"
+            if SERVER_RANKS[droom] > SERVER_RANKS[room]:
+                wrong.append(f"{module} imports {dep}, a room above it")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_the_wire_is_spelled_once():
+    """``protocol/`` (shared by client and server) imports neither; the client reaches the wire
+    through it, never through the server."""
+    wrong = []
+    for module, deps in _graph().items():
+        if module.startswith("flight_server.protocol"):
+            wrong += [f"{module} imports {dep}" for dep in deps if dep.startswith("flight_server.")
+                      and not dep.startswith("flight_server.protocol")]
     assert not wrong, "\n".join(sorted(wrong))
 
 

@@ -1,9 +1,9 @@
 """The service's actions (``do_action``): catalog browsing and changes, table info, health.
 
 Each handler takes the validated JSON body (``flight_server.server.query.wire.parse_action``) and the
-call context, checks the caller's right through the server's ``authorize``/``readable`` (catalog
-changes need ``admin``, table info ``read``, listings show only what the caller may read), and
-returns a JSON-serialisable result.
+call (``query.queries.Call``), checks the caller's right through it (catalog changes need
+``admin``, table info ``read``, listings show only what the caller may read), and returns a
+JSON-serialisable result. Catalog changes forget the cached rows, rights and table states.
 """
 
 from __future__ import annotations
@@ -11,91 +11,82 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, Callable, Protocol
-
-import pyarrow.flight as flight
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from catalog.state import TableState
 from catalog.storage import open_table_storage
-from flight_server.server.cache.tables import TableCache
 from flight_server.server.cluster.membership import Membership
 from flight_server.server.config import ServerConfig
-from flight_server.server.registry import Registry, TableEntry
-from flight_server.server.security.limits import Limits
+from flight_server.server.query.queries import Call, Queries
 from flight_server.server.security.policy import StoragePolicy
 
+Body = dict[str, Any]
 
-class ActionContext(Protocol):
-    """What the actions need from the server."""
 
-    registry: Registry
-    tables: TableCache
+@dataclass(frozen=True)
+class ActionServices:
+    """What the actions work with besides the query path."""
+
+    queries: Queries
     config: ServerConfig
     policy: StoragePolicy
-    limits: Limits
-    started: float
-    cluster: Membership | None
-
-    def scan_warehouses(self) -> int: ...
-
-    def open_table(self, identifier: str) -> tuple[TableEntry, TableState]: ...
-
-    def authorize(self, context: flight.ServerCallContext, right: str, table: str | None = None) -> str: ...
-
-    def readable(self, context: flight.ServerCallContext, tables: list[str]) -> list[str]: ...
-
-    def visible_namespaces(self, context: flight.ServerCallContext, namespaces: list[str]) -> list[str]: ...
+    started: float  # epoch seconds
+    cluster: Membership | None  # the live workers, on a coordinator
+    rescan: Callable[[], int]  # registers every warehouse's tables; returns how many there are
 
 
-Handler = Callable[[ActionContext, dict, flight.ServerCallContext], Any]
+Handler = Callable[[ActionServices, Body, Call], Any]
 
 
-def list_namespaces(server: ActionContext, body: dict, context: flight.ServerCallContext) -> list[str]:
-    return server.visible_namespaces(context, server.registry.list_namespaces())
+def list_namespaces(services: ActionServices, body: Body, call: Call) -> list[str]:
+    return call.visible_namespaces(services.queries.catalog.list_namespaces())
 
 
-def list_tables(server: ActionContext, body: dict, context: flight.ServerCallContext) -> list[dict]:
-    entries = server.registry.list_tables(body.get("namespace"))
-    readable = set(server.readable(context, [e.identifier for e in entries]))
+def list_tables(services: ActionServices, body: Body, call: Call) -> list[dict[str, Any]]:
+    entries = call.entries(body.get("namespace"))
+    readable = set(call.readable([e.identifier for e in entries]))
     return [e.to_json() for e in entries if e.identifier in readable]
 
 
-def register_table(server: ActionContext, body: dict, context: flight.ServerCallContext) -> dict:
-    server.authorize(context, "admin", body["table"])
+def register_table(services: ActionServices, body: Body, call: Call) -> dict[str, Any]:
+    call.authorize("admin", body["table"])
     properties = body.get("properties") or {}
-    server.limits.check_properties(properties, len(json.dumps(properties)))
-    uri, client_options = server.policy.check(body["uri"], body.get("storage_options"))
-    state = TableState.load(open_table_storage(uri, server.policy.options_for(uri, client_options) or None))
-    entry = server.registry.register_table(
+    services.queries.limits.check_properties(properties, len(json.dumps(properties)))
+    policy = services.policy
+    uri, client_options = policy.check(body["uri"], body.get("storage_options"))
+    state = TableState.load(open_table_storage(uri, policy.options_for(uri, client_options) or None))
+    entry = services.queries.catalog.registry.register_table(
         body["table"], uri, client_options, body.get("properties"), body.get("replace", False)
     )
-    server.tables.drop(entry.identifier)
+    services.queries.forget(entry.identifier)
     return {**entry.to_json(), "table_type": state.config.table_type, "table_version": state.config.table_version}
 
 
-def unregister_table(server: ActionContext, body: dict, context: flight.ServerCallContext) -> dict:
-    server.authorize(context, "admin", body["table"])
-    server.registry.unregister_table(body["table"])
-    server.tables.drop(body["table"])
+def unregister_table(services: ActionServices, body: Body, call: Call) -> dict[str, Any]:
+    call.authorize("admin", body["table"])
+    services.queries.catalog.registry.unregister_table(body["table"])
+    services.queries.forget(body["table"])
     return {"table": body["table"], "unregistered": True}
 
 
-def refresh_table(server: ActionContext, body: dict, context: flight.ServerCallContext) -> dict:
-    server.authorize(context, "admin", body.get("table"))
+def refresh_table(services: ActionServices, body: Body, call: Call) -> dict[str, Any]:
+    call.authorize("admin", body.get("table"))
     if "table" not in body:
-        return {"tables": server.scan_warehouses()}
-    server.tables.drop(body["table"])
-    _, state = server.open_table(body["table"])
-    timeline = state.timeline
+        found = services.rescan()
+        services.queries.forget()
+        return {"tables": found}
+    services.queries.forget(body["table"])
+    timeline = call.open(body["table"]).state.timeline
     return {"table": body["table"], "latest_instant": timeline[-1].requested_time if timeline else None}
 
 
-def table_info(server: ActionContext, body: dict, context: flight.ServerCallContext) -> dict:
-    server.authorize(context, "read", body["table"])
-    entry, state = server.open_table(body["table"])  # the current timeline: one listing when cached
-    config = state.config
+def table_info(services: ActionServices, body: Body, call: Call) -> dict[str, Any]:
+    call.authorize("read", body["table"])
+    table = call.open(body["table"])  # the current timeline: one listing when cached
+    state, config = table.state, table.state.config
     return {
-        **entry.to_json(),
+        **table.entry.to_json(),
         "table_type": config.table_type,
         "table_version": config.table_version,
         "record_key_fields": list(config.record_key_fields),
@@ -109,26 +100,26 @@ def table_info(server: ActionContext, body: dict, context: flight.ServerCallCont
     }
 
 
-def health(server: ActionContext, body: dict, context: flight.ServerCallContext) -> dict:
-    server.authorize(context, "read")
-    doc = {
+def health(services: ActionServices, body: Body, call: Call) -> dict[str, Any]:
+    call.authorize("read")
+    doc: dict[str, Any] = {
         "status": "ok",
-        "tables": len(server.registry.list_tables()),
-        "uptime_seconds": round(time.time() - server.started, 3),
-        "location": server.config.location,
+        "tables": len(call.entries()),
+        "uptime_seconds": round(time.time() - services.started, 3),
+        "location": services.config.location,
         "pid": os.getpid(),  # which serving process answered (serve --processes N)
-        "role": server.config.role or "server",
+        "role": services.config.role or "server",
     }
-    if server.cluster is not None:
-        doc["workers"] = server.cluster.live()
+    if services.cluster is not None:
+        doc["workers"] = services.cluster.live()
     return doc
 
 
-def cluster_heartbeat(server: ActionContext, body: dict, context: flight.ServerCallContext) -> dict:
+def cluster_heartbeat(services: ActionServices, body: Body, call: Call) -> dict[str, Any]:
     """A worker's signed heartbeat (flight_server.server.cluster.worker); only a coordinator takes them."""
-    if server.cluster is None:
+    if services.cluster is None:
         raise NotImplementedError("this server is not a cluster coordinator (--role coordinator)")
-    return server.cluster.accept(body["token"])
+    return services.cluster.accept(body["token"])
 
 
 #: action type -> handler (the bodies' schemas and descriptions are in ``wire.ACTIONS``)
@@ -143,4 +134,4 @@ HANDLERS: dict[str, Handler] = {
     "cluster-heartbeat": cluster_heartbeat,
 }
 
-__all__ = ["HANDLERS"]
+__all__ = ["HANDLERS", "ActionServices", "Handler"]

@@ -17,6 +17,7 @@ import pyarrow.ipc
 
 from catalog.plan.splits import DEFAULT_TARGET_SPLIT_BYTES, SplitOptions
 from flight_server.server.cache.tables import DEFAULT_TABLE_CACHE_BYTES
+from flight_server.server.security.auth import AuthSettings
 from flight_server.server.security.limits import Limits
 from flight_server.server.security.policy import DEFAULT_PROTOCOLS, StoragePolicy
 from flight_server.server.security.state_files import private_dir
@@ -99,6 +100,9 @@ class ServerConfig:
     stream_compression: str | None = None
     # caches (interfaces.md section 9) and operations (section 8)
     table_cache_bytes: int = DEFAULT_TABLE_CACHE_BYTES  # planned table states, versioned by instant
+    # a cached table state is reused without listing its timeline for this long (0: every plan checks)
+    max_staleness_ms: float = 0.0
+    catalog_cache_seconds: float = 1.0  # how long a registry row is reused between calls
     split_cache_bytes: int = 0  # Arrow results of splits; 0: off
     split_cache_entry_bytes: int = 8 << 20  # larger split results are not cached
     disk_cache_bytes: int = 0  # local copy of remote file bytes under state_dir/disk-cache; 0: off
@@ -139,6 +143,11 @@ class ServerConfig:
             protocols=self.allowed_protocols,
             client_option_keys=self.client_storage_option_keys,
             root_storage_options=root_options,
+        )
+
+    def auth_settings(self) -> AuthSettings:
+        return AuthSettings(
+            self.host, dict(self.tokens), self.insecure, self.auth_cache_seconds, self.token_ttl_seconds
         )
 
     def limits(self) -> Limits:

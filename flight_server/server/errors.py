@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 from sqlalchemy.exc import SQLAlchemyError
 
-from catalog.errors import InvalidTicketError, StorageUnavailableError, UnknownTableError
+from catalog.errors import HudiError, InvalidTicketError, StorageUnavailableError, UnknownTableError
 
 log = logging.getLogger("flight_server")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -33,18 +33,26 @@ F = TypeVar("F", bound=Callable[..., Any])
 _PUBLIC = "_hudi_flight_public"
 
 
-class PublicInvalid(ValueError):
+class ServerError(HudiError):
+    """The root of every error the server raises itself (the reader's errors have ``HudiError``).
+
+    Each subclass also derives from the builtin that picks its Flight status (``ValueError``:
+    INVALID_ARGUMENT, ``KeyError``: NOT_FOUND, ...), so :func:`translated` maps them like any other.
+    """
+
+
+class PublicInvalid(ServerError, ValueError):
     """INVALID_ARGUMENT with a clean message."""
 
 
-class PublicNotFound(KeyError):
+class PublicNotFound(ServerError, KeyError):
     """NOT_FOUND with a clean message."""
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
 
 
-class PublicUnimplemented(NotImplementedError):
+class PublicUnimplemented(ServerError, NotImplementedError):
     """UNIMPLEMENTED with a clean message."""
 
 
@@ -118,11 +126,11 @@ def flight_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-class PublicPermissionDenied(PermissionError):
+class PublicPermissionDenied(ServerError, PermissionError):
     """A refused caller, where no Flight status can be sent (see :func:`schema_errors`)."""
 
 
-class PublicInternal(RuntimeError):
+class PublicInternal(ServerError, RuntimeError):
     """An internal error, where no Flight status can be sent (see :func:`schema_errors`)."""
 
 
@@ -169,6 +177,7 @@ install()
 __all__ = [
     "PublicInvalid",
     "PublicNotFound",
+    "ServerError",
     "flight_errors",
     "install",
     "schema_errors",

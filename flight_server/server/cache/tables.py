@@ -6,7 +6,8 @@ record-index lookups, file slices) is kept while the table does not move: every 
 and returns the same state when no instant file came or went. When the table moved, the next
 state is built from the cached one, reading only what changed, so a commit is visible to the
 very next plan. ``do_get`` skips even that check when the cached state already holds the
-instant its ticket is pinned to.
+instant its ticket is pinned to. An operator may bound staleness instead (``max_staleness_ms``):
+a state checked less than that long ago is reused without any storage request.
 
 States live in one :class:`~catalog.lru.BoundedLRU` bounded in (estimated) bytes; an entry's
 size is re-measured after each plan, as planning fills the state's memos.
@@ -14,6 +15,7 @@ size is re-measured after each plan, as planning fills the state's memos.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Mapping
 
 from catalog.lru import BoundedLRU, CacheListener, CacheStats
@@ -37,6 +39,8 @@ class TableCache:
         disk_cache: put in front of every remote table's immutable file reads.
         check: ``(identifier, uri, stored options)``, raising for a catalog row the storage
             policy refuses (checked on every open, rows older than the policy included).
+        max_staleness_seconds: reuse a state checked this recently without listing the timeline
+            (0: every open checks).
     """
 
     def __init__(
@@ -46,11 +50,14 @@ class TableCache:
         listener: CacheListener | None = None,
         disk_cache: DiskCache | None = None,
         check: Callable[[str, str, Mapping[str, Any]], None] | None = None,
+        max_staleness_seconds: float = 0.0,
     ):
         self._options = options or (lambda uri, stored: dict(stored))
         self._check = check  # (identifier, uri, stored options): raises for a row it refuses
         self.disk_cache = disk_cache
         self._states: BoundedLRU[_Key, TableState] = BoundedLRU("table_states", max_bytes, listener=listener)
+        self.max_staleness_seconds = max_staleness_seconds
+        self._checked: dict[_Key, float] = {}  # monotonic time of each state's last timeline check
 
     def get(self, entry: TableEntry, instant: str | None = None) -> TableState:
         """The state of ``entry`` now (one timeline listing when cached, a full load when not).
@@ -64,6 +71,10 @@ class TableCache:
         cached = self._states.get(key)
         if cached is not None and instant is not None and cached.timeline.is_completed(instant):
             return cached
+        now = time.monotonic()
+        if cached is not None and self.max_staleness_seconds > 0:
+            if now - self._checked.get(key, float("-inf")) < self.max_staleness_seconds:
+                return cached
         if cached is None:
             storage = open_table_storage(entry.base_uri, self._options(entry.base_uri, entry.storage_options) or None)
             if self.disk_cache is not None:
@@ -73,6 +84,10 @@ class TableCache:
             state = cached.refreshed()
         if state is not cached:
             self._states.put(key, state, state.estimated_bytes())
+        if self.max_staleness_seconds > 0:
+            if len(self._checked) > 4 * max(len(self._states), 256):  # forget evicted tables
+                self._checked = {k: v for k, v in self._checked.items() if k in self._states}
+            self._checked[key] = now
         return state
 
     def measure(self, entry: TableEntry, state: TableState) -> None:

@@ -3,7 +3,7 @@ GetTableTypes, GetPrimaryKeys, GetXdbcTypeInfo, and the foreign-key commands (Ge
 GetExportedKeys, GetCrossReference: always empty, Hudi tables have no foreign keys; schemas in
 :mod:`.schemas`).
 
-Listings show only what the caller may read (``HudiFlightServer.readable``); a table that cannot
+Listings show only what the caller may read (``Call.readable``); a table that cannot
 be opened is left out of a listing (and logged) instead of failing it.
 """
 
@@ -17,12 +17,12 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from catalog.plan.options import ReadOptions
-from catalog.plan.planner import plan
 from flight_server.protocol import sql
 from flight_server.server.flightsql import schemas
 from flight_server.server.flightsql.column_metadata import Origin, describe
-from flight_server.server.flightsql.names import CATALOG, RO_SUFFIX, Server, resolve_name
+from flight_server.server.flightsql.names import CATALOG, RO_SUFFIX, resolve_name
 from flight_server.server.flightsql.sql_info import sql_info
+from flight_server.server.query.queries import Call
 
 log = logging.getLogger(__name__)
 TABLE_TYPE = "TABLE"
@@ -60,31 +60,31 @@ def catalogs() -> pa.Table:
     return pa.Table.from_pylist([{"catalog_name": CATALOG}], schema=schemas.CATALOGS)
 
 
-def db_schemas(server: Server, context: flight.ServerCallContext, cmd: Any) -> pa.Table:
+def db_schemas(call: Call, cmd: Any) -> pa.Table:
     catalog = cmd.catalog if cmd.HasField("catalog") else None
     pattern = like(cmd.db_schema_filter_pattern if cmd.HasField("db_schema_filter_pattern") else None)
     rows = []
     if _catalog_ok(catalog):
-        readable = server.readable(context, [e.identifier for e in server.registry.list_tables()])
-        namespaces = sorted({i.partition(".")[0] for i in readable} | _empty_namespaces(server, context))
+        readable = call.readable([e.identifier for e in call.entries()])
+        namespaces = sorted({i.partition(".")[0] for i in readable} | _empty_namespaces(call))
         rows = [{"catalog_name": CATALOG, "db_schema_name": ns} for ns in namespaces if _matches(pattern, ns)]
     return pa.Table.from_pylist(rows, schema=schemas.DB_SCHEMAS)
 
 
-def _empty_namespaces(server: Server, context: flight.ServerCallContext) -> set[str]:
+def _empty_namespaces(call: Call) -> set[str]:
     """Namespaces without tables are shown to callers who may administer the catalog only."""
-    used = {e.namespace for e in server.registry.list_tables()}
-    empty = set(server.registry.list_namespaces()) - used
+    used = {e.namespace for e in call.entries()}
+    empty = set(call.queries.catalog.list_namespaces()) - used
     if not empty:
         return set()
     try:
-        server.authorize(context, "admin")
+        call.authorize("admin")
     except flight.FlightError:
         return set()
     return empty
 
 
-def tables(server: Server, context: flight.ServerCallContext, cmd: Any) -> pa.Table:
+def tables(call: Call, cmd: Any) -> pa.Table:
     catalog = cmd.catalog if cmd.HasField("catalog") else None
     ns_pattern = like(cmd.db_schema_filter_pattern if cmd.HasField("db_schema_filter_pattern") else None)
     name_pattern = like(cmd.table_name_filter_pattern if cmd.HasField("table_name_filter_pattern") else None)
@@ -93,11 +93,11 @@ def tables(server: Server, context: flight.ServerCallContext, cmd: Any) -> pa.Ta
     rows: list[dict[str, Any]] = []
     if not _catalog_ok(catalog) or (types and TABLE_TYPE not in types):
         return pa.Table.from_pylist(rows, schema=schema)
-    entries = {e.identifier: e for e in server.registry.list_tables() if _matches(ns_pattern, e.namespace)}
-    for identifier in server.readable(context, list(entries)):
+    entries = {e.identifier: e for e in call.entries() if _matches(ns_pattern, e.namespace)}
+    for identifier in call.readable(list(entries)):
         entry = entries[identifier]
         try:
-            state = server.tables.get(entry)
+            state = call.open_entry(entry).state
             views = [(entry.name, ReadOptions())]
             if state.config.is_mor:
                 views.append((entry.name + RO_SUFFIX, ReadOptions(query_type="read_optimized")))
@@ -109,8 +109,8 @@ def tables(server: Server, context: flight.ServerCallContext, cmd: Any) -> pa.Ta
                     "table_type": TABLE_TYPE,
                 }
                 if cmd.include_schema:
-                    table_schema = describe(plan(state, options).schema, Origin(CATALOG, entry.namespace, name))
-                    row["table_schema"] = table_schema.serialize().to_pybytes()
+                    described = describe(call.plan(identifier, options).schema, Origin(CATALOG, entry.namespace, name))
+                    row["table_schema"] = described.serialize().to_pybytes()
                 rows.append(row)
         except Exception as err:  # one unreadable table must not hide the others
             log.warning("GetTables: skipping %s: %s", identifier, err)
@@ -121,16 +121,16 @@ def table_types() -> pa.Table:
     return pa.Table.from_pylist([{"table_type": TABLE_TYPE}], schema=schemas.TABLE_TYPES)
 
 
-def primary_keys(server: Server, context: flight.ServerCallContext, cmd: Any) -> pa.Table:
+def primary_keys(call: Call, cmd: Any) -> pa.Table:
     ref = resolve_name(
-        server,
+        call,
         cmd.catalog if cmd.HasField("catalog") else None,
         cmd.db_schema if cmd.HasField("db_schema") else None,
         cmd.table,
     )
     rows = []
-    if server.readable(context, [ref.identifier]):
-        keys = server.tables.get(ref.entry).config.record_key_fields
+    if call.readable([ref.identifier]):
+        keys = call.open_entry(ref.entry).state.config.record_key_fields
         rows = [
             {"catalog_name": CATALOG, "db_schema_name": ref.entry.namespace, "table_name": cmd.table,
              "column_name": key, "key_sequence": i, "key_name": None}
@@ -201,18 +201,18 @@ _FIXED: dict[type, pa.Schema] = {
 METADATA_COMMANDS = tuple(_FIXED) + (sql.CommandGetTables,)
 
 
-def result(server: Server, context: flight.ServerCallContext, cmd: Any) -> pa.Table:
+def result(call: Call, cmd: Any) -> pa.Table:
     """The rows of a catalog command."""
     if isinstance(cmd, sql.CommandGetCatalogs):
         return catalogs()
     if isinstance(cmd, sql.CommandGetDbSchemas):
-        return db_schemas(server, context, cmd)
+        return db_schemas(call, cmd)
     if isinstance(cmd, sql.CommandGetTables):
-        return tables(server, context, cmd)
+        return tables(call, cmd)
     if isinstance(cmd, sql.CommandGetTableTypes):
         return table_types()
     if isinstance(cmd, sql.CommandGetPrimaryKeys):
-        return primary_keys(server, context, cmd)
+        return primary_keys(call, cmd)
     if isinstance(cmd, sql.CommandGetXdbcTypeInfo):
         return xdbc_type_info(cmd)
     if isinstance(cmd, sql.CommandGetSqlInfo):

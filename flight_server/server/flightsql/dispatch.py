@@ -7,12 +7,12 @@ JSON commands and ``hf1`` tickets never are. A Flight SQL message the server doe
 
 Catalog commands use their own packed command as the endpoint ticket (the usual Flight SQL
 convention); statements are answered by :mod:`.statements`; prepared statements are stateless
-signed handles (:mod:`.handles`).
+signed handles (``query.tickets.PreparedHandle``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator, TypeVar
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -21,14 +21,15 @@ from google.protobuf.message import Message
 from catalog.errors import InvalidQueryError, InvalidTicketError
 from flight_server.protocol import pack, sql, type_name, unpack
 from flight_server.server.flightsql import catalog
-from flight_server.server.flightsql.handles import PreparedStatement, parameters_ipc
-from flight_server.server.flightsql.names import Server
 from flight_server.server.flightsql.single_endpoint import single_endpoint
 from flight_server.server.flightsql.statements import Statements
-from flight_server.server.security.limits import LimitExceededError
+from flight_server.server.query.queries import Call
+from flight_server.server.query.tickets import PreparedHandle, parameters_ipc
+from flight_server.server.security.limits import LimitExceededError, Limits
 from flight_server.server.sql import engine
 from flight_server.server.sql.query import placeholder_count
 
+M = TypeVar("M", bound=Message)
 SQL_PACKAGE = "arrow.flight.protocol.sql."
 CREATE_PREPARED_STATEMENT = "CreatePreparedStatement"
 CLOSE_PREPARED_STATEMENT = "ClosePreparedStatement"
@@ -44,7 +45,7 @@ def _shown(name: str) -> str:
     return name if len(name) <= 96 and name.isprintable() else name[:96] + "..."
 
 
-def flight_sql_message(data: bytes, limits: Any) -> Message | None:
+def flight_sql_message(data: bytes, limits: Limits) -> Message | None:
     """The Flight SQL message ``data`` holds; ``None`` when it is not a Flight SQL message at all.
 
     Raises:
@@ -67,9 +68,9 @@ def _unimplemented(message: Message) -> NotImplementedError:
     )
 
 
-def _bound_values(prepared: PreparedStatement) -> list[Any] | None:
+def _bound_values(prepared: PreparedHandle) -> list[Any] | None:
     """The values bound to ``prepared``; a handle of a query with parameters but nothing bound is
-    refused naming the flow (clients that reuse the handle they prepared instead of the one the
+    refused naming the flow (clients that execute the handle they prepared instead of the one the
     DoPut answered with, such as flightsql-dbapi 0.2, end up here)."""
     values = prepared.parameter_values()
     count = placeholder_count(prepared.sql)
@@ -87,106 +88,84 @@ def _no_transactions(message: Message) -> None:
 
 
 class FlightSqlService:
-    """The Flight SQL side of :class:`~flight_server.server.service.HudiFlightServer`."""
+    """The Flight SQL front end: each method answers one RPC through the call's query path."""
 
-    def __init__(self, server: Server, settings: engine.EngineSettings):
-        self.server = server
-        self.statements = Statements(server, settings)
+    def __init__(self, settings: engine.EngineSettings):
+        self.statements = Statements(settings)
 
     # -- GetFlightInfo / GetSchema ---------------------------------------------------------
-    def get_flight_info(
-        self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor, message: Message
-    ) -> flight.FlightInfo:
+    def get_flight_info(self, call: Call, descriptor: flight.FlightDescriptor, message: Message) -> flight.FlightInfo:
         if isinstance(message, catalog.METADATA_COMMANDS):
             endpoint = flight.FlightEndpoint(descriptor.command, [])
             return flight.FlightInfo(catalog.result_schema(message), descriptor, [endpoint], -1, -1)
-        one = single_endpoint(context)
+        one = single_endpoint(call.context)
         if isinstance(message, sql.CommandStatementQuery):
             _no_transactions(message)
-            return self.statements.flight_info(context, descriptor, message.query, None, single_endpoint=one)
+            return self.statements.flight_info(call, descriptor, message.query, None, single_endpoint=one)
         if isinstance(message, sql.CommandPreparedStatementQuery):
-            prepared = self._prepared(message.prepared_statement_handle)
+            prepared = _prepared(call, message.prepared_statement_handle)
             return self.statements.flight_info(
-                context, descriptor, prepared.sql, _bound_values(prepared), user=prepared.user, single_endpoint=one
+                call, descriptor, prepared.sql, _bound_values(prepared), prepared, single_endpoint=one
             )
         raise _unimplemented(message)
 
-    def get_schema(self, context: flight.ServerCallContext, message: Message) -> flight.SchemaResult:
+    def get_schema(self, call: Call, message: Message) -> flight.SchemaResult:
         if isinstance(message, catalog.METADATA_COMMANDS):
             return flight.SchemaResult(catalog.result_schema(message))
         if isinstance(message, sql.CommandStatementQuery):
             _no_transactions(message)
-            schema, _ = self.statements.result_schema(context, message.query, None)
-            return flight.SchemaResult(schema)
+            return flight.SchemaResult(self.statements.result_schema(call, message.query, None))
         if isinstance(message, sql.CommandPreparedStatementQuery):
             try:
-                prepared = self._prepared(message.prepared_statement_handle)
+                prepared = _prepared(call, message.prepared_statement_handle)
             except InvalidTicketError as err:
                 # pyarrow's GetSchema sends Flight status errors as UNKNOWN with a traceback
                 raise InvalidQueryError(f"invalid prepared statement handle: {err}") from err
-            return flight.SchemaResult(self._prepared_schema(context, prepared))
+            values = prepared.parameter_values()
+            if values is None:
+                values = [None] * placeholder_count(prepared.sql)
+            return flight.SchemaResult(self.statements.result_schema(call, prepared.sql, values, prepared))
         raise _unimplemented(message)
 
     # -- DoGet -------------------------------------------------------------------------------
-    def do_get(
-        self, context: flight.ServerCallContext, message: Message
-    ) -> tuple[pa.Schema, Any]:
-        """Schema and batches (or a table) of a Flight SQL ticket."""
+    def do_get(self, call: Call, message: Message) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+        """Schema and batches of a Flight SQL ticket."""
         if isinstance(message, catalog.METADATA_COMMANDS):
-            table = catalog.result(self.server, context, message)
+            table = catalog.result(call, message)
             return table.schema, iter(table.to_batches())
         if isinstance(message, sql.TicketStatementQuery):
-            return self.statements.stream(context, message.statement_handle)
+            return self.statements.stream(call, message.statement_handle)
         raise _unimplemented(message)
 
     # -- DoAction ----------------------------------------------------------------------------
-    def do_action(self, context: flight.ServerCallContext, action_type: str, body: bytes) -> list[bytes]:
+    def do_action(self, call: Call, action_type: str, body: bytes) -> list[bytes]:
         if action_type == CREATE_PREPARED_STATEMENT:
-            request = self._action_body(body, sql.ActionCreatePreparedStatementRequest)
+            request = _action_body(call, body, sql.ActionCreatePreparedStatementRequest)
             _no_transactions(request)
-            return [pack(self._create(context, request.query))]
+            return [pack(self._create(call, request.query))]
         if action_type == CLOSE_PREPARED_STATEMENT:
             # Handles are stateless: nothing to release. The body must still be the right message.
-            self._action_body(body, sql.ActionClosePreparedStatementRequest)
+            _action_body(call, body, sql.ActionClosePreparedStatementRequest)
             return []
         raise NotImplementedError(f"Flight SQL action {_shown(action_type)} is not implemented by hudi-flight")
 
-    def _action_body(self, body: bytes, cls: type) -> Any:
-        self.server.limits.check_body(body, "action body")
-        message = unpack(body)
-        if not isinstance(message, cls):
-            raise ValueError(f"action body must be a packed {cls.__name__}")
-        return message
-
-    def _create(self, context: flight.ServerCallContext, text: str) -> sql.ActionCreatePreparedStatementResult:
+    def _create(self, call: Call, text: str) -> sql.ActionCreatePreparedStatementResult:
         """Analyse now: refusals, unknown tables and rights fail at prepare time, as clients
         expect. The answer carries the result schema (the JDBC driver takes a statement without
         one for an update) and the parameters' types (it binds only into declared parameters)."""
-        nulls = [None] * placeholder_count(text)
-        schema, user = self.statements.result_schema(context, text, nulls)
-        parameters = self.statements.parameter_schema(context, text)
-        prepared = PreparedStatement(text, None, user)
+        schema = self.statements.result_schema(call, text, [None] * placeholder_count(text))
+        parameters = self.statements.parameter_schema(call, text)
+        handle = call.queries.codec.issue(PreparedHandle(call.user, text))
         return sql.ActionCreatePreparedStatementResult(
-            prepared_statement_handle=prepared.sign(self.server.signer),
+            prepared_statement_handle=handle,
             dataset_schema=schema.serialize().to_pybytes(),
             parameter_schema=parameters.serialize().to_pybytes() if len(parameters) else b"",
         )
 
-    def _prepared(self, handle: bytes) -> PreparedStatement:
-        """A genuine, unexpired prepared statement handle (its user is checked when it is analysed)."""
-        return PreparedStatement.verify(handle, self.server.signer, self.server.limits)
-
-    def _prepared_schema(self, context: flight.ServerCallContext, prepared: PreparedStatement) -> pa.Schema:
-        values = prepared.parameter_values()
-        if values is None:
-            values = [None] * placeholder_count(prepared.sql)
-        schema, _ = self.statements.result_schema(context, prepared.sql, values, user=prepared.user)
-        return schema
-
     # -- DoPut -------------------------------------------------------------------------------
     def do_put(
         self,
-        context: flight.ServerCallContext,
+        call: Call,
         message: Message,
         reader: flight.MetadataRecordBatchReader,
         writer: flight.FlightMetadataWriter,
@@ -195,33 +174,46 @@ class FlightSqlService:
             if isinstance(message, (sql.CommandStatementUpdate, sql.CommandPreparedStatementUpdate)):
                 raise NotImplementedError("hudi-flight is read-only: Flight SQL updates are not implemented")
             raise _unimplemented(message)
-        prepared = self._prepared(message.prepared_statement_handle)
-        batch = self._parameters(reader)
-        bound = PreparedStatement(prepared.sql, batch, prepared.user)
-        result = sql.DoPutPreparedStatementResult(prepared_statement_handle=bound.sign(self.server.signer))
+        prepared = _prepared(call, message.prepared_statement_handle)
+        batch = _parameters(reader, call.queries.limits.max_body_bytes)
+        bound = PreparedHandle(prepared.user, prepared.sql, batch)
+        result = sql.DoPutPreparedStatementResult(prepared_statement_handle=call.queries.codec.issue(bound))
         # the app_metadata is the bare message (clients unmarshal it directly, not as an Any)
         writer.write(pa.py_buffer(result.SerializeToString()))
 
-    def _parameters(self, reader: flight.MetadataRecordBatchReader) -> pa.RecordBatch | None:
-        """The one parameter row of a DoPut (``None``: no rows), bounded by ``max_body_bytes``."""
-        limit = self.server.limits.max_body_bytes
-        batches, size = [], 0
-        for chunk in reader:
-            if chunk.data is None:
-                continue
-            size += chunk.data.nbytes
-            if size > limit:
-                raise LimitExceededError("max_body_bytes", limit, "bound parameters are larger")
-            batches.append(chunk.data)
-        rows = sum(b.num_rows for b in batches)
-        if rows == 0:
-            return None
-        if rows > 1:
-            raise ValueError(f"a query binds one parameter row per execution, got {rows} rows")
-        batch = pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
-        if len(parameters_ipc(batch)) > limit:
+
+def _action_body(call: Call, body: bytes, cls: type[M]) -> M:
+    call.queries.limits.check_body(body, "action body")
+    message = unpack(body)
+    if not isinstance(message, cls):
+        raise ValueError(f"action body must be a packed {cls.__name__}")
+    return message
+
+
+def _prepared(call: Call, handle: bytes) -> PreparedHandle:
+    """A genuine, unexpired prepared statement handle (its user is checked when it is analysed)."""
+    return call.queries.codec.redeem(handle, (PreparedHandle,), None)
+
+
+def _parameters(reader: flight.MetadataRecordBatchReader, limit: int) -> pa.RecordBatch | None:
+    """The one parameter row of a DoPut (``None``: no rows), bounded by ``max_body_bytes``."""
+    batches, size = [], 0
+    for chunk in reader:
+        if chunk.data is None:
+            continue
+        size += chunk.data.nbytes
+        if size > limit:
             raise LimitExceededError("max_body_bytes", limit, "bound parameters are larger")
-        return batch
+        batches.append(chunk.data)
+    rows = sum(b.num_rows for b in batches)
+    if rows == 0:
+        return None
+    if rows > 1:
+        raise ValueError(f"a query binds one parameter row per execution, got {rows} rows")
+    batch = pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+    if len(parameters_ipc(batch)) > limit:
+        raise LimitExceededError("max_body_bytes", limit, "bound parameters are larger")
+    return batch
 
 
 __all__ = ["ACTIONS", "FlightSqlService", "flight_sql_message"]

@@ -4,14 +4,11 @@ read-optimized view ``<table>_ro`` of every merge-on-read table (as Hive sync na
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from catalog.errors import UnknownTableError
 from catalog.plan.options import ReadOptions
+from flight_server.server.query.queries import Call
 from flight_server.server.registry import TableEntry
-
-#: the HudiFlightServer (not imported: the service imports this package)
-Server = Any
 
 CATALOG = "hudi"
 RO_SUFFIX = "_ro"
@@ -33,7 +30,7 @@ def _shown(text: str) -> str:
     return text if len(text) <= 64 and text.isprintable() else text[:64] + "..."
 
 
-def resolve_name(server: Server, catalog: str | None, namespace: str | None, name: str) -> Reference:
+def resolve_name(call: Call, catalog: str | None, namespace: str | None, name: str) -> Reference:
     """The table ``[catalog.][namespace.]name`` names (``name_ro``: the read-optimized view of a
     merge-on-read table; an unqualified name must be unique across namespaces).
 
@@ -43,15 +40,15 @@ def resolve_name(server: Server, catalog: str | None, namespace: str | None, nam
     shown = ".".join(_shown(p) for p in (catalog, namespace, name) if p)
     if catalog is not None and catalog.lower() != CATALOG:
         raise UnknownTableError(f"table {shown} not found: the only catalog is {CATALOG!r}")
-    candidates = [namespace] if namespace else sorted({e.namespace for e in server.registry.list_tables()})
+    candidates = [namespace] if namespace else sorted({e.namespace for e in call.entries()})
     found: list[Reference] = []
     for ns in candidates:
-        registered = {e.name: e for e in server.registry.list_tables(ns)}
+        registered = {e.name: e for e in call.entries(ns)}
         if name in registered:
             found.append(Reference(registered[name], ReadOptions()))
         elif name.endswith(RO_SUFFIX) and name[: -len(RO_SUFFIX)] in registered:
             entry = registered[name[: -len(RO_SUFFIX)]]
-            if server.tables.get(entry).config.is_mor:
+            if call.open_entry(entry).state.config.is_mor:
                 found.append(Reference(entry, ReadOptions(query_type="read_optimized")))
     if not found:
         raise UnknownTableError(f"table {shown} not found")
@@ -60,4 +57,4 @@ def resolve_name(server: Server, catalog: str | None, namespace: str | None, nam
     return found[0]
 
 
-__all__ = ["CATALOG", "RO_SUFFIX", "Reference", "Server", "resolve_name"]
+__all__ = ["CATALOG", "RO_SUFFIX", "Reference", "resolve_name"]

@@ -4,13 +4,12 @@ the same tables GetTables lists and the columns of a table as Flight SQL types."
 from __future__ import annotations
 
 import pyarrow as pa
-import pyarrow.flight as flight
 
-from catalog.plan.planner import plan
 from flight_server.protocol import sql
 from flight_server.server.flightsql import catalog
 from flight_server.server.flightsql.column_metadata import describe, sql_type
-from flight_server.server.flightsql.names import Server, resolve_name
+from flight_server.server.flightsql.names import resolve_name
+from flight_server.server.query.queries import Call
 from flight_server.server.sql.show import CatalogStatement, ShowTables
 
 TABLES = pa.schema([
@@ -30,7 +29,7 @@ def result_schema(statement: CatalogStatement) -> pa.Schema:
     return describe(TABLES if isinstance(statement, ShowTables) else COLUMNS)
 
 
-def result(server: Server, context: flight.ServerCallContext, statement: CatalogStatement) -> pa.Table:
+def result(call: Call, statement: CatalogStatement) -> pa.Table:
     """The rows of ``statement``, as the caller may see them.
 
     Raises:
@@ -40,18 +39,17 @@ def result(server: Server, context: flight.ServerCallContext, statement: Catalog
         command = sql.CommandGetTables()
         if statement.namespace is not None:
             command.db_schema_filter_pattern = _escaped(statement.namespace)
-        listed = catalog.tables(server, context, command)
+        listed = catalog.tables(call, command)
         rows = [{"namespace": r["db_schema_name"], "table_name": r["table_name"], "table_type": r["table_type"]}
                 for r in listed.to_pylist()]
         return pa.Table.from_pylist(rows, schema=result_schema(statement))
-    ref = resolve_name(server, statement.catalog, statement.namespace, statement.table)
-    server.authorize(context, "read", ref.identifier)
-    _, state = server.open_table(ref.identifier)
-    keys = set(state.config.record_key_fields)
+    ref = resolve_name(call, statement.catalog, statement.namespace, statement.table)
+    call.authorize("read", ref.identifier)
+    keys = set(call.open(ref.identifier).state.config.record_key_fields)
     rows = [
         {"column_name": f.name, "column_type": _type_text(f.type), "null": "YES" if f.nullable else "NO",
          "key": "PRI" if f.name in keys else None}
-        for f in plan(state, ref.options).schema
+        for f in call.plan(ref.identifier, ref.options).schema
     ]
     return pa.Table.from_pylist(rows, schema=result_schema(statement))
 

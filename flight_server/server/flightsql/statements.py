@@ -3,16 +3,22 @@ statement ticket (DoGet).
 
 Three answers, by the query's shape (:func:`flight_server.server.sql.query.analyze`):
 
-- a plain scan of one table: the JSON path's weighted-split endpoints and ``hf1`` split tickets
-  (``HudiFlightServer.plan_query``), so clients fetch the splits in parallel;
+- a plain scan of one table: the JSON path's weighted-split endpoints and split tickets
+  (``Queries.endpoints``), so clients fetch the splits in parallel;
 - ``SELECT count(*) FROM t`` where the planned slices are Parquet base files without logs: the sum
   of their footer row counts, in a signed count ticket;
 - anything else: one endpoint whose signed statement ticket carries the engine SQL and each scan's
   pinned options; DoGet streams every scan's splits into the locked-down DuckDB
   (:mod:`flight_server.server.sql.engine`) and streams its result.
 
+A client that reads only the first endpoint asks for one (:mod:`.single_endpoint`): a plain scan is
+then answered like anything else. Catalog statements (``SHOW TABLES``, ``DESCRIBE``:
+:mod:`flight_server.server.sql.show`) get one endpoint whose statement ticket carries the statement
+and no view; it is answered from the catalog when read. Every result schema carries the Flight SQL
+column metadata (:mod:`.column_metadata`).
+
 Every table a query touches is authorized when it is planned and again when its ticket is read;
-a ticket is only served to the user it was issued to.
+a ticket is only served to the user it was issued to (tickets: ``query.tickets``).
 """
 
 from __future__ import annotations
@@ -24,42 +30,39 @@ import pyarrow as pa
 import pyarrow.flight as flight
 from sqlglot import exp
 
-from catalog.errors import InvalidQueryError, InvalidTicketError, UnknownTableError
+from catalog.errors import InvalidQueryError
 from catalog.plan.options import ReadOptions
-from catalog.plan.planner import plan
 from catalog.read.split_reader import read_splits
 from flight_server.protocol import pack, sql
 from flight_server.server.flightsql import show
 from flight_server.server.flightsql.column_metadata import Origin, describe
-from flight_server.server.flightsql.handles import COUNT, SHOW, STATEMENT, sign_statement, verify_statement
-from flight_server.server.flightsql.names import CATALOG, Server, resolve_name
-from flight_server.server.query.wire import QueryCommand
+from flight_server.server.flightsql.names import CATALOG, resolve_name
+from flight_server.server.query.queries import Call
+from flight_server.server.query.tickets import CountTicket, PinnedScan, StatementTicket, Ticket, check_owner
 from flight_server.server.sql import engine
 from flight_server.server.sql.parameters import parameter_schema
 from flight_server.server.sql.query import Analysis, analyze, hudi_options
-from flight_server.server.sql.show import catalog_statement
+from flight_server.server.sql.show import CatalogStatement, catalog_statement
 
 
 @dataclass
 class _Resolution:
     """Collects, while a query is analysed, the caller's user name and the tables it touches."""
 
-    server: Server
-    context: flight.ServerCallContext
+    call: Call
     user: str | None = None
     tables: list[str] = field(default_factory=list)
 
     def __call__(self, table: exp.Table) -> tuple[str, pa.Schema, ReadOptions]:
-        ref = resolve_name(self.server, table.catalog or None, table.db or None, table.name)
-        self.user = self.server.authorize(self.context, "read", ref.identifier)
+        ref = resolve_name(self.call, table.catalog or None, table.db or None, table.name)
+        self.user = self.call.authorize("read", ref.identifier)
         self.tables.append(ref.identifier)
         options = _combine(ref.options, hudi_options(table), table.name)
-        _, state = self.server.open_table(ref.identifier)
-        return ref.identifier, plan(state, options).schema, options
+        return ref.identifier, self.call.plan(ref.identifier, options).schema, options
 
     def caller(self) -> str:
         """The user name (a query without tables still needs the right to read)."""
-        return self.user if self.user is not None else self.server.authorize(self.context, "read")
+        return self.user if self.user is not None else self.call.authorize("read")
 
 
 def _combine(name_options: ReadOptions, clause_options: ReadOptions, name: str) -> ReadOptions:
@@ -72,196 +75,163 @@ def _combine(name_options: ReadOptions, clause_options: ReadOptions, name: str) 
 
 
 class Statements:
-    """SQL statements of one server."""
+    """SQL statements: analysed, planned and read through the calls of the query path."""
 
-    def __init__(self, server: Server, settings: engine.EngineSettings):
-        self.server = server
+    def __init__(self, settings: engine.EngineSettings):
         self.settings = settings
 
     # -- planning ------------------------------------------------------------------------
-    def analyze(
-        self,
-        context: flight.ServerCallContext,
-        text: str,
-        parameters: Sequence[Any] | None,
-        user: str | None = None,
-    ) -> tuple[Analysis, str]:
-        """The analysis of ``text`` and the caller's user name (every table authorized).
+    def analyze(self, call: Call, text: str, parameters: Sequence[Any] | None, owner: Ticket | None = None) -> Analysis:
+        """The analysis of ``text``, every table authorized for the caller.
 
         Raises:
-            InvalidTicketError: ``user`` (a prepared statement's) is not the caller.
+            flight.FlightUnauthorizedError: ``owner`` (a prepared statement) was issued to another user.
         """
-        self.server.limits.check_body(text.encode(), "SQL")
-        resolution = _Resolution(self.server, context)
+        call.queries.limits.check_body(text.encode(), "SQL")
+        resolution = _Resolution(call)
         analysis = analyze(text, resolution, parameters)
         caller = resolution.caller()
-        if user is not None and caller != user:
-            raise InvalidTicketError("prepared statement was created by another user")
-        return analysis, caller
+        if owner is not None:
+            check_owner(owner, caller)
+        return analysis
 
     def result_schema(
-        self,
-        context: flight.ServerCallContext,
-        text: str,
-        parameters: Sequence[Any] | None,
-        user: str | None = None,
-    ) -> tuple[pa.Schema, str]:
-        """The result schema of ``text`` (a query or a catalog statement) and the caller's user name."""
-        statement = catalog_statement(text)
+        self, call: Call, text: str, parameters: Sequence[Any] | None, owner: Ticket | None = None
+    ) -> pa.Schema:
+        """The result schema of ``text``: a query (analysed: refusals and rights apply) or a catalog statement."""
+        statement = self._catalog_statement(call, text, owner)
         if statement is not None:
-            return show.result_schema(statement), self._caller(context, user)
-        analysis, caller = self.analyze(context, text, parameters, user)
-        return self.schema(analysis), caller
+            return show.result_schema(statement)
+        return self.schema(call, self.analyze(call, text, parameters, owner))
 
-    def parameter_schema(self, context: flight.ServerCallContext, text: str) -> pa.Schema:
-        """The types of the ``?`` parameters of ``text`` (already analysed: the tables are authorized)."""
+    def parameter_schema(self, call: Call, text: str) -> pa.Schema:
+        """The types of the ``?`` parameters of ``text`` (analysed before: its tables are authorized)."""
         if catalog_statement(text) is not None:
             return pa.schema([])
 
-        def schema_of(table: exp.Table) -> pa.Schema | None:
-            ref = resolve_name(self.server, table.catalog or None, table.db or None, table.name)
-            _, state = self.server.open_table(ref.identifier)
-            return plan(state, _combine(ref.options, hudi_options(table), table.name)).schema
+        def schema_of(table: exp.Table) -> pa.Schema:
+            ref = resolve_name(call, table.catalog or None, table.db or None, table.name)
+            return call.plan(ref.identifier, _combine(ref.options, hudi_options(table), table.name)).schema
 
         return parameter_schema(text, schema_of)
 
-    def _caller(self, context: flight.ServerCallContext, user: str | None) -> str:
-        caller = self.server.authorize(context, "read")
-        if user is not None and caller != user:
-            raise InvalidTicketError("prepared statement was created by another user")
-        return caller
+    def _catalog_statement(self, call: Call, text: str, owner: Ticket | None) -> CatalogStatement | None:
+        """The catalog statement ``text`` is (the caller may read), ``None`` for anything else."""
+        call.queries.limits.check_body(text.encode(), "SQL")
+        statement = catalog_statement(text)
+        if statement is not None:
+            caller = call.authorize("read")
+            if owner is not None:
+                check_owner(owner, caller)
+        return statement
 
-    def schema(self, analysis: Analysis) -> pa.Schema:
-        """The result schema (with its Flight SQL column metadata), without planning any split."""
+    def schema(self, call: Call, analysis: Analysis) -> pa.Schema:
+        """The result schema (with its Flight SQL column metadata), without listing any split."""
         if analysis.count_star is not None:
             return describe(_count_schema(analysis.count_star))
         if analysis.scan is not None:
-            _, state = self.server.open_table(analysis.scan.table)
-            schema = plan(state, analysis.scan.options).schema
+            schema = call.plan(analysis.scan.table, analysis.scan.options).schema
             return _described(schema, [(analysis.scan.table, schema)])
-        views, sources = {}, []
-        for spec in analysis.plan.scans:
-            _, state = self.server.open_table(spec.table)
-            views[spec.view] = plan(state, spec.options).schema
-            sources.append((spec.table, views[spec.view]))
+        views = {spec.view: call.plan(spec.table, spec.options).schema for spec in analysis.plan.scans}
+        sources = [(spec.table, views[spec.view]) for spec in analysis.plan.scans]
         return _described(engine.result_schema(analysis.plan.sql, views, self.settings), sources)
 
     def flight_info(
         self,
-        context: flight.ServerCallContext,
+        call: Call,
         descriptor: flight.FlightDescriptor,
         text: str,
         parameters: Sequence[Any] | None,
-        user: str | None = None,
+        owner: Ticket | None = None,
         single_endpoint: bool = False,
     ) -> flight.FlightInfo:
         """The statement's FlightInfo: the weighted-split endpoints of a plain scan, else one
         endpoint (always one when ``single_endpoint``: for clients that read only the first)."""
-        statement = catalog_statement(text)
+        codec = call.queries.codec
+        expires_at = codec.expiry()
+        statement = self._catalog_statement(call, text, owner)
         if statement is not None:
-            caller = self._caller(context, user)
-            show.result(self.server, context, statement)  # unknown tables fail now, not at DoGet
-            doc: dict[str, Any] = {"k": SHOW, "q": text, "u": caller, "s": []}
-            expires_at = self.server.signer.expiry()
-            return self._single_endpoint(descriptor, show.result_schema(statement), doc, expires_at, -1)
-        analysis, user = self.analyze(context, text, parameters, user)
+            show.result(call, statement)  # an unknown table fails now, not when read
+            ticket = codec.issue(StatementTicket(call.user, text, ()), expires_at)
+            return _single_endpoint(descriptor, show.result_schema(statement), ticket, expires_at, -1)
+        analysis = self.analyze(call, text, parameters, owner)
         if analysis.scan is not None and not single_endpoint:
-            command = QueryCommand(analysis.scan.table, analysis.scan.options)
-            schema, endpoints, rows, nbytes = self.server.plan_query(command, user)
-            schema = _described(schema, [(analysis.scan.table, schema)])
-            return flight.FlightInfo(schema, descriptor, endpoints, rows, nbytes, ordered=False)
-        expires_at = self.server.signer.expiry()
+            planned = call.queries.endpoints(call, analysis.scan.table, analysis.scan.options)
+            schema = _described(planned.schema, [(analysis.scan.table, planned.schema)])
+            return flight.FlightInfo(schema, descriptor, planned.endpoints, planned.rows, planned.nbytes, ordered=False)
         if analysis.count_star is not None:
-            counted = self._metadata_count(analysis)
+            counted = self._metadata_count(call, analysis)
             if counted is not None:
-                table, uri, pinned, count = counted
-                doc = {"k": COUNT, "n": analysis.count_star, "c": count, "s": [[None, table, uri, pinned]], "u": user}
-                schema = describe(_count_schema(analysis.count_star))
-                return self._single_endpoint(descriptor, schema, doc, expires_at, 1)
-        scans, views, sources = [], {}, []
+                pinned, count = counted
+                ticket = codec.issue(CountTicket(call.user, analysis.count_star, count, pinned), expires_at)
+                return _single_endpoint(descriptor, describe(_count_schema(analysis.count_star)), ticket, expires_at, 1)
+        views, schemas = [], {}
         for spec in analysis.plan.scans:
-            entry, state = self.server.open_table(spec.table)
-            scan = self.server._plan(state, spec.options)
-            scans.append([spec.view, spec.table, entry.base_uri, scan.options.to_json()])
-            views[spec.view] = scan.schema
-            sources.append((spec.table, scan.schema))
-        schema = _described(engine.result_schema(analysis.plan.sql, views, self.settings), sources)
-        doc = {"k": STATEMENT, "q": analysis.plan.sql, "s": scans, "u": user}
-        return self._single_endpoint(descriptor, schema, doc, expires_at, -1)
+            planned_scan = call.plan(spec.table, spec.options)
+            views.append((spec.view, planned_scan.pinned))
+            schemas[spec.view] = planned_scan.schema
+        sources = [(spec.table, schemas[spec.view]) for spec in analysis.plan.scans]
+        schema = _described(engine.result_schema(analysis.plan.sql, schemas, self.settings), sources)
+        ticket = codec.issue(StatementTicket(call.user, analysis.plan.sql, tuple(views)), expires_at)
+        return _single_endpoint(descriptor, schema, ticket, expires_at, -1)
 
-    def _single_endpoint(
-        self, descriptor: flight.FlightDescriptor, schema: pa.Schema, doc: dict[str, Any], expires_at: float, rows: int
-    ) -> flight.FlightInfo:
-        handle = sign_statement(self.server.signer, doc, expires_at)
-        ticket = pack(sql.TicketStatementQuery(statement_handle=handle))
-        expiration = pa.scalar(int(expires_at * 1_000_000), type=pa.timestamp("us", tz="UTC"))
-        endpoint = flight.FlightEndpoint(ticket, [], expiration_time=expiration)
-        return flight.FlightInfo(schema, descriptor, [endpoint], rows, -1, ordered=True)
-
-    def _metadata_count(self, analysis: Analysis) -> tuple[str, str, dict[str, Any], int] | None:
-        """``(table, base URI, pinned options, rows)`` when every planned slice is a Parquet base file without
+    def _metadata_count(self, call: Call, analysis: Analysis) -> tuple[PinnedScan, int] | None:
+        """The pinned scan and its rows when every planned slice is a Parquet base file without
         logs and no filter applies (a COW snapshot, a read-optimized read): the footer row counts
         are then exactly the rows the read returns. ``None``: count by reading."""
         spec = analysis.plan.scans[0]
         options = spec.options.replace(columns=None, limit=None)
         if options.incremental or options.filters:
             return None
-        entry, state = self.server.open_table(spec.table)
-        scan = self.server._plan(state, options)
+        planned = call.plan(spec.table, options)
         total = 0
-        for split in self.server.limits.deadline().bounded(scan.splits):
+        for split in planned.splits():
             base = split.file_slice.base_file
             if base is None or base.extension != "parquet" or split.file_slice.log_files:
                 return None
             total += split.estimated_rows
-        return spec.table, entry.base_uri, scan.options.to_json(), total
+        return planned.pinned, total
 
     # -- reading -------------------------------------------------------------------------
-    def stream(
-        self, context: flight.ServerCallContext, handle: bytes
-    ) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
-        """Verify a statement ticket (signature, expiry, user, every table's right) and run it."""
-        doc = verify_statement(handle, self.server.signer, self.server.limits)
-        try:
-            scans = [list(s) for s in doc["s"]]
-            user = doc["u"]
-        except (KeyError, TypeError) as err:
-            raise InvalidTicketError("statement ticket payload is incomplete") from err
+    def stream(self, call: Call, handle: bytes) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+        """Redeem a statement or count ticket (signature, expiry, every table's right, its user) and run it."""
+        queries = call.queries
+        ticket = queries.codec.redeem(handle, (StatementTicket, CountTicket), None)
+        scans = [ticket.scan] if isinstance(ticket, CountTicket) else [scan for _, scan in ticket.views]
         for scan in scans:
-            if self.server.authorize(context, "read", str(scan[1])) != user:
-                raise InvalidTicketError("statement ticket was issued to another user")
-        if not scans and self.server.authorize(context, "read") != user:
-            raise InvalidTicketError("statement ticket was issued to another user")
-        if doc["k"] == SHOW:
-            statement = catalog_statement(str(doc.get("q")))
-            if statement is None:
-                raise InvalidTicketError("catalog statement ticket does not hold a catalog statement")
-            table = show.result(self.server, context, statement)
+            check_owner(ticket, call.authorize("read", scan.table))
+        if not scans:
+            check_owner(ticket, call.authorize("read"))
+        if isinstance(ticket, CountTicket):
+            queries.reading(ticket.scan, with_splits=False)  # the table is still registered there
+            schema = describe(_count_schema(ticket.column))
+            return schema, iter([pa.record_batch([pa.array([ticket.count], pa.int64())], schema=schema)])
+        statement = catalog_statement(ticket.sql) if not ticket.views else None
+        if statement is not None:  # engine SQL is always a query: only a catalog statement parses as one
+            table = show.result(call, statement)
             return table.schema, iter(table.to_batches())
-        if doc["k"] == COUNT:
-            self._check_uri(scans[0][1], scans[0][2])
-            schema = describe(_count_schema(str(doc["n"])))
-            return schema, iter([pa.record_batch([pa.array([int(doc["c"])], pa.int64())], schema=schema)])
         readers, sources = {}, []
         failures: list[Exception] = []
-        for view, table, uri, options in scans:
-            _, state = self._check_uri(table, uri)
-            planned = self.server._plan(state, ReadOptions.from_json(options))
-            batches = _recording(read_splits(planned.context, planned.splits, planned.options.limit), failures)
-            readers[str(view)] = pa.RecordBatchReader.from_batches(planned.schema, batches)
-            sources.append((str(table), planned.schema))
+        for view, scan in ticket.views:
+            reading = queries.reading(scan, with_splits=True)
+            batches = _recording(read_splits(reading.context, list(reading.splits or ()), scan.options.limit), failures)
+            readers[view] = pa.RecordBatchReader.from_batches(reading.schema, batches)
+            sources.append((scan.table, reading.schema))
         try:
-            schema, results = engine.run(str(doc["q"]), readers, self.settings)
+            schema, results = engine.run(ticket.sql, readers, self.settings)
         except InvalidQueryError as err:
             raise (failures[0] if failures else err) from err
         described = _described(schema, sources)
         return described, _with_schema(_source_errors_first(results, failures), described)
 
-    def _check_uri(self, table: str, uri: str) -> Any:
-        entry, state = self.server.open_table(table)
-        if entry.base_uri != uri:
-            raise UnknownTableError(f"table {table} was re-registered elsewhere since planning; plan again")
-        return entry, state
+
+def _single_endpoint(
+    descriptor: flight.FlightDescriptor, schema: pa.Schema, handle: bytes, expires_at: float, rows: int
+) -> flight.FlightInfo:
+    ticket = pack(sql.TicketStatementQuery(statement_handle=handle))
+    expiration = pa.scalar(int(expires_at * 1_000_000), type=pa.timestamp("us", tz="UTC"))
+    endpoint = flight.FlightEndpoint(ticket, [], expiration_time=expiration)
+    return flight.FlightInfo(schema, descriptor, [endpoint], rows, -1, ordered=True)
 
 
 def _recording(batches: Iterator[pa.RecordBatch], failures: list[Exception]) -> Iterator[pa.RecordBatch]:

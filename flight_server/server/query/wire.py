@@ -1,5 +1,5 @@
-"""Wire shapes of the Flight service, in one place: query commands, action bodies, endpoint
-``app_metadata`` and ticket payloads. They mirror ``schemas/command.schema.json``.
+"""Wire shapes of the Flight service, in one place: query commands, action bodies and endpoint
+``app_metadata`` (ticket payloads are in :mod:`.tickets`). They mirror ``schemas/command.schema.json``.
 
 Every command and action body is validated against the JSON Schema; violations raise
 :class:`~catalog.errors.InvalidQueryError` (INVALID_ARGUMENT) with the path of the offending
@@ -18,7 +18,7 @@ import jsonschema
 import schemas
 from catalog.errors import InvalidQueryError
 from catalog.plan.options import ReadOptions
-from catalog.table.files import BaseFile, FileSlice, LogFile, Split
+from catalog.table.files import Split
 from flight_server.server.security.limits import LimitExceededError, Limits
 
 DEFAULT_LIMITS = Limits()
@@ -109,7 +109,7 @@ def parse_action(action_type: str, body: bytes, limits: Limits = DEFAULT_LIMITS)
     return doc
 
 
-# -- endpoints and tickets -------------------------------------------------------------------
+# -- endpoints -------------------------------------------------------------------------------
 
 
 def endpoint_metadata(split: Split) -> bytes:
@@ -138,75 +138,12 @@ def query_metadata(splits: list[Split], limit: int) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-@dataclass(frozen=True)
-class TicketBody:
-    """What a ticket carries (signed): the table, the pinned instant, the query, the split and
-    the caller it was planned for (``who``: only that user may read it).
-
-    ``split`` is ``None`` for a ticket that reads the whole query (used for ``limit`` queries,
-    whose result is only well defined over the union).
-    """
-
-    table: str
-    uri: str
-    instant: str | None
-    command: dict[str, Any]
-    split: dict[str, Any] | None = field(default=None)
-    user: str | None = field(default=None)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"t": self.table, "u": self.uri, "i": self.instant, "c": self.command, "s": self.split, "who": self.user}
-
-    @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> "TicketBody":
-        try:
-            return cls(doc["t"], doc["u"], doc["i"], doc["c"], doc.get("s"), doc.get("who"))
-        except (KeyError, TypeError) as err:
-            raise InvalidQueryError("ticket payload is incomplete") from err
-
-
-def split_to_json(split: Split) -> dict[str, Any]:
-    """A split as ticket payload: the slice's files, the owned row groups and the estimates."""
-    fs = split.file_slice
-    doc: dict[str, Any] = {
-        "p": fs.partition,
-        "f": fs.file_id,
-        "bi": fs.base_instant,
-        "b": [fs.base_file.name, fs.base_file.size] if fs.base_file else None,
-        "l": [[lf.name, lf.size] for lf in fs.log_files],
-        "n": [split.bytes, split.estimated_rows, split.weight],
-    }
-    if split.row_groups is not None:
-        doc["rg"] = list(split.row_groups)
-    return doc
-
-
-def split_from_json(doc: dict[str, Any]) -> Split:
-    """Rebuild the split named by a ticket."""
-    try:
-        base = BaseFile.parse(doc["b"][0], doc["b"][1]) if doc["b"] else None
-        logs = [LogFile.parse(name, size) for name, size in doc["l"]]
-        if (doc["b"] and base is None) or any(lf is None for lf in logs):
-            raise ValueError("unparseable file name")
-        fs = FileSlice(doc["p"], doc["f"], doc["bi"], base, logs)  # type: ignore[arg-type]
-        nbytes, rows, weight = doc.get("n") or (0, 0, 1.0)
-        row_groups = doc.get("rg")
-        return Split(
-            fs, int(nbytes), int(rows), float(weight), row_groups=tuple(row_groups) if row_groups is not None else None
-        )
-    except (KeyError, TypeError, IndexError, ValueError) as err:
-        raise InvalidQueryError("ticket names an invalid file slice") from err
-
-
 __all__ = [
     "ACTIONS",
     "QueryCommand",
-    "TicketBody",
     "command_from_json",
     "endpoint_metadata",
     "parse_action",
     "parse_command",
     "query_metadata",
-    "split_from_json",
-    "split_to_json",
 ]

@@ -18,13 +18,13 @@ import base64
 import binascii
 import hmac
 import logging
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import pyarrow.flight as flight
 from sqlalchemy.exc import SQLAlchemyError
 
 from catalog.errors import InvalidTicketError
-from flight_server.server.config import ServerConfig
 from flight_server.server.security.access import Access, check_exposure, is_loopback
 from flight_server.server.security.tickets import TicketSigner
 from flight_server.server.security.users import ANONYMOUS, UserStore, check_user_name
@@ -146,7 +146,18 @@ class AuthMiddlewareFactory(flight.ServerMiddlewareFactory):
         return self.tokens.user_of(token)
 
 
-def authentication(config: ServerConfig, users: UserStore, tickets: TicketSigner) -> AuthMiddlewareFactory:
+@dataclass(frozen=True)
+class AuthSettings:
+    """The configuration keys authentication uses (``ServerConfig.auth_settings``)."""
+
+    host: str
+    tokens: Mapping[str, str]  # static bearer token -> user name
+    insecure: bool = False
+    cache_seconds: float = 1.0  # how long a user's rights are reused
+    token_ttl_seconds: float = 3600.0
+
+
+def authentication(config: AuthSettings, users: UserStore, tickets: TicketSigner) -> AuthMiddlewareFactory:
     """The authentication middleware of a server (its ``access`` holds the rights).
 
     Raises:
@@ -159,8 +170,8 @@ def authentication(config: ServerConfig, users: UserStore, tickets: TicketSigner
             raise ValueError(f"static tokens need at least {MIN_STATIC_TOKEN_CHARS} characters (one of user {user})")
     check_exposure(config.host, bool(config.tokens) or users.has_users(), config.insecure)
     open_address = is_loopback(config.host) or config.insecure
-    access = Access(users, config.tokens.values(), open_address, config.auth_cache_seconds)
-    return AuthMiddlewareFactory(access, users, TokenIssuer(tickets, config.token_ttl_seconds), config.tokens)
+    access = Access(users, config.tokens.values(), open_address, config.cache_seconds)
+    return AuthMiddlewareFactory(access, users, TokenIssuer(tickets, config.token_ttl_seconds), dict(config.tokens))
 
 
 def caller_name(context: flight.ServerCallContext) -> str:
@@ -171,6 +182,7 @@ def caller_name(context: flight.ServerCallContext) -> str:
 
 __all__ = [
     "AuthMiddlewareFactory",
+    "AuthSettings",
     "Caller",
     "HandshakeEnabled",
     "MIDDLEWARE_KEY",

@@ -18,12 +18,13 @@ from typing import Any, Iterator, TypeVar
 import pyarrow.flight as flight
 
 from catalog.errors import InvalidQueryError
+from flight_server.server.errors import ServerError
 
 T = TypeVar("T")
 MIDDLEWARE_KEY = "hudi-flight-caller"
 
 
-class LimitExceededError(InvalidQueryError):
+class LimitExceededError(ServerError, InvalidQueryError):
     """A request went past a configured bound; the message names the bound."""
 
     def __init__(self, name: str, limit: float, what: str):

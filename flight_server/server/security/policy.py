@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from catalog.errors import InvalidQueryError
+from flight_server.server.errors import ServerError
 
 DEFAULT_PROTOCOLS: tuple[str, ...] = ("file", "s3", "s3a", "gs", "gcs", "abfs", "abfss", "az")
 #: protocols that never reach storage the operator chose, whatever the configuration says
@@ -34,7 +35,7 @@ FORBIDDEN_PROTOCOLS = frozenset(
 )  # fmt: skip
 
 
-class StoragePolicyError(InvalidQueryError):
+class StoragePolicyError(ServerError, InvalidQueryError):
     """A URI or storage option the server does not allow (INVALID_ARGUMENT)."""
 
 

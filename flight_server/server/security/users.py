@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
 from catalog.errors import InvalidQueryError
+from flight_server.server.errors import ServerError
 from flight_server.server.registry import parse_identifier
 
 RIGHTS = ("read", "admin")
@@ -54,11 +55,11 @@ grants_table = sa.Table(
 )
 
 
-class UserExistsError(ValueError):
+class UserExistsError(ServerError, ValueError):
     """A user of that name exists already."""
 
 
-class UnknownUserError(KeyError):
+class UnknownUserError(ServerError, KeyError):
     """No user (or grant) of that name."""
 
     def __str__(self) -> str:

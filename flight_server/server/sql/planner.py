@@ -23,6 +23,7 @@ from sqlglot.errors import ErrorLevel
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from catalog.plan.options import ReadOptions
+from flight_server.server.errors import ServerError
 
 DIALECT = "duckdb"
 READ_ONLY = "hudi-flight is read-only: only SELECT queries are supported"
@@ -33,7 +34,7 @@ _COMPARISON: dict[type[exp.Expression], str] = {
 }
 
 
-class ReadOnlyError(ValueError):
+class ReadOnlyError(ServerError, ValueError):
     """The statement would change data or state (INVALID_ARGUMENT, naming the statement)."""
 
 

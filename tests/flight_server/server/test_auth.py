@@ -237,8 +237,8 @@ def test_admin_may_do_everything(server, fixture_table):
 def test_ticket_of_one_user_is_refused_for_another(clients):
     info = clients["ns-reader"].get_flight_info(_path("ns1.a"))
     ticket = info.endpoints[0].ticket
-    assert TicketSigner(bytes.fromhex(SECRET)).verify(ticket.ticket)["who"] == "ns-reader"
-    with pytest.raises(flight.FlightUnauthorizedError, match="another caller"):
+    assert TicketSigner(bytes.fromhex(SECRET)).verify(ticket.ticket)["u"] == "ns-reader"
+    with pytest.raises(flight.FlightUnauthorizedError, match="another user"):
         clients["everything-reader"].do_get(ticket).read_all()  # may read ns1.a, but not with this ticket
     with pytest.raises(flight.FlightUnauthorizedError):
         clients["nobody"].do_get(ticket).read_all()

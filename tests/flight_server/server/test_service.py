@@ -269,10 +269,10 @@ def test_bad_actions(client, action, body, error):
 def test_unexpected_error_is_internal_without_its_text(client, server, monkeypatch):
     """An unexpected server error reaches the client as INTERNAL, naming no exception text."""
 
-    def broken(identifier):
+    def broken(identifier, instant=None):
         raise RuntimeError("secret-detail /srv/private")
 
-    monkeypatch.setattr(server, "open_table", broken)
+    monkeypatch.setattr(server.queries, "open", broken)
     with pytest.raises(flight.FlightInternalError) as caught:
         client.get_flight_info(flight.FlightDescriptor.for_path(*identifier(SIMPLE).split(".")))
     assert "secret-detail" not in str(caught.value) and "/srv/private" not in str(caught.value)
@@ -382,14 +382,14 @@ def test_tickets_pin_the_planned_instant(client, tables, name):
     signer = TicketSigner(bytes.fromhex(SECRET))
     snapshot = client.get_flight_info(flight.FlightDescriptor.for_path(*identifier(name).split(".")))
     for ep in snapshot.endpoints:
-        body = signer.verify(ep.ticket.ticket)
-        assert body["i"] == body["c"]["as_of"] == t.timeline.commits[-1].requested_time
+        scan = signer.verify(ep.ticket.ticket)["s"]
+        assert scan["i"] == t.timeline.commits[-1].requested_time and "as_of" not in scan["o"]  # said once
     cmd = {"table": identifier(name), "query_type": "incremental"}
     incremental = client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(cmd)))
     last = t.timeline.commits[-1]
     pinned_end = last.completion_time if t.table_version >= 8 else last.requested_time
     assert incremental.endpoints
-    assert all(signer.verify(ep.ticket.ticket)["c"]["end"] == pinned_end for ep in incremental.endpoints)
+    assert all(signer.verify(ep.ticket.ticket)["s"]["o"]["end"] == pinned_end for ep in incremental.endpoints)
 
 
 def test_limit_endpoint_metadata(client):

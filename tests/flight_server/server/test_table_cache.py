@@ -81,7 +81,7 @@ def _fetch(client: flight.FlightClient, info: flight.FlightInfo) -> pa.Table:
 
 
 def _ticket_instant(server, info: flight.FlightInfo) -> str:
-    instants = {server.signer.verify(ep.ticket.ticket)["i"] for ep in info.endpoints}
+    instants = {server.signer.verify(ep.ticket.ticket)["s"]["i"] for ep in info.endpoints}
     assert len(instants) == 1
     return instants.pop()
 

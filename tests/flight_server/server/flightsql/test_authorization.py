@@ -23,12 +23,14 @@ DENIED = identifier("sample_table/cow/v6_nonpartitioned")
 
 
 class RecordingServer(HudiFlightServer):
-    """Authorization seam that records (right, table) and denies reads of ``DENIED``."""
+    """Authorization seam (``Queries.authorize``) that records (right, table) and denies reads of ``DENIED``."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.calls: list[tuple[str, str | None]] = []
         self.user = "alice"
+        self.queries.authorize = self.authorize
+        self.queries.readable = self.readable
 
     def authorize(self, context, right, table=None):
         self.calls.append((right, table))
@@ -94,7 +96,7 @@ def test_denied_table_is_refused_and_hidden(server, client):
 def test_tickets_serve_only_their_user(server, client):
     info = _info(client, f"SELECT region, count(*) FROM {A} GROUP BY region")
     server.user = "bob"
-    with pytest.raises(flight.FlightUnauthenticatedError, match="another user"):
+    with pytest.raises(flight.FlightUnauthorizedError, match="another user"):
         client.do_get(info.endpoints[0].ticket).read_all()
 
 
@@ -105,7 +107,7 @@ def test_prepared_statements_serve_only_their_user(server, client):
     server.user = "bob"
     command = flight.FlightDescriptor.for_command(pack(sql.CommandPreparedStatementQuery(
         prepared_statement_handle=handle)))
-    with pytest.raises(flight.FlightUnauthenticatedError, match="another user"):
+    with pytest.raises(flight.FlightUnauthorizedError, match="another user"):
         client.get_flight_info(command)
 
 

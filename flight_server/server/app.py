@@ -1,0 +1,202 @@
+"""The composition root: every part of one serving process, built once from its configuration.
+
+:func:`compose` builds the catalog (registry and its cached rows), the ticket signer and codec,
+the users and the rights, the caches, the query path (:class:`~.query.queries.Queries`) and the
+front ends (Flight SQL, the actions); ``service.HudiFlightServer`` only answers RPCs with them.
+Nothing else in ``server/`` builds these parts.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow.flight as flight
+
+from catalog.plan.splits import FooterCache
+from flight_server.server.actions import ActionServices
+from flight_server.server.cache.disk_cache import DiskCache
+from flight_server.server.cache.entries import RegistryCache
+from flight_server.server.cache.split_cache import SplitResultCache
+from flight_server.server.cache.tables import TableCache
+from flight_server.server.cluster.membership import HEARTBEAT_PURPOSE, Membership
+from flight_server.server.config import ServerConfig
+from flight_server.server.flightsql.dispatch import FlightSqlService
+from flight_server.server.flightsql.single_endpoint import SINGLE_ENDPOINT_KEY, SingleEndpointMiddlewareFactory
+from flight_server.server.ops.operations import Operations
+from flight_server.server.query.placement import Placement
+from flight_server.server.query.queries import Queries
+from flight_server.server.query.streams import COMPRESSION_KEY, CompressionMiddlewareFactory
+from flight_server.server.query.tickets import TicketCodec
+from flight_server.server.registry import Registry
+from flight_server.server.security.access import Access
+from flight_server.server.security.auth import MIDDLEWARE_KEY as AUTH_KEY
+from flight_server.server.security.auth import AuthMiddlewareFactory, authentication
+from flight_server.server.security.limits import MIDDLEWARE_KEY, CallerMiddlewareFactory, Limits, StreamGate
+from flight_server.server.security.policy import StoragePolicy
+from flight_server.server.security.state_files import private_dir, private_sqlite
+from flight_server.server.security.tickets import TicketSigner, configured_signer
+from flight_server.server.security.users import UserStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class App:
+    """The parts of one serving process (see :func:`compose`)."""
+
+    config: ServerConfig
+    ops: Operations
+    registry: Registry
+    signer: TicketSigner
+    users: UserStore
+    auth: AuthMiddlewareFactory
+    access: Access
+    limits: Limits
+    policy: StoragePolicy
+    tables: TableCache
+    split_results: SplitResultCache
+    streams: StreamGate
+    cluster: Membership | None
+    queries: Queries
+    flight_sql: FlightSqlService
+    actions: ActionServices
+    discover: bool
+    stop: threading.Event
+
+    def middleware(self) -> dict[str, flight.ServerMiddlewareFactory]:
+        """The Flight middleware of every call: caller, authentication, compression, call log."""
+        return {
+            MIDDLEWARE_KEY: CallerMiddlewareFactory(),
+            AUTH_KEY: self.auth,
+            COMPRESSION_KEY: CompressionMiddlewareFactory(),
+            SINGLE_ENDPOINT_KEY: SingleEndpointMiddlewareFactory(),
+            **self.ops.middleware(),
+        }
+
+    def server_kwargs(self) -> dict[str, Any]:
+        """``FlightServerBase`` keyword arguments: middleware and TLS."""
+        kwargs: dict[str, Any] = {"middleware": self.middleware()}
+        tls = self.config.tls()
+        if tls is not None:
+            kwargs.update(tls.server_kwargs())
+        return kwargs
+
+    def scan_warehouses(self) -> int:
+        """Register the tables of every configured warehouse; returns how many there are."""
+        return self.actions.rescan()
+
+    def start(self) -> None:
+        """Scan the warehouses now and on the refresh timer (when discovering), start operations."""
+        if self.config.warehouses and self.discover:
+            self.scan_warehouses()
+            if self.config.refresh_interval_seconds > 0:
+                threading.Thread(target=self._rescan_loop, name="hudi-warehouse-scan", daemon=True).start()
+        self.ops.start()
+
+    def _rescan_loop(self) -> None:
+        while not self.stop.wait(self.config.refresh_interval_seconds):
+            try:
+                self.scan_warehouses()
+            except Exception:  # a transient storage error must not kill the timer
+                log.exception("warehouse re-scan failed")
+
+
+def _scan_warehouses(config: ServerConfig, policy: StoragePolicy, catalog: RegistryCache) -> int:
+    found = 0
+    for warehouse in config.warehouses:
+        options = policy.options_for(warehouse, None)
+        found += len(catalog.registry.discover(warehouse, options or None, store_options=False))
+    # Cached table states stay: they are keyed by (table, URI) and checked on every plan.
+    catalog.forget()
+    return found
+
+
+def compose(
+    config: ServerConfig | None = None,
+    registry: Registry | None = None,
+    signer: TicketSigner | None = None,
+    discover: bool = True,
+) -> App:
+    """Build every part of a serving process.
+
+    Args:
+        config: server settings (defaults when omitted).
+        registry: the catalog; built from ``config.resolved_catalog_url`` when omitted.
+        signer: ticket signer; built from the configured or persisted secret when omitted.
+        discover: scan the warehouses at :meth:`App.start` and on the timer (``False``: workers,
+            and all but one process of ``serve --processes N``).
+
+    Raises:
+        ValueError: an exposed address without credentials, or an invalid setting.
+    """
+    config = config or ServerConfig()
+    private_dir(config.state_path)
+    ops = Operations(config)
+    if registry is None:
+        private_sqlite(config.resolved_catalog_url)
+        registry = Registry(config.resolved_catalog_url)
+    if signer is None:
+        signer = configured_signer(config.secret, config.resolved_secret_file, config.ticket_ttl_seconds)
+    users = UserStore(registry.engine)
+    auth = authentication(config.auth_settings(), users, signer)  # refuses an exposed server without credentials
+    limits = config.limits()
+    policy = config.storage_policy()
+    disk = config.disk_cache_bytes
+    tables = TableCache(
+        config.table_cache_bytes,
+        policy.options_for,
+        ops.cache_listener,
+        DiskCache(config.state_path / "disk-cache", disk, ops.cache_listener) if disk else None,
+        policy.check_registered,
+        config.max_staleness_ms / 1000.0,
+    )
+    split_results = SplitResultCache(config.split_cache_bytes, config.split_cache_entry_bytes, ops.cache_listener)
+    cluster = None
+    if config.role == "coordinator":
+        cluster = Membership(
+            signer.derived(HEARTBEAT_PURPOSE),
+            config.heartbeat_timeout_seconds,
+            config.state_path / "workers",  # shared by the coordinator's processes
+        )
+    catalog = RegistryCache(registry, config.catalog_cache_seconds)
+    queries = Queries(
+        catalog,
+        tables,
+        auth.access,
+        TicketCodec(signer, limits),
+        limits,
+        config.split_options(),
+        FooterCache(limits.footer_cache_bytes, ops.cache_listener),
+        Placement(list(config.locations), cluster),
+        split_results,
+        ops,
+    )
+    rescan = functools.partial(_scan_warehouses, config, policy, catalog)
+    return App(
+        config=config,
+        ops=ops,
+        registry=registry,
+        signer=signer,
+        users=users,
+        auth=auth,
+        access=auth.access,
+        limits=limits,
+        policy=policy,
+        tables=tables,
+        split_results=split_results,
+        streams=StreamGate(limits.max_streams_per_caller),
+        cluster=cluster,
+        queries=queries,
+        flight_sql=FlightSqlService(config.sql_engine_settings()),
+        actions=ActionServices(queries, config, policy, time.time(), cluster, rescan),
+        discover=discover,
+        stop=threading.Event(),
+    )
+
+
+__all__ = ["App", "compose"]

@@ -1,0 +1,330 @@
+"""The query path both front ends share: who the caller is, the tables it opens, the plans, the
+tickets and the reads behind them.
+
+One :class:`Queries` lives as long as the server; each RPC works through one :class:`Call`,
+which opens a table at most once (one timeline listing, see ``cache.tables``), plans each set of
+options once and checks the caller's rights through ``security.access``. Planning pins each
+scan (:class:`~.tickets.PinnedScan`) and remembers its read context in a small plan cache keyed
+by the pinned scan, so ``do_get`` rebuilds nothing planning already knew; a miss (another
+process planned it, or it was evicted) plans again at the pinned instant, from a table state
+that holds that instant without a storage request when it is cached.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from catalog.errors import UnknownTableError
+from catalog.lru import BoundedLRU
+from catalog.plan.options import ReadOptions
+from catalog.plan.planner import ScanPlan, plan
+from catalog.plan.splits import FooterCache, SplitOptions
+from catalog.read.context import ReadContext
+from catalog.read.split_reader import read_splits
+from catalog.state import TableState
+from catalog.table.files import Split
+from flight_server.server.cache.entries import RegistryCache
+from flight_server.server.cache.split_cache import SplitResultCache
+from flight_server.server.cache.tables import TableCache
+from flight_server.server.ops.call_log import note
+from flight_server.server.ops.operations import Operations
+from flight_server.server.query.placement import Placement
+from flight_server.server.query.tickets import PinnedScan, ScanTicket, SplitTicket, TicketCodec, check_owner
+from flight_server.server.query.wire import endpoint_metadata, query_metadata
+from flight_server.server.registry import TableEntry
+from flight_server.server.security.access import Access
+from flight_server.server.security.auth import caller_name
+from flight_server.server.security.limits import Limits
+
+#: plans remembered for do_get (a plan is a few kilobytes: its schema and read context)
+PLAN_CACHE_ENTRIES = 512
+
+
+@dataclass(frozen=True)
+class OpenTable:
+    """A registered table and its state as one call sees it."""
+
+    entry: TableEntry
+    state: TableState
+
+
+class PlannedScan:
+    """One plan: its schema, read context and pinned options now, its splits listed at most once.
+
+    Args:
+        table: the table it plans.
+        scan: the planner's answer (its splits iterator is consumed by :meth:`splits` only).
+        limits: bounds the listing (``planning_seconds``).
+    """
+
+    def __init__(self, table: OpenTable, scan: ScanPlan, limits: Limits):
+        self.table = table
+        self.schema = scan.schema
+        self.context = scan.context
+        self.options = scan.options
+        self.pinned = PinnedScan(table.entry.identifier, table.entry.base_uri, scan.context.instant, scan.options)
+        self._pending: Iterator[Split] | None = scan.splits
+        self._splits: tuple[Split, ...] | None = None
+        self._limits = limits
+
+    def splits(self) -> tuple[Split, ...]:
+        """The splits (listed on first use, within the planning deadline)."""
+        if self._splits is None:
+            pending, self._pending = self._pending, None
+            self._splits = tuple(self._limits.deadline().bounded(pending)) if pending is not None else ()
+        return self._splits
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What ``do_get`` needs of a plan (the plan cache's entries)."""
+
+    schema: pa.Schema
+    context: ReadContext
+    splits: tuple[Split, ...] | None  # None: not listed (split tickets need none)
+
+
+@dataclass(frozen=True)
+class PlannedQuery:
+    """The answer to planning a scan: schema, endpoints and estimates."""
+
+    schema: pa.Schema
+    endpoints: list[flight.FlightEndpoint]
+    rows: int
+    nbytes: int
+
+    def flight_info(self, descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
+        return flight.FlightInfo(self.schema, descriptor, self.endpoints, self.rows, self.nbytes, ordered=False)
+
+
+@functools.lru_cache(maxsize=16)  # one expiry per plan, shared by all its endpoints
+def _timestamp(epoch_seconds: float) -> pa.TimestampScalar:
+    return pa.scalar(int(epoch_seconds * 1_000_000), type=pa.timestamp("us", tz="UTC"))
+
+
+def _key(pinned: PinnedScan) -> str:
+    return json.dumps(pinned.to_json(), sort_keys=True, separators=(",", ":"))
+
+
+class Queries:
+    """Opening, authorizing, planning and reading, for every front end.
+
+    Args:
+        catalog: the registry rows (cached).
+        tables: the table states (cached, versioned by instant).
+        access: the callers' rights.
+        codec: issues and redeems every ticket.
+        limits: the bounds of one call.
+        split_options: how scans are cut into splits.
+        footers: the Parquet footer cache planning reads through.
+        placement: where endpoints are read.
+        split_results: cached Arrow results of splits.
+        ops: planning metrics.
+    """
+
+    def __init__(
+        self,
+        catalog: RegistryCache,
+        tables: TableCache,
+        access: Access,
+        codec: TicketCodec,
+        limits: Limits,
+        split_options: SplitOptions,
+        footers: FooterCache,
+        placement: Placement,
+        split_results: SplitResultCache,
+        ops: Operations,
+    ):
+        self.catalog = catalog
+        self.tables = tables
+        self.access = access
+        self.codec = codec
+        self.limits = limits
+        self.split_options = split_options
+        self.footers = footers
+        self.placement = placement
+        self.split_results = split_results
+        self.ops = ops
+        self._plans: BoundedLRU[str, _Reading] = BoundedLRU("plans", PLAN_CACHE_ENTRIES)
+
+    def call(self, context: flight.ServerCallContext) -> "Call":
+        """The scope of one RPC."""
+        return Call(self, context)
+
+    # -- who may do what ---------------------------------------------------------------------
+    def authorize(self, context: flight.ServerCallContext, right: str, table: str | None = None) -> str:
+        """The caller's user name, once it is known to hold ``right`` (``"read"`` or ``"admin"``)
+        on ``table`` (``None``: the catalog as a whole); the rules are in ``security.access``.
+
+        Raises:
+            flight.FlightUnauthenticatedError: the caller is not (or no longer) known.
+            flight.FlightUnauthorizedError: the caller lacks the right.
+        """
+        return self.access.authorize(caller_name(context), right, table)
+
+    def readable(self, context: flight.ServerCallContext, tables: list[str]) -> list[str]:
+        """The subset of ``tables`` (identifiers) the caller may read, for listings."""
+        return self.access.readable(caller_name(context), tables)
+
+    def visible_namespaces(self, context: flight.ServerCallContext, namespaces: list[str]) -> list[str]:
+        """The namespaces listed to the caller (those it holds a grant in)."""
+        return self.access.visible_namespaces(caller_name(context), namespaces)
+
+    # -- tables ------------------------------------------------------------------------------
+    def open(self, identifier: str, instant: str | None = None) -> OpenTable:
+        """The table's entry and its state now (or any state holding ``instant``, see TableCache)."""
+        return self.open_entry(self.catalog.load_table(identifier), instant)
+
+    def open_entry(self, entry: TableEntry, instant: str | None = None) -> OpenTable:
+        return OpenTable(entry, self.tables.get(entry, instant))
+
+    def forget(self, identifier: str | None = None) -> None:
+        """After a catalog change: drop the table's cached state (``None``: all), every cached
+        registry row and every cached right."""
+        self.tables.drop(identifier)
+        self.catalog.forget()
+        self.access.forget()
+
+    # -- planning ----------------------------------------------------------------------------
+    def plan(self, table: OpenTable, options: ReadOptions) -> PlannedScan:
+        return PlannedScan(table, plan(table.state, options, self.split_options, self.footers), self.limits)
+
+    def endpoints(self, call: "Call", identifier: str, options: ReadOptions) -> PlannedQuery:
+        """Schema, endpoints, estimated rows and bytes of a scan for the caller ``call.user``
+        (authorized by the front end); the tickets name that user, the only one who may read them."""
+        with self.ops.planning():
+            planned = call.plan(identifier, options)
+            splits = planned.splits()
+        table = planned.table
+        self.tables.measure(table.entry, table.state)
+        call.note(table=table.entry.identifier, instant=planned.context.instant, endpoints=len(splits))
+        if planned.context.instant is None:  # a table without commits
+            return PlannedQuery(planned.schema, [], 0, 0)
+        pinned = planned.pinned
+        limit = planned.options.limit
+        self._plans.put(_key(pinned), _Reading(planned.schema, planned.context, splits if limit else None), 1)
+        expires_at = self.codec.expiry()
+        rows = sum(s.estimated_rows for s in splits)
+        nbytes = sum(s.bytes for s in splits)
+        user = call.user
+        if limit is not None:
+            # A limit is only defined over the union: one endpoint reads the whole query.
+            ticket = self.codec.issue(ScanTicket(user, pinned), expires_at)
+            endpoint = self._endpoint(ticket, expires_at, query_metadata(list(splits), limit), 1.0, pinned.table)
+            return PlannedQuery(planned.schema, [endpoint], min(rows, limit), nbytes)
+        endpoints = [
+            self._endpoint(
+                self.codec.issue(SplitTicket(user, pinned, s), expires_at),
+                expires_at,
+                endpoint_metadata(s),
+                s.weight,
+                f"{pinned.table}/{s.file_slice.partition}/{s.file_slice.file_id}",
+            )
+            for s in splits
+        ]
+        return PlannedQuery(planned.schema, endpoints, rows, nbytes)
+
+    def _endpoint(
+        self, ticket: bytes, expires_at: float, metadata: bytes, weight: float, key: str
+    ) -> flight.FlightEndpoint:
+        return flight.FlightEndpoint(
+            ticket, self.placement.locations(weight, key), expiration_time=_timestamp(expires_at), app_metadata=metadata
+        )
+
+    # -- reading -----------------------------------------------------------------------------
+    def stream(self, call: "Call", raw: bytes) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+        """Schema and batches of a split or scan ticket, for its own user only."""
+        ticket = self.codec.redeem(raw, (SplitTicket, ScanTicket), None)
+        user = call.authorize("read", ticket.scan.table)  # still holds the right (revokes count)
+        check_owner(ticket, user)
+        call.note(table=ticket.scan.table, instant=ticket.scan.instant)
+        if isinstance(ticket, SplitTicket):
+            reading = self.reading(ticket.scan, with_splits=False)
+            return reading.schema, self.split_results.read(reading.context, ticket.split)
+        reading = self.reading(ticket.scan, with_splits=True)
+        return reading.schema, read_splits(reading.context, list(reading.splits or ()), ticket.scan.options.limit)
+
+    def reading(self, pinned: PinnedScan, with_splits: bool) -> _Reading:
+        """The schema and read context of a pinned scan (and its splits when asked): from the
+        plan cache, else planned again at the pinned instant.
+
+        Raises:
+            UnknownTableError: the table is gone, or was re-registered at another URI since.
+        """
+        entry = self.catalog.load_table(pinned.table)
+        if entry.base_uri != pinned.uri:
+            raise UnknownTableError(f"table {pinned.table} was re-registered elsewhere since planning; plan again")
+        key = _key(pinned)
+        hit = self._plans.get(key)
+        if hit is not None and (hit.splits is not None or not with_splits):
+            return hit
+        planned = self.plan(self.open_entry(entry, pinned.instant), pinned.options)
+        reading = _Reading(planned.schema, planned.context, planned.splits() if with_splits else None)
+        self._plans.put(key, reading, 1)
+        return reading
+
+
+class Call:
+    """One RPC's view of the query path: the caller, and each table opened and planned once."""
+
+    def __init__(self, queries: Queries, context: flight.ServerCallContext):
+        self.queries = queries
+        self.context = context
+        self._user: str | None = None
+        self._tables: dict[str, OpenTable] = {}
+        self._plans: dict[tuple[str, str], PlannedScan] = {}
+
+    @property
+    def user(self) -> str:
+        """The caller's user name, as its last successful check found it (else the credentials')."""
+        return self._user if self._user is not None else caller_name(self.context)
+
+    def authorize(self, right: str, table: str | None = None) -> str:
+        """See :meth:`Queries.authorize`; the user is noted in the call's log line."""
+        self._user = self.queries.authorize(self.context, right, table)
+        self.note(user=self._user)
+        return self._user
+
+    def readable(self, tables: list[str]) -> list[str]:
+        return self.queries.readable(self.context, tables)
+
+    def visible_namespaces(self, namespaces: list[str]) -> list[str]:
+        return self.queries.visible_namespaces(self.context, namespaces)
+
+    def entries(self, namespace: str | None = None) -> list[TableEntry]:
+        """The registered tables (of ``namespace``)."""
+        return self.queries.catalog.list_tables(namespace)
+
+    def open(self, identifier: str) -> OpenTable:
+        """The table now; opened once per call."""
+        table = self._tables.get(identifier)
+        if table is None:
+            table = self._tables[identifier] = self.queries.open(identifier)
+        return table
+
+    def open_entry(self, entry: TableEntry) -> OpenTable:
+        table = self._tables.get(entry.identifier)
+        if table is None or table.entry != entry:
+            table = self._tables[entry.identifier] = self.queries.open_entry(entry)
+        return table
+
+    def plan(self, identifier: str, options: ReadOptions) -> PlannedScan:
+        """The plan of ``options`` on the table; planned once per call."""
+        key = (identifier, json.dumps(options.to_json(), sort_keys=True))
+        planned = self._plans.get(key)
+        if planned is None:
+            planned = self._plans[key] = self.queries.plan(self.open(identifier), options)
+        return planned
+
+    def note(self, **fields: object) -> None:
+        """Facts for the call's log line (``ops.call_log``)."""
+        note(self.context, **fields)
+
+
+__all__ = ["Call", "OpenTable", "PlannedQuery", "PlannedScan", "Queries"]

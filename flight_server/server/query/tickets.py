@@ -1,0 +1,321 @@
+"""The one ticket codec: every ticket and handle the server issues, typed, signed by one signer.
+
+Five kinds, told apart by the signed ``"k"`` key, so a ticket of one kind never passes for
+another; every kind names the user it was issued to (``"u"``), the only one who may redeem it:
+
+- :class:`SplitTicket` (``"split"``): one weighted split of a planned scan (the JSON path and
+  plain SQL scans);
+- :class:`ScanTicket` (``"scan"``): a whole planned scan (a ``limit`` query: a limit is only
+  defined over the union of the splits);
+- :class:`StatementTicket` (``"sql"``): engine SQL over ``__hudi_scan_<i>`` views and the pinned
+  scans feeding them;
+- :class:`CountTicket` (``"count"``): a ``count(*)`` answered from metadata;
+- :class:`PreparedHandle` (``"prep"``): a Flight SQL prepared statement (SQL, bound parameters).
+
+A scan is pinned once (:class:`PinnedScan`): the table, its base URI at planning, the instant
+the plan resolved and the options; a snapshot's ``as_of`` is that instant, so it travels once.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar, overload
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from catalog.errors import InvalidQueryError, InvalidTicketError
+from catalog.plan.options import ReadOptions
+from catalog.table.files import BaseFile, FileSlice, LogFile, Split
+from flight_server.server.security.limits import Limits
+from flight_server.server.security.tickets import TicketSigner
+
+Doc = dict[str, Any]
+
+
+def _field(doc: Doc, key: str, kind: type) -> Any:
+    value = doc.get(key)
+    if not isinstance(value, kind):
+        raise InvalidTicketError("ticket payload is incomplete")
+    return value
+
+
+@dataclass(frozen=True)
+class PinnedScan:
+    """A planned read of one table, pinned so that every endpoint reads the same table state.
+
+    Attributes:
+        table: the identifier.
+        uri: the table's base URI when it was planned (a re-registered table is refused).
+        instant: the instant the plan resolved (``None``: a table without commits).
+        options: the resolved options (``as_of`` written out, or ``end`` for incremental reads).
+    """
+
+    table: str
+    uri: str
+    instant: str | None
+    options: ReadOptions
+
+    def to_json(self) -> Doc:
+        options = self.options
+        if not options.incremental and options.as_of == self.instant:
+            options = options.replace(as_of=None)  # the instant says it
+        return {"t": self.table, "r": self.uri, "i": self.instant, "o": options.to_json()}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> "PinnedScan":
+        if not isinstance(doc, dict):
+            raise InvalidTicketError("ticket payload is incomplete")
+        instant = doc.get("i")
+        if instant is not None and not isinstance(instant, str):
+            raise InvalidTicketError("ticket payload is incomplete")
+        try:
+            options = ReadOptions.from_json(_field(doc, "o", dict))
+        except (TypeError, ValueError) as err:
+            raise InvalidTicketError("ticket carries invalid read options") from err
+        if not options.incremental and options.as_of is None and instant is not None:
+            options = options.replace(as_of=instant)
+        return cls(_field(doc, "t", str), _field(doc, "r", str), instant, options)
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """What every ticket kind has: the user it was issued to."""
+
+    KIND: ClassVar[str] = ""
+    user: str
+
+    def payload(self) -> Doc:
+        raise NotImplementedError
+
+    @classmethod
+    def parse(cls, doc: Doc, user: str) -> "Ticket":
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class ScanTicket(Ticket):
+    """A whole planned scan, streamed by one endpoint (``limit`` queries)."""
+
+    KIND: ClassVar[str] = "scan"
+    scan: PinnedScan
+
+    def payload(self) -> Doc:
+        return {"s": self.scan.to_json()}
+
+    @classmethod
+    def parse(cls, doc: Doc, user: str) -> "ScanTicket":
+        return cls(user, PinnedScan.from_json(doc.get("s")))
+
+
+@dataclass(frozen=True)
+class SplitTicket(Ticket):
+    """One split of a planned scan."""
+
+    KIND: ClassVar[str] = "split"
+    scan: PinnedScan
+    split: Split
+
+    def payload(self) -> Doc:
+        return {"s": self.scan.to_json(), "x": split_to_json(self.split)}
+
+    @classmethod
+    def parse(cls, doc: Doc, user: str) -> "SplitTicket":
+        return cls(user, PinnedScan.from_json(doc.get("s")), split_from_json(doc.get("x")))
+
+
+@dataclass(frozen=True)
+class StatementTicket(Ticket):
+    """Engine SQL over views, each view a pinned scan."""
+
+    KIND: ClassVar[str] = "sql"
+    sql: str
+    views: tuple[tuple[str, PinnedScan], ...]
+
+    def payload(self) -> Doc:
+        return {"q": self.sql, "v": [[view, scan.to_json()] for view, scan in self.views]}
+
+    @classmethod
+    def parse(cls, doc: Doc, user: str) -> "StatementTicket":
+        views = []
+        for item in _field(doc, "v", list):
+            if not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], str):
+                raise InvalidTicketError("ticket payload is incomplete")
+            views.append((item[0], PinnedScan.from_json(item[1])))
+        return cls(user, _field(doc, "q", str), tuple(views))
+
+
+@dataclass(frozen=True)
+class CountTicket(Ticket):
+    """``count(*)`` of one pinned scan, answered from metadata at planning."""
+
+    KIND: ClassVar[str] = "count"
+    column: str
+    count: int
+    scan: PinnedScan
+
+    def payload(self) -> Doc:
+        return {"n": self.column, "c": self.count, "s": self.scan.to_json()}
+
+    @classmethod
+    def parse(cls, doc: Doc, user: str) -> "CountTicket":
+        count = _field(doc, "c", int)
+        return cls(user, _field(doc, "n", str), count, PinnedScan.from_json(doc.get("s")))
+
+
+@dataclass(frozen=True)
+class PreparedHandle(Ticket):
+    """A prepared statement: its SQL and the bound parameter row (``None``: not bound)."""
+
+    KIND: ClassVar[str] = "prep"
+    sql: str
+    parameters: pa.RecordBatch | None = None
+
+    def payload(self) -> Doc:
+        doc: Doc = {"q": self.sql}
+        if self.parameters is not None:
+            doc["p"] = base64.b64encode(parameters_ipc(self.parameters)).decode()
+        return doc
+
+    @classmethod
+    def parse(cls, doc: Doc, user: str) -> "PreparedHandle":
+        raw = doc.get("p")
+        parameters = None
+        if raw is not None:
+            try:
+                data = base64.b64decode(raw, validate=True)
+                with pa.ipc.open_stream(data) as reader:
+                    parameters = reader.read_all().combine_chunks().to_batches()[0]
+            except (binascii.Error, ValueError, IndexError, pa.ArrowException, TypeError) as err:
+                raise InvalidTicketError("prepared statement handle carries unreadable parameters") from err
+        return cls(user, _field(doc, "q", str), parameters)
+
+    def parameter_values(self) -> list[Any] | None:
+        """The bound row as Python values (``None``: nothing bound)."""
+        if self.parameters is None:
+            return None
+        return [column[0].as_py() for column in self.parameters.columns]
+
+
+A = TypeVar("A", bound=Ticket)
+B = TypeVar("B", bound=Ticket)
+_KINDS: dict[str, type[Ticket]] = {
+    cls.KIND: cls for cls in (ScanTicket, SplitTicket, StatementTicket, CountTicket, PreparedHandle)
+}
+_WHAT: dict[type[Ticket], str] = {
+    PreparedHandle: "a prepared statement handle",
+    StatementTicket: "a Flight SQL statement ticket",
+    SplitTicket: "a scan ticket",
+}
+
+
+class TicketCodec:
+    """Issues and redeems every ticket kind with one signer, under one set of rules.
+
+    Args:
+        signer: signs and verifies (expiry included).
+        limits: bounds the size of what is redeemed.
+    """
+
+    def __init__(self, signer: TicketSigner, limits: Limits):
+        self.signer = signer
+        self.limits = limits
+
+    def expiry(self) -> float:
+        """The absolute expiry of a ticket issued now."""
+        return self.signer.expiry()
+
+    def issue(self, ticket: Ticket, expires_at: float | None = None) -> bytes:
+        doc = {"k": ticket.KIND, "u": ticket.user, **ticket.payload()}
+        return self.signer.sign(doc, self.expiry() if expires_at is None else expires_at)
+
+    @overload
+    def redeem(self, raw: bytes, kinds: tuple[type[A]], caller: str | None) -> A: ...
+
+    @overload
+    def redeem(self, raw: bytes, kinds: tuple[type[A], type[B]], caller: str | None) -> A | B: ...
+
+    def redeem(self, raw: bytes, kinds: tuple[type[Ticket], ...], caller: str | None) -> Ticket:
+        """The ticket in ``raw`` when it is genuine, unexpired, one of ``kinds`` and issued to
+        ``caller`` (``None``: the caller is checked later, e.g. once its tables are known).
+
+        Raises:
+            InvalidTicketError: malformed, forged, expired or of another kind (UNAUTHENTICATED).
+            flight.FlightUnauthorizedError: issued to another user (the one answer everywhere).
+        """
+        self.limits.check_ticket(raw)
+        doc = self.signer.verify(raw)
+        cls = _KINDS.get(str(doc.get("k")))
+        if cls is None or not issubclass(cls, kinds):
+            raise InvalidTicketError(f"not {_WHAT.get(kinds[0], 'a ticket of this kind')}")
+        ticket = cls.parse(doc, _field(doc, "u", str))
+        check_owner(ticket, caller)
+        return ticket
+
+
+def check_owner(ticket: Ticket, caller: str | None) -> None:
+    """Refuse a ticket issued to another user than ``caller`` (``None``: not known yet)."""
+    if caller is not None and ticket.user != caller:
+        raise flight.FlightUnauthorizedError("ticket was issued to another user")
+
+
+# -- splits as payload -----------------------------------------------------------------------
+
+
+def split_to_json(split: Split) -> Doc:
+    """A split as ticket payload: the slice's files, the owned row groups and the estimates."""
+    fs = split.file_slice
+    doc: Doc = {
+        "p": fs.partition,
+        "f": fs.file_id,
+        "bi": fs.base_instant,
+        "b": [fs.base_file.name, fs.base_file.size] if fs.base_file else None,
+        "l": [[lf.name, lf.size] for lf in fs.log_files],
+        "n": [split.bytes, split.estimated_rows, split.weight],
+    }
+    if split.row_groups is not None:
+        doc["rg"] = list(split.row_groups)
+    return doc
+
+
+def split_from_json(doc: Any) -> Split:
+    """Rebuild the split a ticket names."""
+    try:
+        base = BaseFile.parse(doc["b"][0], doc["b"][1]) if doc["b"] else None
+        logs = [LogFile.parse(name, size) for name, size in doc["l"]]
+        if (doc["b"] and base is None) or any(lf is None for lf in logs):
+            raise ValueError("unparseable file name")
+        fs = FileSlice(doc["p"], doc["f"], doc["bi"], base, logs)  # type: ignore[arg-type]
+        nbytes, rows, weight = doc.get("n") or (0, 0, 1.0)
+        row_groups = doc.get("rg")
+        return Split(
+            fs, int(nbytes), int(rows), float(weight), row_groups=tuple(row_groups) if row_groups is not None else None
+        )
+    except (KeyError, TypeError, IndexError, ValueError, AttributeError) as err:
+        raise InvalidQueryError("ticket names an invalid file slice") from err
+
+
+def parameters_ipc(batch: pa.RecordBatch) -> bytes:
+    """A parameter row as an Arrow IPC stream (how a prepared handle carries it)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+__all__ = [
+    "CountTicket",
+    "PinnedScan",
+    "PreparedHandle",
+    "ScanTicket",
+    "SplitTicket",
+    "StatementTicket",
+    "Ticket",
+    "TicketCodec",
+    "check_owner",
+    "parameters_ipc",
+    "split_from_json",
+    "split_to_json",
+]
