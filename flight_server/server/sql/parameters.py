@@ -9,6 +9,9 @@ A parameter takes the type its place in the query implies:
 - ``CAST(? AS type)``: that type, for the common SQL types;
 - ``LIMIT ?`` / ``OFFSET ?``: ``int64``; ``LIKE ?``: ``utf8``;
 - anywhere else: ``utf8`` (DuckDB casts the bound text where the query needs another type).
+
+Timestamps are declared in milliseconds (zone kept): the JDBC driver writes a
+``java.sql.Timestamp``'s epoch milliseconds whatever unit the parameter declares.
 """
 
 from __future__ import annotations
@@ -36,8 +39,8 @@ _CAST_TYPES: dict[str, pa.DataType] = {
     "FLOAT": pa.float32(),
     "DOUBLE": pa.float64(),
     "DATE": pa.date32(),
-    "TIMESTAMP": pa.timestamp("us"),
-    "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"),
+    "TIMESTAMP": pa.timestamp("ms"),
+    "TIMESTAMPTZ": pa.timestamp("ms", tz="UTC"),
     "VARCHAR": pa.utf8(),
     "TEXT": pa.utf8(),
     "VARBINARY": pa.binary(),
@@ -95,6 +98,8 @@ def _type_of(mark: exp.Literal | None, columns: _ColumnTypes) -> pa.DataType:
     elif isinstance(parent, (exp.In, exp.Between)) and parent.this is not node:
         column = parent.this if isinstance(parent.this, exp.Column) else None
     found = columns.type_of(column) if column is not None else None
+    if found is not None and pa.types.is_timestamp(found):
+        return pa.timestamp("ms", tz=found.tz)
     return found if found is not None else pa.utf8()
 
 

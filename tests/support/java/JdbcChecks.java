@@ -51,7 +51,13 @@ public class JdbcChecks {
       }
       System.out.println(out);
     }
-    for (Connection c : CONNECTIONS.values()) c.close();
+    for (Connection c : CONNECTIONS.values()) {
+      try {
+        c.close();
+      } catch (SQLException e) {
+        System.err.println("closing a connection: " + e.getMessage());
+      }
+    }
   }
 
   private static Connection connection(String url) throws SQLException {
@@ -150,7 +156,7 @@ public class JdbcChecks {
   private static String value(ResultSet rs, int i, int type) throws SQLException {
     if (type == Types.TIMESTAMP || type == Types.TIMESTAMP_WITH_TIMEZONE) {
       Timestamp t = rs.getTimestamp(i);
-      return t == null ? null : t.toInstant().toString();
+      return t == null ? null : t.toInstant().toString() + " " + rs.getString(i);
     }
     Object v = rs.getObject(i);
     return v == null ? null : v.toString();

@@ -151,7 +151,7 @@ def _schema_of(table):
 @pytest.mark.parametrize("query, types", [
     ("SELECT * FROM t WHERE id > ? AND ? = name", [pa.int32(), pa.utf8()]),
     ("SELECT * FROM t x WHERE x.id IN (?, ?) AND ts BETWEEN ? AND ?",
-     [pa.int32(), pa.int32(), pa.timestamp("us", tz="UTC"), pa.timestamp("us", tz="UTC")]),
+     [pa.int32(), pa.int32(), pa.timestamp("ms", tz="UTC"), pa.timestamp("ms", tz="UTC")]),
     ("SELECT * FROM t WHERE name LIKE ? LIMIT ? OFFSET ?", [pa.utf8(), pa.int64(), pa.int64()]),
     ("SELECT CAST(? AS BIGINT), CAST(? AS DATE), ? FROM t WHERE s = ?", [pa.int64(), pa.date32(), pa.utf8(), pa.utf8()]),
     ("SELECT * FROM t WHERE (id + ?) > 3", [pa.int32()]),
