@@ -41,7 +41,7 @@ def secure_server(sql_tables, pki, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def results(sql_server, secure_server, pki, tmp_path_factory):
+def results(sql_server, sql_tables, secure_server, pki, tmp_path_factory):
     plain = url(sql_server.port)
     ca, _ = pki
     secure = url(secure_server.port, tls=True, tlsRootCerts=str(ca.ca_cert), user="reader", password=PASSWORD)
@@ -67,15 +67,10 @@ def results(sql_server, secure_server, pki, tmp_path_factory):
         ("secure_ungranted", secure, "query", f"SELECT count(*) FROM {MOR}"),
         ("secure_wrong_password", wrong, "query", f"SELECT count(*) FROM {TXNS}"),
     ]
-    nested = HudiTable.open(sql_tables_path(sql_server, NESTED)).read()
+    nested = _table(sql_tables, NESTED).read()
     instant = _java_instant(nested.sort_by("id").column("timestampField")[0].as_py())
     steps = [tuple(f.replace("__TS__", instant) for f in step) for step in steps]
     return run_steps(steps, tmp_path_factory.mktemp("jdbc"))
-
-
-def sql_tables_path(server, identifier: str) -> str:
-    return server.queries.catalog.load_table(identifier).base_uri if hasattr(server, "queries") else \
-        server.registry.load_table(identifier).base_uri
 
 
 def _java_instant(value: datetime.datetime) -> str:
