@@ -9,8 +9,9 @@ binding is lazy: splits stream out while later partitions are still being listed
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -124,8 +125,9 @@ def _splits(
     split_options: SplitOptions | None,
     footers: FooterCache | None,
 ) -> Iterator[Split]:
-    slices = _slices(state, resolved, filters)
-    return SplitPlanner(state.storage, split_options, footers).plan(slices)
+    planner = SplitPlanner(state.storage, split_options, footers)
+    for slices in _slices(state, resolved, filters):  # lazily: nothing is listed before the first split
+        yield from planner.plan(slices)
 
 
 def file_slices(state: TableState, options: ReadOptions) -> Iterator[FileSlice]:
@@ -133,11 +135,15 @@ def file_slices(state: TableState, options: ReadOptions) -> Iterator[FileSlice]:
     resolved = resolve(options, state.timeline)
     if resolved.instant is None:
         return iter(())
-    return _slices(state, resolved, bind_filters(list(options.filters), state.schema))
+    return itertools.chain.from_iterable(_slices(state, resolved, bind_filters(list(options.filters), state.schema)))
 
 
-def _slices(state: TableState, resolved: ResolvedRead, filters: list[BoundFilter]) -> Iterator[FileSlice]:
-    """File slices to read, pruned, streamed a batch of partitions at a time."""
+def _slices(
+    state: TableState, resolved: ResolvedRead, filters: list[BoundFilter]
+) -> Iterator[Iterable[FileSlice]]:
+    """File slices to read, pruned: yields once, either a list (all partitions fit in one batch:
+    the splitter sees how small the plan is) or an iterator streaming a batch of partitions at a
+    time."""
     options = resolved.options
     instant = resolved.instant
     latest = state.timeline.latest_commit
@@ -153,15 +159,19 @@ def _slices(state: TableState, resolved: ResolvedRead, filters: list[BoundFilter
         groups = _incremental_groups(state, resolved.incremental_instants)
         touched = {p for p, _ in groups}
         partitions = [p for p in partitions if p in touched]
-    for i in range(0, len(partitions), PARTITION_BATCH):
-        chunk = partitions[i : i + PARTITION_BATCH]
+    def batch(chunk: list[str]) -> Sequence[FileSlice]:
         slices: Sequence[FileSlice] = list(state.fs_view.latest_file_slices(chunk, instant, options.read_optimized))
         if groups is not None:
             slices = [fs for fs in slices if (fs.partition, fs.file_id) in groups]
         if filters:
             for slice_pruner in slice_pruners:
                 slices = slice_pruner.prune(slices, filters)
-        yield from slices
+        return slices
+
+    if len(partitions) <= PARTITION_BATCH:
+        yield list(batch(partitions))
+        return
+    yield (fs for i in range(0, len(partitions), PARTITION_BATCH) for fs in batch(partitions[i : i + PARTITION_BATCH]))
 
 
 def _incremental_groups(state: TableState, instants: Sequence[str]) -> set[tuple[str, str]]:

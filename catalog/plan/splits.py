@@ -24,7 +24,7 @@ import queue
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -102,9 +102,17 @@ class FooterCache(BoundedLRU[tuple[str, int], pq.FileMetaData]):
     def __init__(self, max_bytes: int = 256 << 20, listener: CacheListener | None = None):
         super().__init__("footers", max_bytes, listener=listener)
 
+    @staticmethod
+    def _key(storage: Storage, rel_path: str, size: int) -> tuple[str, int]:
+        return storage.fs.unstrip_protocol(posixpath.normpath(storage.full_path(rel_path))), size
+
+    def holds(self, storage: Storage, rel_path: str, size: int) -> bool:
+        """Whether the footer of ``rel_path`` is cached (no statistics are counted)."""
+        return self.peek(self._key(storage, rel_path, size)) is not None
+
     def footer(self, storage: Storage, rel_path: str, size: int) -> pq.FileMetaData:
         """The footer of the base file ``rel_path`` of ``size`` bytes (read on a miss)."""
-        key = (storage.fs.unstrip_protocol(posixpath.normpath(storage.full_path(rel_path))), size)
+        key = self._key(storage, rel_path, size)
         hit = self.get(key)
         if hit is not None:
             return hit
@@ -121,6 +129,8 @@ class FooterCache(BoundedLRU[tuple[str, int], pq.FileMetaData]):
 
 _DEFAULT_FOOTER_CACHE = FooterCache()
 _DONE = object()
+#: plans of at most this many file slices are split inline (see :meth:`SplitPlanner.plan`)
+INLINE_SLICES = 4
 
 
 @dataclass
@@ -211,17 +221,37 @@ class SplitPlanner:
             out.append(self._split(fs, size, 0))
         return out
 
-    def plan(self, slices: Iterable[FileSlice]) -> Iterator[Split]:
-        """Split ``slices`` in the background; yield splits as they become ready.
+    def _footer_reads(self, slices: Iterable[FileSlice]) -> int:
+        """How many footers splitting ``slices`` would read from storage."""
+        reads = 0
+        for fs in slices:
+            base, path = fs.base_file, fs.base_file_path
+            if base is not None and path is not None and base.extension == "parquet":
+                reads += not self.footers.holds(self.storage, path, base.size)
+        return reads
 
-        The slices iterable is consumed on a background thread (so partition listing overlaps
+    def plan(self, slices: Iterable[FileSlice]) -> Iterator[Split]:
+        """Split ``slices``; yield splits as they become ready (nothing happens before the first
+        ``next``).
+
+        A small plan (a sequence of at most ``INLINE_SLICES`` slices with at most one footer not
+        cached: a point query) is split on the consumer's thread: starting threads would cost more
+        than the work. Otherwise the slices are consumed on a background thread (so partition listing overlaps
         with footer reads and with the consumer). Errors are re-raised to the consumer; closing
         the iterator early stops the background work.
         """
+        opts = self.options
+        budget = _InitialBudget(opts.initial_split_count) if opts.initial_split_count else None
+        if isinstance(slices, Sequence) and len(slices) <= INLINE_SLICES and self._footer_reads(slices) <= 1:
+            for fs in slices:
+                yield from self.split_slice(fs, budget)
+            return
+        yield from self._in_background(iter(slices), budget)
+
+    def _in_background(self, slices: Iterator[FileSlice], budget: _InitialBudget | None) -> Iterator[Split]:
         results: queue.Queue = queue.Queue()
         cancelled = threading.Event()
         opts = self.options
-        budget = _InitialBudget(opts.initial_split_count) if opts.initial_split_count else None
 
         pool = ThreadPoolExecutor(opts.max_workers, thread_name_prefix="hudi-splits")
 

@@ -20,9 +20,11 @@ from flight_server.cli.admin import add_parsers as add_admin_parsers
 from flight_server.cli.admin import read_password
 from flight_server.cli.output import CliError, format_table, one_line, write_output
 from flight_server.client.session import HudiFlightClient, QueryPlan
-from flight_server.server.config import DEFAULT_HOST, DEFAULT_PORT, ServerConfig
+from flight_server.protocol import wire
+from flight_server.protocol.wire import DEFAULT_HOST, DEFAULT_PORT
+from flight_server.server.config import ServerConfig
 
-DEFAULT_SERVER = f"grpc://{DEFAULT_HOST}:{DEFAULT_PORT}"
+DEFAULT_SERVER = wire.DEFAULT_URI
 _FILTER = re.compile(r"^\s*(\S+)\s+(is not null|is null|not in|in|!=|<=|>=|==|=|<|>)\s*(.*?)\s*$", re.IGNORECASE)
 
 
@@ -109,8 +111,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     def ready(server: Any) -> None:
         tables = len(server.registry.list_tables())
-        scheme = "grpc+tls" if config.tls_cert else "grpc"
-        print(f"hudi-flight serving {tables} table(s) on {scheme}://{config.host}:{server.port}", flush=True)
+        where = wire.uri(config.host, server.port, bool(config.tls_cert))
+        print(f"hudi-flight serving {tables} table(s) on {where}", flush=True)
 
     def stop(signum: int, frame: Any) -> None:  # SIGTERM: shut down like Ctrl-C (stops the workers too)
         raise KeyboardInterrupt

@@ -36,12 +36,10 @@ import pyarrow.flight as flight
 from catalog.errors import CorruptBlockWarning
 from catalog.plan.options import ReadOptions, read_options
 from flight_server.client.credentials import PemSource, bearer_header, tls_client_kwargs
+from flight_server.protocol import wire
 from flight_server.protocol.headers import COMPRESSION_HEADER
+from flight_server.protocol.wire import DEFAULT_PORT, DEFAULT_URI, PLAIN_SCHEME, SCHEMES, TABLE_KEY, TLS_SCHEME
 
-DEFAULT_PORT = 8815
-DEFAULT_URI = f"grpc://127.0.0.1:{DEFAULT_PORT}"
-_TLS_SCHEME = "grpc+tls"
-_SCHEMES = ("grpc", "grpc+tcp", _TLS_SCHEME)
 _REUSE_CONNECTION = "arrow-flight-reuse-connection"
 _DONE = object()
 
@@ -52,9 +50,9 @@ def normalize_uri(uri: str) -> str:
     if not uri:
         raise ValueError(f"the hudi-flight server URI is empty; pass e.g. {DEFAULT_URI}")
     if "://" not in uri:
-        uri = f"grpc://{uri}"
+        uri = f"{PLAIN_SCHEME}://{uri}"
     scheme, rest = uri.split("://", 1)
-    if scheme not in _SCHEMES:
+    if scheme not in SCHEMES:
         raise ValueError(f"unsupported hudi-flight URI scheme {scheme!r} in {uri!r}; use grpc:// or grpc+tls://")
     if ":" not in rest.rsplit("]", 1)[-1]:
         rest = f"{rest}:{DEFAULT_PORT}"
@@ -68,7 +66,7 @@ def _first_line(err: BaseException) -> str:
 
 
 def _is_tls(uri: str) -> bool:
-    return uri.startswith(f"{_TLS_SCHEME}://")
+    return uri.startswith(f"{TLS_SCHEME}://")
 
 
 def _transport_hint(uri: str, message: str) -> str:
@@ -81,7 +79,7 @@ def _transport_hint(uri: str, message: str) -> str:
         if _is_tls(uri):
             return (" (the server closed the TLS connection: it may not speak TLS, or it requires a client "
                     "certificate signed by its client CA)")
-        return f" (the server closed the connection: it may require TLS, use {_TLS_SCHEME}://)"
+        return f" (the server closed the connection: it may require TLS, use {TLS_SCHEME}://)"
     return ""
 
 
@@ -131,7 +129,7 @@ class QueryPlan:
 
 def command(table: str, options: ReadOptions) -> bytes:
     """The JSON command of a query (interfaces.md section 2)."""
-    return json.dumps({"table": table, **options.to_json()}, separators=(",", ":")).encode()
+    return json.dumps({TABLE_KEY: table, **options.to_json()}, separators=(",", ":")).encode()
 
 
 def _location_uri(location: flight.Location) -> str:
@@ -188,7 +186,7 @@ class HudiFlightClient:
         self.max_workers = max_workers
         tls = tls_client_kwargs(tls_root_certs, cert_chain, private_key)
         if tls and not _is_tls(self.uri):
-            raise ValueError(f"TLS settings ({', '.join(tls)}) need a {_TLS_SCHEME}:// URI, got {self.uri}")
+            raise ValueError(f"TLS settings ({', '.join(tls)}) need a {TLS_SCHEME}:// URI, got {self.uri}")
         if token and user is not None:
             raise ValueError("give either token or user/password, not both")
         self._timeout = timeout
@@ -247,13 +245,13 @@ class HudiFlightClient:
         return json.loads(results[0].body.to_pybytes()) if results else None
 
     def namespaces(self) -> list[str]:
-        return self.action("list-namespaces")
+        return self.action(wire.LIST_NAMESPACES)
 
     def tables(self, namespace: str | None = None) -> list[dict[str, Any]]:
-        return self.action("list-tables", {"namespace": namespace} if namespace else {})
+        return self.action(wire.LIST_TABLES, {"namespace": namespace} if namespace else {})
 
     def table_info(self, table: str) -> dict[str, Any]:
-        return self.action("table-info", {"table": table})
+        return self.action(wire.TABLE_INFO, {"table": table})
 
     def register(
         self,
@@ -268,16 +266,16 @@ class HudiFlightClient:
             body["storage_options"] = dict(storage_options)
         if properties:
             body["properties"] = dict(properties)
-        return self.action("register-table", body)
+        return self.action(wire.REGISTER_TABLE, body)
 
     def unregister(self, table: str) -> dict[str, Any]:
-        return self.action("unregister-table", {"table": table})
+        return self.action(wire.UNREGISTER_TABLE, {"table": table})
 
     def refresh(self, table: str | None = None) -> dict[str, Any]:
-        return self.action("refresh-table", {"table": table} if table else {})
+        return self.action(wire.REFRESH_TABLE, {"table": table} if table else {})
 
     def health(self) -> dict[str, Any]:
-        return self.action("health")
+        return self.action(wire.HEALTH)
 
     # -- planning ------------------------------------------------------------------------
     def flight_info(self, table: str, options: ReadOptions | None = None, /, **kwargs: Any) -> flight.FlightInfo:

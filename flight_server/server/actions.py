@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from catalog.state import TableState
 from catalog.storage import open_table_storage
+from flight_server.protocol import wire
 from flight_server.server.cluster.membership import Membership
 from flight_server.server.config import ServerConfig
 from flight_server.server.query.queries import Call, Queries
@@ -124,14 +125,14 @@ def cluster_heartbeat(services: ActionServices, body: Body, call: Call) -> dict[
 
 #: action type -> handler (the bodies' schemas and descriptions are in ``wire.ACTIONS``)
 HANDLERS: dict[str, Handler] = {
-    "list-namespaces": list_namespaces,
-    "list-tables": list_tables,
-    "register-table": register_table,
-    "unregister-table": unregister_table,
-    "refresh-table": refresh_table,
-    "table-info": table_info,
-    "health": health,
-    "cluster-heartbeat": cluster_heartbeat,
+    wire.LIST_NAMESPACES: list_namespaces,
+    wire.LIST_TABLES: list_tables,
+    wire.REGISTER_TABLE: register_table,
+    wire.UNREGISTER_TABLE: unregister_table,
+    wire.REFRESH_TABLE: refresh_table,
+    wire.TABLE_INFO: table_info,
+    wire.HEALTH: health,
+    wire.CLUSTER_HEARTBEAT: cluster_heartbeat,
 }
 
 __all__ = ["HANDLERS", "ActionServices", "Handler"]

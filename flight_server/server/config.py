@@ -16,16 +16,14 @@ import pyarrow as pa
 import pyarrow.ipc
 
 from catalog.plan.splits import DEFAULT_TARGET_SPLIT_BYTES, SplitOptions
+from flight_server.protocol.wire import DEFAULT_HOST, DEFAULT_PORT, TCP_SCHEME, TLS_SCHEME
 from flight_server.server.cache.tables import DEFAULT_TABLE_CACHE_BYTES
 from flight_server.server.security.auth import AuthSettings
 from flight_server.server.security.limits import Limits
 from flight_server.server.security.policy import DEFAULT_PROTOCOLS, StoragePolicy
 from flight_server.server.security.state_files import private_dir
-from flight_server.server.security.tls import TLS_SCHEME, TlsFiles
+from flight_server.server.security.tls import TlsFiles
 from flight_server.server.sql.engine import EngineSettings
-
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8815
 
 
 def default_state_dir() -> Path:
@@ -127,7 +125,7 @@ class ServerConfig:
 
     @property
     def location(self) -> str:
-        scheme = TLS_SCHEME if self.tls_cert else "grpc+tcp"
+        scheme = TLS_SCHEME if self.tls_cert else TCP_SCHEME
         return f"{scheme}://{self.host}:{self.port}"
 
     def tls(self) -> TlsFiles | None:
@@ -212,4 +210,4 @@ class ServerConfig:
         return config.updated(overrides)
 
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "ServerConfig", "default_state_dir"]
+__all__ = ["ServerConfig", "default_state_dir"]

@@ -22,12 +22,13 @@ T = TypeVar("T")
 
 class ServeProcess:
     """One ``hudi-flight serve ARGS`` process; :attr:`port` once it printed its start-up line
-    (``wait=False``: start now, :meth:`ready` later, so several processes start side by side)."""
+    (``wait=False``: start now, :meth:`ready` later, so several processes start side by side;
+    ``repo``: serve the code of another checkout, e.g. a benchmark's peer commit)."""
 
     port: int
     uri: str
 
-    def __init__(self, *args: str, log: Path, wait: bool = True):
+    def __init__(self, *args: str, log: Path, wait: bool = True, repo: Path = REPO):
         self.args = args
         self.log = log
         with open(log, "ab") as err:
@@ -35,8 +36,8 @@ class ServeProcess:
                 # tables registered straight into the catalog live in the system temp folder
                 [sys.executable, "-m", "flight_server.cli", "serve", "--host", "127.0.0.1",
                  "--allow-root", tempfile.gettempdir(), *args],
-                stdout=subprocess.PIPE, stderr=err, cwd=REPO,
-                env={**os.environ, "PYTHONPATH": str(REPO)},
+                stdout=subprocess.PIPE, stderr=err, cwd=repo,
+                env={**os.environ, "PYTHONPATH": str(repo)},
             )
         if wait:
             self.ready()

@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from flight_server.client.session import HudiFlightClient, QueryPlan
 from flight_server.client.sql import flightsql
+from flight_server.protocol import wire
 
 apilevel = "2.0"
 threadsafety = 1  # threads may share the module, not connections
@@ -146,7 +147,7 @@ def connect(
     credentials.
     """
     if uri is None:
-        uri = f"{host or '127.0.0.1'}:{port or 8815}"
+        uri = f"{host or wire.DEFAULT_HOST}:{port or wire.DEFAULT_PORT}"
     return Connection(uri, namespace=namespace, timeout=timeout, **client_kwargs)
 
 
@@ -157,7 +158,7 @@ class Connection:
         self.namespace = namespace
         try:
             self.session = HudiFlightClient(uri, timeout=timeout, **client_kwargs)
-            self.session.action("health")
+            self.session.action(wire.HEALTH)
         except Exception as err:
             raise _driver_errors(err) from err
         self.uri = self.session.uri

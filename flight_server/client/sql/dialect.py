@@ -25,8 +25,8 @@ from sqlalchemy.engine.url import URL
 from sqlalchemy.exc import NoSuchTableError
 from sqlalchemy.sql import compiler
 
-from flight_server.client.session import DEFAULT_PORT
 from flight_server.client.sql import dbapi
+from flight_server.protocol import wire
 
 if TYPE_CHECKING:
     from sqlalchemy.engine.interfaces import (
@@ -130,8 +130,7 @@ class HudiFlightDialect(default.DefaultDialect):
                 kwargs["password"] = url.password
         elif url.password:
             kwargs.setdefault("token", url.password)
-        scheme = "grpc+tls" if tls or "tls_root_certs" in kwargs else "grpc"
-        uri = f"{scheme}://{url.host or '127.0.0.1'}:{url.port or DEFAULT_PORT}"
+        uri = wire.uri(url.host or wire.DEFAULT_HOST, url.port or wire.DEFAULT_PORT, tls or "tls_root_certs" in kwargs)
         return [], {"uri": uri, "namespace": url.database or None, "timeout": timeout, **kwargs}
 
     # -- no transactions ---------------------------------------------------------------------
@@ -158,7 +157,7 @@ class HudiFlightDialect(default.DefaultDialect):
         return _driver(connection).namespace
 
     def do_ping(self, dbapi_connection: Any) -> bool:
-        dbapi_connection.call("health")
+        dbapi_connection.call(wire.HEALTH)
         return True
 
     # -- inspection --------------------------------------------------------------------------
@@ -226,7 +225,7 @@ class HudiFlightDialect(default.DefaultDialect):
         self._schema(connection, table_name, schema, **kw)  # NoSuchTableError for an unknown table
         namespace = self._namespace(connection, schema)
         try:
-            info = _driver(connection).call("table-info", {"table": f"{namespace}.{table_name}"})
+            info = _driver(connection).call(wire.TABLE_INFO, {"table": f"{namespace}.{table_name}"})
         except dbapi.ProgrammingError:  # a ``<table>_ro`` view is listed, not registered itself
             return {"text": None}
         text = f"Hudi {info['table_type']} table, table version {info['table_version']}"

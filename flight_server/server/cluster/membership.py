@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from catalog.errors import InvalidQueryError, InvalidTicketError
+from flight_server.protocol.wire import SCHEMES
 from flight_server.server.security.state_files import private_dir
 from flight_server.server.security.tickets import TicketSigner
 
@@ -32,7 +33,7 @@ HEARTBEAT_PURPOSE = "cluster-heartbeat"
 ROLES = ("coordinator", "worker")
 MAX_URI_CHARS = 512
 FORGET_AFTER_TIMEOUTS = 100  # a heartbeat file this many timeouts old is deleted
-_URI_SCHEMES = ("grpc://", "grpc+tcp://", "grpc+tls://")
+_URI_SCHEMES = tuple(f"{scheme}://" for scheme in SCHEMES)
 
 
 def check_uri(uri: Any, what: str) -> str:

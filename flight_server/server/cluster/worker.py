@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow.flight as flight
 
+from flight_server.protocol.wire import CLUSTER_HEARTBEAT
 from flight_server.server.cluster.membership import HEARTBEAT_PURPOSE, check_uri, heartbeat_token
 from flight_server.server.config import ServerConfig
 from flight_server.server.security.auth import TokenIssuer
@@ -22,7 +23,6 @@ from flight_server.server.security.tickets import TicketSigner
 from flight_server.server.security.users import CLUSTER_MEMBER
 
 log = logging.getLogger(__name__)
-HEARTBEAT_ACTION = "cluster-heartbeat"
 _WILDCARDS = ("", "0.0.0.0", "::", "[::]")
 
 
@@ -67,7 +67,7 @@ class Registration:
     def beat(self, leave: bool = False) -> bool:
         """Send one heartbeat; ``True`` when the coordinator accepted it."""
         token = heartbeat_token(self.signer, self.advertise, self.ttl, leave)
-        action = flight.Action(HEARTBEAT_ACTION, f'{{"token":"{token}"}}'.encode())
+        action = flight.Action(CLUSTER_HEARTBEAT, f'{{"token":"{token}"}}'.encode())
         try:
             if self._client is None:
                 self._client = flight.FlightClient(self.coordinator, **self._client_kwargs)
@@ -98,4 +98,4 @@ class Registration:
             self._client.close()
 
 
-__all__ = ["HEARTBEAT_ACTION", "Registration", "advertised_uri"]
+__all__ = ["Registration", "advertised_uri"]

@@ -19,29 +19,30 @@ import schemas
 from catalog.errors import InvalidQueryError
 from catalog.plan.options import ReadOptions
 from catalog.table.files import Split
+from flight_server.protocol import wire
 from flight_server.server.security.limits import LimitExceededError, Limits
 
 DEFAULT_LIMITS = Limits()
 
 ACTIONS: dict[str, tuple[str, str]] = {
     # action type -> (schema $defs entry of its body, description)
-    "list-namespaces": ("action_empty", "List namespaces. Body: {}. Result: JSON list of names."),
-    "list-tables": ("action_list_tables", 'List tables. Body: {"namespace"?}. Result: JSON list of tables.'),
-    "register-table": (
+    wire.LIST_NAMESPACES: ("action_empty", "List namespaces. Body: {}. Result: JSON list of names."),
+    wire.LIST_TABLES: ("action_list_tables", 'List tables. Body: {"namespace"?}. Result: JSON list of tables.'),
+    wire.REGISTER_TABLE: (
         "action_register",
         'Register a table. Body: {"table": "ns.name", "uri", "storage_options"?, "properties"?, "replace"?}.',
     ),
-    "unregister-table": ("action_table", 'Remove a table from the catalog. Body: {"table"}.'),
-    "refresh-table": (
+    wire.UNREGISTER_TABLE: ("action_table", 'Remove a table from the catalog. Body: {"table"}.'),
+    wire.REFRESH_TABLE: (
         "action_refresh",
         'Re-read a table\'s timeline (body {"table"}), or re-scan every warehouse (body {}).',
     ),
-    "table-info": (
+    wire.TABLE_INFO: (
         "action_table",
         'Describe a table: table_type, table_version, record_key_fields, partition_fields, schema, timeline.',
     ),
-    "health": ("action_empty", "Liveness and catalog size. Body: {} or empty."),
-    "cluster-heartbeat": (
+    wire.HEALTH: ("action_empty", "Liveness and catalog size. Body: {} or empty."),
+    wire.CLUSTER_HEARTBEAT: (
         "action_heartbeat",
         'A worker is alive (coordinator only). Body: {"token"}, signed with the cluster secret.',
     ),
@@ -83,13 +84,13 @@ class QueryCommand:
     options: ReadOptions = field(default_factory=ReadOptions)
 
     def to_json(self) -> dict[str, Any]:
-        return {"table": self.table, **self.options.to_json()}
+        return {wire.TABLE_KEY: self.table, **self.options.to_json()}
 
 
 def command_from_json(doc: Any) -> QueryCommand:
     """Validate a decoded command and build a :class:`QueryCommand`."""
     _validate(doc, None, "command")
-    return QueryCommand(doc["table"], ReadOptions.from_json(doc))
+    return QueryCommand(doc[wire.TABLE_KEY], ReadOptions.from_json(doc))
 
 
 def parse_command(body: bytes, limits: Limits = DEFAULT_LIMITS) -> QueryCommand:

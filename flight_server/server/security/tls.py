@@ -14,8 +14,7 @@ from typing import Any
 
 import pyarrow.flight as flight
 
-TLS_SCHEME = "grpc+tls"
-_PLAIN_SCHEMES = ("grpc", "grpc+tcp")
+from flight_server.protocol.wire import PLAIN_SCHEMES, TLS_SCHEME
 
 
 @dataclass(frozen=True)
@@ -88,9 +87,9 @@ def check_locations(locations: list[str], tls: bool) -> None:
     be sent to a plaintext port, or refuse the location)."""
     if not tls:
         return
-    plain = [loc for loc in locations if loc.split("://", 1)[0] in _PLAIN_SCHEMES]
+    plain = [loc for loc in locations if loc.split("://", 1)[0] in PLAIN_SCHEMES]
     if plain:
         raise ValueError(f"TLS is on, so locations must use {TLS_SCHEME}://, not {', '.join(plain)}")
 
 
-__all__ = ["TLS_SCHEME", "TlsFiles", "check_locations"]
+__all__ = ["TlsFiles", "check_locations"]

@@ -192,3 +192,25 @@ def test_closing_the_plan_early_drops_the_queued_footer_reads(tmp_path, storage)
     next(it)
     it.close()
     assert len(calls) < 10
+
+
+def test_a_small_plan_is_split_on_the_consumers_thread(tmp_path, storage, monkeypatch):
+    """A point query's few slices start no thread; a stream of slices, or several footers to
+    read, still go to the background loader."""
+    one = _write_base(tmp_path, "p=1", "fg1", rows=10, row_group_size=10)
+    two = _write_base(tmp_path, "p=2", "fg2", rows=10, row_group_size=10)
+    backgrounds = []
+    real = SplitPlanner._in_background
+
+    def recording(self, slices, budget):
+        backgrounds.append(True)
+        return real(self, slices, budget)
+
+    monkeypatch.setattr(SplitPlanner, "_in_background", recording)
+    cache = FooterCache()
+    planner = SplitPlanner(storage, SplitOptions(), cache)
+    assert [s.partition for s in planner.plan([one])] == ["p=1"] and not backgrounds  # one footer to read
+    assert [s.partition for s in planner.plan([one, two])] == ["p=1", "p=2"] and not backgrounds  # one read
+    assert [s.partition for s in planner.plan(iter([one]))] == ["p=1"] and backgrounds == [True]  # a stream
+    cold = SplitPlanner(storage, SplitOptions(), FooterCache())
+    assert sorted(s.partition for s in cold.plan([one, two])) == ["p=1", "p=2"] and backgrounds == [True, True]

@@ -267,7 +267,7 @@ def test_planning_time_and_streams_per_caller_are_bounded(tmp_path, fixture_tabl
         srv.streams.acquire("peer:ipv6:[::1]")
         with pytest.raises(pa.ArrowInvalid, match="limit max_streams_per_caller"):
             c.do_get(info.endpoints[0].ticket).read_all()
-        srv.limits = type(srv.limits)(planning_seconds=1e-9)
+        srv.queries.limits = type(srv.limits)(planning_seconds=1e-9)  # the bounds planning works within
         with pytest.raises(pa.ArrowInvalid, match="limit planning_seconds"):
             c.get_flight_info(flight.FlightDescriptor.for_path("a", "b"))
 

@@ -1,0 +1,153 @@
+"""Server CPU per warm point query by record key: this tree against a peer commit, side by side.
+
+The peer is the server as it was before the one-query-path change (commit ``PEER_COMMIT``),
+checked out into a ``git worktree`` under the ignored ``.cache/`` folder and served from there.
+Both are ``hudi-flight serve`` (one process) on loopback over the same generated copy-on-write
+table (metadata table with ``files`` and ``record_index``), warmed up, then asked the same random
+live keys one after the other by one client:
+
+* ``JSON command``: ``get_flight_info`` of ``{"table", "filters": [["uuid", "=", key]]}`` and
+  ``do_get`` of every endpoint (pyarrow.flight);
+* ``Flight SQL``: ``SELECT * FROM bench.trips WHERE uuid = ?`` with the key bound as a parameter,
+  through the ADBC Flight SQL driver (prepare, bind, execute, fetch).
+
+The metric is the CPU time (user + system) the server's process tree spent per query, read from
+``/proc`` before and after the measured queries: what the server costs, not the client's wall
+time. Wall-clock p50 latency is reported alongside.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import pyarrow.flight as flight
+
+from bench.common import median, row
+from bench.latency import NAMESPACE, TABLE, _table
+
+PEER_COMMIT = "4019a99"
+REPO = Path(__file__).resolve().parents[1]
+QUERIES = {"quick": 200, "full": 1000}
+WARMUP = 20
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` and every live descendant (``/proc``)."""
+    children: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:  # exited meanwhile
+            continue
+        fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) "
+        stats[int(entry)] = fields
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    total, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        fields = stats.get(current)
+        if fields is not None:
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        todo.extend(children.get(current, []))
+    return total / TICKS
+
+
+def peer_tree(commit: str = PEER_COMMIT) -> Path:
+    """A checkout of ``commit`` in a git worktree under ``.cache/`` (made once, reused)."""
+    path = REPO / ".cache" / f"peer-{commit}"
+    if not (path / "flight_server").is_dir():
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "--force", str(path), commit],
+                       check=True, capture_output=True)
+    return path
+
+
+def _json_query(uri: str) -> Callable[[str], int]:
+    client = flight.connect(uri)
+
+    def query(key: str) -> int:
+        command = json.dumps({"table": f"{NAMESPACE}.{TABLE}", "filters": [["uuid", "=", key]]}).encode()
+        info = client.get_flight_info(flight.FlightDescriptor.for_command(command))
+        return sum(client.do_get(ep.ticket).read_all().num_rows for ep in info.endpoints)
+
+    return query
+
+
+def _sql_query(uri: str) -> Callable[[str], int]:
+    import adbc_driver_flightsql.dbapi as adbc
+
+    conn = adbc.connect(uri)
+    cursor = conn.cursor()
+
+    def query(key: str) -> int:
+        cursor.execute(f"SELECT * FROM {NAMESPACE}.{TABLE} WHERE uuid = ?", parameters=(key,))
+        return cursor.fetch_arrow_table().num_rows
+
+    return query
+
+
+PATHS = {"JSON command": _json_query, "Flight SQL (ADBC, bound key)": _sql_query}
+
+
+def _measure(server_pid: int, query: Callable[[str], int], keys: list[str]) -> tuple[float, float]:
+    """(server CPU ms per query, p50 wall ms) over ``keys`` after a warm-up."""
+    for key in keys[:WARMUP]:
+        if query(key) != 1:
+            raise AssertionError(f"key {key} did not find exactly one row")
+    before = tree_cpu_seconds(server_pid)
+    walls = []
+    for key in keys[WARMUP:]:
+        t = time.perf_counter()
+        if query(key) != 1:
+            raise AssertionError(f"key {key} did not find exactly one row")
+        walls.append(time.perf_counter() - t)
+    cpu = tree_cpu_seconds(server_pid) - before
+    return 1000 * cpu / len(walls), 1000 * median(walls)
+
+
+def run(size: str) -> list[dict]:
+    from tests.support.processes import ServeProcess
+
+    warehouse, spec = _table(size)
+    rnd = random.Random(7)
+    keys = [f"trip-{rnd.randrange(spec.rows):010d}" for _ in range(WARMUP + QUERIES[size])]
+    trees = {"hudi-flight": REPO, f"hudi-flight @ {PEER_COMMIT}": peer_tree()}
+    out = []
+    with tempfile.TemporaryDirectory(prefix="hudi-flight-point-") as tmp:
+        config = Path(tmp) / "bench.json"
+        config.write_text(json.dumps({"refresh_interval_seconds": 0}))
+        servers = {}
+        try:
+            for i, (name, tree) in enumerate(trees.items()):
+                servers[name] = ServeProcess("--port", "0", "--warehouse", str(warehouse), "--state-dir",
+                                             f"{tmp}/state{i}", "--config", str(config),
+                                             log=Path(tmp) / f"serve{i}.log", repo=tree)
+            params = {"rows": spec.rows, "partitions": spec.partitions, "queries": QUERIES[size],
+                      "cpus": os.cpu_count(), "load_average": round(os.getloadavg()[0], 2)}
+            for path, client in PATHS.items():
+                for name, server in servers.items():  # side by side, same table, same keys
+                    cpu_ms, p50_ms = _measure(server.pid, client(server.uri), keys)
+                    title = f"point query/{path} ({spec.rows:,} rows)"
+                    out.append(row(title, name, "server CPU per query", cpu_ms, "ms", repeats=QUERIES[size],
+                                   params=params))
+                    out.append(row(title, name, "p50 latency", p50_ms, "ms", repeats=QUERIES[size], params=params))
+        finally:
+            for server in servers.values():
+                server.stop()
+    return out
+
+
+if __name__ == "__main__":
+    for r in run(sys.argv[1] if len(sys.argv) > 1 else "quick"):
+        print(f"{r['name']:56} {r['competitor']:26} {r['metric']:22} {r['value']:8.2f} {r['unit']}")
