@@ -17,7 +17,7 @@ import sys
 
 DRIVER_CLASS = "org.apache.arrow.driver.jdbc.ArrowFlightJdbcDriver"
 #: the columns whose values are compared row by row (the other columns: see the report of issue 22)
-KEYED = ["txn_id", "account_id", "txn_ts", "amount", "region", "txn_type"]
+KEYED = ["txn_id", "account_id", "amount", "region", "txn_type"]
 JVM_OPTIONS = "--add-opens=java.base/java.nio=ALL-UNNAMED -Duser.timezone=UTC"
 
 
