@@ -40,7 +40,15 @@ def test_jdbc_source_reads_what_the_python_source_reads(results, tables):
     assert results["columns"] == results["python_columns"] == expected.schema.names
     assert results["count"] == results["count_aggregate_pushed"] == results["python_count"] == expected.num_rows
     assert results["pruned"] == results["python_pruned"] == sorted(expected.column("txn_id").to_pylist())
-    assert results["rows"] == results["python_rows"]
+    assert results["rows"] == results["python_rows"]  # every column, every row
+
+
+def test_column_types_as_spark_maps_them(results):
+    """Pinned: the driver reports no column as signed, so Spark's JDBC source widens BIGINT to
+    decimal(20,0) (values equal); zoned timestamps are read through a CAST to TIMESTAMP."""
+    assert results["python_types"]["txn_ts"] == "bigint" and results["types"]["txn_ts"] == "decimal(20,0)"
+    assert results["types"]["txn_datetime"] == results["python_types"]["txn_datetime"] == "timestamp"
+    assert results["types"]["amount"] == results["python_types"]["amount"] == "decimal(15,2)"
 
 
 def test_filters_limits_and_partitions(results):
