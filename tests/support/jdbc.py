@@ -19,18 +19,30 @@ JVM_FLAGS = ["--add-opens=java.base/java.nio=ALL-UNNAMED"]
 DRIVER_CLASS = "org.apache.arrow.driver.jdbc.ArrowFlightJdbcDriver"
 
 
-def driver_jar() -> Path:
-    """The driver jar, fetched on first use."""
+def fetch_driver() -> Path:
+    """The driver jar, fetched on first use (``make jdbc-driver``).
+
+    Raises:
+        RuntimeError: Java, Maven or make is missing, or the fetch failed.
+    """
     for tool in ("java", "mvn", "make"):
         if shutil.which(tool) is None:
-            pytest.fail(f"the JDBC tests need {tool} on the PATH (Java 17 and Maven fetch and run the Arrow JDBC driver)")
+            raise RuntimeError(f"{tool} is not on the PATH (Java 17 and Maven fetch and run the Arrow JDBC driver)")
     done = subprocess.run(["make", "-s", "-C", str(REPO), "jdbc-driver"], capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
-        pytest.fail(f"make jdbc-driver failed: {(done.stderr or done.stdout)[-2000:]}")
+        raise RuntimeError(f"make jdbc-driver failed: {(done.stderr or done.stdout)[-2000:]}")
     jars = sorted((REPO / ".cache" / "jdbc").glob("flight-sql-jdbc-driver-*.jar"))
     if not jars:
-        pytest.fail("make jdbc-driver made no driver jar under .cache/jdbc")
+        raise RuntimeError("make jdbc-driver made no driver jar under .cache/jdbc")
     return jars[-1]
+
+
+def driver_jar() -> Path:
+    """:func:`fetch_driver` for tests: a missing tool fails the test, saying which."""
+    try:
+        return fetch_driver()
+    except RuntimeError as err:
+        pytest.fail(f"the JDBC tests need the Arrow JDBC driver: {err}")
 
 
 def url(port: int, tls: bool = False, **params: str) -> str:

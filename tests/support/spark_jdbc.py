@@ -44,6 +44,14 @@ def session(jar: str):
     return spark
 
 
+def readable_dbtable(schema, table: str) -> str:
+    """A ``dbtable`` subquery Spark's JDBC source can read: zoned timestamps (``schema`` is the
+    table's Spark schema) cast to ``TIMESTAMP``, every other column as it is."""
+    zoned = {f.name for f in schema if f.dataType.typeName() == "timestamp"}
+    items = [f'CAST("{c}" AS TIMESTAMP) AS "{c}"' if c in zoned else f'"{c}"' for c in schema.names]
+    return f"(SELECT {', '.join(items)} FROM {table}) AS t"
+
+
 def jdbc_url(flight_uri: str) -> str:
     host_port = flight_uri.split("://", 1)[1]
     return f"jdbc:arrow-flight-sql://{host_port}/?useEncryption=false"
@@ -55,9 +63,7 @@ def main(jar: str, flight_uri: str, table: str, partition_column: str) -> dict:
     options = {"driver": DRIVER_CLASS}
 
     python = spark.read.format("hudi-flight").option("uri", flight_uri).load(table)
-    zoned = [f.name for f in python.schema if f.dataType.typeName() == "timestamp"]
-    items = [f'CAST("{c}" AS TIMESTAMP) AS "{c}"' if c in zoned else f'"{c}"' for c in python.columns]
-    dbtable = f"(SELECT {', '.join(items)} FROM {table}) AS t"
+    dbtable = readable_dbtable(python.schema, table)
 
     def jdbc(**extra: str):
         return spark.read.format("jdbc").options(url=url, dbtable=dbtable, **options, **extra).load()

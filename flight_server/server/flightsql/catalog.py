@@ -25,7 +25,9 @@ from flight_server.server.flightsql.sql_info import sql_info
 from flight_server.server.query.queries import Call
 
 log = logging.getLogger(__name__)
-TABLE_TYPE = "TABLE"
+#: lower case as ADBC drivers report it (sqlalchemy-adbc matches ``"table"`` exactly); JDBC tools
+#: (DBeaver: only a type containing VIEW is a view) compare it ignoring case
+TABLE_TYPE = "table"
 
 
 def like(pattern: str | None) -> re.Pattern[str] | None:
@@ -88,7 +90,7 @@ def tables(call: Call, cmd: Any) -> pa.Table:
     catalog = cmd.catalog if cmd.HasField("catalog") else None
     ns_pattern = like(cmd.db_schema_filter_pattern if cmd.HasField("db_schema_filter_pattern") else None)
     name_pattern = like(cmd.table_name_filter_pattern if cmd.HasField("table_name_filter_pattern") else None)
-    types = {t.upper() for t in cmd.table_types}  # sqlalchemy-adbc asks for "table", JDBC tools for "TABLE"
+    types = {t.lower() for t in cmd.table_types}  # JDBC tools ask for "TABLE"
     schema = schemas.TABLES_WITH_SCHEMA if cmd.include_schema else schemas.TABLES
     rows: list[dict[str, Any]] = []
     if not _catalog_ok(catalog) or (types and TABLE_TYPE not in types):

@@ -108,10 +108,10 @@ def test_database_metadata(results, sql_tables):
     assert meta["product"] == "hudi-flight"
     assert meta["catalogs"] == ["hudi"]
     assert "sample_table_cow" in meta["schemas"] and "sample_table_mor_avro" in meta["schemas"]
-    assert meta["table_types"] == ["TABLE"]
+    assert meta["table_types"] == ["table"]
     expected = sorted(i.split(".")[1] for i in sql_tables[1] if i.startswith("sample_table_cow.") and "lance" not in i)
     assert sorted(t[2] for t in meta["tables"]) == expected
-    assert {(t[0], t[1], t[3]) for t in meta["tables"]} == {("hudi", "sample_table_cow", "TABLE")}
+    assert {(t[0], t[1], t[3]) for t in meta["tables"]} == {("hudi", "sample_table_cow", "table")}
     assert sorted(meta["tables_of_type_table"]) == expected
 
 
@@ -198,7 +198,7 @@ def test_engine_queries_and_struct_fields(results, sql_tables):
 
 def test_catalog_statements_and_refusals(results, sql_tables):
     shown = _ok(results, "show_tables")["rows"]
-    assert {r[0] for r in shown} == {"sample_table_cow"} and ["sample_table_cow", "v6_nonpartitioned", "TABLE"] in shown
+    assert {r[0] for r in shown} == {"sample_table_cow"} and ["sample_table_cow", "v6_nonpartitioned", "table"] in shown
     described = _ok(results, "describe")["rows"]
     assert [r[0] for r in described] == _table(sql_tables, NESTED).schema.names
     assert ["id", "INTEGER", "YES", "PRI"] in described
