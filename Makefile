@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv system-deps lint test demo bench bench-quick clean protocol
+.PHONY: venv system-deps lint test demo bench bench-quick clean protocol jdbc-driver
 
 # PostgreSQL (registry tests run against a real server on loopback) and Java (Spark).
 system-deps:
@@ -43,3 +43,14 @@ clean:
 # Regenerate the Flight SQL message classes from flight_server/protocol/flight_sql.proto.
 protocol: $(STAMP)
 	cd flight_server/protocol && ../../$(PY) -m grpc_tools.protoc -I. --python_out=. --pyi_out=. flight_sql.proto
+
+# The Arrow Flight SQL JDBC driver (one shaded jar), fetched by Maven into the ignored .cache/ folder;
+# the JDBC and Spark-over-JDBC tests and bench/spark_scan.py call this target.
+JDBC_DRIVER_VERSION ?= 18.3.0
+JDBC_DRIVER := .cache/jdbc/flight-sql-jdbc-driver-$(JDBC_DRIVER_VERSION).jar
+
+jdbc-driver: $(JDBC_DRIVER)
+
+$(JDBC_DRIVER):
+	mvn -q org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
+		-Dartifact=org.apache.arrow:flight-sql-jdbc-driver:$(JDBC_DRIVER_VERSION) -DoutputDirectory=.cache/jdbc

@@ -7,7 +7,11 @@ table, ``hudi-flight serve`` in a subprocess). One local SparkSession (``local[2
   worker: Python sources get no column pruning), the same with ``columns`` set to one column,
   and ``spark.read.parquet`` over the table's latest base files (answered from footers);
 * a full scan of two columns (``fare``, ``rider``) into Spark's ``noop`` sink, so every row
-  is materialised: hudi-flight with the ``columns`` option vs ``spark.read.parquet().select``.
+  is materialised: hudi-flight with the ``columns`` option vs ``spark.read.parquet().select``;
+* ``count()`` through Spark's JDBC source and the Arrow Flight SQL JDBC driver (``make
+  jdbc-driver``): Spark asks for ``SELECT 1 FROM t`` (the server reads one column), and with
+  ``pushDownAggregate`` for ``SELECT COUNT(*) FROM t`` (answered from Parquet footers: no column
+  moves), beside the Python data source, which moves every column.
 
 The ratio reported is Parquet time / hudi-flight time (>= 0.5 is the target).
 Run alone with ``python -m bench.spark_scan [quick|full]`` or through ``python -m bench``.
@@ -21,11 +25,13 @@ from typing import Callable
 
 from bench.common import ServedWarehouse, base_file_paths, measure, row
 from bench.flight_scan import _table
+from tests.support.jdbc import fetch_driver
+from tests.support.spark_jdbc import DRIVER_CLASS, JVM_OPTIONS, jdbc_url, readable_dbtable
 
 TWO_COLUMNS = ["fare", "rider"]
 
 
-def _spark_session():
+def _spark_session(jdbc_jar: str):
     from pyspark.sql import SparkSession
 
     from flight_server.spark import HudiFlightDataSource
@@ -38,6 +44,8 @@ def _spark_session():
         .config("spark.ui.enabled", "false")
         .config("spark.driver.memory", "2g")
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.jars", jdbc_jar)
+        .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -56,7 +64,7 @@ def run(size: str) -> list[dict]:
     params = {"rows": rows, "parquet_bytes": nbytes, "files": len(files), "spark": "local[2]"}
     repeat = 3 if size == "full" else 5
     server = ServedWarehouse(path.parent.parent, 1)
-    spark = _spark_session()
+    spark = _spark_session(str(fetch_driver()))
     out: list[dict] = []
 
     def flight(columns: list[str] | None = None):
@@ -64,6 +72,11 @@ def run(size: str) -> list[dict]:
         if columns:
             reader = reader.option("columns", ",".join(columns))
         return reader.load("bench.trips")
+
+    def jdbc(**options: str):
+        dbtable = readable_dbtable(flight().schema, "bench.trips")
+        return spark.read.format("jdbc").options(
+            url=jdbc_url(server.uri), dbtable=dbtable, driver=DRIVER_CLASS, **options).load()
 
     def scan(df) -> None:
         df.write.format("noop").mode("overwrite").save()
@@ -81,6 +94,8 @@ def run(size: str) -> list[dict]:
         timed(count, "spark.read.parquet", lambda: spark.read.parquet(*files).count())
         timed(count, "hudi-flight", lambda: flight().count())
         timed(count, "hudi-flight (columns=uuid)", lambda: flight(["uuid"]).count())
+        timed(count, "Spark JDBC (Flight SQL driver)", lambda: jdbc().count())
+        timed(count, "Spark JDBC, pushDownAggregate", lambda: jdbc(pushDownAggregate="true").count())
         two = f"spark_scan/full scan of {'+'.join(TWO_COLUMNS)}"
         timed(two, "spark.read.parquet", lambda: scan(spark.read.parquet(*files).select(*TWO_COLUMNS)), check=False)
         timed(two, "hudi-flight", lambda: scan(flight(TWO_COLUMNS)), check=False)

@@ -26,6 +26,7 @@ from flight_server.server.cache.tables import TableCache
 from flight_server.server.cluster.membership import HEARTBEAT_PURPOSE, Membership
 from flight_server.server.config import ServerConfig
 from flight_server.server.flightsql.dispatch import FlightSqlService
+from flight_server.server.flightsql.single_endpoint import SINGLE_ENDPOINT_KEY, SingleEndpointMiddlewareFactory
 from flight_server.server.ops.operations import Operations
 from flight_server.server.query.placement import Placement
 from flight_server.server.query.queries import Queries
@@ -75,6 +76,7 @@ class App:
         return {
             AUTH_KEY: self.auth,
             COMPRESSION_KEY: CompressionMiddlewareFactory(),
+            SINGLE_ENDPOINT_KEY: SingleEndpointMiddlewareFactory(),
             **self.ops.middleware(),
         }
 

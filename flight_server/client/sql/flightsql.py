@@ -57,8 +57,9 @@ def statement_plan(client: HudiFlightClient, query: str, parameters: Sequence[An
 
 
 def parameter_batch(parameters: Sequence[Any], schema_ipc: bytes = b"") -> pa.RecordBatch:
-    """One row holding ``parameters`` (columns ``"0"``, ``"1"``, ...), cast to the server's
-    parameter schema when it sent one."""
+    """One row holding ``parameters`` (columns ``"0"``, ``"1"``, ...), each cast to the type the
+    server's parameter schema gives it when it sent one and the value converts exactly (else the
+    value keeps its own type: the server binds values of any type)."""
     arrays = []
     for i, value in enumerate(parameters):
         try:
@@ -69,10 +70,16 @@ def parameter_batch(parameters: Sequence[Any], schema_ipc: bytes = b"") -> pa.Re
     if schema_ipc:
         schema = pa.ipc.read_schema(pa.py_buffer(schema_ipc))
         if len(schema) == batch.num_columns:
-            batch = pa.RecordBatch.from_arrays(
-                [column.cast(field.type) for column, field in zip(batch.columns, schema)], schema=schema
-            )
+            columns = [_cast_exactly(column, field.type) for column, field in zip(batch.columns, schema)]
+            batch = pa.RecordBatch.from_arrays(columns, names=schema.names)
     return batch
+
+
+def _cast_exactly(column: pa.Array, dtype: pa.DataType) -> pa.Array:
+    try:
+        return column.cast(dtype)  # a safe cast: it fails rather than change the value
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return column
 
 
 def _bind(client: HudiFlightClient, handle: bytes, batch: pa.RecordBatch) -> bytes:

@@ -1,5 +1,7 @@
 """Results of the Flight SQL catalog commands: GetCatalogs, GetDbSchemas, GetTables,
-GetTableTypes, GetPrimaryKeys and GetXdbcTypeInfo (schemas in :mod:`.schemas`).
+GetTableTypes, GetPrimaryKeys, GetXdbcTypeInfo, and the foreign-key commands (GetImportedKeys,
+GetExportedKeys, GetCrossReference: always empty, Hudi tables have no foreign keys; schemas in
+:mod:`.schemas`).
 
 Listings show only what the caller may read (``Call.readable``); a table that cannot
 be opened is left out of a listing (and logged) instead of failing it.
@@ -18,13 +20,16 @@ from catalog.errors import UnknownTableError
 from catalog.plan.options import ReadOptions
 from flight_server.protocol import sql
 from flight_server.server.flightsql import schemas
+from flight_server.server.flightsql.column_metadata import Origin, describe
 from flight_server.server.flightsql.like import like, matches
 from flight_server.server.flightsql.names import CATALOG, RO_SUFFIX, resolve_name
 from flight_server.server.flightsql.sql_info import sql_info
 from flight_server.server.query.queries import Call
 
 log = logging.getLogger(__name__)
-TABLE_TYPE = "TABLE"
+#: lower case as ADBC drivers report it (sqlalchemy-adbc matches ``"table"`` exactly); JDBC tools
+#: (DBeaver: only a type containing VIEW is a view) compare it ignoring case
+TABLE_TYPE = "table"
 
 
 def _catalog_ok(catalog: str | None) -> bool:
@@ -63,7 +68,7 @@ def tables(call: Call, cmd: sql.CommandGetTables) -> pa.Table:
     catalog = cmd.catalog if cmd.HasField("catalog") else None
     ns_pattern = like(cmd.db_schema_filter_pattern if cmd.HasField("db_schema_filter_pattern") else None)
     name_pattern = like(cmd.table_name_filter_pattern if cmd.HasField("table_name_filter_pattern") else None)
-    types = set(cmd.table_types)
+    types = {t.lower() for t in cmd.table_types}  # JDBC tools ask for "TABLE"
     schema = schemas.TABLES_WITH_SCHEMA if cmd.include_schema else schemas.TABLES
     rows: list[dict[str, Any]] = []
     if not _catalog_ok(catalog) or (types and TABLE_TYPE not in types):
@@ -84,7 +89,8 @@ def tables(call: Call, cmd: sql.CommandGetTables) -> pa.Table:
                     "table_type": TABLE_TYPE,
                 }
                 if cmd.include_schema:
-                    row["table_schema"] = call.plan(identifier, options).schema.serialize().to_pybytes()
+                    described = describe(call.plan(identifier, options).schema, Origin(CATALOG, entry.namespace, name))
+                    row["table_schema"] = described.serialize().to_pybytes()
                 rows.append(row)
         except Exception as err:  # one unreadable table must not hide the others
             log.warning("GetTables: skipping %s: %s", identifier, err)
@@ -173,6 +179,9 @@ _FIXED: dict[type, pa.Schema] = {
     sql.CommandGetPrimaryKeys: schemas.PRIMARY_KEYS,
     sql.CommandGetXdbcTypeInfo: schemas.XDBC_TYPE_INFO,
     sql.CommandGetSqlInfo: schemas.SQL_INFO,
+    sql.CommandGetImportedKeys: schemas.FOREIGN_KEYS,
+    sql.CommandGetExportedKeys: schemas.FOREIGN_KEYS,
+    sql.CommandGetCrossReference: schemas.FOREIGN_KEYS,
 }
 
 METADATA_COMMANDS = tuple(_FIXED) + (sql.CommandGetTables,)
@@ -192,7 +201,9 @@ def result(call: Call, cmd: Message) -> pa.Table:
         return primary_keys(call, cmd)
     if isinstance(cmd, sql.CommandGetXdbcTypeInfo):
         return xdbc_type_info(cmd)
-    return sql_info(cmd.info)
+    if isinstance(cmd, sql.CommandGetSqlInfo):
+        return sql_info(cmd.info)
+    return schemas.FOREIGN_KEYS.empty_table()
 
 
 __all__ = ["METADATA_COMMANDS", "result", "result_schema"]

@@ -12,7 +12,7 @@ signed handles (``query.tickets.PreparedHandle``).
 
 from __future__ import annotations
 
-from typing import Iterator, TypeVar
+from typing import Any, Iterator, TypeVar
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -21,6 +21,7 @@ from google.protobuf.message import Message
 from catalog.errors import InvalidQueryError, InvalidTicketError
 from flight_server.protocol import pack, sql, type_name, unpack
 from flight_server.server.flightsql import catalog
+from flight_server.server.flightsql.single_endpoint import single_endpoint
 from flight_server.server.flightsql.statements import Statements
 from flight_server.server.query.queries import Call
 from flight_server.server.query.tickets import PreparedHandle, parameters_ipc
@@ -67,6 +68,20 @@ def _unimplemented(message: Message) -> NotImplementedError:
     )
 
 
+def _bound_values(prepared: PreparedHandle) -> list[Any] | None:
+    """The values bound to ``prepared``; a handle of a query with parameters but nothing bound is
+    refused naming the flow (clients that execute the handle they prepared instead of the one the
+    DoPut answered with, such as flightsql-dbapi 0.2, end up here)."""
+    values = prepared.parameter_values()
+    count = placeholder_count(prepared.sql)
+    if values is None and count:
+        raise InvalidQueryError(
+            f"the prepared statement takes {count} parameter(s) and none are bound to this handle: bind them "
+            "with DoPut and execute the handle its DoPutPreparedStatementResult returns (handles are stateless)"
+        )
+    return values
+
+
 def _no_transactions(message: Message) -> None:
     if message.HasField("transaction_id"):
         raise NotImplementedError("Flight SQL transactions are not implemented by hudi-flight (read-only)")
@@ -87,12 +102,15 @@ class FlightSqlService:
         if isinstance(message, catalog.METADATA_COMMANDS):
             endpoint = flight.FlightEndpoint(descriptor.command, [])
             return flight.FlightInfo(catalog.result_schema(message), descriptor, [endpoint], -1, -1)
+        one = single_endpoint(call.context)
         if isinstance(message, sql.CommandStatementQuery):
             _no_transactions(message)
-            return self.statements.flight_info(call, descriptor, message.query, None)
+            return self.statements.flight_info(call, descriptor, message.query, None, single_endpoint=one)
         if isinstance(message, sql.CommandPreparedStatementQuery):
             prepared = _prepared(call, message.prepared_statement_handle)
-            return self.statements.flight_info(call, descriptor, prepared.sql, prepared.parameter_values(), prepared)
+            return self.statements.flight_info(
+                call, descriptor, prepared.sql, _bound_values(prepared), prepared, single_endpoint=one
+            )
         raise _unimplemented(message)
 
     def get_schema(self, call: Call, message: Message) -> flight.SchemaResult:
@@ -100,8 +118,7 @@ class FlightSqlService:
             return flight.SchemaResult(catalog.result_schema(message))
         if isinstance(message, sql.CommandStatementQuery):
             _no_transactions(message)
-            analysis = self.statements.analyze(call, message.query, None)
-            return flight.SchemaResult(self.statements.schema(call, analysis))
+            return flight.SchemaResult(self.statements.result_schema(call, message.query, None))
         if isinstance(message, sql.CommandPreparedStatementQuery):
             try:
                 prepared = _prepared(call, message.prepared_statement_handle)
@@ -111,8 +128,7 @@ class FlightSqlService:
             values = prepared.parameter_values()
             if values is None:
                 values = [None] * placeholder_count(prepared.sql)
-            analysis = self.statements.analyze(call, prepared.sql, values, prepared)
-            return flight.SchemaResult(self.statements.schema(call, analysis))
+            return flight.SchemaResult(self.statements.result_schema(call, prepared.sql, values, prepared))
         raise _unimplemented(message)
 
     # -- DoGet -------------------------------------------------------------------------------
@@ -138,14 +154,17 @@ class FlightSqlService:
         raise NotImplementedError(f"Flight SQL action {_shown(action_type)} is not implemented by hudi-flight")
 
     def _create(self, call: Call, text: str) -> sql.ActionCreatePreparedStatementResult:
-        placeholders = placeholder_count(text)
-        schema = b""
-        # Analyse now: refusals, unknown tables and rights fail at prepare time, as clients expect.
-        analysis = self.statements.analyze(call, text, [None] * placeholders)
-        if not placeholders:
-            schema = self.statements.schema(call, analysis).serialize().to_pybytes()
+        """Analyse now: refusals, unknown tables and rights fail at prepare time, as clients
+        expect. The answer carries the result schema (the JDBC driver takes a statement without
+        one for an update) and the parameters' types (it binds only into declared parameters)."""
+        schema = self.statements.result_schema(call, text, [None] * placeholder_count(text))
+        parameters = self.statements.parameter_schema(call, text)
         handle = call.queries.codec.issue(PreparedHandle(call.user, text))
-        return sql.ActionCreatePreparedStatementResult(prepared_statement_handle=handle, dataset_schema=schema)
+        return sql.ActionCreatePreparedStatementResult(
+            prepared_statement_handle=handle,
+            dataset_schema=schema.serialize().to_pybytes(),
+            parameter_schema=parameters.serialize().to_pybytes() if len(parameters) else b"",
+        )
 
     # -- DoPut -------------------------------------------------------------------------------
     def do_put(

@@ -36,6 +36,23 @@ PRIMARY_KEYS = pa.schema([
     _utf8("key_name"),
 ])
 
+#: GetImportedKeys, GetExportedKeys and GetCrossReference (always empty: Hudi has no foreign keys)
+FOREIGN_KEYS = pa.schema([
+    _utf8("pk_catalog_name"),
+    _utf8("pk_db_schema_name"),
+    _utf8("pk_table_name", False),
+    _utf8("pk_column_name", False),
+    _utf8("fk_catalog_name"),
+    _utf8("fk_db_schema_name"),
+    _utf8("fk_table_name", False),
+    _utf8("fk_column_name", False),
+    pa.field("key_sequence", pa.int32(), nullable=False),
+    _utf8("fk_key_name"),
+    _utf8("pk_key_name"),
+    pa.field("update_rule", pa.uint8(), nullable=False),
+    pa.field("delete_rule", pa.uint8(), nullable=False),
+])
+
 #: type codes of the ``value`` union of GetSqlInfo
 STRING_VALUE, BOOL_VALUE, BIGINT_VALUE, INT32_BITMASK, STRING_LIST, INT32_TO_INT32_LIST_MAP = range(6)
 
@@ -78,6 +95,7 @@ XDBC_TYPE_INFO = pa.schema([
 __all__ = [
     "CATALOGS",
     "DB_SCHEMAS",
+    "FOREIGN_KEYS",
     "PRIMARY_KEYS",
     "SQL_INFO",
     "SQL_INFO_VALUE",

@@ -11,6 +11,12 @@ Three answers, by the query's shape (:func:`flight_server.server.sql.query.analy
   pinned options; DoGet streams every scan's splits into the locked-down DuckDB
   (:mod:`flight_server.server.sql.engine`) and streams its result.
 
+A client that reads only the first endpoint asks for one (:mod:`.single_endpoint`): a plain scan is
+then answered like anything else. Catalog statements (``SHOW TABLES``, ``DESCRIBE``:
+:mod:`flight_server.server.sql.show`) get one endpoint whose statement ticket carries the statement
+and no view; it is answered from the catalog when read. Every result schema carries the Flight SQL
+column metadata (:mod:`.column_metadata`).
+
 Every table a query touches is authorized when it is planned and again when its ticket is read;
 a ticket is only served to the user it was issued to (tickets: ``query.tickets``).
 """
@@ -30,11 +36,15 @@ from catalog.format.log_file import collecting_corrupt_blocks, relay_corrupt_blo
 from catalog.plan.options import ReadOptions
 from catalog.read.split_reader import read_splits
 from flight_server.protocol import pack, sql
+from flight_server.server.flightsql import show
+from flight_server.server.flightsql.column_metadata import Origin, describe
 from flight_server.server.flightsql.names import CATALOG, Reference, resolve_name, shown_name
 from flight_server.server.query.queries import Call, expiration_time
 from flight_server.server.query.tickets import CountTicket, PinnedScan, StatementTicket, Ticket, check_owner
 from flight_server.server.sql import engine
+from flight_server.server.sql.parameters import parameter_schema
 from flight_server.server.sql.query import Analysis, analyze, hudi_options
+from flight_server.server.sql.show import CatalogStatement, catalog_statement
 
 
 @dataclass
@@ -110,14 +120,46 @@ class Statements:
             check_owner(owner, caller)
         return analysis
 
+    def result_schema(
+        self, call: Call, text: str, parameters: Sequence[Any] | None, owner: Ticket | None = None
+    ) -> pa.Schema:
+        """The result schema of ``text``: a query (analysed: refusals and rights apply) or a catalog statement."""
+        statement = self._catalog_statement(call, text, owner)
+        if statement is not None:
+            return show.result_schema(statement)
+        return self.schema(call, self.analyze(call, text, parameters, owner))
+
+    def parameter_schema(self, call: Call, text: str) -> pa.Schema:
+        """The types of the ``?`` parameters of ``text`` (analysed before: its tables are authorized)."""
+        if catalog_statement(text) is not None:
+            return pa.schema([])
+
+        def schema_of(table: exp.Table) -> pa.Schema:
+            ref = resolve_name(call, table.catalog or None, table.db or None, table.name)
+            return call.plan(ref.identifier, _combine(ref.options, hudi_options(table), table.name)).schema
+
+        return parameter_schema(text, schema_of)
+
+    def _catalog_statement(self, call: Call, text: str, owner: Ticket | None) -> CatalogStatement | None:
+        """The catalog statement ``text`` is (the caller may read), ``None`` for anything else."""
+        call.queries.limits.check_body(text.encode(), "SQL")
+        statement = catalog_statement(text)
+        if statement is not None:
+            caller = call.authorize("read")
+            if owner is not None:
+                check_owner(owner, caller)
+        return statement
+
     def schema(self, call: Call, analysis: Analysis) -> pa.Schema:
-        """The result schema, without listing any split."""
+        """The result schema (with its Flight SQL column metadata), without listing any split."""
         if analysis.count_star is not None:
-            return _count_schema(analysis.count_star)
+            return describe(_count_schema(analysis.count_star))
         if analysis.scan is not None:
-            return call.plan(analysis.scan.table, analysis.scan.options).schema
+            schema = call.plan(analysis.scan.table, analysis.scan.options).schema
+            return _described(schema, [(analysis.scan.table, schema)])
         views = {spec.view: call.plan(spec.table, spec.options).schema for spec in analysis.plan.scans}
-        return self.engine.result_schema(analysis.plan.sql, views, call.context.is_cancelled)
+        sources = [(spec.table, views[spec.view]) for spec in analysis.plan.scans]
+        return _described(self.engine.result_schema(analysis.plan.sql, views, call.context.is_cancelled), sources)
 
     def flight_info(
         self,
@@ -126,24 +168,35 @@ class Statements:
         text: str,
         parameters: Sequence[Any] | None,
         owner: Ticket | None = None,
+        single_endpoint: bool = False,
     ) -> flight.FlightInfo:
-        analysis = self.analyze(call, text, parameters, owner)
-        if analysis.scan is not None:
-            return call.queries.endpoints(call, analysis.scan.table, analysis.scan.options).flight_info(descriptor)
+        """The statement's FlightInfo: the weighted-split endpoints of a plain scan, else one
+        endpoint (always one when ``single_endpoint``: for clients that read only the first)."""
         codec = call.queries.codec
         expires_at = codec.expiry()
+        statement = self._catalog_statement(call, text, owner)
+        if statement is not None:
+            show.result(call, statement)  # an unknown table fails now, not when read
+            ticket = codec.issue(StatementTicket(call.user, text, ()), expires_at)
+            return _single_endpoint(descriptor, show.result_schema(statement), ticket, expires_at, -1)
+        analysis = self.analyze(call, text, parameters, owner)
+        if analysis.scan is not None and not single_endpoint:
+            planned = call.queries.endpoints(call, analysis.scan.table, analysis.scan.options)
+            schema = _described(planned.schema, [(analysis.scan.table, planned.schema)])
+            return flight.FlightInfo(schema, descriptor, planned.endpoints, planned.rows, planned.nbytes, ordered=False)
         if analysis.count_star is not None:
             counted = self._metadata_count(call, analysis)
             if counted is not None:
                 pinned, count = counted
                 ticket = codec.issue(CountTicket(call.user, analysis.count_star, count, pinned), expires_at)
-                return _single_endpoint(descriptor, _count_schema(analysis.count_star), ticket, expires_at, 1)
+                return _single_endpoint(descriptor, describe(_count_schema(analysis.count_star)), ticket, expires_at, 1)
         views, schemas = [], {}
         for spec in analysis.plan.scans:
-            planned = call.plan(spec.table, spec.options)
-            views.append((spec.view, planned.pinned))
-            schemas[spec.view] = planned.schema
-        schema = self.engine.result_schema(analysis.plan.sql, schemas, call.context.is_cancelled)
+            planned_scan = call.plan(spec.table, spec.options)
+            views.append((spec.view, planned_scan.pinned))
+            schemas[spec.view] = planned_scan.schema
+        sources = [(spec.table, schemas[spec.view]) for spec in analysis.plan.scans]
+        schema = _described(self.engine.result_schema(analysis.plan.sql, schemas, call.context.is_cancelled), sources)
         ticket = codec.issue(StatementTicket(call.user, analysis.plan.sql, tuple(views)), expires_at)
         return _single_endpoint(descriptor, schema, ticket, expires_at, -1)
 
@@ -176,20 +229,26 @@ class Statements:
             check_owner(ticket, call.authorize("read"))
         if isinstance(ticket, CountTicket):
             queries.reading(ticket.scan, with_splits=False)  # the table is still registered there
-            schema = _count_schema(ticket.column)
+            schema = describe(_count_schema(ticket.column))
             return schema, iter([pa.record_batch([pa.array([ticket.count], pa.int64())], schema=schema)])
-        readers = {}
+        statement = catalog_statement(ticket.sql) if not ticket.views else None
+        if statement is not None:  # engine SQL is always a query: only a catalog statement parses as one
+            table = show.result(call, statement)
+            return table.schema, iter(table.to_batches())
+        readers, sources = {}, []
         failures: list[Exception] = []
         notes = _EngineThreadNotes()
         for view, scan in ticket.views:
             reading = queries.reading(scan, with_splits=True)
             batches = _recording(read_splits(reading.context, list(reading.splits or ()), scan.options.limit), failures)
             readers[view] = pa.RecordBatchReader.from_batches(reading.schema, notes.collecting(batches))
+            sources.append((scan.table, reading.schema))
         try:
             schema, results = self.engine.run(ticket.sql, readers, call.context.is_cancelled)
         except InvalidQueryError as err:
             raise (failures[0] if failures else err) from err
-        return schema, notes.relayed(_source_errors_first(results, failures))
+        described = _described(schema, sources)
+        return described, _with_schema(notes.relayed(_source_errors_first(results, failures)), described)
 
 
 def _single_endpoint(
@@ -256,6 +315,26 @@ def _source_errors_first(results: Iterator[pa.RecordBatch], failures: list[Excep
         if failures:
             raise failures[0] from err
         raise
+
+
+def _described(schema: pa.Schema, sources: list[tuple[str, pa.Schema]]) -> pa.Schema:
+    """``schema`` with its Flight SQL column metadata; with one source table, a column of that
+    table's name and type is said to come from it."""
+    origins = {}
+    if len(sources) == 1:
+        table, source = sources[0]
+        namespace, _, name = table.partition(".")
+        for f in schema:
+            index = source.get_field_index(f.name)
+            if index >= 0 and source.field(index).type == f.type:
+                origins[f.name] = Origin(CATALOG, namespace, name)
+    return describe(schema, origins)
+
+
+def _with_schema(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """The batches, carrying ``schema``'s field metadata (zero-copy)."""
+    for batch in batches:
+        yield pa.RecordBatch.from_arrays(batch.columns, schema=schema)
 
 
 def _count_schema(name: str) -> pa.Schema:

@@ -138,11 +138,20 @@ def _mentioned_columns(query: exp.Query) -> set[str] | None:
         if not isinstance(star.parent, exp.Count):
             return None
     needed = {c.name.lower() for c in query.find_all(exp.Column) if not isinstance(c.this, exp.Star)}
+    needed.update(_struct_roots(query))
     for join in query.find_all(exp.Join):
         if str(join.args.get("method") or "").upper() == "NATURAL":
             return None  # joins on every common column name: a narrower projection changes the result
         needed.update(u.name.lower() for u in join.args.get("using") or [])  # USING (col) names no Column
     return needed
+
+
+def _struct_roots(query: exp.Query) -> set[str]:
+    """Lower-cased ``s`` of every ``s.field`` whose ``s`` names no table or alias of the query: a
+    struct column and its field (sqlglot reads ``s`` as a table qualifier)."""
+    sources = {t.alias_or_name.lower() for t in query.find_all(exp.Table)}
+    sources.update(a.alias_or_name.lower() for a in query.find_all(exp.Subquery, exp.CTE) if a.alias_or_name)
+    return {c.table.lower() for c in query.find_all(exp.Column) if c.table and c.table.lower() not in sources}
 
 
 def _projection(schema: pa.Schema, needed: set[str] | None) -> tuple[str, ...] | None:

@@ -146,6 +146,11 @@ def placeholder_count(sql: str) -> int:
     return len(_placeholders(sql))
 
 
+def bind(sql: str, parameters: Sequence[Any]) -> str:
+    """``sql`` with its ``?`` placeholders replaced, in order, by SQL literals of ``parameters``."""
+    return _bind(sql, _tokens(sql), parameters)
+
+
 def _bind(sql: str, tokens: list[Any], parameters: Sequence[Any] | None) -> str:
     """``sql`` with its ``?`` placeholders replaced, in order, by SQL literals of ``parameters``."""
     marks = _placeholders(sql, tokens)
@@ -380,5 +385,5 @@ def _plain_scan(query: exp.Query, scans: list[ScanSpec]) -> ScanSpec | None:
     return ScanSpec(scan.view, scan.table, scan.options.replace(columns=ordered))
 
 
-__all__ = ["Analysis", "TABLE_CHANGES", "analyze", "hudi_options", "instant_literal",
+__all__ = ["Analysis", "TABLE_CHANGES", "analyze", "bind", "hudi_options", "instant_literal",
            "placeholder_count"]

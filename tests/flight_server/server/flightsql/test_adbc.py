@@ -46,7 +46,7 @@ def test_get_objects_lists_catalog_schemas_tables_and_columns(adbc_conn, sql_tab
     assert "v6_nonpartitioned" in cow_tables and "v6_nonpartitioned_ro" not in cow_tables
     columns = [c["column_name"] for c in tables["v6_nonpartitioned"]["table_columns"]]
     assert columns == _table(sql_tables, MOR).schema.names
-    assert {t["table_type"] for t in tables.values()} == {"TABLE"}
+    assert {t["table_type"] for t in tables.values()} == {"table"}
 
 
 def test_get_objects_filters(adbc_conn):
@@ -63,7 +63,7 @@ def test_get_objects_filters(adbc_conn):
 def test_get_table_schema_and_types(adbc_conn, sql_tables):
     schema = adbc_conn.adbc_get_table_schema("v9_txns_simple_meta", db_schema_filter="sample_table_cow")
     assert schema.names == _table(sql_tables, COW_TXNS).schema.names
-    assert adbc_conn.adbc_get_table_types() == ["TABLE"]
+    assert adbc_conn.adbc_get_table_types() == ["table"]
 
 
 def test_get_info(adbc_conn):

@@ -50,13 +50,17 @@ def _fetch(client, message) -> pa.Table:
     (sql.CommandGetPrimaryKeys(db_schema="sample_table_cow", table="v9_txns_simple_meta"), schemas.PRIMARY_KEYS),
     (sql.CommandGetXdbcTypeInfo(), schemas.XDBC_TYPE_INFO),
     (sql.CommandGetSqlInfo(), schemas.SQL_INFO),
+    # Hudi tables have no foreign keys: the commands answer empty results (JDBC tools call them)
+    (sql.CommandGetImportedKeys(db_schema="sample_table_cow", table="v9_txns_simple_meta"), schemas.FOREIGN_KEYS),
+    (sql.CommandGetExportedKeys(table="x"), schemas.FOREIGN_KEYS),
+    (sql.CommandGetCrossReference(pk_table="x", fk_table="y"), schemas.FOREIGN_KEYS),
 ])
 def test_catalog_results_have_the_specified_schema(client, message, schema):
     info = client.get_flight_info(_command(message))
     assert info.schema.equals(schema, check_metadata=True)
     assert client.get_schema(_command(message)).schema.equals(schema)
     result = _fetch(client, message)
-    assert result.schema.equals(schema) and result.num_rows > 0
+    assert result.schema.equals(schema) and (result.num_rows > 0) == (schema is not schemas.FOREIGN_KEYS)
     result.validate(full=True)
 
 
@@ -162,8 +166,7 @@ def test_refusals_through_adbc(adbc_conn):
 
 
 @pytest.mark.parametrize("message", [
-    sql.CommandGetExportedKeys(table="x"), sql.CommandGetImportedKeys(table="x"),
-    sql.CommandGetCrossReference(pk_table="x", fk_table="y"), sql.CommandStatementUpdate(query="DELETE FROM x"),
+    sql.CommandStatementUpdate(query="DELETE FROM x"),
     sql.CommandStatementQuery(query="SELECT 1", transaction_id=b"t"),
 ])
 def test_unimplemented_commands(client, message):

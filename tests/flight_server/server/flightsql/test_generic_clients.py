@@ -1,0 +1,227 @@
+"""What generic Flight SQL clients need beyond the protocol's core: column metadata on results,
+empty foreign keys, table types in any case, catalog statements (SHOW/DESCRIBE) as reads,
+``struct.field``, typed prepared-statement parameters, and every row in one endpoint for clients
+that read only the first (``x-hudi-flight-single-endpoint``)."""
+
+from __future__ import annotations
+
+import adbc_driver_manager
+import pyarrow as pa
+import pyarrow.flight as flight
+import pytest
+import sqlalchemy
+
+from catalog.hudi_table import HudiTable
+from flight_server.protocol import pack, sql, unpack
+from flight_server.protocol.headers import SINGLE_ENDPOINT_HEADER
+from flight_server.server.flightsql import column_metadata as cm
+from flight_server.server.sql.parameters import parameter_schema
+from flight_server.server.sql.show import DescribeTable, ShowTables, catalog_statement
+from tests.support.compare import assert_same_rows
+
+TABLE = "sample_table_cow.v9_txns_simple_meta"
+NESTED = "sample_table_cow.v6_nonpartitioned"
+
+
+@pytest.fixture(scope="module")
+def client(sql_server):
+    c = flight.connect(f"grpc://127.0.0.1:{sql_server.port}")
+    yield c
+    c.close()
+
+
+def _command(message) -> flight.FlightDescriptor:
+    return flight.FlightDescriptor.for_command(pack(message))
+
+
+def _query(query: str) -> flight.FlightDescriptor:
+    return _command(sql.CommandStatementQuery(query=query))
+
+
+def _metadata(field: pa.Field) -> dict[str, str]:
+    return {k.decode(): v.decode() for k, v in (field.metadata or {}).items()}
+
+
+# -- column metadata ---------------------------------------------------------------------------
+
+
+def test_scan_results_carry_flight_sql_column_metadata(client):
+    query = _query(f"SELECT * FROM {NESTED}")
+    for schema in (client.get_flight_info(query).schema, client.get_schema(query).schema):
+        id_field = _metadata(schema.field("id"))
+        assert id_field[cm.TYPE_NAME] == "INTEGER" and id_field[cm.PRECISION] == "10"
+        assert (id_field[cm.CATALOG_NAME], id_field[cm.DB_SCHEMA_NAME], id_field[cm.TABLE_NAME]) == (
+            "hudi", "sample_table_cow", "v6_nonpartitioned")
+        decimal = _metadata(schema.field("decimalField"))
+        assert (decimal[cm.TYPE_NAME], decimal[cm.PRECISION], decimal[cm.SCALE]) == ("DECIMAL", "10", "5")
+        assert _metadata(schema.field("timestampField"))[cm.TYPE_NAME] == "TIMESTAMP WITH TIME ZONE"
+        assert _metadata(schema.field("structField"))[cm.TYPE_NAME] == "STRUCT"
+
+
+def test_engine_results_carry_metadata_in_flight_info_and_stream(client):
+    info = client.get_flight_info(_query(f"SELECT id, name, id + 1 AS next FROM {NESTED} ORDER BY id"))
+    streamed = client.do_get(info.endpoints[0].ticket).read_all()
+    for schema in (info.schema, streamed.schema):
+        assert _metadata(schema.field("name"))[cm.TABLE_NAME] == "v6_nonpartitioned"
+        assert cm.TABLE_NAME not in _metadata(schema.field("next"))  # computed: no origin
+        assert _metadata(schema.field("next"))[cm.TYPE_NAME] in ("INTEGER", "BIGINT")
+    assert streamed.column("id").to_pylist() == [1, 2, 3, 4]
+
+
+def test_get_tables_schema_carries_metadata(client):
+    info = client.get_flight_info(_command(sql.CommandGetTables(
+        include_schema=True, db_schema_filter_pattern="sample_table_cow", table_name_filter_pattern="v6_nonpartitioned")))
+    row = client.do_get(info.endpoints[0].ticket).read_all().to_pylist()[0]
+    schema = pa.ipc.read_schema(pa.py_buffer(row["table_schema"]))
+    assert _metadata(schema.field("longField"))[cm.TYPE_NAME] == "BIGINT"
+    assert _metadata(schema.field("longField"))[cm.TABLE_NAME] == "v6_nonpartitioned"
+
+
+@pytest.mark.parametrize("dtype, expected", [
+    (pa.int64(), ("BIGINT", 19, 0)), (pa.decimal128(12, 3), ("DECIMAL", 12, 3)), (pa.utf8(), ("VARCHAR", None, None)),
+    (pa.timestamp("us"), ("TIMESTAMP", 26, 6)), (pa.timestamp("ms", tz="UTC"), ("TIMESTAMP WITH TIME ZONE", 23, 3)),
+    (pa.date32(), ("DATE", 10, None)), (pa.list_(pa.int32()), ("ARRAY", None, None)),
+    (pa.map_(pa.utf8(), pa.int32()), ("MAP", None, None)), (pa.binary(), ("VARBINARY", None, None)),
+])
+def test_sql_types(dtype, expected):
+    assert cm.sql_type(dtype) == expected
+
+
+# -- catalog commands --------------------------------------------------------------------------
+
+
+def test_table_types_match_in_any_case(client):
+    for types in (["table"], ["TABLE"], ["Table", "view"]):
+        info = client.get_flight_info(_command(sql.CommandGetTables(table_types=types)))
+        assert client.do_get(info.endpoints[0].ticket).read_all().num_rows > 0, types
+
+
+# -- catalog statements ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("SHOW TABLES", ShowTables()),
+    ("show tables in sample_table_cow;", ShowTables("sample_table_cow")),
+    ('DESCRIBE "ns"."T"', DescribeTable(None, "ns", "T")),
+    ("desc table hudi.ns.t", DescribeTable("hudi", "ns", "t")),
+    ("SHOW COLUMNS FROM t IN ns", DescribeTable(None, "ns", "t")),
+    ("SHOW COLUMNS FROM ns.t", DescribeTable(None, "ns", "t")),
+    ("DESCRIBE SELECT 1", None),
+    ("SHOW TABLES FROM a.b", None),
+    ("SELECT 1", None),
+])
+def test_catalog_statements_are_recognised(text, expected):
+    assert catalog_statement(text) == expected
+
+
+def test_show_and_describe_answer_as_reads(cursor, sql_tables):
+    cursor.execute("SHOW TABLES FROM sample_table_cow")
+    tables = cursor.fetch_arrow_table()
+    assert set(tables.column("namespace").to_pylist()) == {"sample_table_cow"}
+    expected = {i.split(".")[1] for i in sql_tables[1] if i.startswith("sample_table_cow.") and "lance" not in i}
+    assert set(tables.column("table_name").to_pylist()) == expected
+    for statement in (f"DESCRIBE {TABLE}", "SHOW COLUMNS FROM v9_txns_simple_meta IN sample_table_cow"):
+        cursor.execute(statement)
+        described = cursor.fetch_arrow_table().to_pylist()
+        assert [r["column_name"] for r in described] == HudiTable.open(sql_tables[1][TABLE]).schema.names
+        assert {r["key"] for r in described if r["key"]} == {"PRI"}
+    with pytest.raises(adbc_driver_manager.Error, match="not found"):
+        cursor.execute("DESCRIBE sample_table_cow.nope")
+
+
+# -- struct fields -----------------------------------------------------------------------------
+
+
+def test_struct_field_resolves_with_dots(cursor, sql_tables):
+    cursor.execute(f"SELECT id, structField.field1 AS f FROM {NESTED} t WHERE t.structField.field2 > 30 ORDER BY id")
+    ours = cursor.fetch_arrow_table().to_pylist()
+    rows = HudiTable.open(sql_tables[1][NESTED]).read(columns=["id", "structField"]).to_pylist()
+    expected = sorted(({"id": r["id"], "f": r["structField"]["field1"]} for r in rows
+                       if r["structField"]["field2"] > 30), key=lambda r: r["id"])
+    assert ours == expected and ours
+
+
+# -- prepared statement parameters -------------------------------------------------------------
+
+
+def _schema_of(table):
+    return pa.schema([("id", pa.int32()), ("name", pa.utf8()), ("ts", pa.timestamp("us", tz="UTC")),
+                      ("s", pa.struct([("a", pa.int32())]))])
+
+
+@pytest.mark.parametrize("query, types", [
+    ("SELECT * FROM t WHERE id > ? AND ? = name", [pa.int32(), pa.utf8()]),
+    ("SELECT * FROM t x WHERE x.id IN (?, ?) AND ts BETWEEN ? AND ?",
+     [pa.int32(), pa.int32(), pa.timestamp("ms", tz="UTC"), pa.timestamp("ms", tz="UTC")]),
+    ("SELECT * FROM t WHERE name LIKE ? LIMIT ? OFFSET ?", [pa.utf8(), pa.int64(), pa.int64()]),
+    ("SELECT CAST(? AS BIGINT), CAST(? AS DATE), ? FROM t WHERE s = ?", [pa.int64(), pa.date32(), pa.utf8(), pa.utf8()]),
+    ("SELECT * FROM t WHERE (id + ?) > 3", [pa.int32()]),
+    ("SELECT * FROM t", []),
+])
+def test_parameter_types_follow_their_place(query, types):
+    schema = parameter_schema(query, _schema_of)
+    assert schema.types == types
+    assert schema.names == [f"parameter_{i + 1}" for i in range(len(types))]
+
+
+def test_prepare_answers_result_and_parameter_schemas(client):
+    query = f"SELECT txn_id FROM {TABLE} WHERE region = ? LIMIT ?"
+    result = next(iter(client.do_action(flight.Action(
+        "CreatePreparedStatement", pack(sql.ActionCreatePreparedStatementRequest(query=query))))))
+    created = unpack(result.body.to_pybytes())
+    assert pa.ipc.read_schema(pa.py_buffer(created.dataset_schema)).names == ["txn_id"]
+    assert pa.ipc.read_schema(pa.py_buffer(created.parameter_schema)).types == [pa.utf8(), pa.int64()]
+
+
+def test_executing_an_unbound_handle_names_the_flow(client):
+    """flightsql-dbapi 0.2 binds with DoPut but then executes the handle it prepared, not the
+    one the DoPut answered with: refused with a message saying which handle to use."""
+    query = f"SELECT txn_id FROM {TABLE} WHERE region = ?"
+    result = next(iter(client.do_action(flight.Action(
+        "CreatePreparedStatement", pack(sql.ActionCreatePreparedStatementRequest(query=query))))))
+    handle = unpack(result.body.to_pybytes()).prepared_statement_handle
+    descriptor = _command(sql.CommandPreparedStatementQuery(prepared_statement_handle=handle))
+    params = pa.record_batch([pa.array(["us"])], names=["p0"])
+    writer, reader = client.do_put(descriptor, params.schema)
+    writer.write_batch(params)
+    writer.done_writing()
+    reader.read()
+    writer.close()
+    with pytest.raises(pa.ArrowInvalid, match="DoPutPreparedStatementResult"):
+        client.get_flight_info(descriptor)
+
+
+# -- one endpoint ------------------------------------------------------------------------------
+
+
+def test_single_endpoint_header_gives_every_row_in_the_first_endpoint(client, sql_tables):
+    query = _query(f"SELECT * FROM {TABLE}")
+    default = client.get_flight_info(query)
+    assert len(default.endpoints) > 1  # the case first-endpoint-only clients lose rows in
+    options = flight.FlightCallOptions(headers=[(SINGLE_ENDPOINT_HEADER.encode(), b"true")])
+    info = client.get_flight_info(query, options)
+    assert len(info.endpoints) == 1
+    first = client.do_get(info.endpoints[0].ticket, options).read_all()
+    assert_same_rows(first, HudiTable.open(sql_tables[1][TABLE]).read())
+
+
+def test_sqlalchemy_adbc_reflects_tables_types_and_keys(sql_server, sql_tables):
+    """sqlalchemy-adbc (a generic SQLAlchemy dialect over ADBC) lists the tables whose
+    ``table_type`` is exactly ``"table"`` and maps column types from ``xdbc_type_name``, which the
+    ADBC driver takes from the ``ARROW:FLIGHT:SQL:TYPE_NAME`` column metadata."""
+    engine = sqlalchemy.create_engine(f"adbc+flightsql://127.0.0.1:{sql_server.port}?tls=false")
+    try:
+        inspector = sqlalchemy.inspect(engine)
+        assert "sample_table_cow" in inspector.get_schema_names()
+        expected = {i.split(".")[1] for i in sql_tables[1] if i.startswith("sample_table_cow.") and "lance" not in i}
+        assert set(inspector.get_table_names(schema="sample_table_cow")) == expected
+        columns = {c["name"]: c["type"] for c in inspector.get_columns("v6_nonpartitioned", schema="sample_table_cow")}
+        assert isinstance(columns["id"], sqlalchemy.Integer) and isinstance(columns["name"], sqlalchemy.String)
+        assert isinstance(columns["decimalField"], sqlalchemy.Numeric)
+        assert isinstance(columns["timestampField"], sqlalchemy.DateTime)
+        # (primary keys: the ADBC Flight SQL driver's GetObjects carries no constraints; GetPrimaryKeys has them)
+        with engine.connect() as conn:
+            rows = conn.execute(sqlalchemy.text(f"SELECT id FROM {NESTED} WHERE id > 2 ORDER BY id")).all()
+        assert [r[0] for r in rows] == [3, 4]
+    finally:
+        engine.dispose()

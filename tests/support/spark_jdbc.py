@@ -1,0 +1,102 @@
+"""Spark's JDBC source over the Arrow Flight SQL JDBC driver, in its own process (a JVM of its
+own, with the driver jar on ``spark.jars``; the test process may already hold a SparkContext).
+
+``python -m tests.support.spark_jdbc JAR FLIGHT_URI TABLE PARTITION_COLUMN`` prints one JSON object: what
+``spark.read.jdbc`` returned for a count, a pruned column, a filter, a limit and a partitioned
+read, and the same through the Python data source (``format("hudi-flight")``).
+
+Spark's generic JDBC dialect refuses ``TIMESTAMP WITH TIME ZONE`` columns (java.sql.Types 2014,
+UNRECOGNIZED_SQL_TYPE): the JDBC read goes through a subquery that casts them to ``TIMESTAMP``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+DRIVER_CLASS = "org.apache.arrow.driver.jdbc.ArrowFlightJdbcDriver"
+JVM_OPTIONS = "--add-opens=java.base/java.nio=ALL-UNNAMED -Duser.timezone=UTC"
+
+
+def session(jar: str):
+    from pyspark.sql import SparkSession
+
+    from flight_server.client.spark import HudiFlightDataSource
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("hudi-flight-jdbc")
+        .config("spark.ui.enabled", "false")
+        .config("spark.jars", jar)
+        .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
+        .config("spark.executor.extraJavaOptions", JVM_OPTIONS)
+        .config("spark.driver.memory", "1g")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(HudiFlightDataSource)
+    return spark
+
+
+def readable_dbtable(schema, table: str) -> str:
+    """A ``dbtable`` subquery Spark's JDBC source can read: zoned timestamps (``schema`` is the
+    table's Spark schema) cast to ``TIMESTAMP``, every other column as it is."""
+    zoned = {f.name for f in schema if f.dataType.typeName() == "timestamp"}
+    items = [f'CAST("{c}" AS TIMESTAMP) AS "{c}"' if c in zoned else f'"{c}"' for c in schema.names]
+    return f"(SELECT {', '.join(items)} FROM {table}) AS t"
+
+
+def jdbc_url(flight_uri: str) -> str:
+    host_port = flight_uri.split("://", 1)[1]
+    return f"jdbc:arrow-flight-sql://{host_port}/?useEncryption=false"
+
+
+def main(jar: str, flight_uri: str, table: str, partition_column: str) -> dict:
+    spark = session(jar)
+    url = jdbc_url(flight_uri)
+    options = {"driver": DRIVER_CLASS}
+
+    python = spark.read.format("hudi-flight").option("uri", flight_uri).load(table)
+    dbtable = readable_dbtable(python.schema, table)
+
+    def jdbc(**extra: str):
+        return spark.read.format("jdbc").options(url=url, dbtable=dbtable, **options, **extra).load()
+
+    df = jdbc()
+    # the driver reports no column as signed: Spark widens BIGINT to decimal(20,0), INTEGER to bigint
+    python_types = dict(python.dtypes)
+    same_types = df.select(*[df[c].cast(python_types[c]).alias(c) for c in df.columns])
+    bounds = python.selectExpr(f"min({partition_column})", f"max({partition_column})").first()
+    partitioned = jdbc(partitionColumn=partition_column, lowerBound=str(bounds[0]), upperBound=str(bounds[1]),
+                       numPartitions="3")
+    out = {
+        "columns": df.columns,
+        "types": dict(df.dtypes),
+        "python_types": dict(python.dtypes),
+        "python_columns": python.columns,
+        "count": df.count(),
+        "count_aggregate_pushed": jdbc(pushDownAggregate="true").count(),
+        "python_count": python.count(),
+        "pruned": sorted(r[0] for r in df.select("txn_id").collect()),
+        "python_pruned": sorted(r[0] for r in python.select("txn_id").collect()),
+        "filtered": sorted(r[0] for r in df.filter("region = 'us' AND amount > 100").select("txn_id").collect()),
+        "python_filtered": sorted(
+            r[0] for r in python.filter("region = 'us' AND amount > 100").select("txn_id").collect()),
+        "limited": len(df.limit(3).collect()),
+        "partitions": partitioned.rdd.getNumPartitions(),
+        "partitioned": sorted(r[0] for r in partitioned.select("txn_id").collect()),
+        "rows": sorted(json.dumps(r.asDict(), default=str, sort_keys=True) for r in same_types.collect()),
+        "python_rows": sorted(json.dumps(r.asDict(), default=str, sort_keys=True) for r in python.collect()),
+    }
+    spark.stop()
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(*sys.argv[1:5])))
