@@ -28,7 +28,7 @@ from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
 from catalog.errors import InvalidQueryError
-from catalog.plan.options import ReadOptions
+from catalog.plan.options import ReadOptions, parse_instant
 from flight_server.server.sql.planner import (
     DIALECT,
     Resolver,
@@ -47,7 +47,6 @@ _FORBIDDEN_FUNCTION = re.compile(
     r"|iceberg_\w+|delta_\w+|json_execute_serialized_sql|from_substrait\w*|get_substrait\w*|checkpoint|force_checkpoint)$",
     re.IGNORECASE,
 )
-_ISO_INSTANT = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,3}))?)?$")
 
 
 @dataclass(frozen=True)
@@ -178,16 +177,11 @@ def _refuse_unsafe(query: Any) -> None:
 
 
 def instant_literal(node: exp.Expression, what: str) -> str:
-    """A ``'<instant>'`` string literal as a Hudi instant (``yyyyMMddHHmmss[SSS]``; an ISO date or
-    timestamp is accepted and written out as one, a date meaning its midnight as in Hudi's Spark SQL)."""
+    """A ``'<instant>'`` string literal as a Hudi instant, in the grammar every surface shares
+    (:func:`~catalog.plan.options.parse_instant`)."""
     if not isinstance(node, exp.Literal) or not node.is_string:
-        raise InvalidQueryError(f"{what} takes a string literal instant such as '20240101120000000'")
-    text = node.this.strip()
-    iso = _ISO_INSTANT.match(text)
-    if iso:
-        y, mo, d, h, mi, s, ms = iso.groups()
-        text = f"{y}{mo}{d}{h or '00'}{mi or '00'}{s or '00'}{(ms or '000').ljust(3, '0')}"
-    return text
+        raise InvalidQueryError(f"{what} takes a string literal instant such as '20240101120000000' or '2024-01-01'")
+    return parse_instant(node.this, what)
 
 
 def _hudi_clauses(query: Any) -> None:
