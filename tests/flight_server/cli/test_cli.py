@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -175,8 +176,13 @@ def test_bad_config_file(capsys, tmp_path):
 def test_demo_end_to_end(capsys):
     code, out, err = _run(capsys, "demo")
     assert code == 0, err
-    assert "SELECT" in out and "demo done" in out
-    assert "MERGE_ON_READ" in out and "COPY_ON_WRITE" in out
+    assert "MERGE_ON_READ" in out and "COPY_ON_WRITE" in out and out.rstrip().endswith("demo done")
+    planning = re.search(r"(\d+) storage requests from the metadata table, (\d+) by listing storage", out)
+    assert planning and int(planning.group(1)) < int(planning.group(2)), out
+    assert re.search(r"\d+ endpoints \(weights [\d.]+ to [\d.]+\), fetched \d+ at a time: [\d,]+ rows", out), out
+    assert re.search(r"as_of \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d: [\d,]+ rows; now: [\d,]+ rows \(trip-\d+: fare", out), out
+    assert "Flight SQL through the ADBC driver" in out and "region-00000 |" in out
+    assert len(out.splitlines()) <= 30  # one screenful
 
 
 def test_generate_delegates_to_generator(capsys, tmp_path):
