@@ -83,8 +83,8 @@ def _planning(path: Path) -> str:
     counts = []
     for use_mdt in (True, False):
         table = HudiTable.open(str(path), use_metadata_table=use_mdt)
-        splits = list(table.scan().splits)
-        counts.append((table.storage.stats.total, len(splits), len(table.state.listing.list_partitions())))
+        planned = sum(1 for _ in table.scan().splits)
+        counts.append((table.storage.stats.total, planned, len(table.state.listing.list_partitions())))
     (mdt, splits, partitions), (listing, _, _) = counts
     return (f"   {partitions} partitions, {splits} splits: {mdt} storage requests from the metadata table, "
             f"{listing} by listing storage")
