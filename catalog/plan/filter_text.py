@@ -43,7 +43,7 @@ _TOKEN = re.compile(
 )
 _NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
 _INTEGER = re.compile(r"^[+-]?\d+$")
-_PLAIN_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+_PLAIN_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _KEYWORDS = frozenset({"and", "or", "not", "in", "is", "null", "true", "false"})
 
 
@@ -220,7 +220,7 @@ def _value_text(value: FilterValue) -> str:
 
 def _column_text(column: str) -> str:
     plain = _PLAIN_WORD.match(column) and column.lower() not in _KEYWORDS
-    return column if plain else _quoted(column, "`")
+    return column if plain else _quoted(column, '"')  # as SQL quotes identifiers
 
 
 def format_filter(item: FilterTuple) -> str:
@@ -236,7 +236,7 @@ def format_filter(item: FilterTuple) -> str:
 
 
 def format_filters(items: Iterable[FilterTuple]) -> str:
-    """The text form of filters ANDed together."""
+    """The text form of filters ANDed together; also a valid SQL ``WHERE`` condition."""
     return " AND ".join(format_filter(item) for item in items)
 
 

@@ -180,3 +180,13 @@ def test_output_file_checks_format_and_leaves_nothing_on_failure(tmp_path):
             out.write(pa.record_batch([pa.array([1])], schema=schema))
             raise RuntimeError("stream broke")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_count_of_the_rest_honours_filters_and_time_travel(served, capsys):
+    uri, table = served
+    first = table.timeline.commits[0].requested_time
+    expected = table.read(filters=[("fare", ">", 100), ("region", "!=", "x y")], as_of=first).num_rows
+    code, out, err = _run(capsys, uri, "read", TABLE, "--columns", "uuid", "--max-rows", "2", "--as-of", first,
+                          "--filter", "fare > 100", "--filter", "\"region\" != 'x y'")
+    assert code == 0, err
+    assert out.splitlines()[-1].startswith(f"(2 rows shown; {expected - 2} more: ")
