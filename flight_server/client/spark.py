@@ -336,6 +336,14 @@ class HudiFlightStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     """
 
     def __init__(self, query: _Query, schema: StructType, max_commits: int):
+        start = query.options.start
+        if start is not None and not start.isdigit():
+            # Offsets are compared here, on the driver, which does not know the zone the server
+            # writes a LOCAL timeline's instants in: a zoned start could only be guessed.
+            raise ValueError(
+                f"{SOURCE_NAME}: a stream's start option takes yyyyMMddHHmmss[SSS] or an ISO timestamp without a "
+                f"zone (a time of the table's timeline zone), got {start}"
+            )
         self.query = query
         self.schema = schema
         self.max_commits = max_commits

@@ -54,3 +54,19 @@ def test_polars_source_refuses_before_connecting():
 
     with pytest.raises(InvalidInstantError, match=r"malformed as_of '2025-01-01T24:00'"):
         scan_hudi("grpc://127.0.0.1:1", "ns.t", as_of="2025-01-01T24:00")
+
+
+def test_spark_stream_refuses_a_zoned_start():
+    """A stream's offsets are compared on the driver, which cannot know a LOCAL timeline's zone."""
+    pytest.importorskip("pyspark")
+    from pyspark.sql.types import StructType
+
+    from flight_server.client.spark import HudiFlightStreamReader, _Query
+
+    naive = _Query.from_options({"uri": "grpc://127.0.0.1:1", "path": "ns.t", "query_type": "incremental",
+                             "start": "2025-01-01T00:00:10"})
+    assert HudiFlightStreamReader(naive, StructType([]), 1).initialOffset() == {"instant": "20250101000010000"}
+    zoned = _Query.from_options({"uri": "grpc://127.0.0.1:1", "path": "ns.t", "query_type": "incremental",
+                             "start": "2025-01-01T00:00:10Z"})
+    with pytest.raises(ValueError, match="a stream's start option takes yyyyMMddHHmmss"):
+        HudiFlightStreamReader(zoned, StructType([]), 1)
