@@ -7,6 +7,8 @@ import time
 from datetime import datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from catalog import HudiTable, InvalidInstantError, ReadOptions
 from catalog.plan.options import INSTANT_FORMS, instant_in_zone, parse_instant, resolve
@@ -122,3 +124,15 @@ def test_utc_timeline_zone(fixture_table, tmp_path, local_zone):
     an_hour_later = datetime.strptime(last[:14], "%Y%m%d%H%M%S") + timedelta(hours=1)
     assert resolved.options.as_of == f"{an_hour_later:%Y%m%d%H%M%S}{last[14:]}"
     assert_same_rows(table.read(as_of=_iso(last, "-01:00")), table.read(), exact_types=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.datetimes(min_value=datetime(1000, 1, 1), max_value=datetime(9999, 12, 31)),
+       st.sampled_from(["T", " "]), st.sampled_from(["seconds", "milliseconds", "microseconds"]))
+def test_iso_and_digits_agree(moment, separator, timespec):
+    digits = f"{moment:%Y%m%d%H%M%S}{moment.microsecond // 1000:03d}" if timespec != "seconds" else (
+        f"{moment:%Y%m%d%H%M%S}000")
+    assert parse_instant(moment.isoformat(sep=separator, timespec=timespec)) == digits
+    assert parse_instant(digits) == digits
+    zoned = parse_instant(moment.isoformat(timespec="milliseconds") + "Z")
+    assert instant_in_zone(zoned, "UTC") == f"{moment:%Y%m%d%H%M%S}{moment.microsecond // 1000:03d}"
