@@ -27,7 +27,7 @@ from flight_server.client.session import DEFAULT_PORT, DEFAULT_URI, HudiFlightCl
 DEFAULT_SERVER = DEFAULT_URI
 #: rows ``read`` prints (and fetches) without ``--limit``
 DEFAULT_DISPLAY_ROWS = 50
-_IDENTIFIER = re.compile(r"^[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+$")
+_IDENTIFIER = re.compile(r"^[^.\s]+\.[^.\s]+$")  # as the command schema's identifier
 
 
 # -- argument helpers ------------------------------------------------------------------------
@@ -49,7 +49,7 @@ def _columns(values: list[str] | None) -> list[str] | None:
 def _table_name(text: str) -> str:
     """A ``NS.TABLE`` argument, checked before anything is sent."""
     if not _IDENTIFIER.match(text):
-        raise CliError(f"table {text!r}: expected NAMESPACE.TABLE, e.g. demo.trips (letters, digits, _ and -)")
+        raise CliError(f"table {text!r}: expected NAMESPACE.TABLE, e.g. demo.trips (one dot, no spaces)")
     return text
 
 
@@ -234,6 +234,10 @@ def _fetch(client: HudiFlightClient, plan: QueryPlan, progress: Progress | None)
         yield batch
 
 
+def _sql_name(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
 def count_rows(client: HudiFlightClient, table: str, options: ReadOptions) -> int | None:
     """The exact row count of a snapshot or read-optimized query, counted on the server (Flight
     SQL ``count(*)``: from metadata where exact, else without sending rows); ``None`` when it
@@ -244,7 +248,9 @@ def count_rows(client: HudiFlightClient, table: str, options: ReadOptions) -> in
         from flight_server.client.sql.flightsql import statement_plan
     except ImportError:  # the SQL client's protobuf is an extra
         return None
-    sql = f"SELECT count(*) FROM {table}{'_ro' if options.read_optimized else ''}"
+    namespace, name = table.split(".")
+    name += "_ro" if options.read_optimized else ""
+    sql = f"SELECT count(*) FROM {_sql_name(namespace)}.{_sql_name(name)}"
     if options.as_of is not None:
         sql += f" TIMESTAMP AS OF '{options.as_of}'"
     if options.filters:

@@ -190,3 +190,12 @@ def test_the_count_of_the_rest_honours_filters_and_time_travel(served, capsys):
                           "--filter", "fare > 100", "--filter", "\"region\" != 'x y'")
     assert code == 0, err
     assert out.splitlines()[-1].startswith(f"(2 rows shown; {expected - 2} more: ")
+
+
+def test_the_count_of_the_rest_of_a_read_optimized_query(served, capsys):
+    uri, table = served
+    expected = table.read(query_type="read_optimized").num_rows
+    code, out, err = _run(capsys, uri, "read", TABLE, "--columns", "uuid", "--max-rows", "3",
+                          "--query-type", "read_optimized")
+    assert code == 0, err
+    assert out.splitlines()[-1].startswith(f"(3 rows shown; {expected - 3} more: ")
