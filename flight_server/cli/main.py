@@ -269,11 +269,12 @@ def _read_to_screen(args: argparse.Namespace, client: HudiFlightClient, options:
     fetched = shown if args.limit is not None else shown + 1  # one more: are there more rows?
     plan = client.plan(args.table, options.replace(limit=fetched))
     batches, rows = [], 0
-    for batch in _fetch(client, plan, progress):
-        batches.append(batch)
-        rows += batch.num_rows
-        if rows >= fetched:
-            break  # stops the other endpoints' streams
+    with contextlib.closing(_fetch(client, plan, progress)) as stream:  # closing stops the other streams
+        for batch in stream:
+            batches.append(batch)
+            rows += batch.num_rows
+            if rows >= fetched:
+                break
     result = pa.Table.from_batches(batches, schema=plan.schema).slice(0, fetched)
     more = ""
     if result.num_rows > shown:
