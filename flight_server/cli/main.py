@@ -13,7 +13,7 @@ import re
 import signal
 import sys
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Iterator, Sequence
+from typing import Any, Generator, Iterator, Sequence
 
 import pyarrow as pa
 
@@ -223,7 +223,9 @@ def read_options_from(args: argparse.Namespace) -> ReadOptions:
     return ReadOptions(**{k: v for k, v in given.items() if v is not None})
 
 
-def _fetch(client: HudiFlightClient, plan: QueryPlan, progress: Progress | None) -> Iterator[pa.RecordBatch]:
+def _fetch(
+    client: HudiFlightClient, plan: QueryPlan, progress: Progress | None
+) -> Generator[pa.RecordBatch, None, None]:
     """The plan's batches, counted by ``progress`` (endpoints done, rows)."""
     if progress is not None:
         progress.planned(len(plan.endpoints))
