@@ -1,5 +1,5 @@
 """Optional dependencies: ``pip install hudi-flight`` brings the reader only (pyarrow, fastavro,
-fsspec, numpy); the server, the clients and the storage backends come with extras. Importing
+fsspec); the server, the clients and the storage backends come with extras. Importing
 a part whose extra is missing fails with :class:`NotInstalledError` naming the extra."""
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ INSTANT_FORMS = (
     "(2024-01-31, 2024-01-31T12:00:00[.SSS][Z|+hh:mm])"
 )
 _DIGITS = re.compile(r"^\d{14}(?:\d{3})?$")
+_BEFORE_EVERYTHING = "0" * 14
 _ISO = re.compile(
     r"^(\d{4})-(\d{2})-(\d{2})"
     r"(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?(Z|[+-]\d{2}(?::?\d{2})?)?)?$",
@@ -66,8 +67,9 @@ def parse_instant(text: Any, what: str = "instant") -> str:
     """An instant as the user wrote it, checked, in its canonical form.
 
     ``yyyyMMddHHmmssSSS`` and ``yyyyMMddHHmmss`` stay as written (Hudi compares instants as
-    strings). An ISO-8601 date means its midnight; an ISO timestamp without a zone is a wall
-    clock time in the table's timeline zone (as in Hudi's Spark SQL) and becomes
+    strings; all zeros, Hudi's initial instant, means before every commit). An ISO-8601 date
+    means its midnight; an ISO timestamp without a zone is a wall clock time in the table's
+    timeline zone (as in Hudi's Spark SQL) and becomes
     ``yyyyMMddHHmmssSSS`` here (digits past the millisecond are dropped: instants have none, so
     the comparisons stay exact). An ISO timestamp with a zone (``Z``, ``+02:00``) keeps it, as
     ``yyyy-MM-ddTHH:mm:ss.SSS+hh:mm``, until :func:`resolve` knows the table's zone.
@@ -79,7 +81,8 @@ def parse_instant(text: Any, what: str = "instant") -> str:
         raise _malformed(text, what, f"a {type(text).__name__}, not a string")
     value = text.strip()
     if _DIGITS.match(value):
-        _clock(text, what, value[0:4], value[4:6], value[6:8], value[8:10], value[10:12], value[12:14])
+        if value[:14] != _BEFORE_EVERYTHING:  # Hudi's initial instant 00000000000000[000] is no date
+            _clock(text, what, value[0:4], value[4:6], value[6:8], value[8:10], value[10:12], value[12:14])
         return value
     m = _ISO.match(value)
     if not m:
