@@ -199,3 +199,13 @@ def test_the_count_of_the_rest_of_a_read_optimized_query(served, capsys):
                           "--query-type", "read_optimized")
     assert code == 0, err
     assert out.splitlines()[-1].startswith(f"(3 rows shown; {expected - 3} more: ")
+
+
+def test_an_incremental_read_says_more_rows_were_not_fetched(served, capsys):
+    """Flight SQL has no incremental count: the footer says the rest was not fetched, no number."""
+    uri, _ = served
+    code, out, err = _run(capsys, uri, "read", TABLE, "--columns", "uuid", "--max-rows", "1",
+                          "--query-type", "incremental", "--start", "00000000000000000")
+    assert code == 0, err
+    assert out.splitlines()[-1] == ("(1 row shown; more not fetched: --limit N shows N rows, "
+                                    "--output FILE writes them all)")
