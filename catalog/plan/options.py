@@ -24,7 +24,7 @@ from catalog.timeline import Timeline
 
 QUERY_TYPES = ("snapshot", "read_optimized", "incremental")
 
-#: the instant forms every surface accepts, as the one error message names them (docs/reading.md)
+#: the instant forms every surface accepts, as the one error message names them (docs/filters.md)
 INSTANT_FORMS = (
     "yyyyMMddHHmmssSSS, yyyyMMddHHmmss or an ISO-8601 date or timestamp "
     "(2024-01-31, 2024-01-31T12:00:00[.SSS][Z|+hh:mm])"
@@ -39,8 +39,9 @@ _ISO = re.compile(
 
 
 def _malformed(text: Any, what: str, why: str = "") -> InvalidInstantError:
+    shown = repr(text) if len(repr(text)) <= 66 else repr(text)[:64] + "…"  # text may come from the network
     reason = f" ({why})" if why else ""
-    return InvalidInstantError(f"malformed {what} {text!r}{reason}: expected {INSTANT_FORMS}")
+    return InvalidInstantError(f"malformed {what} {shown}{reason}: expected {INSTANT_FORMS}")
 
 
 def _clock(text: Any, what: str, *fields: str | None) -> datetime:
@@ -69,10 +70,10 @@ def parse_instant(text: Any, what: str = "instant") -> str:
     ``yyyyMMddHHmmssSSS`` and ``yyyyMMddHHmmss`` stay as written (Hudi compares instants as
     strings; all zeros, Hudi's initial instant, means before every commit). An ISO-8601 date
     means its midnight; an ISO timestamp without a zone is a wall clock time in the table's
-    timeline zone (as in Hudi's Spark SQL) and becomes
-    ``yyyyMMddHHmmssSSS`` here (digits past the millisecond are dropped: instants have none, so
-    the comparisons stay exact). An ISO timestamp with a zone (``Z``, ``+02:00``) keeps it, as
-    ``yyyy-MM-ddTHH:mm:ss.SSS+hh:mm``, until :func:`resolve` knows the table's zone.
+    timeline zone (as in Hudi's Spark SQL) and becomes ``yyyyMMddHHmmssSSS`` here (digits past
+    the millisecond are dropped: instants have none, so the comparisons stay exact). An ISO
+    timestamp with a zone (``Z``, ``+02:00``) keeps it, as ``yyyy-MM-ddTHH:mm:ss.SSS+hh:mm``,
+    until :func:`resolve` knows the table's zone.
 
     Raises:
         InvalidInstantError: another form, or an impossible date or time (month 13, 25:61).

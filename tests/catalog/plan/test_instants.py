@@ -138,3 +138,9 @@ def test_iso_and_digits_agree(moment, separator, timespec):
     assert parse_instant(digits) == digits
     zoned = parse_instant(moment.isoformat(timespec="milliseconds") + "Z")
     assert instant_in_zone(zoned, "UTC") == f"{moment:%Y%m%d%H%M%S}{moment.microsecond // 1000:03d}"
+
+
+def test_a_long_instant_is_cut_in_the_message():
+    with pytest.raises(InvalidInstantError) as err:
+        ReadOptions(as_of="9" * 10_000)
+    assert len(str(err.value)) < 300 and "…" in str(err.value)
