@@ -51,6 +51,11 @@ class FilterSyntaxError(InvalidQueryError):
     """A filter text does not follow the grammar; the message names the token and its position."""
 
 
+def _shown(text: str) -> str:
+    """The filter text as an error message quotes it (cut: it may be long)."""
+    return repr(text) if len(text) <= 120 else repr(text[:120]) + "…"
+
+
 @dataclass(frozen=True)
 class _Token:
     kind: str  # word, text (a quoted value), name (a quoted column), op, punct, end
@@ -68,7 +73,7 @@ def _tokens(text: str) -> list[_Token]:
         kind, raw = m.lastgroup or "", m.group()
         if kind == "bad":
             what = f"unmatched quote {raw}" if raw != "!" else "'!' without '=' (not equal is !=)"
-            raise FilterSyntaxError(f"filter {text!r}: {what} at position {pos + 1}")
+            raise FilterSyntaxError(f"filter {_shown(text)}: {what} at position {pos + 1}")
         if kind != "space":
             if kind in ("squote", "dquote", "backquote"):
                 quote = raw[0]
@@ -99,7 +104,7 @@ class _Parser:
     def fail(self, token: _Token, expected: str) -> FilterSyntaxError:
         shown = token.raw if token.kind == "end" else repr(token.raw)
         return FilterSyntaxError(
-            f"filter {self.text!r}: unexpected {shown} at position {token.position}; expected {expected}"
+            f"filter {_shown(self.text)}: unexpected {shown} at position {token.position}; expected {expected}"
         )
 
     def keyword(self, token: _Token, *words: str) -> bool:
@@ -121,7 +126,7 @@ class _Parser:
                 continue
             if self.keyword(token, "or"):
                 raise FilterSyntaxError(
-                    f"filter {self.text!r}: OR at position {token.position} is not supported; "
+                    f"filter {_shown(self.text)}: OR at position {token.position} is not supported; "
                     "filters are ANDed (use IN for alternatives of one column)"
                 )
             raise self.fail(token, "AND or the end of the filter")
@@ -178,7 +183,8 @@ class _Parser:
             return lowered == "true"
         if lowered == "null":
             raise FilterSyntaxError(
-                f"filter {self.text!r}: null at position {token.position} is not a value; use IS NULL or IS NOT NULL"
+                f"filter {_shown(self.text)}: null at position {token.position} is not a value; "
+                "use IS NULL or IS NOT NULL"
             )
         if lowered in _KEYWORDS:
             raise self.fail(token, f"a value (quote it, '{word}', to mean the text)")
