@@ -47,4 +47,18 @@ def check_installed(extra: str, what: str, *modules: str) -> None:
             raise NotInstalledError(_message(what, module.partition(".")[0], extra), name=module)
 
 
-__all__ = ["NotInstalledError", "check_installed", "optional_dependency"]
+#: fsspec protocols whose filesystem package an extra of this distribution brings
+FILESYSTEM_EXTRAS = {"s3": ("s3fs", "s3"), "s3a": ("s3fs", "s3")}
+
+
+def missing_filesystem(uri: str, err: ImportError) -> ImportError:
+    """The error for a URI whose fsspec filesystem is not installed: :class:`NotInstalledError`
+    naming the extra when one brings it, else fsspec's own ``ImportError`` (which names the package)."""
+    protocol = uri.partition("://")[0].lower() if "://" in uri else ""
+    if protocol not in FILESYSTEM_EXTRAS:
+        return err
+    package, extra = FILESYSTEM_EXTRAS[protocol]
+    return NotInstalledError(_message(f"reading {protocol}:// URLs", package, extra), name=package)
+
+
+__all__ = ["FILESYSTEM_EXTRAS", "NotInstalledError", "check_installed", "missing_filesystem", "optional_dependency"]

@@ -110,3 +110,18 @@ def test_the_cli_needs_no_server_extra_to_parse():
                              "print(code, sorted(m for m in sys.modules if m.startswith('flight_server.server')))"],
                             capture_output=True, text=True, cwd=REPO, env={"PYTHONPATH": str(REPO)}, timeout=60)
     assert result.stdout.strip() == "1 []", result.stdout + result.stderr
+
+
+def test_a_missing_filesystem_names_its_extra():
+    result = _run("""
+        from catalog import HudiTable
+        from catalog.optional import NotInstalledError
+        try:
+            HudiTable.open("s3://bucket/ns/trips")
+        except NotInstalledError as err:
+            print(err)
+    """, blocked={"s3fs"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == (
+        "reading s3:// URLs needs the Python package 's3fs', which is not installed: pip install 'hudi-flight[s3]'"
+    )
