@@ -16,7 +16,7 @@ system-deps:
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev,spark]"
+	$(PY) -m pip install --quiet -e ".[all,dev,spark]"
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable, Mapping, TypeVar
 from fsspec.core import url_to_fs
 
 from catalog.errors import StorageUnavailableError, TableNotFoundError
+from catalog.optional import NotInstalledError, missing_filesystem
 
 T = TypeVar("T")
 #: ``listener(kind, bytes read)`` for every counted request of every Storage of the process
@@ -102,7 +103,10 @@ class Storage:
     def __init__(self, uri: str, storage_options: Mapping[str, Any] | None = None):
         self.uri = uri
         self.storage_options = dict(storage_options or {})
-        self.fs, root = url_to_fs(uri, **self.storage_options)
+        try:
+            self.fs, root = url_to_fs(uri, **self.storage_options)
+        except ImportError as err:  # the protocol's filesystem package is not installed
+            raise missing_filesystem(uri, err) from err
         self.root = root.rstrip("/") if root not in ("/", "") else root
         self.stats = RequestStats()
 
@@ -214,6 +218,8 @@ def open_table_storage(uri: str, storage_options: Mapping[str, Any] | None = Non
     """Resolve ``uri`` and check it holds a Hudi table."""
     try:
         storage = Storage(uri, storage_options)
+    except NotInstalledError:
+        raise
     except (ValueError, ImportError) as err:
         raise TableNotFoundError(f"cannot resolve storage for {uri!r}: {err}") from err
     return storage

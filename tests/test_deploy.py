@@ -88,6 +88,7 @@ def test_dockerfile_serves_the_secure_config_and_packages_everything():
     assert "COPY deploy/hudi-flight.toml /etc/hudi-flight/hudi-flight.toml" in text
     assert "--insecure" not in text
     assert "USER hudi" in text
+    assert '".[server,s3]"' in text, "the image installs the server extra (pip install hudi-flight is the reader alone)"
     assert USERS_ADD.search(text), "the image must say how its users are created (it listens on 0.0.0.0)"
     packaged = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
     for pattern in packaged:

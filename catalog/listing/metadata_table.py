@@ -32,7 +32,6 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import fastavro
 import pyarrow as pa
-import xxhash
 
 from catalog.errors import CorruptTableError, HudiError
 from catalog.format.hfile import HFileReader
@@ -40,6 +39,7 @@ from catalog.format.log_block import decode_delete_block, fold_blocks, rollback_
 from catalog.format.log_file import BlockType, LogBlock, iter_log_blocks_in
 from catalog.fs_view import FileSystemView
 from catalog.listing.storage import StorageListing
+from catalog.listing.xxh64 import xxh64_digest
 from catalog.storage import Storage
 from catalog.table.config import TableConfig
 from catalog.table.files import FileSlice
@@ -73,7 +73,7 @@ def _b64(data: bytes) -> str:
 
 def column_hash(column: str) -> str:
     """Base64 of xxh64 of a column name (first part of column/partition stats keys)."""
-    return _b64(xxhash.xxh64(column.encode("utf-8"), seed=_HASH_SEED & 0xFFFFFFFFFFFFFFFF).digest())
+    return _b64(xxh64_digest(column.encode("utf-8"), _HASH_SEED & 0xFFFFFFFFFFFFFFFF))
 
 
 def partition_hash(partition: str) -> str:

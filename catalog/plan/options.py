@@ -12,14 +12,104 @@ plan read later (a Flight ticket, another server) sees exactly the table state i
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
 from catalog.errors import InvalidInstantError, InvalidQueryError
+from catalog.plan.filter_text import parse_filters
 from catalog.plan.filters import FilterTuple, normalize_op
-from catalog.timeline import Timeline, validate_instant
+from catalog.timeline import Timeline
 
 QUERY_TYPES = ("snapshot", "read_optimized", "incremental")
+
+#: the instant forms every surface accepts, as the one error message names them (docs/filters.md)
+INSTANT_FORMS = (
+    "yyyyMMddHHmmssSSS, yyyyMMddHHmmss or an ISO-8601 date or timestamp "
+    "(2024-01-31, 2024-01-31T12:00:00[.SSS][Z|+hh:mm])"
+)
+_DIGITS = re.compile(r"^\d{14}(?:\d{3})?$")
+_BEFORE_EVERYTHING = "0" * 14
+_ISO = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})"
+    r"(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?(Z|[+-]\d{2}(?::?\d{2})?)?)?$",
+    re.IGNORECASE,
+)
+
+
+def _malformed(text: Any, what: str, why: str = "") -> InvalidInstantError:
+    shown = repr(text) if len(repr(text)) <= 66 else repr(text)[:64] + "…"  # text may come from the network
+    reason = f" ({why})" if why else ""
+    return InvalidInstantError(f"malformed {what} {shown}{reason}: expected {INSTANT_FORMS}")
+
+
+def _clock(text: Any, what: str, *fields: str | None) -> datetime:
+    """The date and time of an instant's fields; impossible ones (month 13, 25:61) refused."""
+    year, month, day, hour, minute, second = (int(f or 0) for f in fields)
+    try:
+        return datetime(year, month, day, hour, minute, second)
+    except ValueError as err:
+        raise _malformed(text, what, str(err)) from None
+
+
+def _offset(zone: str) -> timezone:
+    if zone.upper() == "Z":
+        return timezone.utc
+    sign = -1 if zone[0] == "-" else 1
+    digits = zone[1:].replace(":", "")
+    hours, minutes = int(digits[:2]), int(digits[2:] or 0)
+    if hours > 23 or minutes > 59:
+        raise ValueError(f"zone offset {zone} out of range")
+    return timezone(sign * timedelta(hours=hours, minutes=minutes))
+
+
+def parse_instant(text: Any, what: str = "instant") -> str:
+    """An instant as the user wrote it, checked, in its canonical form.
+
+    ``yyyyMMddHHmmssSSS`` and ``yyyyMMddHHmmss`` stay as written (Hudi compares instants as
+    strings; all zeros, Hudi's initial instant, means before every commit). An ISO-8601 date
+    means its midnight; an ISO timestamp without a zone is a wall clock time in the table's
+    timeline zone (as in Hudi's Spark SQL) and becomes ``yyyyMMddHHmmssSSS`` here (digits past
+    the millisecond are dropped: instants have none, so the comparisons stay exact). An ISO
+    timestamp with a zone (``Z``, ``+02:00``) keeps it, as ``yyyy-MM-ddTHH:mm:ss.SSS+hh:mm``,
+    until :func:`resolve` knows the table's zone.
+
+    Raises:
+        InvalidInstantError: another form, or an impossible date or time (month 13, 25:61).
+    """
+    if not isinstance(text, str):
+        raise _malformed(text, what, f"a {type(text).__name__}, not a string")
+    value = text.strip()
+    if _DIGITS.match(value):
+        if value[:14] != _BEFORE_EVERYTHING:  # Hudi's initial instant 00000000000000[000] is no date
+            _clock(text, what, value[0:4], value[4:6], value[6:8], value[8:10], value[10:12], value[12:14])
+        return value
+    m = _ISO.match(value)
+    if not m:
+        raise _malformed(text, what)
+    year, month, day, hour, minute, second, fraction, zone = m.groups()
+    moment = _clock(text, what, year, month, day, hour, minute, second)
+    millis = (fraction or "").ljust(3, "0")[:3]
+    if zone is None:
+        return f"{moment:%Y%m%d%H%M%S}{millis}"
+    try:
+        offset = _offset(zone)
+    except ValueError as err:
+        raise _malformed(text, what, str(err)) from None
+    minutes = int(offset.utcoffset(None).total_seconds()) // 60
+    sign = "-" if minutes < 0 else "+"
+    return f"{moment:%Y-%m-%dT%H:%M:%S}.{millis}{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+
+
+def instant_in_zone(instant: str, zone: str) -> str:
+    """A canonical instant (:func:`parse_instant`) written as the timeline of ``zone`` writes
+    instants: ``UTC``, or ``LOCAL`` (this process's zone, as Java's default is the writer's)."""
+    if _DIGITS.match(instant):
+        return instant
+    moment = datetime.fromisoformat(instant)
+    local = moment.astimezone(timezone.utc if zone.upper() == "UTC" else None)
+    return f"{local:%Y%m%d%H%M%S}{local.microsecond // 1000:03d}"
 
 
 def _normalise_filter(raw: Any) -> FilterTuple:
@@ -61,8 +151,10 @@ class ReadOptions:
         columns: column names to return (``None``: all, meta columns first).
         filters: ``(column, op, value)`` tuples ANDed together; ops ``= != < <= > >= in not in
             is null is not null``. They prune and are applied to rows, so the result is exact.
+            A string is read with the filter grammar (``"region in ('us', 'eu') and fare > 3"``).
         query_type: ``snapshot``, ``read_optimized`` or ``incremental``.
-        as_of: time travel to an instant (``yyyyMMddHHmmssSSS``), inclusive.
+        as_of: time travel to an instant, inclusive: ``yyyyMMddHHmmssSSS``, ``yyyyMMddHHmmss``
+            or an ISO-8601 date or timestamp (see :func:`parse_instant`).
         start: incremental range start (exclusive).
         end: incremental range end (inclusive).
         limit: at most this many rows.
@@ -83,6 +175,8 @@ class ReadOptions:
                 raise InvalidQueryError(f"columns must be a list of column names, got {columns!r}")
             object.__setattr__(self, "columns", tuple(columns))
         filters: Any = self.filters if self.filters is not None else ()
+        if isinstance(filters, str):
+            filters = parse_filters(filters)  # the text form (docs/filters.md)
         if isinstance(filters, (tuple, list)) and len(filters) in (2, 3) and isinstance(filters[0], str):
             filters = [filters]  # a single (column, op, value) tuple
         if not isinstance(filters, (tuple, list)):
@@ -102,7 +196,7 @@ class ReadOptions:
         for name in ("as_of", "start", "end"):
             value = getattr(self, name)
             if value is not None:
-                validate_instant(value, name)
+                object.__setattr__(self, name, parse_instant(value, name))
 
     @property
     def read_optimized(self) -> bool:
@@ -163,6 +257,7 @@ def resolve(options: ReadOptions, timeline: Timeline) -> ResolvedRead:
     Raises:
         InvalidInstantError: ``as_of`` lies before the table's first commit.
     """
+    options = _in_timeline_zone(options, timeline)
     commits = timeline.commits
     if options.incremental:
         chosen = timeline.instants_in_range(options.start, options.end)
@@ -184,6 +279,16 @@ def resolve(options: ReadOptions, timeline: Timeline) -> ResolvedRead:
     return ResolvedRead(options.replace(as_of=latest), latest)
 
 
+def _in_timeline_zone(options: ReadOptions, timeline: Timeline) -> ReadOptions:
+    """``options`` with instants given with a zone written in the timeline's zone."""
+    changes = {}
+    for name in ("as_of", "start", "end"):
+        value = getattr(options, name)
+        if value is not None and not _DIGITS.match(value):
+            changes[name] = instant_in_zone(value, timeline.timezone)
+    return options.replace(**changes) if changes else options
+
+
 def read_options(options: ReadOptions | None = None, /, **kwargs: Any) -> ReadOptions:
     """``options`` updated with ``kwargs`` (the fields of :class:`ReadOptions`), or new options."""
     if options is None:
@@ -191,4 +296,13 @@ def read_options(options: ReadOptions | None = None, /, **kwargs: Any) -> ReadOp
     return options.replace(**kwargs) if kwargs else options
 
 
-__all__ = ["QUERY_TYPES", "ReadOptions", "ResolvedRead", "read_options", "resolve"]
+__all__ = [
+    "INSTANT_FORMS",
+    "QUERY_TYPES",
+    "ReadOptions",
+    "ResolvedRead",
+    "instant_in_zone",
+    "parse_instant",
+    "read_options",
+    "resolve",
+]

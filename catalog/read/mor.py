@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Iterator, Sequence
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -119,11 +118,23 @@ def conform_table(data: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def _flags(n: int, value: bool) -> pa.BooleanArray:
+    """``n`` times ``value``, built in Arrow (the reader needs no numpy)."""
+    nulls = pa.nulls(n, pa.bool_())
+    return pc.is_null(nulls) if value else pc.is_valid(nulls)
+
+
+def _positions(n: int, start: int = 0) -> pa.Int64Array:
+    """``start, start + 1, ..., start + n - 1``."""
+    positions = pc.indices_nonzero(_flags(n, True)).cast(pa.int64())
+    return pc.add(positions, start) if start else positions
+
+
 def _with_flags(data: pa.Table, keys: pa.Array, seq_start: int, delete: pa.Array, ctdel: pa.Array) -> pa.Table:
     n = data.num_rows
     return (
         data.append_column(_KEY, keys)
-        .append_column(_SEQ, pa.array(np.arange(seq_start, seq_start + n, dtype=np.int64)))
+        .append_column(_SEQ, _positions(n, seq_start))
         .append_column(_DEL, delete)
         .append_column(_CTDEL, ctdel)
     )
@@ -133,7 +144,7 @@ def data_rows(spec: MergeSpec, records: pa.Table, seq: int) -> pa.Table:
     """Log data records (any schema) as merge rows numbered from ``seq``; records flagged by
     ``_hoodie_is_deleted`` or operation ``D`` become deletes carrying their ordering value."""
     # Markers are read from the records as written: the table schema may not declare them.
-    delete = pa.array(np.zeros(records.num_rows, dtype=bool))
+    delete = _flags(records.num_rows, False)
     if IS_DELETED in records.column_names:
         flag = cast_array(records.column(IS_DELETED), pa.bool_()).combine_chunks()
         delete = pc.or_(delete, pc.fill_null(flag, False))
@@ -141,7 +152,7 @@ def data_rows(spec: MergeSpec, records: pa.Table, seq: int) -> pa.Table:
         op = records.column(OPERATION_COLUMN).combine_chunks()
         delete = pc.or_(delete, pc.fill_null(pc.equal(op, "D"), False))
     data = conform_table(records, spec.schema)
-    ctdel = pa.array(np.zeros(data.num_rows, dtype=bool))
+    ctdel = _flags(data.num_rows, False)
     return _with_flags(data, spec.keys(data), seq, delete, ctdel)
 
 
@@ -162,7 +173,7 @@ def delete_rows(spec: MergeSpec, deletes: DeleteRecords, seq: int) -> pa.Table:
         except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError):
             columns[first.name] = pa.nulls(n, first.type)  # incomparable ordering: as if none
     data = pa.Table.from_pydict(columns, schema=spec.schema)
-    return _with_flags(data, deletes.record_keys, seq, pa.array(np.ones(n, dtype=bool)), pa.array(default, pa.bool_()))
+    return _with_flags(data, deletes.record_keys, seq, _flags(n, True), pa.array(default, pa.bool_()))
 
 
 def _last_per_key(rows: pa.Table, columns: list[str]) -> pa.Table:
@@ -199,8 +210,8 @@ def reduce_winners(spec: MergeSpec, rows: pa.Table) -> pa.Table:
 
 def _greater(spec: MergeSpec, base: pa.RecordBatch, winners: pa.Table) -> pa.Array:
     """Row-wise: base ordering value(s) strictly greater than the winners' (lexicographic)."""
-    result = pa.array(np.zeros(base.num_rows, dtype=bool))
-    equal_so_far = pa.array(np.ones(base.num_rows, dtype=bool))
+    result = _flags(base.num_rows, False)
+    equal_so_far = _flags(base.num_rows, True)
     for name in spec.ordering:
         b = base.column(name)
         w = winners.column(name).combine_chunks()
@@ -290,20 +301,20 @@ def merge_batches(
     ``other_base_keys``: keys of base rows outside ``base`` (other splits), which are not inserts.
     """
     winner_keys = winners.column(_KEY).combine_chunks()
-    seen = np.zeros(winners.num_rows, dtype=bool)
+    seen: list[pa.Array] = []  # positions of the winners a base row matched
     for batch in base:
         idx = pc.index_in(spec.keys(batch), value_set=winner_keys)
         matched = pc.is_valid(idx)
         if not pc.any(matched).as_py():
             yield batch
             continue
-        seen[idx.filter(matched).to_numpy()] = True
+        seen.append(idx.filter(matched))
         if spec.event_time:
             taken = winners.select([*spec.ordering, _CTDEL]).take(pc.fill_null(idx, 0))
             not_ctdel = pc.invert(taken.column(_CTDEL).combine_chunks())
             base_wins = pc.and_(pc.and_(matched, not_ctdel), _greater(spec, batch, taken))
         else:
-            base_wins = pa.array(np.zeros(batch.num_rows, dtype=bool))
+            base_wins = _flags(batch.num_rows, False)
         kept = batch.filter(pc.or_(pc.invert(matched), base_wins))
         if kept.num_rows:
             yield kept
@@ -313,8 +324,9 @@ def merge_batches(
         return
     if other_base_keys is not None:
         idx = pc.index_in(other_base_keys, value_set=winner_keys)
-        seen[idx.filter(pc.is_valid(idx)).to_numpy()] = True
-    unmatched = winners.filter(pa.array(~seen))
+        seen.append(idx.filter(pc.is_valid(idx)))
+    matched_positions = pa.concat_arrays([a.cast(pa.int64()) for a in seen]) if seen else pa.array([], pa.int64())
+    unmatched = winners.filter(pc.invert(pc.is_in(_positions(winners.num_rows), value_set=matched_positions)))
     yield from _payload(spec, unmatched.filter(pc.invert(unmatched.column(_DEL))))
 
 

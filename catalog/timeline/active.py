@@ -98,6 +98,11 @@ class Timeline(Sequence[Instant]):
         return [i for i in self.completed if i.action in WRITE_ACTIONS]
 
     @property
+    def timezone(self) -> str:
+        """``hoodie.table.timeline.timezone``: the zone instants are written in, ``LOCAL`` or ``UTC``."""
+        return self._config.timeline_timezone
+
+    @property
     def latest_commit(self) -> Instant | None:
         return self.commits[-1] if self.commits else None
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from catalog.errors import InvalidInstantError
-
 COMPLETED, INFLIGHT, REQUESTED = "COMPLETED", "INFLIGHT", "REQUESTED"
 KNOWN_ACTIONS = frozenset(
     {
@@ -23,19 +21,11 @@ KNOWN_ACTIONS = frozenset(
         "indexing",
     }
 )
-_INSTANT = re.compile(r"^\d{14}(\d{3})?$")
 #: instants in file names: also the 20-digit metadata-table instants ``<instant>001`` (an
 #: operation suffix: compaction, clean...), which sort between ``<instant>`` and the next one
 _FILE_INSTANT = re.compile(r"^\d{14}(\d{3}){0,2}$")
 #: order of an instant's states, to keep the furthest one when several files exist
 STATE_RANK = {REQUESTED: 0, INFLIGHT: 1, COMPLETED: 2}
-
-
-def validate_instant(text: str, what: str = "instant") -> str:
-    """Return ``text`` if it is a ``yyyyMMddHHmmss[SSS]`` instant string, else raise."""
-    if not isinstance(text, str) or not _INSTANT.match(text):
-        raise InvalidInstantError(f"malformed {what} {text!r}: expected yyyyMMddHHmmssSSS (17 digits)")
-    return text
 
 
 @dataclass(frozen=True)
@@ -112,5 +102,4 @@ __all__ = [
     "CommitSet",
     "Instant",
     "parse_instant_file_name",
-    "validate_instant",
 ]

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from flight_server.cli.output import CliError
-from flight_server.server.config import ServerConfig
-from flight_server.server.registry import Registry
-from flight_server.server.security.state_files import private_dir, private_sqlite
-from flight_server.server.security.users import RIGHTS, Grant, UserStore
+
+if TYPE_CHECKING:  # the server modules are imported by the commands: they need the server extra
+    from flight_server.server.config import ServerConfig
+    from flight_server.server.security.users import UserStore
 
 
 def read_password(stream: TextIO | None = None) -> str:
@@ -27,8 +27,13 @@ def read_password(stream: TextIO | None = None) -> str:
     return password
 
 
-def open_users(args: argparse.Namespace) -> tuple[UserStore, ServerConfig]:
+def open_users(args: argparse.Namespace) -> tuple["UserStore", "ServerConfig"]:
     """The user store of the catalog the options name (the same options as ``serve``)."""
+    from flight_server.server.config import ServerConfig
+    from flight_server.server.registry import Registry
+    from flight_server.server.security.state_files import private_dir, private_sqlite
+    from flight_server.server.security.users import UserStore
+
     config = ServerConfig.load(args.config, catalog_url=args.catalog_url, state_dir=args.state_dir)
     if not config.catalog_url:
         private_dir(config.state_path)
@@ -54,6 +59,8 @@ def cmd_users_remove(args: argparse.Namespace) -> int:
 
 
 def cmd_grant(args: argparse.Namespace) -> int:
+    from flight_server.server.security.users import Grant
+
     grant = Grant.parse(args.right, args.target)
     users, config = open_users(args)
     if users.user(args.to) is None and args.to not in config.tokens.values():
@@ -64,6 +71,8 @@ def cmd_grant(args: argparse.Namespace) -> int:
 
 
 def cmd_revoke(args: argparse.Namespace) -> int:
+    from flight_server.server.security.users import Grant
+
     grant = Grant.parse(args.right, args.target)
     users, _ = open_users(args)
     users.revoke(args.from_, grant)
@@ -95,13 +104,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     targets = "NAMESPACE, NAMESPACE.TABLE or '*' (every namespace)"
     p = sub.add_parser("grant", help="give a user read or admin on a namespace or table")
-    p.add_argument("right", choices=RIGHTS)
+    p.add_argument("right", metavar="RIGHT", help="read or admin")
     p.add_argument("target", help=targets)
     p.add_argument("--to", required=True, metavar="NAME")
     catalog_options(p)
     p.set_defaults(func=cmd_grant)
     p = sub.add_parser("revoke", help="take a grant back")
-    p.add_argument("right", choices=RIGHTS)
+    p.add_argument("right", metavar="RIGHT", help="read or admin")
     p.add_argument("target", help=targets)
     p.add_argument("--from", dest="from_", required=True, metavar="NAME")
     catalog_options(p)

@@ -6,26 +6,30 @@ Every command prints a one-line message (no traceback) and exits 1 on error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import signal
 import sys
-from typing import Any, Sequence
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, Generator, Iterator, Sequence
 
 import pyarrow as pa
 
+from catalog.plan.filter_text import format_filters, parse_filter_texts
 from catalog.plan.options import QUERY_TYPES, ReadOptions
 from flight_server.cli.admin import add_parsers as add_admin_parsers
 from flight_server.cli.admin import read_password
-from flight_server.cli.output import CliError, format_table, one_line, write_output
+from flight_server.cli.output import CliError, OutputFile, Progress, format_table, one_line, output_format
 from flight_server.client.session import HudiFlightClient, QueryPlan
 from flight_server.protocol import wire
-from flight_server.protocol.wire import DEFAULT_HOST, DEFAULT_PORT
-from flight_server.server.config import ServerConfig
+from flight_server.protocol.wire import DEFAULT_PORT, DEFAULT_URI
 
-DEFAULT_SERVER = wire.DEFAULT_URI
-_FILTER = re.compile(r"^\s*(\S+)\s+(is not null|is null|not in|in|!=|<=|>=|==|=|<|>)\s*(.*?)\s*$", re.IGNORECASE)
+DEFAULT_SERVER = DEFAULT_URI
+#: rows ``read`` prints (and fetches) without ``--limit``
+DEFAULT_DISPLAY_ROWS = 50
+_IDENTIFIER = re.compile(r"^[^.\s]+\.[^.\s]+$")  # as the command schema's identifier
 
 
 # -- argument helpers ------------------------------------------------------------------------
@@ -38,33 +42,17 @@ def _literal(text: str) -> Any:
         return text
 
 
-def parse_filter(text: str) -> tuple:
-    """``"city = sf"`` -> ``("city", "=", "sf")``; values are JSON when they parse as JSON.
-
-    ``in`` / ``not in`` take a JSON list or comma-separated values.
-    """
-    m = _FILTER.match(text)
-    if not m:
-        raise CliError(f"cannot parse filter {text!r}; expected 'column op value', e.g. 'city = sf'")
-    col, op, raw = m.group(1), m.group(2).lower(), m.group(3)
-    if op in ("is null", "is not null"):
-        if raw:
-            raise CliError(f"filter {text!r}: {op!r} takes no value")
-        return (col, op, None)
-    if not raw:
-        raise CliError(f"filter {text!r}: {op!r} needs a value")
-    if op in ("in", "not in"):
-        value = _literal(raw)
-        if not isinstance(value, list):
-            value = [_literal(v.strip()) for v in raw.split(",")]
-        return (col, op, value)
-    return (col, op, _literal(raw))
-
-
 def _columns(values: list[str] | None) -> list[str] | None:
     if not values:
         return None
     return [c.strip() for v in values for c in v.split(",") if c.strip()]
+
+
+def _table_name(text: str) -> str:
+    """A ``NS.TABLE`` argument, checked before anything is sent."""
+    if not _IDENTIFIER.match(text):
+        raise CliError(f"table {text!r}: expected NAMESPACE.TABLE, e.g. demo.trips (one dot, no spaces)")
+    return text
 
 
 def _storage_options(pairs: list[str] | None) -> dict[str, Any]:
@@ -97,6 +85,7 @@ def _namespace_roots(pairs: list[str] | None) -> dict[str, list[str]] | None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from flight_server.server.config import ServerConfig
     from flight_server.server.runtime.serve import serve
 
     config = ServerConfig.load(
@@ -177,9 +166,32 @@ def _client(args: argparse.Namespace) -> HudiFlightClient:
     )
 
 
+@contextlib.contextmanager
+def _explained_missing(client: HudiFlightClient, table: str) -> Iterator[None]:
+    """A table the server does not know, said in words: a missing namespace, or a missing table
+    of an existing one (with the names the caller may see)."""
+    try:
+        yield
+    except LookupError:
+        namespace = table.partition(".")[0]
+        namespaces = client.namespaces()
+        if namespace not in namespaces:
+            raise CliError(f"namespace {namespace} does not exist (namespaces: {_names(namespaces)})") from None
+        tables = [t["table"].partition(".")[2] for t in client.tables(namespace)]
+        raise CliError(f"table {table} does not exist (tables of {namespace}: {_names(tables)})") from None
+
+
+def _names(names: list[str], shown: int = 10) -> str:
+    if not names:
+        return "none"
+    more = f", … {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
 def cmd_register(args: argparse.Namespace) -> int:
+    table = _table_name(args.table)
     with _client(args) as client:
-        entry = client.register(args.table, args.uri, _storage_options(args.storage_option), replace=args.replace)
+        entry = client.register(table, args.uri, _storage_options(args.storage_option), replace=args.replace)
     print(f"registered {entry['table']} ({entry['table_type']}, version {entry['table_version']}) at {entry['uri']}")
     return 0
 
@@ -187,6 +199,8 @@ def cmd_register(args: argparse.Namespace) -> int:
 def cmd_tables(args: argparse.Namespace) -> int:
     with _client(args) as client:
         tables = client.tables(args.namespace)
+        if args.namespace and not tables and args.namespace not in (namespaces := client.namespaces()):
+            raise CliError(f"namespace {args.namespace} does not exist (namespaces: {_names(namespaces)})")
     if args.json:
         print(json.dumps(tables, indent=2))
     else:
@@ -196,18 +210,34 @@ def cmd_tables(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    with _client(args) as client:
-        info = client.table_info(args.table)
+    table = _table_name(args.table)
+    with _client(args) as client, _explained_missing(client, table):
+        info = client.table_info(table)
     info.pop("arrow_schema", None)
     print(json.dumps(info, indent=2))
     return 0
 
 
+def cmd_refresh(args: argparse.Namespace) -> int:
+    """Re-read a table's timeline on the server (or, without a table, re-scan its warehouses)."""
+    table = _table_name(args.table) if args.table else None
+    with _client(args) as client, contextlib.ExitStack() as stack:
+        if table:
+            stack.enter_context(_explained_missing(client, table))
+        result = client.refresh(table)
+    if table:
+        print(f"refreshed {table}: latest instant {result.get('latest_instant') or 'none (no commits)'}")
+    else:
+        print(f"re-scanned the warehouses: {result.get('tables', 0)} table(s) found")
+    return 0
+
+
 def read_options_from(args: argparse.Namespace) -> ReadOptions:
-    """The read options given on the command line (flags named like the fields)."""
+    """The read options given on the command line (flags named like the fields), checked
+    before anything is sent: filter texts and instants in the grammar of docs/filters.md."""
     given = {
         "columns": _columns(args.columns),
-        "filters": [parse_filter(f) for f in args.filter],
+        "filters": parse_filter_texts(args.filter),
         "query_type": args.query_type,
         "as_of": args.as_of,
         "start": args.start,
@@ -217,38 +247,95 @@ def read_options_from(args: argparse.Namespace) -> ReadOptions:
     return ReadOptions(**{k: v for k, v in given.items() if v is not None})
 
 
-def _read(args: argparse.Namespace, client: HudiFlightClient, progress: bool) -> pa.Table:
-    """Run the query; with ``progress``, a tqdm bar over the planned row estimate."""
-    schema: list[pa.Schema] = []
-    bar: list[Any] = []
+def _fetch(
+    client: HudiFlightClient, plan: QueryPlan, progress: Progress | None
+) -> Generator[pa.RecordBatch, None, None]:
+    """The plan's batches, counted by ``progress`` (endpoints done, rows)."""
+    if progress is not None:
+        progress.planned(len(plan.endpoints))
+    done = None if progress is None else (lambda _endpoint: progress.endpoint_done())
+    for batch in client.fetch_all(plan.endpoints, done):
+        if progress is not None:
+            progress.add_rows(batch.num_rows)
+        yield batch
 
-    def on_plan(plan: QueryPlan) -> None:
-        schema.append(plan.schema)
-        if progress:
-            from tqdm import tqdm
 
-            bar.append(tqdm(total=max(plan.total_records, 0), unit="rows", file=sys.stderr, leave=False))
+def _sql_name(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
-    batches = []
+
+def count_rows(client: HudiFlightClient, table: str, options: ReadOptions) -> int | None:
+    """The exact row count of a snapshot or read-optimized query, counted on the server (Flight
+    SQL ``count(*)``: from metadata where exact, else without sending rows); ``None`` when it
+    cannot be asked (an incremental query, no SQL support on either side)."""
+    if options.incremental:
+        return None
     try:
-        for batch in client.read_batches(args.table, read_options_from(args), on_plan=on_plan):
+        from flight_server.client.sql.flightsql import statement_plan
+    except ImportError:  # the SQL client's protobuf is an extra
+        return None
+    namespace, name = table.split(".")
+    name += "_ro" if options.read_optimized else ""
+    sql = f"SELECT count(*) FROM {_sql_name(namespace)}.{_sql_name(name)}"
+    if options.as_of is not None:
+        sql += f" TIMESTAMP AS OF '{options.as_of}'"
+    if options.filters:
+        sql += f" WHERE {format_filters(options.filters)}"
+    try:
+        counted = client.stream(statement_plan(client, sql)).read_all()
+    except (ValueError, LookupError, NotImplementedError, PermissionError):
+        return None
+    return int(counted.column(0)[0].as_py()) if counted.num_rows else None
+
+
+def _read_to_screen(args: argparse.Namespace, client: HudiFlightClient, options: ReadOptions,
+                    progress: Progress | None) -> str:
+    """The grid ``read`` prints: only the rows shown are fetched (the limit is sent with the query)."""
+    shown = args.limit if args.limit is not None else args.max_rows
+    fetched = shown if args.limit is not None else shown + 1  # one more: are there more rows?
+    plan = client.plan(args.table, options.replace(limit=fetched))
+    batches, rows = [], 0
+    with contextlib.closing(_fetch(client, plan, progress)) as stream:  # closing stops the other streams
+        for batch in stream:
             batches.append(batch)
-            if bar:
-                bar[0].update(batch.num_rows)
-    finally:
-        if bar:
-            bar[0].close()
-    return pa.Table.from_batches(batches, schema=schema[0])
+            rows += batch.num_rows
+            if rows >= fetched:
+                break
+    result = pa.Table.from_batches(batches, schema=plan.schema).slice(0, fetched)
+    more = ""
+    if result.num_rows > shown:
+        total = count_rows(client, args.table, options)
+        more = f"{total - shown:,} more" if total is not None else "more not fetched"
+        more += ": --limit N shows N rows, --output FILE writes them all"
+    return format_table(result, shown, more=more)
+
+
+def _read_to_file(args: argparse.Namespace, client: HudiFlightClient, options: ReadOptions,
+                  progress: Progress | None) -> str:
+    plan = client.plan(args.table, options)
+    with OutputFile(args.output, plan.schema) as out:  # refuses what the format cannot hold, before reading
+        for batch in _fetch(client, plan, progress):
+            out.write(batch)
+    return f"wrote {out.rows} rows to {args.output}"
 
 
 def cmd_read(args: argparse.Namespace) -> int:
-    with _client(args) as client:
-        table = _read(args, client, progress=not args.no_progress and sys.stderr.isatty())
+    _table_name(args.table)
+    options = read_options_from(args)
     if args.output:
-        write_output(table, args.output)
-        print(f"wrote {table.num_rows} rows to {args.output}")
-    else:
-        print(format_table(table, args.max_rows))
+        output_format(args.output)
+    show_progress = not args.no_progress and sys.stderr.isatty()
+    progress = Progress(args.table) if show_progress else None
+    with _client(args) as client, _explained_missing(client, args.table):
+        try:
+            if args.output:
+                message = _read_to_file(args, client, options, progress)
+            else:
+                message = _read_to_screen(args, client, options, progress)
+        finally:
+            if progress is not None:
+                progress.close()
+    print(message)
     return 0
 
 
@@ -270,6 +357,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # -- parser and entry point ------------------------------------------------------------------
 
 
+def package_version() -> str:
+    try:
+        return version("hudi-flight")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def _add_server(p: argparse.ArgumentParser) -> None:
     p.add_argument("--server", default=DEFAULT_SERVER, help=f"server URI (default {DEFAULT_SERVER})")
     p.add_argument("--token", help="bearer token (default: $HUDI_FLIGHT_TOKEN)")
@@ -282,10 +376,11 @@ def _add_server(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hudi-flight", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"hudi-flight {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("serve", help="serve the catalog over Arrow Flight")
-    p.add_argument("--host", help=f"bind address (default {DEFAULT_HOST})")
+    p.add_argument("--host", help="bind address (default 127.0.0.1: loopback only)")
     p.add_argument("--port", type=int, help=f"port (default {DEFAULT_PORT}; 0 = any free port)")
     p.add_argument("--warehouse", action="append", help="register every Hudi table under this URI (repeatable)")
     p.add_argument("--allow-root", action="append", metavar="URI",
@@ -345,24 +440,35 @@ def build_parser() -> argparse.ArgumentParser:
     _add_server(p)
     p.set_defaults(func=cmd_info)
 
-    p = sub.add_parser("read", help="read a table through a running server")
+    p = sub.add_parser("read", help="read a table through a running server",
+                       description="Read a table; prints the first rows like a SQL shell, or writes all of them "
+                                   "with --output. Filters: docs/filters.md.")
     p.add_argument("table", help="NS.TABLE")
-    p.add_argument("--columns", action="append", help="comma-separated column names (repeatable)")
-    p.add_argument("--filter", action="append", default=[], help="'column op value', e.g. 'city = sf' (repeatable)")
+    p.add_argument("--columns", nargs="+", action="extend", metavar="COLUMN",
+                   help="columns to return: names separated by spaces or commas (repeatable)")
+    p.add_argument("--filter", action="append", default=[], metavar="TEXT",
+                   help="e.g. \"region in ('us', 'eu') and fare >= 10\" (repeatable; all ANDed)")
     p.add_argument("--query-type", choices=QUERY_TYPES)
-    p.add_argument("--as-of")
-    p.add_argument("--start")
-    p.add_argument("--end")
-    p.add_argument("--limit", type=int)
-    p.add_argument("--output", help="write the result to a .parquet or .csv file")
-    p.add_argument("--max-rows", type=int, default=50, help="rows printed (default 50)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    instant = "yyyyMMddHHmmss[SSS] or ISO-8601 (2024-01-31, 2024-01-31T12:00:00Z)"
+    p.add_argument("--as-of", metavar="INSTANT", help=f"time travel to this instant: {instant}")
+    p.add_argument("--start", metavar="INSTANT", help="incremental start (exclusive)")
+    p.add_argument("--end", metavar="INSTANT", help="incremental end (inclusive)")
+    p.add_argument("--limit", type=int, help="at most this many rows (sent with the query)")
+    p.add_argument("--output", metavar="FILE", help="write every row to a .parquet or .csv file")
+    p.add_argument("--max-rows", type=int, default=DEFAULT_DISPLAY_ROWS,
+                   help=f"rows printed without --limit (default {DEFAULT_DISPLAY_ROWS}); only those are fetched")
+    p.add_argument("--no-progress", action="store_true", help="no progress line")
     _add_server(p)
     p.set_defaults(func=cmd_read)
 
+    p = sub.add_parser("refresh", help="re-read a table's timeline on the server (no table: re-scan warehouses)")
+    p.add_argument("table", nargs="?", help="NS.TABLE")
+    _add_server(p)
+    p.set_defaults(func=cmd_refresh)
+
     add_admin_parsers(sub)
 
-    p = sub.add_parser("demo", help="write a demo warehouse, serve it, run a query, stop")
+    p = sub.add_parser("demo", help="write a demo warehouse, serve it and show what hudi-flight does, in one screenful")
     p.add_argument("--warehouse", help="where to write the demo warehouse (default: a temp dir)")
     p.add_argument("--keep", action="store_true", help="keep the demo warehouse")
     p.set_defaults(func=cmd_demo)

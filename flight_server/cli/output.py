@@ -1,43 +1,191 @@
-"""What the CLI prints: result tables, output files and one-line errors."""
+"""What the CLI prints and writes: result grids like a SQL shell's, a progress line, output
+files and one-line errors."""
 
 from __future__ import annotations
 
+import datetime
+import os
+import shutil
+import sys
+from decimal import Decimal
 from pathlib import Path
+from typing import Any, TextIO
 
 import pyarrow as pa
+
+ELLIPSIS = "…"
+#: a cell is never wider than this, whatever the terminal
+MAX_CELL_WIDTH = 48
+#: nor narrower than this, however many columns share the terminal
+MIN_CELL_WIDTH = 8
+#: bytes of a binary value shown (as hex) before the ellipsis
+BINARY_PREFIX = 16
+OUTPUT_FORMATS = (".parquet", ".csv")
 
 
 class CliError(Exception):
     """A usage problem reported as one line."""
 
 
-def format_table(table: pa.Table, max_rows: int = 50) -> str:
-    """A plain-text grid of the first ``max_rows`` rows (display only)."""
-    shown = table.slice(0, max_rows)
+# -- cells -----------------------------------------------------------------------------------
+
+
+def _nested_text(value: Any) -> str:
+    """A value inside a list, map or struct: strings quoted, so that ``['a, b']`` reads right."""
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return cell_text(value)
+
+
+def cell_text(value: Any) -> str:
+    """One value as a SQL shell shows it: ``NULL``, hex for binary, ``{k: v}`` for structs and
+    maps, ``[a, b]`` for lists, ISO dates and times."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+        shown = data[:BINARY_PREFIX].hex()
+        return f"0x{shown}{ELLIPSIS if len(data) > BINARY_PREFIX else ''}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_nested_text(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list) and value and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+        return "{" + ", ".join(f"{_nested_text(k)}: {_nested_text(v)}" for k, v in value) + "}"  # a map
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_nested_text(v) for v in value) + "]"
+    if isinstance(value, datetime.datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, (datetime.date, datetime.time, Decimal)):
+        return str(value)
+    return str(value).replace("\n", "\\n").replace("\t", "\\t")
+
+
+def cut(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, an ellipsis marking a cut."""
+    return text if len(text) <= width else text[: max(width - 1, 0)] + ELLIPSIS
+
+
+def terminal_width() -> int:
+    return shutil.get_terminal_size((120, 24)).columns
+
+
+def format_table(table: pa.Table, max_rows: int | None = None, width: int | None = None, more: str = "") -> str:
+    """A grid of the first ``max_rows`` rows of ``table`` (all of them for ``None``), each column
+    at most its share of ``width`` (the terminal's by default), cut cells ending in an ellipsis;
+    the footer counts the rows and adds ``more`` (e.g. ``"12 more rows"``)."""
+    shown = table if max_rows is None else table.slice(0, max_rows)
     names = shown.column_names
-    cells = [[("null" if v is None else str(v))[:40] for v in col.to_pylist()] for col in shown.columns]
-    widths = [max([len(n)] + [len(c) for c in col]) for n, col in zip(names, cells)]
-    lines = [" | ".join(n.ljust(w) for n, w in zip(names, widths)), "-+-".join("-" * w for w in widths)]
+    width = width or terminal_width()
+    share = (width - 3 * max(len(names) - 1, 0)) // max(len(names), 1)
+    cap = max(MIN_CELL_WIDTH, min(MAX_CELL_WIDTH, share))
+    cells = [[cut(cell_text(v), cap) for v in col.to_pylist()] for col in shown.columns]
+    headers = [cut(n, cap) for n in names]
+    widths = [max([len(h)] + [len(c) for c in col]) for h, col in zip(headers, cells)]
+    lines = [" | ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip(),
+             "-+-".join("-" * w for w in widths)]
     for r in range(shown.num_rows):
-        lines.append(" | ".join(col[r].ljust(w) for col, w in zip(cells, widths)))
-    footer = f"({table.num_rows} rows"
-    footer += f", first {max_rows} shown)" if table.num_rows > max_rows else ")"
-    return "\n".join(lines + [footer])
+        lines.append(" | ".join(col[r].ljust(w) for col, w in zip(cells, widths)).rstrip())
+    count = f"{shown.num_rows} row" + ("" if shown.num_rows == 1 else "s")
+    return "\n".join(lines + [f"({count} shown; {more})" if more else f"({count})"])
 
 
-def write_output(table: pa.Table, path: str) -> None:
-    """Write ``table`` as Parquet or CSV, chosen by the file extension."""
+# -- progress --------------------------------------------------------------------------------
+
+
+class Progress:
+    """``reading ns.t: 3/8 endpoints, 12,345 rows`` rewritten in place on a terminal; it ends
+    at the real count (endpoints done out of planned), never at an estimate."""
+
+    def __init__(self, what: str, stream: TextIO | None = None):
+        self.what = what
+        self.stream = stream or sys.stderr
+        self.endpoints = 0
+        self.done = 0
+        self.rows = 0
+        self._shown = 0
+
+    def planned(self, endpoints: int) -> None:
+        self.endpoints = endpoints
+        self._show()
+
+    def add_rows(self, rows: int) -> None:
+        self.rows += rows
+        self._show()
+
+    def endpoint_done(self) -> None:
+        self.done += 1
+        self._show()
+
+    def line(self) -> str:
+        return f"reading {self.what}: {self.done}/{self.endpoints} endpoints, {self.rows:,} rows"
+
+    def _show(self) -> None:
+        text = self.line()
+        self.stream.write("\r" + text.ljust(self._shown))
+        self.stream.flush()
+        self._shown = len(text)
+
+    def close(self) -> None:
+        """Clear the line (the result follows on stdout)."""
+        if self._shown:
+            self.stream.write("\r" + " " * self._shown + "\r")
+            self.stream.flush()
+
+
+# -- output files ----------------------------------------------------------------------------
+
+
+def output_format(path: str) -> str:
+    """The format of an ``--output`` file, from its extension, checked before anything is read."""
     suffix = Path(path).suffix.lower()
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
+    if suffix not in OUTPUT_FORMATS:
+        raise CliError(f"--output {path}: unknown file type {suffix or '(none)'}; use a .parquet or .csv file name")
+    return suffix
 
-        pq.write_table(table, path)
-    elif suffix == ".csv":
-        import pyarrow.csv as pacsv
 
-        pacsv.write_csv(table, path)
-    else:
-        raise CliError(f"--output {path!r}: use a .parquet or .csv file name")
+def check_output_schema(path: str, schema: pa.Schema) -> None:
+    """Refuse, before reading, a result CSV cannot hold (nested columns, binary)."""
+    if output_format(path) != ".csv":
+        return
+    nested = [f.name for f in schema if pa.types.is_nested(f.type) or pa.types.is_dictionary(f.type)]
+    if nested:
+        raise CliError(
+            f"--output {path}: CSV cannot hold the nested column(s) {', '.join(nested)}; "
+            "write .parquet, or leave them out with --columns"
+        )
+
+
+class OutputFile:
+    """Batches streamed into a Parquet or CSV file; the file appears complete or not at all."""
+
+    def __init__(self, path: str, schema: pa.Schema):
+        check_output_schema(path, schema)
+        self.path = path
+        self.rows = 0
+        self._partial = f"{path}.partial"
+        if output_format(path) == ".parquet":
+            import pyarrow.parquet as pq
+
+            self._writer: Any = pq.ParquetWriter(self._partial, schema)
+        else:
+            import pyarrow.csv as pacsv
+
+            self._writer = pacsv.CSVWriter(self._partial, schema)
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        self._writer.write_batch(batch)
+        self.rows += batch.num_rows
+
+    def __enter__(self) -> "OutputFile":
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self._writer.close()
+        if exc_type is None:
+            os.replace(self._partial, self.path)
+        else:
+            Path(self._partial).unlink(missing_ok=True)
 
 
 def one_line(err: BaseException) -> str:
@@ -46,4 +194,14 @@ def one_line(err: BaseException) -> str:
     return text.splitlines()[0]
 
 
-__all__ = ["CliError", "format_table", "one_line", "write_output"]
+__all__ = [
+    "CliError",
+    "OutputFile",
+    "Progress",
+    "cell_text",
+    "check_output_schema",
+    "cut",
+    "format_table",
+    "one_line",
+    "output_format",
+]

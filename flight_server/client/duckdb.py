@@ -26,9 +26,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import duckdb
-
+from catalog.optional import optional_dependency
 from flight_server.client.session import HudiFlightClient
+
+with optional_dependency("duckdb", "the DuckDB source"):
+    import duckdb
 
 
 def scan(

@@ -28,12 +28,15 @@ import json
 import math
 from typing import Any, Iterator
 
-import polars as pl
 import pyarrow as pa
-from polars.io.plugins import register_io_source
 
+from catalog.optional import optional_dependency
 from catalog.plan.options import ReadOptions
 from flight_server.client.session import HudiFlightClient
+
+with optional_dependency("polars", "the Polars source"):
+    import polars as pl
+    from polars.io.plugins import register_io_source
 
 FilterTuple = tuple[Any, ...]
 
@@ -199,30 +202,25 @@ def scan_hudi(
         as_of, query_type, start, end: the read options of ``HudiTable.read``.
     """
     base = ReadOptions(query_type=query_type, as_of=as_of, start=start, end=end)
-    schema_cache: list[pa.Schema] = []
 
     def client() -> tuple[HudiFlightClient, bool]:
         if isinstance(uri_or_client, HudiFlightClient):
             return uri_or_client, False
         return HudiFlightClient(uri_or_client, **client_kwargs), True
 
-    def arrow_schema() -> pa.Schema:
-        if not schema_cache:
-            session, owned = client()
-            try:
-                schema_cache.append(session.schema(table, base))
-            finally:
-                if owned:
-                    session.close()
-        return schema_cache[0]
-
-    def polars_schema() -> Any:
-        return pl.from_arrow(arrow_schema().empty_table()).schema  # type: ignore[union-attr]
+    # Asked now, not when Polars first needs it: Polars wraps what a schema callable raises in a
+    # ComputeError, and a stopped server must reach the caller as the session's ConnectionError.
+    session, owned = client()
+    try:
+        schema = session.schema(table, base)
+    finally:
+        if owned:
+            session.close()
+    polars_schema = pl.from_arrow(schema.empty_table()).schema  # type: ignore[union-attr]
 
     def source(
         with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None, batch_size: int | None
     ) -> Iterator[pl.DataFrame]:
-        schema = arrow_schema()
         filters, complete = to_filters(predicate, schema) if predicate is not None else ([], True)
         local = None if complete else predicate
         columns = with_columns

@@ -130,7 +130,12 @@ def translated_errors(uri: str, what: str) -> Iterator[None]:
     except pa.ArrowNotImplementedError as err:  # UNIMPLEMENTED
         raise NotImplementedError(f"{what}: {_first_line(err)}") from err
     except OSError as err:  # pyarrow's get_schema loses the Flight error class; the status is in the text
-        if not any(f"Detail: {status}" in str(err) for status in ("Unauthenticated", "Unauthorized")):
+        text = str(err)
+        if any(f"Detail: {status}" in text for status in ("Unavailable", "TimedOut")):
+            raise ConnectionError(
+                f"hudi-flight server {uri} is unreachable ({what}): {_first_line(err)}{_transport_hint(uri, text)}"
+            ) from err
+        if not any(f"Detail: {status}" in text for status in ("Unauthenticated", "Unauthorized")):
             raise
         raise PermissionError(f"{what} refused by {uri}: {_first_line(err)}") from err
 
@@ -162,6 +167,13 @@ class PlannedEndpoint:
     locations: tuple[str, ...]
     weight: float
     metadata: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class _EndpointDone:
+    """Queued by a fetch thread once its endpoint delivered every batch."""
+
+    endpoint: PlannedEndpoint
 
 
 @dataclass(frozen=True)
@@ -439,13 +451,29 @@ class HudiFlightClient:
             on_plan(plan)
         yield from self.fetch_all(plan.endpoints)
 
-    def fetch_all(self, endpoints: list[PlannedEndpoint]) -> Iterator[pa.RecordBatch]:
-        """Fetch endpoints in parallel; yield batches as they arrive."""
+    def fetch_all(
+        self, endpoints: list[PlannedEndpoint], on_endpoint_done: Callable[[PlannedEndpoint], None] | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        """Fetch endpoints in parallel; yield batches as they arrive.
+
+        ``on_endpoint_done`` is called, on the consuming thread, once an endpoint has delivered
+        all its batches (a progress display counts these: a plan's row total is an estimate).
+        """
         if not endpoints:
             return
         lanes = min(self.max_workers, len(endpoints))
+
+        def fetched(endpoint: PlannedEndpoint, lane: int) -> Iterator[pa.RecordBatch | _EndpointDone]:
+            yield from self.fetch(endpoint, lane)
+            yield _EndpointDone(endpoint)
+
         # every failure of a stream, starting it included, reaches the consumer: never lost rows
-        yield from bounded_parallel(endpoints, self.fetch, lanes, 4 * self.max_workers, "hudi-flight-fetch")
+        for item in bounded_parallel(endpoints, fetched, lanes, 4 * self.max_workers, "hudi-flight-fetch"):
+            if isinstance(item, _EndpointDone):
+                if on_endpoint_done is not None:
+                    on_endpoint_done(item.endpoint)
+            else:
+                yield item
 
     def stream(self, plan: QueryPlan) -> pa.RecordBatchReader:
         """A planned query as a streaming reader: endpoints fetched in parallel, batches handed

@@ -28,29 +28,32 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceReader,
-    DataSourceStreamReader,
-    EqualNullSafe,
-    EqualTo,
-    Filter,
-    GreaterThan,
-    GreaterThanOrEqual,
-    In,
-    InputPartition,
-    IsNotNull,
-    IsNull,
-    LessThan,
-    LessThanOrEqual,
-    Not,
-)
-from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
-from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxFiles, SupportsTriggerAvailableNow
-from pyspark.sql.types import StructField, StructType
 
+from catalog.optional import optional_dependency
 from catalog.plan.options import ReadOptions
 from flight_server.client.session import HudiFlightClient, PlannedEndpoint
+
+with optional_dependency("spark", "the PySpark data source"):
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceReader,
+        DataSourceStreamReader,
+        EqualNullSafe,
+        EqualTo,
+        Filter,
+        GreaterThan,
+        GreaterThanOrEqual,
+        In,
+        InputPartition,
+        IsNotNull,
+        IsNull,
+        LessThan,
+        LessThanOrEqual,
+        Not,
+    )
+    from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
+    from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxFiles, SupportsTriggerAvailableNow
+    from pyspark.sql.types import StructField, StructType
 
 SOURCE_NAME = "hudi-flight"
 #: read options given to the source as plain strings (``columns`` is parsed; see _parse_columns)
@@ -333,6 +336,14 @@ class HudiFlightStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     """
 
     def __init__(self, query: _Query, schema: StructType, max_commits: int):
+        start = query.options.start
+        if start is not None and not start.isdigit():
+            # Offsets are compared here, on the driver, which does not know the zone the server
+            # writes a LOCAL timeline's instants in: a zoned start could only be guessed.
+            raise ValueError(
+                f"{SOURCE_NAME}: a stream's start option takes yyyyMMddHHmmss[SSS] or an ISO timestamp without a "
+                f"zone (a time of the table's timeline zone), got {start}"
+            )
         self.query = query
         self.schema = schema
         self.max_commits = max_commits

@@ -9,10 +9,13 @@ protobuf bytes by hand.
 
 from __future__ import annotations
 
-from google.protobuf import any_pb2
-from google.protobuf.message import DecodeError, Message
+from catalog.optional import optional_dependency
 
-from flight_server.protocol import flight_sql_pb2 as sql
+with optional_dependency("client", "the Flight client and server (Flight SQL messages)"):
+    from google.protobuf import any_pb2
+    from google.protobuf.message import DecodeError, Message
+
+    from flight_server.protocol import flight_sql_pb2 as sql
 
 _TYPE_PREFIX = "type.googleapis.com/"
 _PACKAGE = "arrow.flight.protocol.sql."

@@ -19,14 +19,17 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from sqlalchemy import types as sqltypes
-from sqlalchemy.engine import default, reflection
-from sqlalchemy.engine.url import URL
-from sqlalchemy.exc import NoSuchTableError
-from sqlalchemy.sql import compiler
 
+from catalog.optional import optional_dependency
 from flight_server.client.sql import dbapi
 from flight_server.protocol import wire
+
+with optional_dependency("sql", "the SQLAlchemy dialect"):
+    from sqlalchemy import types as sqltypes
+    from sqlalchemy.engine import default, reflection
+    from sqlalchemy.engine.url import URL
+    from sqlalchemy.exc import NoSuchTableError
+    from sqlalchemy.sql import compiler
 
 if TYPE_CHECKING:
     from sqlalchemy.engine.interfaces import (

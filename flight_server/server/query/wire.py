@@ -75,7 +75,10 @@ def _validate(doc: Any, definition: str | None, what: str) -> None:
     if errors:
         err = errors[0]
         where = "/".join(str(p) for p in err.path) or "(root)"
-        raise InvalidQueryError(f"invalid {what} at {where}: {err.message}")
+        message = err.message
+        if err.validator == "pattern" and err.schema.get("description"):  # words, not the regex
+            message = f"{str(err.instance)[:64]!r} is not of the form {err.schema['description']}"
+        raise InvalidQueryError(f"invalid {what} at {where}: {message}")
 
 
 class _CommandShape:

@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import datetime
 import math
 import re
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
 from catalog.errors import InvalidQueryError
-from catalog.plan.options import ReadOptions
+from catalog.plan.options import ReadOptions, parse_instant
 from flight_server.server.security.limits import Limits
 from flight_server.server.sql import bounds
 from flight_server.server.sql.planner import (
@@ -51,8 +50,6 @@ _FORBIDDEN_FUNCTION = re.compile(
     r"|iceberg_\w+|delta_\w+|json_execute_serialized_sql|from_substrait\w*|get_substrait\w*|checkpoint|force_checkpoint)$",
     re.IGNORECASE,
 )
-_DIGIT_INSTANT = re.compile(r"^\d{14}(\d{3})?$")
-_ISO_INSTANT = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,3}))?)?$")
 
 
 @dataclass(frozen=True)
@@ -198,29 +195,11 @@ def _refuse_unsafe(query: Any) -> None:
 
 
 def instant_literal(node: exp.Expression, what: str) -> str:
-    """A ``'<instant>'`` string literal as a Hudi instant (``yyyyMMddHHmmss[SSS]``; an ISO date or
-    timestamp is accepted and written out as one, a date meaning its midnight as in Hudi's Spark SQL).
-
-    Raises:
-        InvalidQueryError: not a literal, or not a time that exists (``25:61:61`` would sort after
-            every instant and so read the latest snapshot).
-    """
+    """A ``'<instant>'`` string literal as a Hudi instant, in the grammar every surface shares
+    (:func:`~catalog.plan.options.parse_instant`)."""
     if not isinstance(node, exp.Literal) or not node.is_string:
-        raise InvalidQueryError(f"{what} takes a string literal instant such as '20240101120000000'")
-    text = node.this.strip()
-    iso = _ISO_INSTANT.match(text)
-    if iso:
-        y, mo, d, h, mi, s, ms = iso.groups()
-        text = f"{y}{mo}{d}{h or '00'}{mi or '00'}{s or '00'}{(ms or '000').ljust(3, '0')}"
-    if not _DIGIT_INSTANT.match(text):
-        raise InvalidQueryError(
-            f"{what}: {_shown(text)!r} is not an instant (yyyyMMddHHmmss[SSS] or yyyy-MM-dd[ HH:mm:ss[.SSS]])"
-        )
-    try:
-        datetime.datetime.strptime(text[:14], "%Y%m%d%H%M%S")
-    except ValueError:
-        raise InvalidQueryError(f"{what}: {_shown(text)!r} is not a time that exists") from None
-    return text
+        raise InvalidQueryError(f"{what} takes a string literal instant such as '20240101120000000' or '2024-01-01'")
+    return parse_instant(node.this, what)
 
 
 def _shown(text: str) -> str:

@@ -54,7 +54,8 @@ def test_filters_are_normalised():
         ({"filters": [("a", "=", [1])]}, "single value"),
         ({"filters": [("a", "=")]}, "needs a value"),
         ({"filters": [("a", "~", 1)]}, "unsupported filter operator"),
-        ({"filters": "a = 1"}, "filters must be"),
+        ({"filters": 5}, "filters must be"),
+        ({"filters": "a = = 1"}, "unexpected"),
     ],
 )
 def test_bad_options_say_what_is_wrong(kwargs, message):

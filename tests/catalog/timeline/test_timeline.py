@@ -7,7 +7,8 @@ import pytest
 from hudi import HudiTableBuilder
 
 from catalog import HudiTable, InvalidInstantError
-from catalog.timeline.instants import COMPLETED, INFLIGHT, REQUESTED, parse_instant_file_name, validate_instant
+from catalog.plan.options import parse_instant
+from catalog.timeline.instants import COMPLETED, INFLIGHT, REQUESTED, parse_instant_file_name
 from tests.support.fixtures import all_table_names, is_lance
 
 READABLE = [n for n in all_table_names() if not is_lance(n)]
@@ -44,12 +45,6 @@ def test_parse_instant_names(name, layout, expected):
 )
 def test_non_instant_names_are_skipped(name, layout):
     assert parse_instant_file_name(name, layout) is None
-
-
-def test_validate_instant():
-    assert validate_instant("20240101000000000") == "20240101000000000"
-    with pytest.raises(InvalidInstantError, match="malformed as_of"):
-        validate_instant("2024-01-01", "as_of")
 
 
 @pytest.mark.parametrize("name", READABLE)
@@ -129,4 +124,4 @@ def test_twenty_digit_mdt_instant_file_names_parse_but_user_instants_stay_strict
     assert "20250522045918378" < inst.requested_time < "20250522045918379"
     assert parse_instant_file_name("2025052204591837800.commit", 1) is None  # 19 digits
     with pytest.raises(InvalidInstantError):
-        validate_instant("20250522045918378001")
+        parse_instant("20250522045918378001")

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -25,11 +23,11 @@ from tests.support.servers import identifier
 
 pyspark = pytest.importorskip("pyspark")
 
-from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNull, Not, StringStartsWith  # noqa: E402
 
 from flight_server.client.session import PlannedEndpoint  # noqa: E402
-from flight_server.client.spark import HudiFlightDataSource, pack_endpoints, to_service_filter  # noqa: E402
+from flight_server.client.spark import pack_endpoints, to_service_filter  # noqa: E402
+from tests.support.spark import local_spark  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -71,18 +69,7 @@ def uri(server) -> str:
 
 @pytest.fixture(scope="session")
 def spark():
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("hudi-flight-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    session.dataSource.register(HudiFlightDataSource)
+    session = local_spark()
     yield session
     session.stop()
 

@@ -222,7 +222,7 @@ def test_table_info(client, tables, name):
         (b"[]", pa.ArrowInvalid, "invalid command"),
         (b'{"table": "a.b", "colums": ["x"]}', pa.ArrowInvalid, "'colums' was unexpected"),
         (b'{"columns": ["x"]}', pa.ArrowInvalid, "'table' is a required property"),
-        (b'{"table": "nodot"}', pa.ArrowInvalid, "at table"),
+        (b'{"table": "nodot"}', pa.ArrowInvalid, "invalid command at table: 'nodot' is not of the form namespace.table"),
         (b'{"table": "nope.nope"}', pa.ArrowKeyError, "nope.nope is not registered"),
         (b'{"table": "%s", "columns": ["nope"]}', pa.ArrowInvalid, "not in the table schema: 'nope'"),
         (b'{"table": "%s", "columns": "id"}', pa.ArrowInvalid, "at columns"),
@@ -233,6 +233,7 @@ def test_table_info(client, tables, name):
         (b'{"table": "%s", "filters": [["id", "="]]}', pa.ArrowInvalid, "needs a value"),
         (b'{"table": "%s", "query_type": "streaming"}', pa.ArrowInvalid, "query_type"),
         (b'{"table": "%s", "as_of": "yesterday"}', pa.ArrowInvalid, "as_of"),
+        (b'{"table": "%s", "as_of": "2024-02-30"}', pa.ArrowInvalid, "malformed as_of '2024-02-30' .day is out of range"),
         (b'{"table": "%s", "limit": -1}', pa.ArrowInvalid, "limit"),
     ],
 )

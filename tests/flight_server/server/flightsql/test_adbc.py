@@ -135,6 +135,20 @@ def test_time_travel(cursor, sql_tables, clause):
     assert_same_rows(ours, expected, exact_types=True)
 
 
+def test_time_travel_takes_the_one_instant_grammar(cursor, sql_tables):
+    """ISO dates and timestamps, with or without a zone, as everywhere else (docs/reading.md)."""
+    table = _table(sql_tables, MOR_TXNS)
+    instant = table.timeline.commits[3].requested_time
+    iso = f"{instant[:4]}-{instant[4:6]}-{instant[6:8]} {instant[8:10]}:{instant[10:12]}:{instant[12:14]}.{instant[14:]}"
+    for form in (iso, iso.replace(" ", "T") + "Z"):
+        ours = _query(cursor, f"SELECT * FROM {MOR_TXNS} TIMESTAMP AS OF '{form}'")
+        assert_same_rows(ours, table.read(as_of=form), exact_types=True)
+    assert_same_rows(_query(cursor, f"SELECT * FROM {MOR_TXNS} TIMESTAMP AS OF '{iso}'"),
+                     table.read(as_of=instant), exact_types=True)
+    with pytest.raises(Exception, match="malformed TIMESTAMP AS OF '2024-13-01'.*expected yyyyMMddHHmmssSSS"):
+        _query(cursor, f"SELECT * FROM {MOR_TXNS} TIMESTAMP AS OF '2024-13-01'")
+
+
 def test_time_travel_in_a_join(cursor, sql_tables):
     table = _table(sql_tables, COW_TXNS)
     old = table.timeline.commits[1].requested_time
