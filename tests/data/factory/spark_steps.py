@@ -97,13 +97,14 @@ def run_steps(spark, spec: TableSpec, base: Path) -> None:
     """Run every step of ``spec``; the first write creates the table at ``base``."""
     options = writer_options(spec)
     registered = False
-    for index, step in enumerate(spec.steps):
-        if isinstance(step, Write):
-            frame = _frame(spark, spec, step)
-            (frame.write.format("hudi").options(**options).options(**step.options)
-             .option("hoodie.datasource.write.operation", step.operation)
-             .mode("overwrite" if index == 0 else "append").save(str(base)))
-        elif isinstance(step, Sql):
+    try:
+        for index, step in enumerate(spec.steps):
+            if isinstance(step, Write):
+                frame = _frame(spark, spec, step)
+                (frame.write.format("hudi").options(**options).options(**step.options)
+                 .option("hoodie.datasource.write.operation", step.operation)
+                 .mode("overwrite" if index == 0 else "append").save(str(base)))
+                continue
             if not registered and "{table}" in step.statement:
                 spark.sql(f"DROP TABLE IF EXISTS {spec.name}")
                 spark.sql(f"CREATE TABLE {spec.name} USING hudi LOCATION '{base}'")
@@ -113,8 +114,10 @@ def run_steps(spark, spec: TableSpec, base: Path) -> None:
                 table=spec.name, path=str(base),
                 last=instants[-1].requested if instants else "", first=instants[0].requested if instants else "",
             )).collect()
-    if registered:
-        spark.sql(f"DROP TABLE IF EXISTS {spec.name}")
+    finally:
+        if registered:
+            spark.sql(f"DROP TABLE IF EXISTS {spec.name}")
+        spark.sql("RESET")  # a spec's SET statements end with it
 
 
 def describe(step: Write | Sql) -> str:

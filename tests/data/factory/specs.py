@@ -264,6 +264,7 @@ def _merging() -> list[TableSpec]:
                releases=("0.15.0",), types=(MOR,)),
         TableSpec("mor_partial_update", MOR, (
             INSERT,
+            Sql("SET hoodie.spark.sql.merge.into.partial.updates=true"),
             Sql("MERGE INTO {table} t USING (SELECT 'id004' AS id, 99.5 AS price, 5004L AS ts) s ON t.id = s.id "
                 "WHEN MATCHED THEN UPDATE SET price = s.price, ts = s.ts"),
             UPSERT,
