@@ -8,6 +8,7 @@ they land: CDC queries (``query_type="cdc"``) and Hudi 1.2's Lance base files.
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 
 import adbc_driver_flightsql.dbapi as adbc
@@ -20,10 +21,10 @@ from catalog import HudiTable
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
 from tests.data.factory.archive import Query, read_result
-from tests.data.factory.specs import TABLE_VERSIONS
+from tests.data.factory.specs import CDC_MODES, RELEASES, TABLE_VERSIONS
 from tests.support.compare import assert_same_rows, hudi_read
 from tests.support.servers import running_server
-from tests.support.written import WrittenTable, written_queries, written_tables
+from tests.support.written import WRITTEN_DIR, WrittenTable, written_queries, written_tables
 
 QUERIES = written_queries()
 SNAPSHOTS = [(t, q) for t, q in QUERIES if q.name == "snapshot"]
@@ -35,12 +36,15 @@ def _id(case: tuple[WrittenTable, Query]) -> str:
 
 
 def test_the_factory_tables_are_committed():
-    """The matrix is present: every release, the core tables, CDC and Lance tables."""
+    """Every release has its core and CDC tables, 1.2.0 its Lance tables, and no table is both
+    written and listed as refused."""
     keys = {t.key for t in written_tables()}
-    for release in ("0.15.0",):
-        assert {f"{release}/cow_core", f"{release}/mor_core"} <= keys, release
-    assert "1.2.0/cow_lance" in keys
-    assert any("cdc" in t.manifest().features and t.manifest().table_type == "MERGE_ON_READ" for t in written_tables())
+    core = {"cow_core", "mor_core"} | {f"{p}_cdc_{m.lower()}" for p in ("cow", "mor") for m in CDC_MODES}
+    for release in RELEASES:
+        assert {f"{release}/{name}" for name in core} <= keys, release
+        refused = json.loads((WRITTEN_DIR / release / "refused.json").read_text())
+        assert not {f"{release}/{name}" for name in refused} & keys, release
+    assert {"1.2.0/cow_lance", "1.2.0/mor_lance"} <= keys
 
 
 @pytest.mark.parametrize("case", QUERIES, ids=_id)

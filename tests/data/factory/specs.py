@@ -191,15 +191,21 @@ def _both(name: str, steps: tuple[Step, ...], options: Mapping[str, str], featur
                       features=features, releases=releases) for table_type in types]
 
 
+#: keep one commit's files, archive past three instants (1.x: into the LSM history)
+CLEAN_ARCHIVE = {"hoodie.clean.commits.retained": "1", "hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3",
+                 "hoodie.metadata.compact.max.delta.commits": "2"}
+CLEAN_ARCHIVE_STEPS = (INSERT, *(Write("upsert", ids(v, v + 3), v) for v in range(2, 8)))
+
+
 def _table_services() -> list[TableSpec]:
     return [
         TableSpec("mor_inline_compaction", MOR, (INSERT, UPSERT, Write("upsert", ids(4, 6), 3), DELETE),
                   INLINE_COMPACT, features=("compaction",)),
         TableSpec("mor_scheduled_compaction", MOR, (
             INSERT, UPSERT,
-            Sql("CALL run_compaction(op => 'schedule', path => '{path}')"),
+            Sql("CALL run_compaction('schedule', '{table}')"),
             Write("upsert", ids(4, 6), 3),
-            Sql("CALL run_compaction(op => 'run', path => '{path}')"),
+            Sql("CALL run_compaction('run', '{table}')"),
         ), features=("compaction", "async_compaction")),
         TableSpec("mor_log_compaction", MOR, (
             INSERT, UPSERT, Write("upsert", ids(8, 12), 3), Write("upsert", ids(9, 11), 4),
@@ -213,17 +219,16 @@ def _table_services() -> list[TableSpec]:
             Write("delete_partition", ids(2, 3), 3, {"hoodie.datasource.write.partitions.to.delete": "p2"}),
             Write("upsert", ids(3, 5), 4),
         ), {}, ("insert_overwrite", "delete_partition")),
-        *_both("clean_archive", (INSERT, *(Write("upsert", ids(v, v + 3), v) for v in range(2, 8))),
-               {"hoodie.clean.commits.retained": "1", "hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3",
-                "hoodie.metadata.compact.max.delta.commits": "2", "hoodie.compact.inline.max.delta.commits": "2",
-                "hoodie.compact.inline": "true"}, ("clean", "archival")),
+        TableSpec("cow_clean_archive", COW, CLEAN_ARCHIVE_STEPS, CLEAN_ARCHIVE, features=("clean", "archival")),
+        TableSpec("mor_clean_archive", MOR, CLEAN_ARCHIVE_STEPS, {**CLEAN_ARCHIVE, **INLINE_COMPACT},
+                  features=("clean", "archival", "compaction")),
         *_both("savepoint_restore", (
-            INSERT, Sql("CALL create_savepoint(table => '{table}', commit_time => '{first}')"),
-            UPSERT, DELETE, Sql("CALL rollback_to_savepoint(table => '{table}', instant_time => '{first}')"),
+            INSERT, Sql("CALL create_savepoint('{table}', '{first}')"),
+            UPSERT, DELETE, Sql("CALL rollback_to_savepoint('{table}', '{first}')"),
             Write("upsert", ids(20, 23), 4),
         ), {}, ("savepoint", "restore"), types=(COW,)),
         *_both("rollback", (
-            INSERT, UPSERT, Sql("CALL rollback_to_instant(table => '{table}', instant_time => '{last}')"), DELETE,
+            INSERT, UPSERT, Sql("CALL rollback_to_instant('{table}', '{last}')"), DELETE,
         ), {}, ("rollback",), types=(MOR,)),
     ]
 
