@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv system-deps lint test demo bench bench-quick clean protocol jdbc-driver
+.PHONY: venv system-deps lint test demo bench bench-quick clean protocol jdbc-driver tables hudi-writer
 
 # PostgreSQL (registry tests run against a real server on loopback) and Java (Spark).
 system-deps:
@@ -44,6 +44,8 @@ clean:
 protocol: $(STAMP)
 	cd flight_server/protocol && ../../$(PY) -m grpc_tools.protoc -I. --python_out=. --pyi_out=. flight_sql.proto
 
+MVN_DEPENDENCY := mvn -q org.apache.maven.plugins:maven-dependency-plugin:3.6.1
+
 # The Arrow Flight SQL JDBC driver (one shaded jar), fetched by Maven into the ignored .cache/ folder;
 # the JDBC and Spark-over-JDBC tests and bench/spark_scan.py call this target.
 JDBC_DRIVER_VERSION ?= 18.3.0
@@ -52,5 +54,36 @@ JDBC_DRIVER := .cache/jdbc/flight-sql-jdbc-driver-$(JDBC_DRIVER_VERSION).jar
 jdbc-driver: $(JDBC_DRIVER)
 
 $(JDBC_DRIVER):
-	mvn -q org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
+	$(MVN_DEPENDENCY):copy \
 		-Dartifact=org.apache.arrow:flight-sql-jdbc-driver:$(JDBC_DRIVER_VERSION) -DoutputDirectory=.cache/jdbc
+
+# Tables written by Hudi's own Spark writer, with Spark's Hudi read results beside them
+# (tests/data/tables/<release>/); see tests/data/factory. Needs Java 17 and Maven; the writer gets
+# its own venv (pyspark 3.5) and Hudi's Spark bundles. TABLES=a,b limits it to those specs.
+SPARK_VENV := .cache/spark35
+SPARK_PY := $(SPARK_VENV)/bin/python
+JARS := .cache/jars
+HUDI_RELEASES ?= 0.15.0 1.0.2 1.1.1 1.2.0
+TABLES ?=
+
+.cache/spark35.installed: tests/data/factory/requirements.txt
+	$(PYTHON) -m venv $(SPARK_VENV)
+	$(SPARK_PY) -m pip install --quiet -r $<
+	touch $@
+
+# Hudi's writer and reader for bench/spark_hudi.py (the JVM peer)
+hudi-writer: .cache/spark35.installed $(JARS)/hudi-spark3.5-bundle_2.12-1.1.1.jar
+
+$(JARS)/hudi-spark3.5-bundle_2.12-%.jar:
+	$(MVN_DEPENDENCY):copy -Dartifact=org.apache.hudi:hudi-spark3.5-bundle_2.12:$* -DoutputDirectory=$(JARS)
+
+# Hudi 1.2's Lance writer needs lance-core and its Arrow, which the bundle leaves out.
+$(JARS)/lance/.fetched: tests/data/factory/lance-jars.pom.xml
+	$(MVN_DEPENDENCY):copy-dependencies -f $< -DoutputDirectory=$(abspath $(JARS))/lance -DincludeScope=runtime
+	touch $@
+
+tables: .cache/spark35.installed $(JARS)/lance/.fetched $(foreach r,$(HUDI_RELEASES),$(JARS)/hudi-spark3.5-bundle_2.12-$(r).jar)
+	for r in $(HUDI_RELEASES); do \
+		SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(SPARK_PY)) PYTHONPATH=$(CURDIR) \
+		$(SPARK_PY) -m tests.data.factory.writer --release $$r --out tests/data/tables $(if $(TABLES),--tables $(TABLES)) || exit 1; \
+	done
