@@ -35,7 +35,7 @@ HUDI_RELEASE = "1.1.1"
 BUNDLE = REPO / ".cache" / "jars" / f"hudi-spark3.5-bundle_2.12-{HUDI_RELEASE}.jar"
 JOB = Path(__file__).resolve().parent / "spark_hudi_job.py"
 #: partitions and rows of the written tables
-SHAPES = {"quick": (100, 100_000), "full": (2_000, 2_000_000)}
+SHAPES = {"quick": (100, 100_000), "full": (2_000, 1_000_000)}
 POINT_KEY = "key-000004242"
 
 

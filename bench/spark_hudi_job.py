@@ -64,6 +64,7 @@ def _writer_options(table_type: str, name: str) -> dict[str, str]:
         "hoodie.upsert.shuffle.parallelism": "4",
         "hoodie.insert.shuffle.parallelism": "4",
         "hoodie.bulkinsert.shuffle.parallelism": "4",
+        "hoodie.bulkinsert.sort.mode": "GLOBAL_SORT",  # one file per partition, not one per task
         "hoodie.compact.inline": "false",
     }
 
