@@ -31,7 +31,7 @@ test: $(STAMP) system-deps
 demo: $(STAMP)
 	$(VENV)/bin/hudi-flight demo
 
-bench: $(STAMP)
+bench: $(STAMP) hudi-writer jdbc-driver
 	$(PY) -m bench --size full
 
 bench-quick: $(STAMP)
