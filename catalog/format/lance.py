@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import struct
 import tempfile
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ COPY_CHUNK_BYTES = 16 << 20
 _MAGIC = b"LANC"
 _FOOTER = struct.Struct("<QQQIIHH4s")  # column meta start, CMO table, GBO table, #buffers, #columns, version
 _VARINT_MAX = 10
+#: the ", /path/to/src/file.rs:12:34" pylance appends to its messages
+_RUST_LOCATION = re.compile(r",?\s*\S*\.rs:\d+:\d+")
 
 
 def lance_file_module() -> ModuleType:
@@ -177,11 +180,12 @@ def read_lance(
     """
     lance_file = lance_file_module()
     where = f"{storage.uri}/{path}"
+    local = path
     try:
         with _local_file(storage, path, size) as local:
             physical = lance_file.LanceFileReader(local).metadata().schema
             columns, rename = file_columns_to_read(schema, physical, source_names)
-            # No column to read (a count, or only absent columns): read the smallest one for the row count.
+            # No column to read (a count, or only absent columns): read the first one for the row count.
             reader = lance_file.LanceFileReader(local, columns=columns or physical.names[:1])
             batches = reader.read_all(batch_size=batch_size).to_batches()
             if not columns:
@@ -192,7 +196,15 @@ def read_lance(
     except FileNotFoundError as err:  # e.g. cleaned after the plan was made
         raise FileNotFoundError(f"base file missing: {where}") from err
     except (OSError, ValueError, RuntimeError) as err:
-        raise CorruptTableError(f"cannot decode Lance base file {where}: {err}") from err
+        message = _public_message(err, local, path)
+        if message.startswith("Not found"):  # pylance's word for a missing file
+            raise FileNotFoundError(f"base file missing: {where}") from err
+        raise CorruptTableError(f"cannot decode Lance base file {where}: {message}") from err
 
+
+def _public_message(err: Exception, local: str, path: str) -> str:
+    """pylance's message without the machine's paths: the local file becomes the table-relative
+    ``path`` and the Rust source location it appends is dropped."""
+    return _RUST_LOCATION.sub("", str(err).replace(local, path)).strip()
 
 __all__ = ["COPY_CHUNK_BYTES", "LanceFooter", "lance_file_module", "read_lance", "read_lance_footer"]

@@ -1,0 +1,159 @@
+"""Lance base files (Hudi 1.2): the footer facts the planner uses, the fsspec route for every
+filesystem that is not the local one, a missing ``lance`` extra, damaged files and the splits.
+
+Row equality with the ``hudi`` package on the six Lance fixtures lives in test_conformance_*.py.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import lance.file
+import pytest
+
+from catalog import HudiTable, MissingExtraError
+from catalog.errors import CorruptTableError
+from catalog.format.lance import read_lance_footer
+from catalog.plan.options import ReadOptions
+from catalog.storage import Storage
+from tests.support.compare import assert_same_rows
+from tests.support.counting_fs import CountingFileSystem, register
+from tests.support.fixtures import all_table_names, is_lance, is_mor
+
+LANCE = [n for n in all_table_names() if is_lance(n)]
+MOR_LANCE = next(n for n in LANCE if is_mor(n))
+COW_LANCE = "sample_table/cow/v9_lance_txns_simple"
+
+
+def _lance_files(path: str) -> list[Path]:
+    return sorted(p for p in Path(path).rglob("*.lance") if ".hoodie" not in p.parts)
+
+
+@pytest.mark.parametrize("name", LANCE)
+def test_footer_row_count_is_pylances_in_three_small_reads(fixture_table, name):
+    path = fixture_table(name)
+    storage = Storage(path)
+    files = _lance_files(path)
+    assert files
+    for file in files:
+        storage.stats.reset()
+        footer = read_lance_footer(storage, str(file.relative_to(path)), file.stat().st_size)
+        assert footer.num_rows == lance.file.LanceFileReader(str(file)).num_rows()
+        assert footer.version == (0, 3)  # Hudi 1.2.0 writes Lance file format 2.0
+        stats = storage.stats.snapshot()
+        # The file descriptor holds a bloom filter of ~430 KB: it is skipped, not read.
+        assert stats["read"] == 3 and stats["bytes_read"] < 4096 + 64, stats
+
+
+def test_a_registered_filesystem_sees_every_lance_read(fixture_table, monkeypatch, tmp_path):
+    """A caller-registered filesystem serves every byte of every Lance file; pylance only ever
+    opens private temporary copies, which are gone after the read."""
+    register()
+    path = fixture_table(MOR_LANCE)
+    local = HudiTable.open(path)
+    options = dict(columns=["rider", "fare", "city"], filters=[("fare", ">", 20.0)])
+    expected = local.read(**options)
+    opened: list[str] = []
+    real = lance.file.LanceFileReader
+
+    def spy(local: str, *args, **kwargs):
+        opened.append(local)
+        return real(local, *args, **kwargs)
+
+    monkeypatch.setattr(lance.file, "LanceFileReader", spy)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    remote = HudiTable.open(f"countfs://{path}")
+    CountingFileSystem.reset()
+    assert_same_rows(remote.read(**options), expected, "countfs snapshot")
+    calls = CountingFileSystem.reset()
+    read_lance = {p for kind, p in calls if kind == "read" and p.endswith(".lance")}
+    assert read_lance, calls
+    assert opened and all(p.startswith(str(tmp_path)) for p in opened), opened
+    assert not os.listdir(tmp_path)  # every temporary copy removed
+    # Read-optimized and time travel take the same route.
+    first = local.timeline.commits[0].requested_time
+    assert_same_rows(remote.read(as_of=first), local.read(as_of=first), "countfs as_of")
+    assert_same_rows(remote.read(query_type="read_optimized"), local.read(query_type="read_optimized"), "countfs ro")
+
+
+def test_local_tables_hand_pylance_the_file_itself(fixture_table, monkeypatch):
+    path = fixture_table(COW_LANCE)
+    opened: list[str] = []
+    real = lance.file.LanceFileReader
+    monkeypatch.setattr(lance.file, "LanceFileReader", lambda p, *a, **k: opened.append(p) or real(p, *a, **k))
+    table = HudiTable.open(path)
+    rows = table.read(columns=["txn_id"])
+    assert rows.num_rows > 0
+    assert opened and all(p.startswith(path) and p.endswith(".lance") for p in opened)
+    table.storage.stats.reset()
+    table.read(columns=["txn_id"])
+    assert table.storage.stats.snapshot().get("open", 0) >= 1  # still counted as requests
+
+
+def test_a_missing_lance_extra_is_named(fixture_table, monkeypatch):
+    path = fixture_table(COW_LANCE)
+    opened_before = HudiTable.open(path)  # e.g. a server that opened it earlier
+    monkeypatch.setitem(sys.modules, "lance", None)
+    monkeypatch.setitem(sys.modules, "lance.file", None)
+    with pytest.raises(MissingExtraError, match=r"Lance base files needs the 'lance' extra: pip install 'hudi-flight\[lance\]'"):
+        HudiTable.open(path)
+    with pytest.raises(MissingExtraError, match=r"hudi-flight\[lance\]"):
+        opened_before.read()
+    # Parquet tables need nothing of it.
+    assert HudiTable.open(fixture_table("sample_table/cow/v8_nonpartitioned")).read().num_rows > 0
+
+
+def _damaged_copy(fixture_table, tmp_path: Path, damage) -> tuple[str, Path]:
+    path = tmp_path / "t"
+    shutil.copytree(fixture_table(COW_LANCE), path)
+    table = HudiTable.open(str(path))
+    latest = {s.file_slice.base_file_path for s in table.scan(ReadOptions()).splits}
+    victim = path / sorted(latest)[0]
+    data = victim.read_bytes()
+    victim.write_bytes(damage(data))
+    return str(path), victim
+
+
+@pytest.mark.parametrize("damage", [lambda b: b[:-100], lambda b: b"\0" * len(b)], ids=["truncated", "zeroed"])
+def test_a_damaged_lance_file_is_a_clean_error_naming_it(fixture_table, tmp_path, damage):
+    path, victim = _damaged_copy(fixture_table, tmp_path, damage)
+    with pytest.raises(CorruptTableError) as err:
+        HudiTable.open(path).read()
+    message = str(err.value)
+    assert victim.name in message and "Lance" in message
+    assert ".rs:" not in message  # no trace of pylance's build machine
+
+
+def test_a_lance_file_cleaned_after_planning_is_missing_not_corrupt(fixture_table, tmp_path):
+    path, victim = _damaged_copy(fixture_table, tmp_path, lambda b: b)
+    table = HudiTable.open(path)
+    scan = table.scan(ReadOptions())
+    victim.unlink()
+    from catalog.read.split_reader import read_split
+
+    with pytest.raises(FileNotFoundError, match="base file missing"):
+        for split in scan.splits:
+            list(read_split(scan.context, split))
+
+
+@pytest.mark.parametrize("name", LANCE)
+def test_one_split_per_lance_file_with_its_footer_rows(fixture_table, name):
+    path = fixture_table(name)
+    table = HudiTable.open(path)
+    splits = list(table.scan(ReadOptions(query_type="read_optimized" if is_mor(name) else "snapshot")).splits)
+    lance_splits = [s for s in splits if s.file_slice.base_file is not None]
+    assert lance_splits
+    for split in lance_splits:
+        assert split.row_groups is None and split.start == 0 and split.length is None
+        assert split.estimated_rows == lance.file.LanceFileReader(str(Path(path) / split.file_slice.base_file_path)).num_rows()
+    if not is_mor(name):  # base files only: the estimates are exact
+        assert sum(s.estimated_rows for s in splits) == table.read().num_rows
+
+
+def test_count_reads_no_column(fixture_table):
+    table = HudiTable.open(fixture_table(COW_LANCE))
+    assert table.read(columns=[]).num_rows == table.read().num_rows > 0
