@@ -24,6 +24,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from catalog.errors import CorruptTableError, UnsupportedTableError
+from catalog.format.hudi_types import is_vector, vector_from_bytes
 from catalog.storage import Storage
 
 BATCH_SIZE = 65536
@@ -40,6 +41,10 @@ def cast_array(arr: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array
     """Cast with Hudi's evolution rules: structs match children by name, missing children are null."""
     if arr.type.equals(target):
         return arr
+    if is_vector(target) and (pa.types.is_fixed_size_binary(arr.type) or pa.types.is_binary(arr.type)):
+        if isinstance(arr, pa.ChunkedArray):
+            return pa.chunked_array([vector_from_bytes(c, target) for c in arr.chunks], type=target)
+        return vector_from_bytes(arr, target)  # a VECTOR's bytes in a Parquet file (Hudi 1.2)
     if pa.types.is_struct(target) and pa.types.is_struct(arr.type):
         if isinstance(arr, pa.ChunkedArray):
             return pa.chunked_array([cast_array(c, target) for c in arr.chunks], type=target)

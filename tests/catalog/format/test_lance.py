@@ -157,3 +157,34 @@ def test_one_split_per_lance_file_with_its_footer_rows(fixture_table, name):
 def test_count_reads_no_column(fixture_table):
     table = HudiTable.open(fixture_table(COW_LANCE))
     assert table.read(columns=[]).num_rows == table.read().num_rows > 0
+
+
+def test_hudi_1_2_columns_in_a_lance_file(tmp_path):
+    """VECTOR as Arrow-native fixed-size lists and VARIANT/BLOB structs come out in the table
+    schema (interfaces.md section 1), with projection, absent columns and a row filter."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from catalog.format.avro import avro_to_arrow_schema
+    from catalog.format.lance import read_lance
+    from tests.catalog.format.test_hudi_types import BLOB, VARIANT, VECTOR_FLOAT_4, _table_schema
+
+    schema = avro_to_arrow_schema(_table_schema(emb=VECTOR_FLOAT_4, v=VARIANT, doc=BLOB, added=VECTOR_FLOAT_4))
+    written = pa.table({
+        "id": pa.array([1, 2, 3], pa.int32()),
+        "emb": pa.array([[1.0, 2.0, 3.0, 4.0], None, [0.5] * 4], pa.list_(pa.float32(), 4)),
+        "v": pa.array([{"metadata": b"\x01", "value": b"\x0c\x01"}] * 3, schema.field("v").type),
+        "doc": pa.array([{"type": "OUT_OF_LINE", "data": None, "reference": {
+            "external_path": "s3://b/x.bin", "offset": 8, "length": 16, "managed": False}}] * 3,
+            schema.field("doc").type),
+    })
+    with lance.file.LanceFileWriter(str(tmp_path / "f.lance")) as writer:
+        writer.write_batch(written)
+    wanted = pa.schema([schema.field(n) for n in ("emb", "id", "v", "doc", "added")])
+    got = pa.Table.from_batches(list(read_lance(Storage(str(tmp_path)), "f.lance", wanted,
+                                                filter=pc.field("id") >= 2)), schema=wanted)
+    assert got.column("id").to_pylist() == [2, 3]
+    assert got.column("emb").to_pylist() == [None, [0.5] * 4]
+    assert got.column("v").to_pylist() == [{"metadata": b"\x01", "value": b"\x0c\x01"}] * 2
+    assert got.column("doc").to_pylist()[0]["reference"]["external_path"] == "s3://b/x.bin"
+    assert got.column("added").null_count == 2  # a column the file lacks
