@@ -31,12 +31,15 @@ import struct
 import tempfile
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from fsspec.implementations.local import LocalFileSystem
 
 from catalog.errors import CorruptTableError, HudiError, MissingExtraError
+from catalog.format.lance_blob import as_descriptors, blob_columns, blob_descriptors
 from catalog.format.parquet import BATCH_SIZE, conform_batches, file_columns_to_read
 from catalog.storage import Storage
 
@@ -144,8 +147,6 @@ def read_lance_footer(storage: Storage, path: str, size: int) -> LanceFooter:
 def _local_file(storage: Storage, path: str, size: int | None) -> Iterator[str]:
     """A local path holding the bytes of ``path``: the file itself on a local table, else a
     private temporary copy fetched through fsspec (removed on exit)."""
-    from fsspec.implementations.local import LocalFileSystem
-
     if type(storage.fs) is LocalFileSystem:  # exactly fsspec's own: a registered subclass stays on fsspec
         storage.stats.add("open")
         yield storage.full_path(path)
@@ -183,13 +184,17 @@ def read_lance(
     local = path
     try:
         with _local_file(storage, path, size) as local:
-            physical = lance_file.LanceFileReader(local).metadata().schema
+            metadata = lance_file.LanceFileReader(local).metadata()
+            physical = metadata.schema
             columns, rename = file_columns_to_read(schema, physical, source_names)
             # No column to read (a count, or only absent columns): read the first one for the row count.
             reader = lance_file.LanceFileReader(local, columns=columns or physical.names[:1])
             batches = reader.read_all(batch_size=batch_size).to_batches()
             if not columns:
                 batches = (b.select([]) for b in batches)
+            blobs = {n: blob_descriptors(local, metadata, n) for n in blob_columns(physical) if n in columns}
+            if blobs:
+                batches = _blob_descriptor_batches(batches, blobs, _external_path(storage, path))
             yield from conform_batches(batches, schema, constants=constants, filter=filter, rename=rename, adapt=adapt)
     except (HudiError, ConnectionError, TimeoutError):
         raise  # storage trouble or a cast the table schema refuses, not a damaged file
@@ -200,6 +205,28 @@ def read_lance(
         if message.startswith("Not found"):  # pylance's word for a missing file
             raise FileNotFoundError(f"base file missing: {where}") from err
         raise CorruptTableError(f"cannot decode Lance base file {where}: {message}") from err
+
+
+def _external_path(storage: Storage, path: str) -> str:
+    """The base file as a BLOB descriptor names it: Hadoop's ``file:/...`` on local storage."""
+    full = storage.full_path(path)
+    if isinstance(storage.fs, LocalFileSystem):
+        return f"file:{os.path.abspath(full)}"
+    return storage.fs.unstrip_protocol(full)
+
+
+def _blob_descriptor_batches(
+    batches: Iterable[pa.RecordBatch], blobs: Mapping[str, np.ndarray], external_path: str
+) -> Iterator[pa.RecordBatch]:
+    """``batches`` (in file row order) with each BLOB column in descriptor mode."""
+    row = 0
+    for batch in batches:
+        for name, pairs in blobs.items():
+            i = batch.schema.get_field_index(name)
+            column = as_descriptors(batch.column(i), pairs[row:row + batch.num_rows], external_path)
+            batch = batch.set_column(i, batch.schema.field(i).with_type(column.type), column)
+        row += batch.num_rows
+        yield batch
 
 
 def _public_message(err: Exception, local: str, path: str) -> str:
