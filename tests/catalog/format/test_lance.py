@@ -188,3 +188,23 @@ def test_hudi_1_2_columns_in_a_lance_file(tmp_path):
     assert got.column("v").to_pylist() == [{"metadata": b"\x01", "value": b"\x0c\x01"}] * 2
     assert got.column("doc").to_pylist()[0]["reference"]["external_path"] == "s3://b/x.bin"
     assert got.column("added").null_count == 2  # a column the file lacks
+
+
+def test_blob_descriptors_refuse_a_layout_they_do_not_know(tmp_path):
+    """A BLOB whose pairs cannot be located exactly (here: a schema whose column count does not
+    match the file's) is refused by name instead of guessed."""
+    from types import SimpleNamespace
+
+    import pyarrow as pa
+
+    from catalog import UnsupportedTableError
+    from catalog.format.lance_blob import blob_columns, blob_descriptors
+
+    blob = pa.field("payload", pa.struct([("type", pa.string()), ("data", pa.large_binary()),
+                                          ("reference", pa.struct([("external_path", pa.string())]))]),
+                    metadata={b"hudi_type": b"BLOB"})
+    schema = pa.schema([pa.field("id", pa.int32()), blob])
+    assert blob_columns(schema) == ["payload"]
+    metadata = SimpleNamespace(schema=schema, columns=[SimpleNamespace(pages=[])] * 3, num_rows=1)
+    with pytest.raises(UnsupportedTableError, match="BLOB column 'payload'.*not supported"):
+        blob_descriptors(str(tmp_path / "none.lance"), metadata, "payload")
