@@ -1,14 +1,16 @@
 """Lance base files (Hudi 1.2): our reader against pylance alone, and Lance against Parquet,
-on local storage and through fsspec (``memory://``, standing in for a remote or caller-registered
-filesystem).
+on local storage and through fsspec (an in-memory store standing in for a remote or
+caller-registered filesystem).
 
 One data set per size (``quick`` 200k rows, ``full`` 2M rows; an id, three doubles, two strings
-and a 32-float VECTOR column), written once as a Lance file (pylance) and a Parquet file
-(pyarrow, 128k-row row groups). Reported per route (local, fsspec) and per read (every column,
-one double column): median wall time, and for fsspec the bytes fetched from storage. On the
-fsspec route a Lance file is fetched whole into a temporary copy (pylance reads only through
-its own object store), so a projection saves decoding but not bytes; Parquet fetches only the
-column chunks it needs. ``python -m bench.lance_read [quick|full]`` prints the rows.
+and a 32-float VECTOR column), written once as a Lance 2.0 file (pylance, the version Hudi 1.2
+writes) and a Parquet file (pyarrow, 128k-row row groups). Reported per route (local, fsspec)
+and per read (every column, one double column): median wall time, and for fsspec the bytes
+fetched from storage (``benchmem://``: an in-memory store metering every byte read, ranged or
+through a file object). On the fsspec route a Lance file's metadata and the pages of the
+columns read are fetched into a temporary copy (pylance reads only through its own object
+store); Parquet reads the column chunks it needs through a file object.
+``python -m bench.lance_read [quick|full]`` prints the rows.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def _files(size: str) -> tuple[str, pa.Schema]:
     lance_path, parquet_path = folder / "data.lance", folder / "data.parquet"
     if not lance_path.exists() or not parquet_path.exists():
         data = _data(ROWS[size])
-        with lance_file_module().LanceFileWriter(str(lance_path)) as writer:
+        with lance_file_module().LanceFileWriter(str(lance_path), version="2.0") as writer:  # as Hudi 1.2 writes
             writer.write_batch(data)
         pq.write_table(data, parquet_path, row_group_size=128 * 1024)
     return str(folder), pq.read_schema(parquet_path)

@@ -7,10 +7,10 @@ counters and the retries), so a file reaches it one of two ways:
 
 * a table on the local filesystem (exactly fsspec's ``LocalFileSystem``, the case where Parquet
   is scanned by Arrow's native filesystem) is opened in place;
-* on every other filesystem the file's bytes are fetched through :class:`~catalog.storage.Storage`
-  (ranged reads of ``COPY_CHUNK_BYTES``, counted and retried) into a private temporary file that
-  pylance decodes and that is removed when the read ends. The whole file is fetched even for a
-  projection: Lance pages of unread columns cost bytes on the wire, not decoding.
+* on every other filesystem the bytes a read needs (the file's metadata, then the pages of the
+  columns read) are fetched through :class:`~catalog.storage.Storage` (counted, retried) into a
+  private temporary file that pylance decodes and that is removed when the read ends
+  (:mod:`catalog.format.lance_fetch`).
 
 Lance files carry no row-group statistics that pylance exposes for skipping, so the row filter is
 applied to the decoded batches. A Lance file is never cut into byte ranges: one split per file.
@@ -28,7 +28,6 @@ import contextlib
 import os
 import re
 import struct
-import tempfile
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Callable, Iterable, Iterator, Mapping
@@ -40,12 +39,10 @@ from fsspec.implementations.local import LocalFileSystem
 
 from catalog.errors import CorruptTableError, HudiError, MissingExtraError
 from catalog.format.lance_blob import as_descriptors, blob_columns, blob_descriptors
+from catalog.format.lance_fetch import FetchedCopy, parse_footer
 from catalog.format.parquet import BATCH_SIZE, conform_batches, file_columns_to_read
 from catalog.storage import Storage
 
-COPY_CHUNK_BYTES = 16 << 20
-_MAGIC = b"LANC"
-_FOOTER = struct.Struct("<QQQIIHH4s")  # column meta start, CMO table, GBO table, #buffers, #columns, version
 _VARINT_MAX = 10
 #: the ", /path/to/src/file.rs:12:34" pylance appends to its messages
 _RUST_LOCATION = re.compile(r",?\s*\S*\.rs:\d+:\d+")
@@ -109,13 +106,10 @@ def read_lance_footer(storage: Storage, path: str, size: int) -> LanceFooter:
     try:
         if not size:
             size = int(storage.info(path)["size"])
-        if size < _FOOTER.size:
-            raise ValueError("shorter than a Lance footer")
         tail_start = max(0, size - 4096)
         tail = storage.read_range(path, tail_start, size)
-        *_, gbo_start, n_buffers, n_columns, major, minor, magic = _FOOTER.unpack(tail[-_FOOTER.size:])
-        if magic != _MAGIC:
-            raise ValueError("no Lance magic at the end")
+        footer = parse_footer(tail)
+        gbo_start, n_buffers = footer.global_buffers_table, footer.n_global_buffers
         if n_buffers < 1 or gbo_start + 16 > size:
             raise ValueError("no file descriptor")
         if gbo_start >= tail_start:
@@ -140,26 +134,22 @@ def read_lance_footer(storage: Storage, path: str, size: int) -> LanceFooter:
         raise FileNotFoundError(f"base file missing: {where}") from err
     except (ValueError, struct.error) as err:
         raise CorruptTableError(f"cannot read Lance base file {where}: {err}") from err
-    return LanceFooter(rows, n_columns, (major, minor))
+    return LanceFooter(rows, footer.n_columns, footer.version)
 
 
 @contextlib.contextmanager
-def _local_file(storage: Storage, path: str, size: int | None) -> Iterator[str]:
-    """A local path holding the bytes of ``path``: the file itself on a local table, else a
-    private temporary copy fetched through fsspec (removed on exit)."""
+def _local_file(storage: Storage, path: str, size: int | None) -> Iterator[FetchedCopy | None]:
+    """``None`` on a local table (pylance opens the file itself), else a :class:`FetchedCopy`
+    fetched through fsspec (removed on exit)."""
     if type(storage.fs) is LocalFileSystem:  # exactly fsspec's own: a registered subclass stays on fsspec
         storage.stats.add("open")
-        yield storage.full_path(path)
+        yield None
         return
-    total = size or int(storage.info(path)["size"])
-    fd, local = tempfile.mkstemp(prefix="hudi-lance-", suffix=".lance")
+    copy = FetchedCopy(storage, path, size or int(storage.info(path)["size"]))
     try:
-        with os.fdopen(fd, "wb") as out:
-            for start in range(0, total, COPY_CHUNK_BYTES):
-                out.write(storage.read_range(path, start, min(total, start + COPY_CHUNK_BYTES)))
-        yield local
+        yield copy
     finally:
-        os.unlink(local)
+        copy.remove()
 
 
 def read_lance(
@@ -183,10 +173,13 @@ def read_lance(
     where = f"{storage.uri}/{path}"
     local = path
     try:
-        with _local_file(storage, path, size) as local:
+        with _local_file(storage, path, size) as copy:
+            local = copy.path if copy is not None else storage.full_path(path)
             metadata = lance_file.LanceFileReader(local).metadata()
             physical = metadata.schema
             columns, rename = file_columns_to_read(schema, physical, source_names)
+            if copy is not None:
+                copy.complete(metadata, columns or physical.names[:1])
             # No column to read (a count, or only absent columns): read the first one for the row count.
             reader = lance_file.LanceFileReader(local, columns=columns or physical.names[:1])
             batches = reader.read_all(batch_size=batch_size).to_batches()
@@ -234,4 +227,4 @@ def _public_message(err: Exception, local: str, path: str) -> str:
     ``path`` and the Rust source location it appends is dropped."""
     return _RUST_LOCATION.sub("", str(err).replace(local, path)).strip()
 
-__all__ = ["COPY_CHUNK_BYTES", "LanceFooter", "lance_file_module", "read_lance", "read_lance_footer"]
+__all__ = ["LanceFooter", "lance_file_module", "read_lance", "read_lance_footer"]

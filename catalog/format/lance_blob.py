@@ -46,14 +46,23 @@ def _column_count(dtype: pa.DataType) -> int:
     return 1
 
 
+def field_columns(physical: pa.Schema, n_columns: int) -> dict[str, range]:
+    """The column indexes of each top-level field of a Lance 2.0 file with ``n_columns`` columns
+    (``ValueError`` when the schema does not account for exactly that many)."""
+    out, start = {}, 0
+    for field in physical:
+        count = _column_count(field.type)
+        out[field.name] = range(start, start + count)
+        start += count
+    if start != n_columns:
+        raise ValueError(f"{n_columns} columns for a schema of {start}")
+    return out
+
+
 def _data_column(physical: pa.Schema, name: str, n_columns: int) -> int:
     """Index of the blob ``data`` column of BLOB field ``name``."""
-    counts = [_column_count(f.type) for f in physical]
-    if sum(counts) != n_columns:
-        raise ValueError(f"{n_columns} columns for a schema of {sum(counts)}")
-    index = physical.get_field_index(name)
-    blob = physical.field(index).type
-    start = sum(counts[:index]) + 1  # the struct's own column first
+    blob = physical.field(name).type
+    start = field_columns(physical, n_columns)[name].start + 1  # the struct's own column first
     for i in range(blob.num_fields):
         if blob.field(i).name == "data":
             return start
@@ -107,4 +116,4 @@ def as_descriptors(column: pa.Array, pairs: np.ndarray, external_path: str) -> p
     return pa.StructArray.from_arrays(children, fields=list(column.type), mask=column.is_null())
 
 
-__all__ = ["as_descriptors", "blob_columns", "blob_descriptors"]
+__all__ = ["as_descriptors", "blob_columns", "blob_descriptors", "field_columns"]
