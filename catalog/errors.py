@@ -28,6 +28,14 @@ class UnsupportedTableError(HudiError, NotImplementedError):
     """The table uses a feature this reader does not support (table version, base file format)."""
 
 
+class MissingExtraError(UnsupportedTableError):
+    """The table needs an optional dependency that is not installed; the message names the extra."""
+
+    def __init__(self, feature: str, extra: str):
+        super().__init__(f"{feature} needs the {extra!r} extra: pip install 'hudi-flight[{extra}]'")
+        self.extra = extra
+
+
 class InvalidQueryError(HudiError, ValueError):
     """The read request itself is wrong: options, filters, instants."""
 

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from catalog.errors import CorruptTableError, UnsupportedTableError
 from catalog.format.avro import avro_to_arrow_schema, with_meta_columns, without_meta_columns
+from catalog.format.lance import lance_file_module
 from catalog.fs_view import FileListing, FileSystemView
 from catalog.listing.mdt_listing import MetadataTableListing, choose_listing
 from catalog.listing.metadata_table import MetadataTable
@@ -57,7 +58,9 @@ class TableState:
         use_metadata_table: bool = True,
         use_record_index: bool | None = None,
     ):
-        if config.base_file_format != "PARQUET":
+        if config.base_file_format == "LANCE":
+            lance_file_module()  # a missing extra is refused when the table is opened, by name
+        elif config.base_file_format != "PARQUET":
             raise UnsupportedTableError(f"unsupported base file format: {config.base_file_format.lower()}")
         self.storage = storage
         self.config = config

@@ -12,6 +12,14 @@ from typing import Any, Iterable, Mapping
 import pyarrow as pa
 
 from catalog.errors import CorruptTableError
+from catalog.format.hudi_types import (
+    check_blob,
+    check_variant,
+    is_vector,
+    vector_bytes_type,
+    vector_from_bytes,
+    vector_type,
+)
 
 META_COLUMNS = (
     "_hoodie_commit_time",
@@ -118,6 +126,12 @@ class _Converter:
 
     @staticmethod
     def _logical(schema: Mapping[str, Any], kind: str, logical: str) -> pa.DataType | None:
+        if logical == "vector" and kind == "fixed":
+            return vector_type(schema)
+        if logical == "variant" and kind == "record":
+            check_variant(schema)  # then converted as the record it is
+        if logical == "blob" and kind == "record":
+            check_blob(schema)
         if logical == "decimal" and kind in ("bytes", "fixed"):
             precision = int(schema["precision"])
             scale = int(schema.get("scale", 0))
@@ -188,10 +202,19 @@ def records_to_arrow(records: Iterable[Mapping[str, Any]], schema: pa.Schema) ->
                 value = row.get(name)
                 if isinstance(value, Mapping):
                     row[name] = list(value.items())  # type: ignore[index]
+    # VECTOR values arrive as their fixed bytes: decoded as such, then turned into elements.
+    vectors = [i for i, f in enumerate(schema) if is_vector(f.type)]
+    physical = schema
+    for i in vectors:
+        physical = physical.set(i, schema.field(i).with_type(vector_bytes_type(schema.field(i).type)))
     try:
-        return pa.Table.from_pylist(rows, schema=schema)
+        table = pa.Table.from_pylist(rows, schema=physical)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
         raise CorruptTableError(f"Avro records do not match schema: {err}") from err
+    for i in vectors:
+        column = vector_from_bytes(table.column(i).combine_chunks(), schema.field(i).type)
+        table = table.set_column(i, schema.field(i), column)
+    return table
 
 
 __all__ = [

@@ -16,7 +16,7 @@ matched field by field (format doc 9.2/9.3).
 from __future__ import annotations
 
 import posixpath
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,6 +24,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from catalog.errors import CorruptTableError, UnsupportedTableError
+from catalog.format.hudi_types import is_vector, vector_from_bytes
 from catalog.storage import Storage
 
 BATCH_SIZE = 65536
@@ -40,6 +41,10 @@ def cast_array(arr: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array
     """Cast with Hudi's evolution rules: structs match children by name, missing children are null."""
     if arr.type.equals(target):
         return arr
+    if is_vector(target) and (pa.types.is_fixed_size_binary(arr.type) or pa.types.is_binary(arr.type)):
+        if isinstance(arr, pa.ChunkedArray):
+            return pa.chunked_array([vector_from_bytes(c, target) for c in arr.chunks], type=target)
+        return vector_from_bytes(arr, target)  # a VECTOR's bytes in a Parquet file (Hudi 1.2)
     if pa.types.is_struct(target) and pa.types.is_struct(arr.type):
         if isinstance(arr, pa.ChunkedArray):
             return pa.chunked_array([cast_array(c, target) for c in arr.chunks], type=target)
@@ -77,6 +82,49 @@ def conform_batch(
         else:
             arrays.append(pa.nulls(batch.num_rows, field.type))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def file_columns_to_read(
+    schema: pa.Schema, physical: pa.Schema, source_names: Mapping[str, str] | None
+) -> tuple[list[str], dict[str, str] | None]:
+    """The file's columns to decode for ``schema``, and (schema on read) file name -> query name.
+
+    ``source_names`` maps query names to file names; columns it leaves out are absent from the file.
+    """
+    if source_names is None:
+        return [name for name in schema.names if physical.get_field_index(name) >= 0], None
+    to_query = {source_names[n]: n for n in schema.names if n in source_names}
+    return [c for c in to_query if physical.get_field_index(c) >= 0], to_query
+
+
+def conform_batches(
+    batches: Iterable[pa.RecordBatch],
+    schema: pa.Schema,
+    *,
+    constants: Mapping[str, pa.Scalar] | None = None,
+    filter: pc.Expression | None = None,
+    rename: Mapping[str, str] | None = None,
+    adapt: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Decoded base-file batches -> non-empty batches of ``schema`` holding the rows that match.
+
+    ``rename`` maps file column names to query names (schema on read), ``adapt`` then maps
+    nested fields; ``filter`` (when not already applied by the decoder) is applied exactly.
+    """
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        if rename is not None:
+            batch = batch.rename_columns([rename[c] for c in batch.schema.names])
+        if adapt is not None:
+            batch = adapt(batch)
+        out = conform_batch(batch, schema, constants)
+        if filter is not None:
+            kept = pa.Table.from_batches([out]).filter(filter).combine_chunks().to_batches()
+            if not kept or kept[0].num_rows == 0:
+                continue
+            out = kept[0]
+        yield out
 
 
 def _pushable(
@@ -148,11 +196,7 @@ def read_parquet(
         if fh is not None:
             fh.close()
         raise CorruptTableError(f"cannot read Parquet base file {storage.uri}/{path}: {err}") from err
-    columns = [name for name in schema.names if physical.get_field_index(name) >= 0]
-    to_query: dict[str, str] | None = None
-    if source_names is not None:
-        to_query = {source_names[n]: n for n in schema.names if n in source_names}
-        columns = [c for c in to_query if physical.get_field_index(c) >= 0]
+    columns, to_query = file_columns_to_read(schema, physical, source_names)
     pushable = to_query is None and _pushable(filter, filter_columns, physical, schema)
     pushed = arrow_fs is not None and pushable
     try:
@@ -167,20 +211,9 @@ def read_parquet(
             batches = iter(()) if groups == [] else parquet_file.iter_batches(
                 batch_size=batch_size, row_groups=groups, columns=columns, use_threads=False
             )
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            if to_query is not None:
-                batch = batch.rename_columns([to_query[c] for c in batch.schema.names])
-            if adapt is not None:
-                batch = adapt(batch)
-            out = conform_batch(batch, schema, constants)
-            if filter is not None and not pushed:
-                out = pa.Table.from_batches([out]).filter(filter).combine_chunks().to_batches()
-                out = out[0] if out else None
-                if out is None or out.num_rows == 0:
-                    continue
-            yield out
+        yield from conform_batches(
+            batches, schema, constants=constants, filter=None if pushed else filter, rename=to_query, adapt=adapt
+        )
     except (FileNotFoundError, ConnectionError, TimeoutError):
         raise  # storage trouble, not a damaged file
     except (pa.ArrowInvalid, OSError) as err:  # Arrow reports undecodable pages as OSError
@@ -190,4 +223,12 @@ def read_parquet(
             fh.close()
 
 
-__all__ = ["BATCH_SIZE", "cast_array", "check_base_format", "conform_batch", "read_parquet"]
+__all__ = [
+    "BATCH_SIZE",
+    "cast_array",
+    "check_base_format",
+    "conform_batch",
+    "conform_batches",
+    "file_columns_to_read",
+    "read_parquet",
+]

@@ -366,7 +366,9 @@ def index_pruners(
     usable = mdt.data_config.usable_metadata_partitions
     partitions: list[PartitionPruner] = []
     slices: list[SlicePruner] = []
-    if at_latest and PARTITION_STATS in usable:
+    # Hudi 1.2 indexes no column stats of Lance base files: a Lance table's partition stats
+    # describe only its log files, so they cannot rule a partition out.
+    if at_latest and PARTITION_STATS in usable and mdt.data_config.base_file_format == "PARQUET":
         partitions.append(PartitionStatsPruner(mdt))
     if at_latest and RECORD_INDEX in usable:
         record_index = RecordIndexPruner(mdt, use_record_index)

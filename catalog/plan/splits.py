@@ -3,7 +3,7 @@
 Modelled on Trino's Hudi split manager (and RFC-40's background split loader):
 
 * a file slice with log files is one split (the MOR merge needs the whole slice), weighted by the
-  slice's total size;
+  slice's total size; so is a Lance base file (Hudi 1.2), whose row count comes from its footer;
 * a base file without logs is cut into byte ranges of ``target_split_bytes`` (optionally smaller
   for the first ``initial_split_count`` splits of a query). A range owns the Parquet row groups
   whose first byte lies inside it, so the ranges tile the file and every row group (hence every
@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from catalog.errors import CorruptTableError
+from catalog.format.lance import LanceFooter, read_lance_footer
 from catalog.lru import BoundedLRU, CacheListener
 from catalog.parallel import bounded_parallel
 from catalog.storage import Storage
@@ -90,9 +91,10 @@ def aligned_row_groups(metadata: pq.FileMetaData, start: int, length: int) -> li
     return [i for i, s in enumerate(row_group_starts(metadata)) if start <= s < end]
 
 
-class FooterCache(BoundedLRU[tuple[str, int], pq.FileMetaData]):
-    """An LRU of Parquet footers keyed by (normalised full path, size), bounded in bytes (each
-    footer counts its serialized size plus object overhead); thread safe.
+class FooterCache(BoundedLRU[tuple[str, int], "pq.FileMetaData | LanceFooter"]):
+    """An LRU of base file footers (Parquet footers, Lance row counts) keyed by (normalised full
+    path, size), bounded in bytes (each footer counts its serialized size plus object overhead);
+    thread safe.
 
     The key is normalised so that aliases of one file (``a//b``, ``a/./b``, ``a/x/../b``) share
     one entry; a footer larger than the whole budget is returned without being cached.
@@ -109,11 +111,21 @@ class FooterCache(BoundedLRU[tuple[str, int], pq.FileMetaData]):
         """Whether the footer of ``rel_path`` is cached (no statistics are counted)."""
         return self.peek(self._key(storage, rel_path, size)) is not None
 
-    def footer(self, storage: Storage, rel_path: str, size: int) -> pq.FileMetaData:
-        """The footer of the base file ``rel_path`` of ``size`` bytes (read on a miss)."""
+    def lance_footer(self, storage: Storage, rel_path: str, size: int) -> LanceFooter:
+        """The footer facts of the Lance base file ``rel_path`` of ``size`` bytes (read on a miss)."""
         key = self._key(storage, rel_path, size)
         hit = self.get(key)
-        if hit is not None:
+        if isinstance(hit, LanceFooter):
+            return hit
+        footer = read_lance_footer(storage, rel_path, size)
+        self.put(key, footer, 256)
+        return footer
+
+    def footer(self, storage: Storage, rel_path: str, size: int) -> pq.FileMetaData:
+        """The footer of the Parquet base file ``rel_path`` of ``size`` bytes (read on a miss)."""
+        key = self._key(storage, rel_path, size)
+        hit = self.get(key)
+        if isinstance(hit, pq.FileMetaData):
             return hit
         try:
             with storage.open(rel_path) as fh:
@@ -174,19 +186,28 @@ class SplitPlanner:
         if base is None:  # log-only slice (MOR insert into a new file group)
             size = fs.total_size
             return [self._split(fs, size, max(1, size // _LOG_BYTES_PER_ROW_GUESS))]
+        base_path = fs.base_file_path
+        assert base_path is not None  # base is not None
+        if base.extension == "lance":
+            # Never cut (Lance pages are not aligned to byte ranges): one split, rows from the footer.
+            rows = self.footers.lance_footer(self.storage, base_path, base.size).num_rows
+            return [self._split(fs, fs.total_size, self._with_log_rows(fs, rows))]
         if base.extension != "parquet":
             # Other formats are refused by the reader; plan them as one unit so it says so.
             return [self._split(fs, fs.total_size, 0)]
-        base_path = fs.base_file_path
-        assert base_path is not None  # base is not None
         metadata = self.footers.footer(self.storage, base_path, base.size)
         if fs.has_logs:
-            rows = metadata.num_rows
-            if base.size:
-                log_bytes = fs.total_size - base.size
-                rows += round(log_bytes * metadata.num_rows / base.size)
-            return [self._split(fs, fs.total_size, rows)]
+            return [self._split(fs, fs.total_size, self._with_log_rows(fs, metadata.num_rows))]
         return self._byte_ranges(fs, metadata, budget)
+
+    @staticmethod
+    def _with_log_rows(fs: FileSlice, base_rows: int) -> int:
+        """Estimated rows of a slice: its base file's plus its logs', at the base file's bytes per row."""
+        assert fs.base_file is not None
+        size = fs.base_file.size
+        if not fs.has_logs or not size:
+            return base_rows
+        return base_rows + round((fs.total_size - size) * base_rows / size)
 
     def _byte_ranges(self, fs: FileSlice, metadata: pq.FileMetaData, budget: _InitialBudget | None) -> list[Split]:
         assert fs.base_file is not None  # only slices with a base file are cut into byte ranges

@@ -1,4 +1,8 @@
-"""Reading a base file for a query: the copy-on-write path, and the base side of a MOR merge."""
+"""Reading a base file for a query: the copy-on-write path, and the base side of a MOR merge.
+
+The file's extension picks the decoder: Parquet (``catalog.format.parquet``) or Lance
+(``catalog.format.lance``, Hudi 1.2); any other format is refused by the Parquet reader by name.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from catalog.format.lance import read_lance
 from catalog.format.parquet import read_parquet
 from catalog.read.context import ReadContext
 from catalog.table.files import FileSlice
@@ -25,6 +30,22 @@ def read_base(
     if fs.base_file is None or fs.base_file_path is None:
         return iter(())
     mapping = ctx.column_map(fs.base_file.instant)
+    constants = ctx.partition_constants(fs.partition)
+    source_names = file_columns(list(schema.names), mapping) if mapping else None
+    adapt = (lambda batch: rename_nested(batch, mapping)) if mapping else None
+    if fs.base_file.extension == "lance":
+        if row_groups is not None:  # the planner never cuts a Lance file
+            raise ValueError("a Lance base file has no row groups")
+        return read_lance(
+            ctx.storage,
+            fs.base_file_path,
+            schema,
+            size=fs.base_file.size,
+            filter=filter,
+            constants=constants,
+            source_names=source_names,
+            adapt=adapt,
+        )
     return read_parquet(
         ctx.storage,
         ctx.storage.arrow_filesystem(),
@@ -34,10 +55,9 @@ def read_base(
         row_groups=row_groups,
         filter=filter,
         filter_columns=filter_columns,
-        constants=ctx.partition_constants(fs.partition),
-        source_names=file_columns(list(schema.names), mapping) if mapping else None,
-        adapt=(lambda batch: rename_nested(batch, mapping)) if mapping else None,
+        constants=constants,
+        source_names=source_names,
+        adapt=adapt,
     )
-
 
 __all__ = ["read_base"]

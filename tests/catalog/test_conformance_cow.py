@@ -2,7 +2,7 @@
 
 Copy-on-write tables: snapshot, time travel at every completed commit, incremental between
 consecutive commits, projections and filters. Merge-on-read tables: the same in read-optimized
-mode (snapshot merging belongs to tests of the MOR merge). Lance tables must be refused.
+mode (snapshot merging belongs to tests of the MOR merge). Lance base files (Hudi 1.2) included.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from tests.support.compare import assert_same_rows, hudi_read
 from tests.support.fixtures import all_table_names, is_lance, is_mor
 
 TABLES = all_table_names()
-READABLE = [n for n in TABLES if not is_lance(n)]
-LANCE = [n for n in TABLES if is_lance(n)]
+READABLE = TABLES
 
 
 def _query_type(name: str) -> str:
@@ -23,14 +22,10 @@ def _query_type(name: str) -> str:
 
 
 def test_fixture_inventory_is_complete():
-    # Nothing is skipped silently: every zip lands in exactly one of the parametrised lists.
-    assert TABLES and len(READABLE) + len(LANCE) == len(TABLES)
-
-
-@pytest.mark.parametrize("name", LANCE)
-def test_lance_tables_are_refused(fixture_table, name):
-    with pytest.raises(UnsupportedTableError, match="unsupported base file format: lance"):
-        HudiTable.open(fixture_table(name))
+    # Nothing is skipped silently: every zip is read, the six Lance tables (COW and MOR) included.
+    assert TABLES and READABLE == TABLES
+    lance = [n for n in TABLES if is_lance(n)]
+    assert len(lance) == 6 and any(is_mor(n) for n in lance) and not all(is_mor(n) for n in lance)
 
 
 @pytest.mark.parametrize("name", READABLE)

@@ -14,9 +14,9 @@ from catalog.listing.storage import StorageListing
 from catalog.storage import Storage
 from catalog.table.config import TableConfig
 from catalog.timeline import Timeline
-from tests.support.fixtures import all_table_names, is_lance
+from tests.support.fixtures import all_table_names
 
-READABLE = [n for n in all_table_names() if not is_lance(n)]
+READABLE = all_table_names()
 
 
 def _ours(table: HudiTable, as_of: str | None, read_optimized: bool = False):

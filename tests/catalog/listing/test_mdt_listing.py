@@ -17,7 +17,7 @@ from catalog.listing.mdt_listing import MetadataTableListing
 from catalog.listing.storage import StorageListing
 from catalog.plan.options import ReadOptions
 from catalog.plan.planner import file_slices
-from tests.support.fixtures import HUDI_DIR, all_table_names, is_lance
+from tests.support.fixtures import HUDI_DIR, all_table_names
 
 
 def _has_mdt(name: str) -> bool:
@@ -25,7 +25,7 @@ def _has_mdt(name: str) -> bool:
         return any("/.hoodie/metadata/files/" in m for m in zf.namelist())
 
 
-MDT_TABLES = [n for n in all_table_names() if not is_lance(n) and _has_mdt(n)]
+MDT_TABLES = [n for n in all_table_names() if _has_mdt(n)]
 
 
 def slice_keys(table: HudiTable, **options) -> list[tuple]:

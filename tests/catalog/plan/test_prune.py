@@ -187,7 +187,11 @@ def test_stats_pruning_never_changes_rows(fixture_table, opened, name):
         without, n_plain = run(path, [flt], opened, False)
         assert with_mdt.equals(without), flt
         pruned_somewhere |= n_mdt < n_plain
-    if {"column_stats", "partition_stats"} & set(plain.config.usable_metadata_partitions):
+    # Hudi 1.2 keeps no column stats of Lance base files (only of log files), so those tables
+    # have nothing to prune by, and their partition stats are not trusted.
+    if plain.config.base_file_format == "PARQUET" and {"column_stats", "partition_stats"} & set(
+        plain.config.usable_metadata_partitions
+    ):
         assert pruned_somewhere
 
 

@@ -9,9 +9,9 @@ from hudi import HudiTableBuilder
 from catalog import HudiTable, InvalidInstantError
 from catalog.plan.options import parse_instant
 from catalog.timeline.instants import COMPLETED, INFLIGHT, REQUESTED, parse_instant_file_name
-from tests.support.fixtures import all_table_names, is_lance
+from tests.support.fixtures import all_table_names
 
-READABLE = [n for n in all_table_names() if not is_lance(n)]
+READABLE = all_table_names()
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from flight_server.client.session import HudiFlightClient, PlannedEndpoint, Quer
 from flight_server.server.config import ServerConfig
 from tests.support.auth import ADMIN, ADMIN_PASSWORD, add_admin
 from tests.support.compare import assert_same_rows
-from tests.support.fixtures import all_table_names, is_lance
+from tests.support.fixtures import all_table_names
 from tests.support.servers import free_port, identifier, running_server
 
 SECRET = "cd" * 32
@@ -46,7 +46,7 @@ def _readable(name: str, path: str) -> bool:
         return False
 
 
-@pytest.mark.parametrize("name", [n for n in all_table_names() if not is_lance(n)])
+@pytest.mark.parametrize("name", all_table_names())
 def test_read_equals_library(client, tables, name):
     path = tables[1][identifier(name)]
     if not _readable(name, path):

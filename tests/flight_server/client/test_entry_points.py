@@ -18,7 +18,7 @@ from flight_server.client.polars import scan_hudi, to_filters
 from flight_server.client.session import HudiFlightClient, QueryPlan
 from flight_server.server.config import ServerConfig
 from tests.support.compare import assert_same_rows
-from tests.support.fixtures import all_table_names, is_lance
+from tests.support.fixtures import all_table_names
 from tests.support.servers import identifier, running_server
 
 TXNS = "sample_table/cow/v9_txns_simple_meta"  # 12 rows, txn_id key, partitioned by region
@@ -193,7 +193,7 @@ def test_polars_pushes_date_comparisons(client, tables):
     assert sorted(got["txn_id"].to_list()) == expected
 
 
-@pytest.mark.parametrize("name", [n for n in all_table_names() if not is_lance(n)])
+@pytest.mark.parametrize("name", all_table_names())
 def test_polars_and_duckdb_read_every_fixture_table(server, tables, name):
     """Both entry points return exactly the library's rows on every readable fixture table."""
     uri = f"grpc://127.0.0.1:{server.port}"

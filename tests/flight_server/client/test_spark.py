@@ -18,7 +18,7 @@ from catalog import HudiTable
 from flight_server.server.config import ServerConfig
 from flight_server.server.service import HudiFlightServer
 from tests.support.compare import rows
-from tests.support.fixtures import all_table_names, is_lance
+from tests.support.fixtures import all_table_names
 from tests.support.servers import identifier
 
 pyspark = pytest.importorskip("pyspark")
@@ -85,11 +85,11 @@ def _same(got: pa.Table, expected: pa.Table) -> None:
     assert rows(got.cast(expected.schema)) == rows(expected)
 
 
-SERVED = [n for n in all_table_names() if not is_lance(n)]
+SERVED = all_table_names()
 
 
 def test_every_fixture_table_reads_like_the_library(spark, uri, tables):
-    """Every served (non-Lance) table, COW and MOR, equals HudiTable.read. The reads run as
+    """Every served table, COW and MOR, Lance base files included, equals HudiTable.read. The reads run as
     concurrent Spark jobs to keep the suite short."""
     _, paths = tables
 
@@ -246,12 +246,6 @@ def test_server_down_names_the_uri(spark):
 def test_unknown_table_is_reported(spark, uri):
     with pytest.raises(Exception, match="nope.missing"):
         spark.read.format("hudi-flight").option("uri", uri).load("nope.missing").schema  # noqa: B018 - resolving the schema raises
-
-
-def test_lance_table_is_refused_clearly(spark, uri):
-    name = next(n for n in all_table_names() if is_lance(n))
-    with pytest.raises(Exception, match="unsupported base file format"):
-        spark.read.format("hudi-flight").option("uri", uri).load(identifier(name)).schema  # noqa: B018 - resolving the schema raises
 
 
 # -- pure units (no Spark job) ----------------------------------------------------------------

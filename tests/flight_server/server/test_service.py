@@ -2,8 +2,8 @@
 
 One real server on a free port for the module, every fixture table registered. The invariant:
 fetching every endpoint of a plan (in parallel) gives exactly ``HudiTable.read`` of the same
-query; where the library refuses a table (Lance base files, features still being built) the
-service refuses it with the matching Flight status instead of returning rows.
+query (Lance base files included); where the library refuses a table the service refuses it
+with the matching Flight status instead of returning rows.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from flight_server.server.security.tickets import TicketSigner
 from flight_server.server.security.users import Grant
 from tests.support.auth import admin_client
 from tests.support.compare import assert_same_rows
-from tests.support.fixtures import all_table_names, is_lance
+from tests.support.fixtures import all_table_names, is_lance, is_mor
 from tests.support.servers import identifier, running_server
 
 SECRET = "ab" * 32
@@ -72,7 +72,7 @@ def test_every_table_every_endpoint(client, tables, name):
     _, paths = tables
     ns, table = identifier(name).split(".")
     expected = _expected(paths[identifier(name)])
-    assert isinstance(expected, Exception) == is_lance(name)  # only Lance tables are refused
+    assert not isinstance(expected, Exception), expected  # every fixture table is served
     info = _check_plan_and_fetch(client, flight.FlightDescriptor.for_path(ns, table), expected)
     if info is None:
         return
@@ -90,6 +90,8 @@ V8 = "sample_table/cow/v8_simplekeygen_nonhivestyle"
 V9 = "sample_table/cow/v9_txns_simple_meta"
 MOR = "sample_table/mor/avro/v9_txns_simple_meta"
 MOR_V6 = "sample_table/mor/parquet/v6_nonpartitioned"
+LANCE_COW = "sample_table/cow/v9_lance_txns_simple"
+LANCE_MOR = "quickstart_trips_table/mor/avro/v9_trips_lance"
 QUERIES = [
     (V8, {"columns": ["id", "name"], "filters": [["id", ">", 1]]}),
     (V8, {"columns": ["name"], "filters": [["name", "in", ["Alice", "Bob"]]]}),
@@ -102,6 +104,9 @@ QUERIES = [
     (MOR, {"columns": ["txn_id", "amount"], "filters": [["region", "=", "apac"]]}),
     (MOR, {"query_type": "read_optimized", "columns": ["txn_id"]}),
     (MOR_V6, {"filters": [["id", ">=", 2]]}),
+    (LANCE_COW, {"columns": ["txn_id", "amount"], "filters": [["region", "=", "apac"], ["amount", ">", "100"]]}),
+    (LANCE_MOR, {"columns": ["rider", "fare"], "filters": [["fare", ">", 20.0]]}),
+    (LANCE_MOR, {"query_type": "read_optimized", "columns": ["uuid", "city"]}),
 ]
 
 
@@ -119,7 +124,7 @@ def test_command_projection_and_filters(client, tables, name, query):
         assert info.schema.names == query["columns"]
 
 
-@pytest.mark.parametrize("name", [V9, MOR, MOR_V6])
+@pytest.mark.parametrize("name", [V9, MOR, MOR_V6, LANCE_COW, LANCE_MOR])
 def test_time_travel_pins_instant(client, tables, name):
     path = tables[1][identifier(name)]
     first = HudiTable.open(path).timeline.commits[0].requested_time
@@ -127,7 +132,7 @@ def test_time_travel_pins_instant(client, tables, name):
     _check_plan_and_fetch(client, flight.FlightDescriptor.for_command(json.dumps(cmd)), _expected(path, as_of=first))
 
 
-@pytest.mark.parametrize("name", [V9, MOR, MOR_V6])
+@pytest.mark.parametrize("name", [V9, MOR, MOR_V6, LANCE_COW, LANCE_MOR])
 def test_incremental_query(client, tables, name):
     path = tables[1][identifier(name)]
     t = HudiTable.open(path)
@@ -158,8 +163,12 @@ def test_get_schema_and_list_flights(client, tables):
     assert (ns, name) in infos
     assert infos[(ns, name)].total_records == HudiTable.open(tables[1][identifier(SIMPLE)]).read().num_rows
     assert infos[(ns, name)].schema == schema
-    assert all(not identifier(n).endswith("lance") or tuple(identifier(n).split(".")) not in infos
-               for n in all_table_names() if "lance" in n)
+    # Lance tables (Hudi 1.2) are listed like the others, their row estimates from Lance footers.
+    for n in (n for n in all_table_names() if is_lance(n)):
+        lance_info = infos[tuple(identifier(n).split("."))]
+        assert lance_info.schema == HudiTable.open(tables[1][identifier(n)]).schema
+        if not is_mor(n):
+            assert lance_info.total_records == HudiTable.open(tables[1][identifier(n)]).read().num_rows
 
 
 # -- actions -----------------------------------------------------------------------------------

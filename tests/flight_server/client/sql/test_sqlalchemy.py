@@ -19,7 +19,7 @@ from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
 from flight_server.server.security.users import Grant
 from tests.support.compare import assert_same_rows
-from tests.support.fixtures import all_table_names, is_lance, is_mor
+from tests.support.fixtures import all_table_names, is_mor
 from tests.support.servers import identifier, running_server
 
 # The package is not installed in the dev checkout: register the entry point pyproject declares.
@@ -28,7 +28,7 @@ dialect_registry.register("hudi.flight", "flight_server.client.sql.dialect", "Hu
 TXNS = "sample_table/cow/v9_txns_simple_meta"  # txn_id key, partitioned by region
 TXNS_NOMETA = "sample_table/cow/v9_txns_simple_nometa"
 ALL_TYPES = "sample_table/cow/v6_nonpartitioned"
-SERVED = [n for n in all_table_names() if not is_lance(n)]
+SERVED = all_table_names()  # Lance tables (Hudi 1.2) included
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 
 from catalog.hudi_table import HudiTable
 from tests.support.compare import assert_same_rows
-from tests.support.fixtures import all_table_names, is_lance
+from tests.support.fixtures import all_table_names
 from tests.support.servers import identifier
 
 COW = "sample_table_cow.v6_nonpartitioned"
@@ -247,7 +247,7 @@ def test_select_without_tables(cursor):
     assert _query(cursor, "SELECT 1 + 1 AS two").to_pylist() == [{"two": 2}]
 
 
-READABLE = [n for n in all_table_names() if not is_lance(n)]
+READABLE = all_table_names()  # Lance tables (Hudi 1.2) included
 
 
 @pytest.mark.parametrize("name", READABLE)
