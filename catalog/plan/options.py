@@ -106,6 +106,8 @@ class ReadOptions:
             value = getattr(self, name)
             if value is not None:
                 validate_instant(value, name)
+        if qt == "cdc" and self.start is not None and self.end is not None and self.start > self.end:
+            raise InvalidQueryError(f"CDC range start {self.start} is after its end {self.end}")  # as Hudi refuses
 
     @property
     def read_optimized(self) -> bool:
@@ -202,8 +204,6 @@ def _resolve_cdc(options: ReadOptions, timeline: Timeline) -> ResolvedRead:
             query reads the active timeline only and would leave them out).
     """
     start, end = options.start, options.end
-    if start is not None and end is not None and start > end:
-        raise InvalidQueryError(f"CDC range start {start} is after its end {end}")
     if timeline.needs_archive(start) and any(
         (start is None or i.requested_time > start) and (end is None or i.requested_time <= end)
         for i in timeline.archived_commits

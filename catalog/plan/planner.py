@@ -21,6 +21,7 @@ from catalog.plan.filters import BoundFilter, bind_filters, to_expression
 from catalog.plan.options import ReadOptions, ResolvedRead, resolve
 from catalog.plan.prune import PartitionValuePruner, index_pruners
 from catalog.plan.splits import FooterCache, SplitOptions, SplitPlanner
+from catalog.read.cdc_json import check_image_schema
 from catalog.read.context import COMMIT_TIME_COLUMN, ReadContext
 from catalog.state import TableState
 from catalog.table.cdc import CDC_SCHEMA
@@ -78,6 +79,7 @@ def _plan_cdc(state: TableState, options: ReadOptions) -> ScanPlan:
     """A CDC query: rows of :data:`CDC_SCHEMA` built per file group (``catalog.plan.cdc``);
     ``columns`` and ``filters`` apply to those columns."""
     check_cdc_table(state)
+    check_image_schema(state.schema)
     resolved = resolve(options, state.timeline)
     filters = bind_filters(list(options.filters), CDC_SCHEMA)
     changes, splits = plan_changes(state, resolved) if resolved.instant is not None else (None, [])

@@ -25,7 +25,7 @@ import pyarrow.flight as flight
 from sqlglot import exp
 
 from catalog.errors import InvalidQueryError, InvalidTicketError, UnknownTableError
-from catalog.plan.options import ReadOptions
+from catalog.plan.options import RANGE_QUERY_TYPES, ReadOptions
 from catalog.plan.planner import plan
 from catalog.read.split_reader import read_splits
 from flight_server.protocol import pack, sql
@@ -62,8 +62,8 @@ def _combine(name_options: ReadOptions, clause_options: ReadOptions, name: str) 
     """``t_ro`` (read-optimized) with the reference's time travel or incremental clause."""
     if not name_options.read_optimized:
         return clause_options
-    if clause_options.incremental:
-        raise InvalidQueryError(f"{name} is read-optimized: incremental queries read the table itself")
+    if clause_options.query_type in RANGE_QUERY_TYPES:
+        raise InvalidQueryError(f"{name} is read-optimized: {clause_options.query_type} queries read the table itself")
     return name_options.replace(as_of=clause_options.as_of)
 
 
@@ -153,7 +153,7 @@ class Statements:
         are then exactly the rows the read returns. ``None``: count by reading."""
         spec = analysis.plan.scans[0]
         options = spec.options.replace(columns=None, limit=None)
-        if options.incremental or options.filters:
+        if options.incremental or options.cdc or options.filters:
             return None
         entry, state = self.server.open_table(spec.table)
         scan = self.server._plan(state, options)
