@@ -45,6 +45,17 @@ def external_table(fixture_root):
 
 
 @pytest.fixture(scope="session")
+def written_table(fixture_root):
+    """``written_table(WrittenTable)`` -> extracted base path (str) of a table Hudi's Spark writer
+    wrote (``tests/data/tables``); shared by the session: copy it to change it."""
+
+    def _get(table) -> str:
+        return str(table.extract(fixture_root / "written"))
+
+    return _get
+
+
+@pytest.fixture(scope="session")
 def generated_table(tmp_path_factory):
     """``generated_table(spec)`` -> base path of a table the generator wrote for ``spec``.
 

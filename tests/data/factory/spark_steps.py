@@ -1,0 +1,141 @@
+"""The Spark side of the factory: one session per Hudi release, and a spec's steps run through it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.data.factory.specs import LANCE_SCHEMA, Sql, TableSpec, Write, row
+from tests.data.factory.timeline import data_instants
+
+#: Lance jars that must come before Spark's own Arrow on the class path (Hudi 1.2's Lance writer
+#: needs a newer Arrow than Spark 3.5 ships); the rest of ``jars/lance`` duplicates Spark's jars
+_LANCE_CLASSPATH_PREFIXES = ("lance-", "arrow-", "flatbuffers-java-", "jar-jni-")
+
+
+def session(release: str, jars: Path):
+    """A local[1] Spark session with Hudi ``release``'s Spark bundle (and Lance for 1.2)."""
+    from pyspark.sql import SparkSession
+
+    bundle = jars / f"hudi-spark3.5-bundle_2.12-{release}.jar"
+    if not bundle.is_file():
+        raise SystemExit(f"{bundle} is missing: run `make tables` (it fetches the bundle)")
+    builder = (
+        SparkSession.builder.master("local[1]")
+        .appName(f"hudi-factory-{release}")
+        .config("spark.jars", str(bundle.resolve()))
+        .config("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
+        .config("spark.kryo.registrator", "org.apache.spark.HoodieSparkKryoRegistrar")
+        .config("spark.sql.extensions", "org.apache.spark.sql.hudi.HoodieSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.hudi.catalog.HoodieCatalog")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.default.parallelism", "1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "1g")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.warehouse.dir", str(Path(".cache/spark-warehouse").resolve()))
+    )
+    lance = jars / "lance"
+    if release.startswith("1.2") and lance.is_dir():
+        prefix = sorted(str(j.resolve()) for j in lance.glob("*.jar") if j.name.startswith(_LANCE_CLASSPATH_PREFIXES))
+        builder = builder.config("spark.driver.extraClassPath", ":".join(prefix))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def writer_options(spec: TableSpec) -> dict[str, str]:
+    """The factory's writer defaults (tiny, single-task, deterministic) under ``spec.options``."""
+    options = {
+        "hoodie.table.name": spec.name,
+        "hoodie.datasource.write.table.type": spec.table_type,
+        "hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.precombine.field": "ts",
+        "hoodie.embed.timeline.server": "false",
+        "hoodie.insert.shuffle.parallelism": "1",
+        "hoodie.upsert.shuffle.parallelism": "1",
+        "hoodie.delete.shuffle.parallelism": "1",
+        "hoodie.bulkinsert.shuffle.parallelism": "1",
+        "hoodie.metadata.enable": "true",
+        # a tiny bloom filter in each base file's footer keeps the committed archives small
+        "hoodie.index.bloom.num_entries": "100",
+        "hoodie.bloom.index.filter.type": "SIMPLE",
+    }
+    if spec.partitioned:
+        options["hoodie.datasource.write.partitionpath.field"] = "part"
+    else:
+        options["hoodie.datasource.write.partitionpath.field"] = ""
+        options["hoodie.datasource.write.keygenerator.class"] = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
+    options.update(spec.options)
+    return options
+
+
+def _frame(spark, spec: TableSpec, step: Write):
+    rows = [row(i, step.version, spec.schema) for i in step.ids]
+    if spec.schema == LANCE_SCHEMA:
+        return spark.createDataFrame(rows, _lance_struct())
+    return spark.createDataFrame(rows, spec.schema)
+
+
+def _lance_struct():
+    """The Lance spec's columns; field metadata makes ``embedding`` a Hudi VECTOR, ``payload`` a
+    BLOB and ``doc`` a VARIANT (Spark 3.5 has no type of its own for them)."""
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    plain = _parse_datatype_string(LANCE_SCHEMA)
+    assert isinstance(plain, StructType)
+    hudi_types = {"embedding": "VECTOR(3)", "payload": "BLOB", "doc": "VARIANT"}
+    fields = []
+    for f in plain.fields:
+        f.metadata = {"hudi_type": hudi_types[f.name]} if f.name in hudi_types else {}
+        if f.name == "embedding":
+            f.dataType.containsNull = False
+        fields.append(f)
+    return StructType(fields)
+
+
+def run_steps(spark, spec: TableSpec, base: Path) -> None:
+    """Run every step of ``spec``; the first write creates the table at ``base``."""
+    options = writer_options(spec)
+    registered = False
+    for index, step in enumerate(spec.steps):
+        if isinstance(step, Write):
+            frame = _frame(spark, spec, step)
+            (frame.write.format("hudi").options(**options).options(**step.options)
+             .option("hoodie.datasource.write.operation", step.operation)
+             .mode("overwrite" if index == 0 else "append").save(str(base)))
+        elif isinstance(step, Sql):
+            if not registered and "{table}" in step.statement:
+                spark.sql(f"DROP TABLE IF EXISTS {spec.name}")
+                spark.sql(f"CREATE TABLE {spec.name} USING hudi LOCATION '{base}'")
+                registered = True
+            instants = data_instants(base)
+            spark.sql(step.statement.format(
+                table=spec.name, path=str(base),
+                last=instants[-1].requested if instants else "", first=instants[0].requested if instants else "",
+            )).collect()
+    if registered:
+        spark.sql(f"DROP TABLE IF EXISTS {spec.name}")
+
+
+def describe(step: Write | Sql) -> str:
+    if isinstance(step, Sql):
+        return step.statement
+    extra = "".join(f" {k}={v}" for k, v in sorted(step.options.items()))
+    return f"{step.operation} ids {step.ids[0]}..{step.ids[-1]} v{step.version}{extra}"
+
+
+def java_error(exc: BaseException) -> str:
+    """The innermost Java (or Python) error message on one line, without a stack trace."""
+    java = getattr(exc, "java_exception", None)
+    if java is None:
+        text = f"{type(exc).__name__}: {exc}"
+    else:
+        cause = java
+        while cause.getCause() is not None and cause.getCause() != cause:
+            cause = cause.getCause()
+        text = str(cause.toString())
+    lines = [line.strip() for line in text.splitlines()]
+    message = " ".join(line for line in lines if line and not line.startswith(("at ", "JVM stacktrace")))
+    return message[:800]

@@ -1,0 +1,312 @@
+"""The factory's table matrix: small named specs, each a list of steps Hudi's Spark writer runs.
+
+Pure Python (standard library only): it is imported by the writer, which runs in the Spark venv,
+and by the tests, which run in the project venv. A spec's rows are derived from record ids and a
+step ``version``, so every run writes the same data (only Hudi's instant times differ).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+COW = "COPY_ON_WRITE"
+MOR = "MERGE_ON_READ"
+
+RELEASES = ("0.15.0", "1.0.2", "1.1.1", "1.2.0")
+#: table version each release writes
+TABLE_VERSIONS = {"0.15.0": 6, "1.0.2": 8, "1.1.1": 9, "1.2.0": 9}
+
+#: column sets; ``basic`` is what most specs write
+BASIC_SCHEMA = "id string, name string, price double, ts long, part string"
+TYPED_SCHEMA = (
+    "id string, name string, price double, ts long, part string, amount decimal(10,2), day date, "
+    "at timestamp, tags array<string>, attrs map<string,int>, info struct<rank:int,label:string>"
+)
+#: the VECTOR/VARIANT/BLOB columns of Hudi 1.2's Lance tables are declared by the writer (they need
+#: Spark field metadata, which a DDL string cannot carry)
+LANCE_SCHEMA = (
+    "id string, name string, price double, ts long, part string, embedding array<float>, "
+    "payload struct<type:string,data:binary,reference:struct<external_path:string,offset:bigint,length:bigint,"
+    "managed:boolean>>, doc struct<metadata:binary not null,value:binary not null>"
+)
+PARTITIONS = ("p0", "p1", "p2")
+
+
+@dataclass(frozen=True)
+class Write:
+    """One DataFrame write of records ``ids`` at ``version`` (``hoodie.datasource.write.operation``)."""
+
+    operation: str
+    ids: tuple[int, ...]
+    version: int = 1
+    options: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Sql:
+    """A Spark SQL statement (procedure calls, DDL, UPDATE/DELETE/MERGE).
+
+    ``{table}`` names the table registered on the written path, ``{path}`` is its base path and
+    ``{last}`` / ``{first}`` the requested time of the latest / earliest completed data instant.
+    """
+
+    statement: str
+
+
+Step = Write | Sql
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A table the factory writes with every release in ``releases``.
+
+    Attributes:
+        name: file name (stable once committed) of ``<release>/<name>.tar.xz``.
+        table_type: ``COPY_ON_WRITE`` or ``MERGE_ON_READ``.
+        steps: what the writer does, in order.
+        options: writer options for every write (on top of the factory defaults).
+        schema: a Spark DDL column list (``BASIC_SCHEMA``, ``TYPED_SCHEMA``, ``LANCE_SCHEMA``).
+        features: tags naming what the table exercises; ``cdc`` and ``lance`` route the checks to
+            those features.
+        releases: the releases that write it.
+        partitioned: whether ``part`` is the partition field.
+    """
+
+    name: str
+    table_type: str
+    steps: tuple[Step, ...]
+    options: Mapping[str, str] = field(default_factory=dict)
+    schema: str = BASIC_SCHEMA
+    features: tuple[str, ...] = ()
+    releases: tuple[str, ...] = RELEASES
+    partitioned: bool = True
+
+    @property
+    def is_mor(self) -> bool:
+        return self.table_type == MOR
+
+
+def ids(start: int, stop: int) -> tuple[int, ...]:
+    return tuple(range(start, stop))
+
+
+def row(record_id: int, version: int, schema: str) -> tuple:
+    """The record ``record_id`` as written at ``version`` (Python values in ``schema``'s order)."""
+    import datetime
+    import decimal
+
+    base: tuple = (
+        f"id{record_id:03d}",
+        f"name{record_id}_v{version}",
+        round(record_id * 1.25 + version, 2),
+        version * 1000 + record_id,
+        PARTITIONS[record_id % len(PARTITIONS)],
+    )
+    if schema == TYPED_SCHEMA:
+        return base + (
+            decimal.Decimal(f"{record_id * 10 + version}.{record_id % 100:02d}"),
+            datetime.date(2024, 1, 1) + datetime.timedelta(days=record_id + version),
+            datetime.datetime(2024, 1, 1, 12, 0, tzinfo=datetime.timezone.utc)
+            + datetime.timedelta(minutes=record_id, hours=version),
+            [f"t{record_id}", f"v{version}"][: 1 + record_id % 2],
+            {"k": record_id, "v": version},
+            (record_id * version, f"label{record_id}") if record_id % 4 else None,
+        )
+    if schema == LANCE_SCHEMA:
+        # a VARIANT holding the int8 ``record_id``: empty dictionary, primitive header 0x0C
+        variant = (b"\x01\x00\x00", bytes([0x0C, record_id % 128]))
+        return base + (
+            [float(record_id), float(version), 0.5],
+            ("INLINE", bytes([record_id % 256, version % 256]) * 3, None),
+            variant,
+        )
+    return base
+
+
+# ---------------------------------------------------------------------------------------------
+# Common step lists
+INSERT = Write("insert", ids(0, 12), 1)
+UPSERT = Write("upsert", ids(8, 16), 2)  # 4 updates, 4 inserts
+DELETE = Write("delete", ids(0, 3), 3)
+CORE_STEPS = (INSERT, UPSERT, DELETE)
+
+#: one record-index file group: a tiny table needs no more, and each costs a file per commit
+RECORD_INDEX = {"hoodie.metadata.record.index.enable": "true", "hoodie.index.type": "RECORD_INDEX",
+                "hoodie.metadata.record.index.min.filegroup.count": "1",
+                "hoodie.metadata.record.index.max.filegroup.count": "1"}
+INLINE_COMPACT = {"hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": "2"}
+#: tables that write the supplemental CDC logs; the modes are Hudi's names since 0.14
+CDC_MODES = ("OP_KEY_ONLY", "DATA_BEFORE", "DATA_BEFORE_AFTER")
+
+
+def _core() -> list[TableSpec]:
+    return [
+        TableSpec("cow_core", COW, CORE_STEPS, RECORD_INDEX, features=("core", "record_index")),
+        TableSpec("mor_core", MOR, CORE_STEPS, RECORD_INDEX, features=("core", "record_index")),
+    ]
+
+
+def _cdc() -> list[TableSpec]:
+    specs = []
+    for table_type, prefix in ((COW, "cow"), (MOR, "mor")):
+        for mode in CDC_MODES:
+            options = {"hoodie.table.cdc.enabled": "true", "hoodie.table.cdc.supplemental.logging.mode": mode}
+            steps: tuple[Step, ...] = CORE_STEPS
+            if table_type == MOR:
+                # compaction turns the log files into a base file: CDC must still see every change
+                options = {**options, **INLINE_COMPACT}
+                steps = (INSERT, UPSERT, Write("upsert", ids(4, 6), 3), DELETE)
+            specs.append(TableSpec(f"{prefix}_cdc_{mode.lower()}", table_type, steps, options, features=("cdc",)))
+    return specs
+
+
+def _lance() -> list[TableSpec]:
+    # Lance files are written by the Spark-native record path only (Hudi's Avro path refuses them)
+    options = {"hoodie.table.base.file.format": "LANCE",
+               "hoodie.datasource.write.record.merger.impls": "org.apache.hudi.DefaultSparkRecordMerger",
+               **RECORD_INDEX}
+    return [
+        TableSpec(f"{prefix}_lance", table_type, CORE_STEPS, options, schema=LANCE_SCHEMA,
+                  features=("lance",), releases=("1.2.0",))
+        for table_type, prefix in ((COW, "cow"), (MOR, "mor"))
+    ]
+
+
+ONE_X = ("1.0.2", "1.1.1", "1.2.0")
+#: a write whose ordering values (``ts``) are lower than the records it replaces
+LATE_ARRIVAL = Write("upsert", ids(4, 8), 0)
+
+
+def _both(name: str, steps: tuple[Step, ...], options: Mapping[str, str], features: tuple[str, ...],
+          releases: tuple[str, ...] = RELEASES, schema: str = BASIC_SCHEMA) -> list[TableSpec]:
+    """The COW and the MOR table of one feature (``cow_<name>``, ``mor_<name>``)."""
+    return [TableSpec(f"{prefix}_{name}", table_type, steps, options, schema=schema, features=features,
+                      releases=releases) for table_type, prefix in ((COW, "cow"), (MOR, "mor"))]
+
+
+def _table_services() -> list[TableSpec]:
+    return [
+        TableSpec("mor_inline_compaction", MOR, (INSERT, UPSERT, Write("upsert", ids(4, 6), 3), DELETE),
+                  INLINE_COMPACT, features=("compaction",)),
+        TableSpec("mor_scheduled_compaction", MOR, (
+            INSERT, UPSERT,
+            Sql("CALL run_compaction(op => 'schedule', path => '{path}')"),
+            Write("upsert", ids(4, 6), 3),
+            Sql("CALL run_compaction(op => 'run', path => '{path}')"),
+        ), features=("compaction", "async_compaction")),
+        TableSpec("mor_log_compaction", MOR, (
+            INSERT, UPSERT, Write("upsert", ids(8, 12), 3), Write("upsert", ids(9, 11), 4),
+        ), {"hoodie.log.compaction.inline": "true", "hoodie.log.compaction.blocks.threshold": "2"},
+            features=("log_compaction",)),
+        *_both("clustering", (INSERT, Write("insert", ids(16, 20), 2), Write("upsert", ids(2, 6), 3)),
+               {"hoodie.clustering.inline": "true", "hoodie.clustering.inline.max.commits": "2",
+                "hoodie.parquet.small.file.limit": "0"}, ("clustering",)),
+        *_both("insert_overwrite", (
+            INSERT, Write("insert_overwrite", ids(0, 2), 2),
+            Write("delete_partition", ids(2, 3), 3, {"hoodie.datasource.write.partitions.to.delete": "p2"}),
+            Write("upsert", ids(3, 5), 4),
+        ), {}, ("insert_overwrite", "delete_partition")),
+        *_both("clean_archive", (INSERT, *(Write("upsert", ids(v, v + 3), v) for v in range(2, 8))),
+               {"hoodie.clean.commits.retained": "1", "hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3",
+                "hoodie.metadata.compact.max.delta.commits": "2", "hoodie.compact.inline.max.delta.commits": "2",
+                "hoodie.compact.inline": "true"}, ("clean", "archival")),
+        *_both("savepoint_restore", (
+            INSERT, Sql("CALL create_savepoint(table => '{table}', commit_time => '{first}')"),
+            UPSERT, DELETE, Sql("CALL rollback_to_savepoint(table => '{table}', instant_time => '{first}')"),
+            Write("upsert", ids(20, 23), 4),
+        ), {}, ("savepoint", "restore")),
+        *_both("rollback", (
+            INSERT, UPSERT, Sql("CALL rollback_to_instant(table => '{table}', instant_time => '{last}')"), DELETE,
+        ), {}, ("rollback",)),
+    ]
+
+
+def _indexes() -> list[TableSpec]:
+    bucket = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "2"}
+    stats = {"hoodie.metadata.index.column.stats.enable": "true"}
+    return [
+        *_both("bucket_simple", CORE_STEPS, {**bucket, "hoodie.index.bucket.engine": "SIMPLE"}, ("bucket_index",)),
+        TableSpec("mor_bucket_consistent", MOR, CORE_STEPS,
+                  {**bucket, "hoodie.index.bucket.engine": "CONSISTENT_HASHING"}, features=("bucket_index",)),
+        *_both("column_stats", CORE_STEPS, {**stats, "hoodie.metadata.index.partition.stats.enable": "true"},
+               ("column_stats", "partition_stats"), releases=ONE_X),
+        TableSpec("cow_column_stats_v6", COW, CORE_STEPS, stats, features=("column_stats",), releases=("0.15.0",)),
+        *_both("secondary_index", (
+            INSERT, Sql("CREATE INDEX idx_name ON {table} (name)"),
+            Sql("CREATE INDEX idx_ts ON {table} USING column_stats(ts) OPTIONS(expr='from_unixtime', format='yyyy')"),
+            UPSERT, DELETE,
+        ), RECORD_INDEX, ("secondary_index", "expression_index", "record_index"), releases=ONE_X),
+    ]
+
+
+def _merging() -> list[TableSpec]:
+    commit_time = {"hoodie.write.record.merge.mode": "COMMIT_TIME_ORDERING"}
+    event_time = {"hoodie.write.record.merge.mode": "EVENT_TIME_ORDERING"}
+    payload = "hoodie.datasource.write.payload.class"
+    return [
+        *_both("merge_commit_time", (INSERT, LATE_ARRIVAL), commit_time, ("merge_mode",), releases=ONE_X),
+        *_both("merge_event_time", (INSERT, LATE_ARRIVAL), event_time, ("merge_mode",), releases=ONE_X),
+        *_both("merge_custom_payload", (INSERT, LATE_ARRIVAL, UPSERT),
+               {payload: "org.apache.hudi.common.model.OverwriteNonDefaultsWithLatestAvroPayload"},
+               ("merge_mode", "custom_payload")),
+        *_both("payload_overwrite_latest", (INSERT, LATE_ARRIVAL),
+               {payload: "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"}, ("merge_mode",),
+               releases=("0.15.0",)),
+        *_both("payload_default", (INSERT, LATE_ARRIVAL),
+               {payload: "org.apache.hudi.common.model.DefaultHoodieRecordPayload"}, ("merge_mode",),
+               releases=("0.15.0",)),
+        TableSpec("mor_partial_update", MOR, (
+            INSERT,
+            Sql("MERGE INTO {table} t USING (SELECT 'id004' AS id, 99.5 AS price, 5004L AS ts) s ON t.id = s.id "
+                "WHEN MATCHED THEN UPDATE SET price = s.price, ts = s.ts"),
+            UPSERT,
+        ), {"hoodie.spark.sql.merge.into.partial.updates": "true"}, features=("partial_update",), releases=ONE_X),
+    ]
+
+
+def _schemas_and_keys() -> list[TableSpec]:
+    timestamp = {
+        "hoodie.datasource.write.keygenerator.class": "org.apache.hudi.keygen.TimestampBasedKeyGenerator",
+        "hoodie.datasource.write.partitionpath.field": "ts",
+        "hoodie.keygen.timebased.timestamp.type": "UNIX_TIMESTAMP",
+        "hoodie.keygen.timebased.output.dateformat": "yyyyMMddHH",
+    }
+    return [
+        *_both("types", CORE_STEPS, {}, ("nested_types", "logical_types"), schema=TYPED_SCHEMA),
+        TableSpec("mor_parquet_log", MOR, CORE_STEPS, {"hoodie.logfile.data.block.format": "parquet"},
+                  features=("parquet_log_blocks",)),
+        *_both("nonpartitioned", CORE_STEPS, {}, ("nonpartitioned_keygen",)),
+        *_both("keygen_complex", CORE_STEPS, {
+            "hoodie.datasource.write.keygenerator.class": "org.apache.hudi.keygen.ComplexKeyGenerator",
+            "hoodie.datasource.write.recordkey.field": "id,name",
+            "hoodie.datasource.write.partitionpath.field": "part,ts",
+        }, ("complex_keygen",)),
+        *_both("keygen_timestamp", CORE_STEPS, timestamp, ("timestamp_keygen",)),
+        *_both("keygen_custom", CORE_STEPS, {
+            **timestamp,
+            "hoodie.datasource.write.keygenerator.class": "org.apache.hudi.keygen.CustomKeyGenerator",
+            "hoodie.datasource.write.partitionpath.field": "part:simple,ts:timestamp",
+        }, ("custom_keygen",)),
+        *_both("schema_evolution", (
+            INSERT,
+            Sql("SET hoodie.schema.on.read.enable=true"),
+            Sql("ALTER TABLE {table} ADD COLUMNS (note string)"),
+            Sql("ALTER TABLE {table} RENAME COLUMN name TO title"),
+            Sql("UPDATE {table} SET note = 'noted', price = price + 1 WHERE id IN ('id004', 'id005')"),
+        ), {"hoodie.schema.on.read.enable": "true"}, ("schema_evolution",)),
+    ]
+
+
+def _breadth() -> list[TableSpec]:
+    """Every other feature, one small table each (after the core, CDC and Lance tables)."""
+    return _table_services() + _indexes() + _merging() + _schemas_and_keys()
+
+
+def all_specs() -> list[TableSpec]:
+    return _core() + _cdc() + _lance() + _breadth()
+
+
+def specs_for(release: str, names: set[str] | None = None) -> list[TableSpec]:
+    """The specs ``release`` writes (only ``names`` when given)."""
+    return [s for s in all_specs() if release in s.releases and (names is None or s.name in names)]
