@@ -3,6 +3,7 @@ Hudi's stored answers about them: where they are and how to unpack them."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,13 +32,18 @@ class WrittenTable:
         return WRITTEN_DIR / self.release / f"{self.name}{EXPECTED_SUFFIX}"
 
     def manifest(self) -> Manifest:
-        return read_manifest(self.expected)
+        return _manifest(self.expected)
 
     def extract(self, dest: Path) -> Path:
         """The table's base path under ``dest / release`` (unpacked on first use)."""
         folder = dest / self.release
         folder.mkdir(parents=True, exist_ok=True)
         return unpack_table(self.table_archive, folder)
+
+
+@functools.lru_cache(maxsize=None)
+def _manifest(expected: Path) -> Manifest:
+    return read_manifest(expected)
 
 
 def written_tables() -> list[WrittenTable]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.data.factory.specs import LANCE_SCHEMA, Sql, TableSpec, Write, row
+from tests.data.factory.specs import HUDI_TYPES, Sql, TableSpec, Write, row
 from tests.data.factory.timeline import data_instants
 
 #: Lance jars that must come before Spark's own Arrow on the class path (Hudi 1.2's Lance writer
@@ -73,39 +73,38 @@ def writer_options(spec: TableSpec) -> dict[str, str]:
 
 def _frame(spark, spec: TableSpec, step: Write):
     rows = [row(i, step.version, spec.schema) for i in step.ids]
-    if spec.schema == LANCE_SCHEMA:
-        return spark.createDataFrame(rows, _lance_struct())
+    if "lance" in spec.features:
+        return spark.createDataFrame(rows, _hudi_typed_struct(spec.schema))
     return spark.createDataFrame(rows, spec.schema)
 
 
-def _lance_struct():
-    """The Lance spec's columns; field metadata makes ``embedding`` a Hudi VECTOR, ``payload`` a
-    BLOB and ``doc`` a VARIANT (Spark 3.5 has no type of its own for them)."""
+def _hudi_typed_struct(schema: str):
+    """``schema`` with the field metadata that gives columns their Hudi 1.2 type (``HUDI_TYPES``):
+    Spark 3.5 has no VECTOR, BLOB or VARIANT type of its own."""
     from pyspark.sql.types import StructType, _parse_datatype_string
 
-    plain = _parse_datatype_string(LANCE_SCHEMA)
-    assert isinstance(plain, StructType)
-    hudi_types = {"embedding": "VECTOR(3)", "payload": "BLOB", "doc": "VARIANT"}
-    fields = []
-    for f in plain.fields:
-        f.metadata = {"hudi_type": hudi_types[f.name]} if f.name in hudi_types else {}
+    struct = _parse_datatype_string(schema)
+    assert isinstance(struct, StructType)
+    for f in struct.fields:
+        if f.name in HUDI_TYPES:
+            f.metadata = {"hudi_type": HUDI_TYPES[f.name]}
         if f.name == "embedding":
-            f.dataType.containsNull = False
-        fields.append(f)
-    return StructType(fields)
+            f.dataType.containsNull = False  # VECTOR elements are never null
+    return struct
 
 
 def run_steps(spark, spec: TableSpec, base: Path) -> None:
     """Run every step of ``spec``; the first write creates the table at ``base``."""
     options = writer_options(spec)
     registered = False
-    for index, step in enumerate(spec.steps):
-        if isinstance(step, Write):
-            frame = _frame(spark, spec, step)
-            (frame.write.format("hudi").options(**options).options(**step.options)
-             .option("hoodie.datasource.write.operation", step.operation)
-             .mode("overwrite" if index == 0 else "append").save(str(base)))
-        elif isinstance(step, Sql):
+    try:
+        for index, step in enumerate(spec.steps):
+            if isinstance(step, Write):
+                frame = _frame(spark, spec, step)
+                (frame.write.format("hudi").options(**options).options(**step.options)
+                 .option("hoodie.datasource.write.operation", step.operation)
+                 .mode("overwrite" if index == 0 else "append").save(str(base)))
+                continue
             if not registered and "{table}" in step.statement:
                 spark.sql(f"DROP TABLE IF EXISTS {spec.name}")
                 spark.sql(f"CREATE TABLE {spec.name} USING hudi LOCATION '{base}'")
@@ -115,8 +114,10 @@ def run_steps(spark, spec: TableSpec, base: Path) -> None:
                 table=spec.name, path=str(base),
                 last=instants[-1].requested if instants else "", first=instants[0].requested if instants else "",
             )).collect()
-    if registered:
-        spark.sql(f"DROP TABLE IF EXISTS {spec.name}")
+    finally:
+        if registered:
+            spark.sql(f"DROP TABLE IF EXISTS {spec.name}")
+        spark.sql("RESET")  # a spec's SET statements end with it
 
 
 def describe(step: Write | Sql) -> str:

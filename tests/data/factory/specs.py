@@ -28,8 +28,12 @@ TYPED_SCHEMA = (
 LANCE_SCHEMA = (
     "id string, name string, price double, ts long, part string, embedding array<float>, "
     "payload struct<type:string,data:binary,reference:struct<external_path:string,offset:bigint,length:bigint,"
-    "managed:boolean>>, doc struct<metadata:binary not null,value:binary not null>"
+    "managed:boolean>>"
 )
+#: VARIANT needs Spark 4 (Hudi refuses it on Spark 3.5): its own table, so the others are written
+LANCE_VARIANT_SCHEMA = f"{LANCE_SCHEMA}, doc struct<metadata:binary not null,value:binary not null>"
+#: Hudi 1.2 type of the Lance specs' columns, given to Spark as the field metadata ``hudi_type``
+HUDI_TYPES = {"embedding": "VECTOR(3)", "payload": "BLOB", "doc": "VARIANT"}
 PARTITIONS = ("p0", "p1", "p2")
 
 
@@ -113,14 +117,13 @@ def row(record_id: int, version: int, schema: str) -> tuple:
             {"k": record_id, "v": version},
             (record_id * version, f"label{record_id}") if record_id % 4 else None,
         )
-    if schema == LANCE_SCHEMA:
-        # a VARIANT holding the int8 ``record_id``: empty dictionary, primitive header 0x0C
-        variant = (b"\x01\x00\x00", bytes([0x0C, record_id % 128]))
-        return base + (
+    if schema in (LANCE_SCHEMA, LANCE_VARIANT_SCHEMA):
+        lance = base + (
             [float(record_id), float(version), 0.5],
             ("INLINE", bytes([record_id % 256, version % 256]) * 3, None),
-            variant,
         )
+        # a VARIANT holding the int8 ``record_id``: empty dictionary, primitive header 0x0C
+        return lance + ((b"\x01\x00\x00", bytes([0x0C, record_id % 128])),) if schema == LANCE_VARIANT_SCHEMA else lance
     return base
 
 
@@ -168,9 +171,10 @@ def _lance() -> list[TableSpec]:
                **RECORD_INDEX}
     return [
         TableSpec(f"{prefix}_lance", table_type, CORE_STEPS, options, schema=LANCE_SCHEMA,
-                  features=("lance",), releases=("1.2.0",))
+                  features=("lance", "vector", "blob"), releases=("1.2.0",))
         for table_type, prefix in ((COW, "cow"), (MOR, "mor"))
-    ]
+    ] + [TableSpec("cow_lance_variant", COW, CORE_STEPS, options, schema=LANCE_VARIANT_SCHEMA,
+                   features=("lance", "variant"), releases=("1.2.0",))]
 
 
 ONE_X = ("1.0.2", "1.1.1", "1.2.0")
@@ -179,10 +183,18 @@ LATE_ARRIVAL = Write("upsert", ids(4, 8), 0)
 
 
 def _both(name: str, steps: tuple[Step, ...], options: Mapping[str, str], features: tuple[str, ...],
-          releases: tuple[str, ...] = RELEASES, schema: str = BASIC_SCHEMA) -> list[TableSpec]:
-    """The COW and the MOR table of one feature (``cow_<name>``, ``mor_<name>``)."""
-    return [TableSpec(f"{prefix}_{name}", table_type, steps, options, schema=schema, features=features,
-                      releases=releases) for table_type, prefix in ((COW, "cow"), (MOR, "mor"))]
+          releases: tuple[str, ...] = RELEASES, schema: str = BASIC_SCHEMA,
+          types: tuple[str, ...] = (COW, MOR)) -> list[TableSpec]:
+    """The COW and/or the MOR table of one feature (``cow_<name>``, ``mor_<name>``)."""
+    prefixes = {COW: "cow", MOR: "mor"}
+    return [TableSpec(f"{prefixes[table_type]}_{name}", table_type, steps, options, schema=schema,
+                      features=features, releases=releases) for table_type in types]
+
+
+#: keep one commit's files, archive past three instants (1.x: into the LSM history)
+CLEAN_ARCHIVE = {"hoodie.clean.commits.retained": "1", "hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3",
+                 "hoodie.metadata.compact.max.delta.commits": "2"}
+CLEAN_ARCHIVE_STEPS = (INSERT, *(Write("upsert", ids(v, v + 3), v) for v in range(2, 8)))
 
 
 def _table_services() -> list[TableSpec]:
@@ -191,9 +203,9 @@ def _table_services() -> list[TableSpec]:
                   INLINE_COMPACT, features=("compaction",)),
         TableSpec("mor_scheduled_compaction", MOR, (
             INSERT, UPSERT,
-            Sql("CALL run_compaction(op => 'schedule', path => '{path}')"),
+            Sql("CALL run_compaction('schedule', '{table}')"),
             Write("upsert", ids(4, 6), 3),
-            Sql("CALL run_compaction(op => 'run', path => '{path}')"),
+            Sql("CALL run_compaction('run', '{table}')"),
         ), features=("compaction", "async_compaction")),
         TableSpec("mor_log_compaction", MOR, (
             INSERT, UPSERT, Write("upsert", ids(8, 12), 3), Write("upsert", ids(9, 11), 4),
@@ -207,18 +219,17 @@ def _table_services() -> list[TableSpec]:
             Write("delete_partition", ids(2, 3), 3, {"hoodie.datasource.write.partitions.to.delete": "p2"}),
             Write("upsert", ids(3, 5), 4),
         ), {}, ("insert_overwrite", "delete_partition")),
-        *_both("clean_archive", (INSERT, *(Write("upsert", ids(v, v + 3), v) for v in range(2, 8))),
-               {"hoodie.clean.commits.retained": "1", "hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3",
-                "hoodie.metadata.compact.max.delta.commits": "2", "hoodie.compact.inline.max.delta.commits": "2",
-                "hoodie.compact.inline": "true"}, ("clean", "archival")),
+        TableSpec("cow_clean_archive", COW, CLEAN_ARCHIVE_STEPS, CLEAN_ARCHIVE, features=("clean", "archival")),
+        TableSpec("mor_clean_archive", MOR, CLEAN_ARCHIVE_STEPS, {**CLEAN_ARCHIVE, **INLINE_COMPACT},
+                  features=("clean", "archival", "compaction")),
         *_both("savepoint_restore", (
-            INSERT, Sql("CALL create_savepoint(table => '{table}', commit_time => '{first}')"),
-            UPSERT, DELETE, Sql("CALL rollback_to_savepoint(table => '{table}', instant_time => '{first}')"),
+            INSERT, Sql("CALL create_savepoint('{table}', '{first}')"),
+            UPSERT, DELETE, Sql("CALL rollback_to_savepoint('{table}', '{first}')"),
             Write("upsert", ids(20, 23), 4),
-        ), {}, ("savepoint", "restore")),
+        ), {}, ("savepoint", "restore"), types=(COW,)),
         *_both("rollback", (
-            INSERT, UPSERT, Sql("CALL rollback_to_instant(table => '{table}', instant_time => '{last}')"), DELETE,
-        ), {}, ("rollback",)),
+            INSERT, UPSERT, Sql("CALL rollback_to_instant('{table}', '{last}')"), DELETE,
+        ), {}, ("rollback",), types=(MOR,)),
     ]
 
 
@@ -226,17 +237,17 @@ def _indexes() -> list[TableSpec]:
     bucket = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "2"}
     stats = {"hoodie.metadata.index.column.stats.enable": "true"}
     return [
-        *_both("bucket_simple", CORE_STEPS, {**bucket, "hoodie.index.bucket.engine": "SIMPLE"}, ("bucket_index",)),
+        *_both("bucket_simple", CORE_STEPS, {**bucket, "hoodie.index.bucket.engine": "SIMPLE"}, ("bucket_index",), types=(MOR,)),
         TableSpec("mor_bucket_consistent", MOR, CORE_STEPS,
                   {**bucket, "hoodie.index.bucket.engine": "CONSISTENT_HASHING"}, features=("bucket_index",)),
         *_both("column_stats", CORE_STEPS, {**stats, "hoodie.metadata.index.partition.stats.enable": "true"},
-               ("column_stats", "partition_stats"), releases=ONE_X),
+               ("column_stats", "partition_stats"), releases=ONE_X, types=(COW,)),
         TableSpec("cow_column_stats_v6", COW, CORE_STEPS, stats, features=("column_stats",), releases=("0.15.0",)),
         *_both("secondary_index", (
             INSERT, Sql("CREATE INDEX idx_name ON {table} (name)"),
             Sql("CREATE INDEX idx_ts ON {table} USING column_stats(ts) OPTIONS(expr='from_unixtime', format='yyyy')"),
             UPSERT, DELETE,
-        ), RECORD_INDEX, ("secondary_index", "expression_index", "record_index"), releases=ONE_X),
+        ), RECORD_INDEX, ("secondary_index", "expression_index", "record_index"), releases=ONE_X, types=(MOR,)),
     ]
 
 
@@ -245,19 +256,20 @@ def _merging() -> list[TableSpec]:
     event_time = {"hoodie.write.record.merge.mode": "EVENT_TIME_ORDERING"}
     payload = "hoodie.datasource.write.payload.class"
     return [
-        *_both("merge_commit_time", (INSERT, LATE_ARRIVAL), commit_time, ("merge_mode",), releases=ONE_X),
-        *_both("merge_event_time", (INSERT, LATE_ARRIVAL), event_time, ("merge_mode",), releases=ONE_X),
+        *_both("merge_commit_time", (INSERT, LATE_ARRIVAL), commit_time, ("merge_mode",), releases=ONE_X, types=(MOR,)),
+        *_both("merge_event_time", (INSERT, LATE_ARRIVAL), event_time, ("merge_mode",), releases=ONE_X, types=(MOR,)),
         *_both("merge_custom_payload", (INSERT, LATE_ARRIVAL, UPSERT),
                {payload: "org.apache.hudi.common.model.OverwriteNonDefaultsWithLatestAvroPayload"},
-               ("merge_mode", "custom_payload")),
+               ("merge_mode", "custom_payload"), types=(MOR,)),
         *_both("payload_overwrite_latest", (INSERT, LATE_ARRIVAL),
                {payload: "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"}, ("merge_mode",),
-               releases=("0.15.0",)),
+               releases=("0.15.0",), types=(MOR,)),
         *_both("payload_default", (INSERT, LATE_ARRIVAL),
                {payload: "org.apache.hudi.common.model.DefaultHoodieRecordPayload"}, ("merge_mode",),
-               releases=("0.15.0",)),
+               releases=("0.15.0",), types=(MOR,)),
         TableSpec("mor_partial_update", MOR, (
             INSERT,
+            Sql("SET hoodie.spark.sql.merge.into.partial.updates=true"),
             Sql("MERGE INTO {table} t USING (SELECT 'id004' AS id, 99.5 AS price, 5004L AS ts) s ON t.id = s.id "
                 "WHEN MATCHED THEN UPDATE SET price = s.price, ts = s.ts"),
             UPSERT,
@@ -276,18 +288,18 @@ def _schemas_and_keys() -> list[TableSpec]:
         *_both("types", CORE_STEPS, {}, ("nested_types", "logical_types"), schema=TYPED_SCHEMA),
         TableSpec("mor_parquet_log", MOR, CORE_STEPS, {"hoodie.logfile.data.block.format": "parquet"},
                   features=("parquet_log_blocks",)),
-        *_both("nonpartitioned", CORE_STEPS, {}, ("nonpartitioned_keygen",)),
+        *_both("nonpartitioned", CORE_STEPS, {}, ("nonpartitioned_keygen",), types=(MOR,)),
         *_both("keygen_complex", CORE_STEPS, {
             "hoodie.datasource.write.keygenerator.class": "org.apache.hudi.keygen.ComplexKeyGenerator",
             "hoodie.datasource.write.recordkey.field": "id,name",
             "hoodie.datasource.write.partitionpath.field": "part,ts",
-        }, ("complex_keygen",)),
-        *_both("keygen_timestamp", CORE_STEPS, timestamp, ("timestamp_keygen",)),
+        }, ("complex_keygen",), types=(COW,)),
+        *_both("keygen_timestamp", CORE_STEPS, timestamp, ("timestamp_keygen",), types=(MOR,)),
         *_both("keygen_custom", CORE_STEPS, {
             **timestamp,
             "hoodie.datasource.write.keygenerator.class": "org.apache.hudi.keygen.CustomKeyGenerator",
             "hoodie.datasource.write.partitionpath.field": "part:simple,ts:timestamp",
-        }, ("custom_keygen",)),
+        }, ("custom_keygen",), types=(COW,)),
         *_both("schema_evolution", (
             INSERT,
             Sql("SET hoodie.schema.on.read.enable=true"),
@@ -307,6 +319,13 @@ def all_specs() -> list[TableSpec]:
     return _core() + _cdc() + _lance() + _breadth()
 
 
-def specs_for(release: str, names: set[str] | None = None) -> list[TableSpec]:
-    """The specs ``release`` writes (only ``names`` when given)."""
-    return [s for s in all_specs() if release in s.releases and (names is None or s.name in names)]
+def specs_for(release: str, names: list[str] | None = None) -> list[TableSpec]:
+    """The specs ``release`` writes: all of them, or those in ``names`` in that order."""
+    specs = [s for s in all_specs() if release in s.releases]
+    if names is None:
+        return specs
+    by_name = {s.name: s for s in specs}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise SystemExit(f"no spec {', '.join(unknown)} for Hudi {release}")
+    return [by_name[n] for n in names]
