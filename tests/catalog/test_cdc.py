@@ -24,7 +24,8 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from catalog import HudiTable, InvalidQueryError, UnsupportedTableError
+from catalog import HudiTable, InvalidQueryError, ReadOptions, UnsupportedTableError
+from catalog.plan.options import resolve
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
 from tests.data.factory.archive import Query, read_result
@@ -121,6 +122,17 @@ def test_cdc_range_is_by_requested_time(written_table):
     after_first = hudi.read(query_type="cdc", start=commits[0].requested_time)
     assert commits[0].requested_time not in after_first.column("ts_ms").to_pylist()
     assert set(after_first.column("ts_ms").to_pylist()) == {c.requested_time for c in commits[1:]}
+
+
+def test_a_range_reaching_archived_commits_is_refused(written_table):
+    """Hudi's CDC query reads the active timeline only; we refuse rather than leave commits out."""
+    table = next(t for t in written_tables() if t.key == "1.2.0/cow_clean_archive")
+    timeline = HudiTable.open(written_table(table)).timeline
+    assert timeline.archived_commits
+    with pytest.raises(UnsupportedTableError, match="reaches archived commits"):
+        resolve(ReadOptions(query_type="cdc"), timeline)
+    active = resolve(ReadOptions(query_type="cdc", start=timeline.start), timeline)
+    assert active.incremental_instants == tuple(c.requested_time for c in timeline.commits if c.requested_time > timeline.start)
 
 
 # -- served: Flight JSON commands and Flight SQL ------------------------------------------------
