@@ -114,6 +114,20 @@ class FileSystemView:
                 if group.file_id not in retired:
                     yield group
 
+    def group_slice(
+        self, partition: str, file_id: str, as_of: str, files: Sequence[tuple[str, int]] | None = None
+    ) -> FileSlice | None:
+        """The latest committed slice of one file group as of ``as_of``, replaced or not (a CDC
+        query reads the last rows of groups that a replacecommit retired).
+
+        ``files``: the partition's ``(name, size)`` listing when the caller already has it.
+        """
+        entries = files if files is not None else self.listing.list_files([partition]).get(partition, [])
+        for group in self._build_groups(partition, list(entries), as_of):
+            if group.file_id == file_id:
+                return self._latest(group, False)
+        return None
+
     # -- slice assembly -----------------------------------------------------------------
     def _build_groups(self, partition: str, entries: list[tuple[str, int]], as_of: str | None) -> list[FileGroup]:
         bases: dict[str, list[BaseFile]] = {}

@@ -155,10 +155,12 @@ def _record_bodies(block: LogBlock, content: bytes, count: int) -> bytes:
     return b"".join(parts)
 
 
-def decode_avro_block(block: LogBlock, content: bytes) -> pa.Table:
+def decode_avro_block(block: LogBlock, content: bytes, *, allow_polars: bool = True) -> pa.Table:
     """AVRO_DATA content: int32 version, int32 count, then (int32 length, Avro record) pairs.
 
     Records are decoded with their writer schema (the ``SCHEMA`` header), all at once.
+    ``allow_polars=False``: always through fastavro, which keeps a null nested record null (CDC
+    images) where polars may return a record of nulls.
     """
     text = _schema_text(block)
     _, arrow_schema = _writer_schema(text)
@@ -170,7 +172,7 @@ def decode_avro_block(block: LogBlock, content: bytes) -> pa.Table:
     if count < 0:
         raise CorruptTableError(f"{_where(block)}: negative record count {count}")
     bodies = _record_bodies(block, content, count)
-    if _polars_can_decode(parse_avro_schema(text)):
+    if allow_polars and _polars_can_decode(parse_avro_schema(text)):
         table = _decode_with_polars(text, count, bodies, arrow_schema)
         if table is not None:
             return table
@@ -242,6 +244,14 @@ def decode_data_block(block: LogBlock, content: bytes) -> pa.Table:
     if block.block_type is BlockType.PARQUET_DATA:
         return decode_parquet_block(block, content)
     raise UnsupportedTableError(f"{_where(block)}: {block.block_type.name} blocks hold no table records")
+
+
+def decode_cdc_block(block: LogBlock, content: bytes) -> pa.Table:
+    """CDC_DATA content (in ``.cdc`` log files): the layout of an Avro data block, records in the
+    CDC schema of the table's logging mode (``op``, ``record_key``/``ts_ms``, images)."""
+    if block.block_type is not BlockType.CDC_DATA:
+        raise UnsupportedTableError(f"{_where(block)}: {block.block_type.name} block in a CDC log file")
+    return decode_avro_block(block, content, allow_polars=False)
 
 
 def decode_delete_block(block: LogBlock, content: bytes) -> DeleteRecords:
@@ -344,6 +354,7 @@ __all__ = [
     "ROLLBACK_COMMAND",
     "apply_log_compaction",
     "decode_avro_block",
+    "decode_cdc_block",
     "decode_data_block",
     "decode_delete_block",
     "decode_parquet_block",

@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
-from catalog.errors import InvalidInstantError, InvalidQueryError
+from catalog.errors import InvalidInstantError, InvalidQueryError, UnsupportedTableError
 from catalog.plan.filter_text import parse_filters
 from catalog.plan.filters import FilterTuple, normalize_op
 from catalog.timeline import Timeline
 
-QUERY_TYPES = ("snapshot", "read_optimized", "incremental")
+QUERY_TYPES = ("snapshot", "read_optimized", "incremental", "cdc")
+#: query types that read a range of commits (``start`` exclusive, ``end`` inclusive)
+RANGE_QUERY_TYPES = ("incremental", "cdc")
 
 #: the instant forms every surface accepts, as the one error message names them (docs/filters.md)
 INSTANT_FORMS = (
@@ -152,11 +154,12 @@ class ReadOptions:
         filters: ``(column, op, value)`` tuples ANDed together; ops ``= != < <= > >= in not in
             is null is not null``. They prune and are applied to rows, so the result is exact.
             A string is read with the filter grammar (``"region in ('us', 'eu') and fare > 3"``).
-        query_type: ``snapshot``, ``read_optimized`` or ``incremental``.
+        query_type: ``snapshot``, ``read_optimized``, ``incremental`` or ``cdc`` (change data
+            capture: one row per change, see ``catalog.table.cdc``).
         as_of: time travel to an instant, inclusive: ``yyyyMMddHHmmssSSS``, ``yyyyMMddHHmmss``
             or an ISO-8601 date or timestamp (see :func:`parse_instant`).
-        start: incremental range start (exclusive).
-        end: incremental range end (inclusive).
+        start: incremental or CDC range start (exclusive).
+        end: incremental or CDC range end (inclusive).
         limit: at most this many rows.
     """
 
@@ -189,14 +192,17 @@ class ReadOptions:
         limit = self.limit
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
             raise InvalidQueryError(f"limit must be a non-negative integer, got {limit!r}")
-        if qt != "incremental" and (self.start is not None or self.end is not None):
-            raise InvalidQueryError("start/end apply only to query_type='incremental'")
-        if qt == "incremental" and self.as_of is not None:
-            raise InvalidQueryError("as_of does not apply to incremental queries; use start/end")
+        if qt not in RANGE_QUERY_TYPES and (self.start is not None or self.end is not None):
+            raise InvalidQueryError("start/end apply only to query_type='incremental' or 'cdc'")
+        if qt in RANGE_QUERY_TYPES and self.as_of is not None:
+            raise InvalidQueryError(f"as_of does not apply to {qt} queries; use start/end")
         for name in ("as_of", "start", "end"):
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, parse_instant(value, name))
+        if qt == "cdc" and self.start and self.end and _DIGITS.match(self.start) and _DIGITS.match(self.end) \
+                and self.start > self.end:
+            raise InvalidQueryError(f"CDC range start {self.start} is after its end {self.end}")  # as Hudi refuses
 
     @property
     def read_optimized(self) -> bool:
@@ -205,6 +211,10 @@ class ReadOptions:
     @property
     def incremental(self) -> bool:
         return self.query_type == "incremental"
+
+    @property
+    def cdc(self) -> bool:
+        return self.query_type == "cdc"
 
     def replace(self, **changes: Any) -> "ReadOptions":
         return dataclasses.replace(self, **changes)
@@ -240,10 +250,10 @@ class ResolvedRead:
     """A query's options with their instants resolved against one timeline.
 
     Attributes:
-        options: the options with ``as_of`` (snapshot, read-optimized) or ``end`` (incremental)
-            written out, so that the same read later sees the same table state.
+        options: the options with ``as_of`` (snapshot, read-optimized) or ``end`` (incremental,
+            CDC) written out, so that the same read later sees the same table state.
         instant: the query instant (a requested time); ``None`` for a table without commits.
-        incremental_instants: requested times of the commits an incremental read returns.
+        incremental_instants: requested times of the commits an incremental or CDC read returns.
     """
 
     options: ReadOptions
@@ -259,6 +269,8 @@ def resolve(options: ReadOptions, timeline: Timeline) -> ResolvedRead:
     """
     options = _in_timeline_zone(options, timeline)
     commits = timeline.commits
+    if options.cdc:
+        return _resolve_cdc(options, timeline)
     if options.incremental:
         chosen = timeline.instants_in_range(options.start, options.end)
         requested = tuple(i.requested_time for i in chosen)
@@ -289,6 +301,35 @@ def _in_timeline_zone(options: ReadOptions, timeline: Timeline) -> ReadOptions:
     return options.replace(**changes) if changes else options
 
 
+def _resolve_cdc(options: ReadOptions, timeline: Timeline) -> ResolvedRead:
+    """A CDC range compares *requested* times in every table version (Hudi's
+    ``HoodieCDCExtractor``), unlike the incremental query of table version 8+.
+
+    Raises:
+        UnsupportedTableError: the range reaches commits of the archived timeline (Hudi's CDC
+            query reads the active timeline only and would leave them out).
+    """
+    start, end = options.start, options.end
+    if timeline.needs_archive(start) and any(
+        (start is None or i.requested_time > start) and (end is None or i.requested_time <= end)
+        for i in timeline.archived_commits
+    ):
+        raise UnsupportedTableError(
+            f"CDC query range ({start or 'beginning'}, {end or 'latest'}] reaches archived commits; "
+            f"start at or after {timeline.start}"
+        )
+    chosen = tuple(
+        i.requested_time
+        for i in timeline.commits
+        if (start is None or i.requested_time > start) and (end is None or i.requested_time <= end)
+    )
+    latest = timeline.latest_commit
+    if end is None and latest is not None:
+        options = options.replace(end=latest.requested_time)
+    instant = options.end if latest is not None else None
+    return ResolvedRead(options, instant, chosen)
+
+
 def read_options(options: ReadOptions | None = None, /, **kwargs: Any) -> ReadOptions:
     """``options`` updated with ``kwargs`` (the fields of :class:`ReadOptions`), or new options."""
     if options is None:
@@ -299,6 +340,7 @@ def read_options(options: ReadOptions | None = None, /, **kwargs: Any) -> ReadOp
 __all__ = [
     "INSTANT_FORMS",
     "QUERY_TYPES",
+    "RANGE_QUERY_TYPES",
     "ReadOptions",
     "ResolvedRead",
     "instant_in_zone",

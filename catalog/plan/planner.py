@@ -17,12 +17,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from catalog.errors import ColumnNotFoundError, UnsupportedTableError
+from catalog.plan.cdc import check_cdc_table, plan_changes
 from catalog.plan.filters import BoundFilter, bind_filters, to_expression
 from catalog.plan.options import ReadOptions, ResolvedRead, resolve
 from catalog.plan.prune import PartitionValuePruner, index_pruners
 from catalog.plan.splits import FooterCache, SplitOptions, SplitPlanner
+from catalog.read.cdc_json import check_image_schema
 from catalog.read.context import COMMIT_TIME_COLUMN, ReadContext
 from catalog.state import TableState
+from catalog.table.cdc import CDC_SCHEMA
 from catalog.table.files import FileSlice, Split
 from catalog.timeline.instant_files import written_file_groups
 
@@ -60,6 +63,8 @@ def plan(
         InvalidQueryError: bad options, filters or columns (``ValueError``).
         UnsupportedTableError: an incremental read of a table without meta fields.
     """
+    if options.cdc:
+        return _plan_cdc(state, options)
     if options.incremental and not state.config.populate_meta_fields:
         # Java Hudi refuses these (no commit times to filter on); hudi-rs returns whole file groups.
         raise UnsupportedTableError("incremental queries are not supported when meta fields are disabled")
@@ -69,6 +74,31 @@ def plan(
     context = _context(state, resolved, filters, schema)
     splits = _splits(state, resolved, filters, split_options, footers) if resolved.instant is not None else iter(())
     return ScanPlan(context.output_schema, context, resolved.options, splits)
+
+
+def _plan_cdc(state: TableState, options: ReadOptions) -> ScanPlan:
+    """A CDC query: rows of :data:`CDC_SCHEMA` built per file group (``catalog.plan.cdc``);
+    ``columns`` and ``filters`` apply to those columns."""
+    check_cdc_table(state)
+    check_image_schema(state.schema)
+    resolved = resolve(options, state.timeline)
+    filters = bind_filters(list(options.filters), CDC_SCHEMA)
+    changes, splits = plan_changes(state, resolved) if resolved.instant is not None else (None, [])
+    table_schema = state.schema
+    context = ReadContext(
+        storage=state.storage,
+        config=state.config,
+        commits=state.timeline.commit_set,
+        table_schema=table_schema,
+        read_schema=table_schema,
+        output_schema=output_schema(CDC_SCHEMA, options.columns),
+        instant=resolved.instant,
+        row_filter=to_expression(filters),
+        filter_columns=tuple(dict.fromkeys(f.column for f in filters)),
+        schema_history=state.schema_history,
+        cdc=changes,
+    )
+    return ScanPlan(context.output_schema, context, resolved.options, iter(splits))
 
 
 def output_schema(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from catalog.storage import Storage
+from catalog.table.cdc import CdcPlan
 from catalog.table.config import TableConfig
 from catalog.table.internal_schema import ColumnMap, SchemaHistory
 from catalog.table.partitions import PartitionScheme
@@ -40,6 +41,8 @@ class ReadContext:
         filter_columns: the columns ``row_filter`` reads.
         schema_history: schema on read: the internal schema versions, to match the columns of
             files written with older schemas by field id; ``None`` for other tables.
+        cdc: the changes of a CDC query (``None`` for every other query); its splits name file
+            groups, whose rows ``catalog.read.cdc`` builds from these changes.
     """
 
     storage: Storage
@@ -53,6 +56,7 @@ class ReadContext:
     row_filter: pc.Expression | None = None
     filter_columns: tuple[str, ...] = ()
     schema_history: SchemaHistory | None = None
+    cdc: CdcPlan | None = None
 
     @cached_property
     def partition_scheme(self) -> PartitionScheme:

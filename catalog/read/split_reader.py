@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from catalog.format.log_file import collecting_corrupt_blocks, relay_corrupt_block_notes
 from catalog.format.parquet import conform_batch
 from catalog.parallel import bounded_parallel
+from catalog.read.cdc import read_cdc_split
 from catalog.read.context import ReadContext
 from catalog.read.cow import read_base
 from catalog.read.mor import merge_file_slice
@@ -29,6 +30,9 @@ _QUEUE_BATCHES = 16
 
 def read_split(ctx: ReadContext, split: Split) -> Iterator[pa.RecordBatch]:
     """The exact rows of ``split`` for the query of ``ctx``, as batches of ``ctx.output_schema``."""
+    if ctx.cdc is not None:
+        yield from read_cdc_split(ctx, split, read_split)
+        return
     fs = split.file_slice
     row_groups = split.row_groups
     out_schema = ctx.output_schema

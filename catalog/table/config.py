@@ -125,6 +125,18 @@ class TableConfig:
         return "TIMESTAMP" in self.key_generator.upper() or "TIMEBASED" in self.key_generator.upper()
 
     @property
+    def cdc_enabled(self) -> bool:
+        """``hoodie.table.cdc.enabled``: the writer logs changes (``.cdc`` log files) for CDC queries."""
+        return _bool(self.properties.get("hoodie.table.cdc.enabled"), False)
+
+    @property
+    def cdc_logging_mode(self) -> str:
+        """``hoodie.table.cdc.supplemental.logging.mode`` as ``OP_KEY_ONLY``, ``DATA_BEFORE`` or
+        ``DATA_BEFORE_AFTER`` (the default); the names of Hudi 0.13 (``cdc_op_key``, ...) map to them."""
+        raw = (self.properties.get("hoodie.table.cdc.supplemental.logging.mode") or "DATA_BEFORE_AFTER").strip()
+        return _CDC_MODE_ALIASES.get(raw.lower(), raw.upper())
+
+    @property
     def usable_metadata_partitions(self) -> list[str]:
         return [p for p in self.metadata_partitions if p not in self.metadata_partitions_inflight]
 
@@ -220,6 +232,12 @@ class TableConfig:
             raise CorruptTableError(f"{storage.uri}: .hoodie exists but {PROPERTIES_PATH} (and its backup) is missing")
         raise TableNotFoundError(f"not a Hudi table: {storage.uri} has no {PROPERTIES_PATH}")
 
+
+_CDC_MODE_ALIASES = {
+    "cdc_op_key": "OP_KEY_ONLY",
+    "cdc_data_before": "DATA_BEFORE",
+    "cdc_data_before_after": "DATA_BEFORE_AFTER",
+}
 
 MERGE_MODES = ("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING", "CUSTOM")
 _STRATEGY_MODES = {

@@ -3,7 +3,7 @@
 Safe because a split names immutable files (names and sizes) and the read is pinned: the key is
 the table, the file slice (every file's name and size), the row groups, the instant, the commit
 set that decides which log blocks count, and the query (columns, read schema, filters,
-read-optimized). Bounded in bytes (``split_cache_bytes``; 0, the default, turns it off); a
+read-optimized, the range of a CDC query). Bounded in bytes (``split_cache_bytes``; 0, the default, turns it off); a
 result larger than ``split_cache_entry_bytes``, one cut short (cancelled, failed) or one that
 skipped corrupt log blocks (whose notes a replay would not repeat) is not kept.
 """
@@ -33,6 +33,7 @@ def split_key(context: ReadContext, split: Split) -> Hashable:
         context.read_schema.to_string(show_schema_metadata=False),
         str(context.row_filter) if context.row_filter is not None else None,
         context.schema_history is not None,
+        context.cdc.key if context.cdc is not None else None,
     )
     return (context.storage.uri, files, split.start, split.length, split.row_groups, context.commits, query)
 

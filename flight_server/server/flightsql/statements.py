@@ -33,7 +33,7 @@ from sqlglot import exp
 
 from catalog.errors import InvalidQueryError, UnknownTableError
 from catalog.format.log_file import collecting_corrupt_blocks, relay_corrupt_block_notes
-from catalog.plan.options import ReadOptions
+from catalog.plan.options import RANGE_QUERY_TYPES, ReadOptions
 from catalog.read.split_reader import read_splits
 from flight_server.protocol import pack, sql
 from flight_server.server.flightsql import show
@@ -94,8 +94,8 @@ def _combine(name_options: ReadOptions, clause_options: ReadOptions, name: str) 
     """``t_ro`` (read-optimized) with the reference's time travel or incremental clause."""
     if not name_options.read_optimized:
         return clause_options
-    if clause_options.incremental:
-        raise InvalidQueryError(f"{name} is read-optimized: incremental queries read the table itself")
+    if clause_options.query_type in RANGE_QUERY_TYPES:
+        raise InvalidQueryError(f"{name} is read-optimized: {clause_options.query_type} queries read the table itself")
     return name_options.replace(as_of=clause_options.as_of)
 
 
@@ -206,7 +206,7 @@ class Statements:
         are then exactly the rows the read returns. ``None``: count by reading."""
         spec = analysis.plan.scans[0]
         options = spec.options.replace(columns=None, limit=None)
-        if options.incremental or options.filters:
+        if options.incremental or options.cdc or options.filters:
             return None
         planned = call.plan(spec.table, options)
         total = 0

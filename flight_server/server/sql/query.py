@@ -6,7 +6,8 @@
   INSTALL/LOAD, PRAGMA, SET, ...), and so are file-reading and system functions and every table
   function but ``hudi_table_changes``;
 - ``FROM ns.t TIMESTAMP AS OF '<instant>'`` / ``FOR SYSTEM_TIME AS OF '<instant>'`` (sqlglot reads
-  both as a ``Version`` node), ``hudi_table_changes('ns.t', 'latest_state', '<start>'[, '<end>'])``
+  both as a ``Version`` node), ``hudi_table_changes('ns.t', 'latest_state' | 'cdc', '<start>'[, '<end>'])``
+  (``'earliest'`` as the start: from the first commit)
   and ``ns.t_ro`` become the reference's :class:`~catalog.plan.options.ReadOptions` (the resolver
   decides ``_ro``, it knows the table types);
 - ``?`` placeholders are replaced by literals of the bound values before parsing (by token
@@ -50,6 +51,8 @@ _FORBIDDEN_FUNCTION = re.compile(
     r"|iceberg_\w+|delta_\w+|json_execute_serialized_sql|from_substrait\w*|get_substrait\w*|checkpoint|force_checkpoint)$",
     re.IGNORECASE,
 )
+#: ``hudi_table_changes`` modes (Spark's names) -> query types
+_CHANGE_MODES = {"latest_state": "incremental", "cdc": "cdc"}
 
 
 @dataclass(frozen=True)
@@ -279,17 +282,18 @@ def _changes_table(table: exp.Table) -> exp.Table:
     args = list(table.this.expressions)
     if len(args) not in (3, 4):
         raise InvalidQueryError(
-            f"{TABLE_CHANGES}('ns.table', 'latest_state', '<start>'[, '<end>']) takes 3 or 4 arguments"
+            f"{TABLE_CHANGES}('ns.table', 'latest_state' | 'cdc', '<start>'[, '<end>']) takes 3 or 4 arguments"
         )
     if not all(isinstance(a, exp.Literal) and a.is_string for a in args):
         raise InvalidQueryError(f"the arguments of {TABLE_CHANGES} are string literals")
     identifier, mode = args[0].this, args[1].this.lower()
-    if mode != "latest_state":
-        raise InvalidQueryError(f"{TABLE_CHANGES} supports only the 'latest_state' mode, got {mode[:32]!r}")
+    if mode not in _CHANGE_MODES:
+        raise InvalidQueryError(f"{TABLE_CHANGES} supports the 'latest_state' and 'cdc' modes, got {mode[:32]!r}")
     parts = identifier.split(".")
     if len(parts) not in (2, 3) or not all(parts):
         raise InvalidQueryError(f"{TABLE_CHANGES} takes a table name 'namespace.table'")
-    start = instant_literal(args[2], f"{TABLE_CHANGES} start")
+    earliest = args[2].this.strip().lower() == "earliest"
+    start = None if earliest else instant_literal(args[2], f"{TABLE_CHANGES} start")
     end = instant_literal(args[3], f"{TABLE_CHANGES} end") if len(args) == 4 else None
     alias = table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(parts[-1]))
     node = exp.Table(
@@ -298,7 +302,7 @@ def _changes_table(table: exp.Table) -> exp.Table:
         catalog=exp.to_identifier(parts[0]) if len(parts) == 3 else None,
         alias=alias,
     )
-    node.meta["hudi_options"] = ReadOptions(query_type="incremental", start=start, end=end)
+    node.meta["hudi_options"] = ReadOptions(query_type=_CHANGE_MODES[mode], start=start, end=end)
     return node
 
 

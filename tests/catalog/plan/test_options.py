@@ -26,6 +26,7 @@ def test_command_schema_mirrors_read_options():
         ReadOptions(columns=["a", "b"], filters=[("a", "in", [1, 2]), ("b", "is null"), ("c", "==", "x")], limit=5),
         ReadOptions(query_type="incremental", start="20240101000000000", end="20240102000000000"),
         ReadOptions(query_type="read_optimized", as_of="20240101000000000"),
+        ReadOptions(query_type="cdc", start="20240101000000000", columns=["op", "after"], filters=[("op", "=", "d")]),
     ],
 )
 def test_json_round_trip(options):
@@ -85,3 +86,11 @@ def test_resolve_version_6_compares_requested_times(fixture_table):
     inc = resolve(ReadOptions(query_type="incremental", start=commits[0].requested_time), table.timeline)
     assert inc.options.end == commits[-1].requested_time
     assert inc.incremental_instants == tuple(c.requested_time for c in commits[1:])
+
+
+def test_cdc_takes_a_range_not_an_instant():
+    with pytest.raises(InvalidQueryError, match="as_of does not apply to cdc"):
+        ReadOptions(query_type="cdc", as_of="20240101000000000")
+    with pytest.raises(InvalidQueryError, match="after its end"):
+        ReadOptions(query_type="cdc", start="20240102000000000", end="20240101000000000")
+    assert ReadOptions(query_type="CDC").cdc and not ReadOptions(query_type="incremental").cdc

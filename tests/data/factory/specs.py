@@ -316,7 +316,9 @@ def _breadth() -> list[TableSpec]:
 
 
 def all_specs() -> list[TableSpec]:
-    return _core() + _cdc() + _lance() + _breadth()
+    from tests.data.factory.cdc_specs import cdc_inference_specs  # it builds on this module's steps
+
+    return _core() + _cdc() + _lance() + _breadth() + cdc_inference_specs()
 
 
 def specs_for(release: str, names: list[str] | None = None) -> list[TableSpec]:

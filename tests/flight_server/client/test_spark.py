@@ -165,6 +165,30 @@ def test_incremental_query_type(spark, uri, tables):
     _same(_spark_rows(df), expected)
 
 
+def test_cdc_query_type(spark, uri, tables, written_table):
+    """A CDC query through the data source's options returns the library's change rows."""
+    from tests.catalog.test_cdc import ENABLED, cdc_rows
+
+    table = next(t for t in ENABLED if t.key == "1.2.0/mor_cdc_op_key_only")
+    registry, _ = tables
+    registry.register_table("cdc.mor_op_key_only", written_table(table))
+    hudi = HudiTable.open(written_table(table))
+    start = hudi.timeline.commits[0].requested_time
+    df = (
+        spark.read.format("hudi-flight").option("uri", uri)
+        .option("query_type", "cdc").option("start", start)
+        .load("cdc.mor_op_key_only")
+    )
+    assert df.columns == ["op", "ts_ms", "before", "after"]
+    expected = hudi.read(query_type="cdc", start=start)
+    assert expected.num_rows > 0
+    assert cdc_rows(_spark_rows(df)) == cdc_rows(expected)
+    deletes = df.filter("op = 'd'").select("before")
+    assert sorted(r.before for r in deletes.collect()) == sorted(
+        r["before"] for r in expected.to_pylist() if r["op"] == "d"
+    )
+
+
 def test_endpoints_are_packed_by_weight(spark, uri, server):
     server.plans.clear()
     df = spark.read.format("hudi-flight").option("uri", uri).load(identifier(PARTITIONED))
