@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 from catalog.errors import CorruptTableError, UnsupportedTableError
+from catalog.format.protobuf import protobuf_fields, varint
 from catalog.storage import Storage
 
 TRAILER_SIZE = 4096
@@ -47,43 +48,6 @@ def _row_key(key: str | bytes) -> bytes:
 
 
 # -- primitive decoders ----------------------------------------------------------------------
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """Protobuf base-128 varint at ``pos``: (value, position after it)."""
-    result = shift = 0
-    while True:
-        if pos >= len(buf) or shift > 63:
-            raise ValueError("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-
-
-def _protobuf_fields(buf: bytes) -> Iterator[tuple[int, int | bytes]]:
-    """(field number, value) of a protobuf message; length-delimited values come out as bytes."""
-    pos = 0
-    while pos < len(buf):
-        tag, pos = _varint(buf, pos)
-        number, wire = tag >> 3, tag & 7
-        if wire == 0:
-            value, pos = _varint(buf, pos)
-            yield number, value
-        elif wire == 2:
-            length, pos = _varint(buf, pos)
-            if pos + length > len(buf):
-                raise ValueError("length-delimited field runs past the message")
-            yield number, bytes(buf[pos : pos + length])
-            pos += length
-        elif wire in (1, 5):
-            size = 8 if wire == 1 else 4
-            yield number, int.from_bytes(buf[pos : pos + size], "little")
-            pos += size
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire}")
-
-
 def _hadoop_vlong(buf: bytes, pos: int) -> tuple[int, int]:
     """Hadoop ``WritableUtils`` variable-length long (not a protobuf varint)."""
     first = struct.unpack_from(">b", buf, pos)[0]
@@ -211,10 +175,10 @@ class HFileReader:
         major, minor = version & 0x00FFFFFF, version >> 24
         if major != 3:
             raise UnsupportedTableError(f"{self.name}: HFile major version {major} is not supported (3 only)")
-        length, pos = _varint(raw, 8)
+        length, pos = varint(raw, 8)
         if pos + length > TRAILER_SIZE - 4:
             raise CorruptTableError(f"{self.name}: trailer message length {length} runs past the trailer")
-        f: dict[int, int | bytes] = dict(_protobuf_fields(raw[pos : pos + length]))
+        f: dict[int, int | bytes] = dict(protobuf_fields(raw[pos : pos + length]))
         comparator = f.get(11, b"")
         return Trailer(
             file_info_offset=int(f.get(1, 0)),  # type: ignore[arg-type]
@@ -279,11 +243,11 @@ class HFileReader:
     def _parse_file_info(self, body: bytes) -> dict[bytes, bytes]:
         if body[:4] != b"PBUF":
             raise CorruptTableError(f"{self.name}: file info block lacks its PBUF prefix")
-        length, pos = _varint(body, 4)
+        length, pos = varint(body, 4)
         info: dict[bytes, bytes] = {}
-        for number, pair in _protobuf_fields(body[pos : pos + length]):
+        for number, pair in protobuf_fields(body[pos : pos + length]):
             if number == 1 and isinstance(pair, bytes):
-                fields = dict(_protobuf_fields(pair))
+                fields = dict(protobuf_fields(pair))
                 info[bytes(fields.get(1, b""))] = bytes(fields.get(2, b""))  # type: ignore[arg-type]
         return info
 

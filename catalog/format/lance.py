@@ -41,6 +41,7 @@ from catalog.errors import CorruptTableError, HudiError, MissingExtraError
 from catalog.format.lance_blob import as_descriptors, blob_columns, blob_descriptors
 from catalog.format.lance_fetch import FetchedCopy, parse_footer
 from catalog.format.parquet import BATCH_SIZE, conform_batches, file_columns_to_read
+from catalog.format.protobuf import protobuf_fields, varint
 from catalog.storage import Storage
 
 _VARINT_MAX = 10
@@ -66,32 +67,12 @@ class LanceFooter:
     version: tuple[int, int]
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """A protobuf varint at ``pos``: (value, position after it)."""
-    value = shift = 0
-    for i in range(pos, min(len(buf), pos + _VARINT_MAX)):
-        value |= (buf[i] & 0x7F) << shift
-        shift += 7
-        if buf[i] < 0x80:
-            return value, i + 1
-    raise ValueError("truncated varint")
-
-
 def _descriptor_rows(buf: bytes) -> int | None:
-    """The row count (field 2) of a serialized ``FileDescriptor``; ``None`` when ``buf`` ends first."""
-    pos = 0
-    while pos < len(buf):
-        key, pos = _varint(buf, pos)
-        field, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(buf, pos)
-            if field == 2:
-                return value
-        elif wire == 2:
-            length, pos = _varint(buf, pos)
-            pos += length
-        else:
-            raise ValueError(f"unexpected protobuf wire type {wire}")
+    """The row count (field 2) of a serialized ``FileDescriptor`` (or of its part from the row
+    count on); ``None`` when ``buf`` holds no field 2."""
+    for number, value in protobuf_fields(buf):
+        if number == 2 and isinstance(value, int):
+            return value
     return None
 
 
@@ -120,10 +101,10 @@ def read_lance_footer(storage: Storage, path: str, size: int) -> LanceFooter:
         if desc_pos + desc_len > size:
             raise ValueError("file descriptor past the end of the file")
         head = storage.read_range(path, desc_pos, desc_pos + min(desc_len, 2 * _VARINT_MAX))
-        key, pos = _varint(head, 0)
+        key, pos = varint(head, 0)
         rows = None
         if key == (1 << 3 | 2):  # the schema first, as Lance writes it: skip it
-            length, pos = _varint(head, pos)
+            length, pos = varint(head, pos)
             after = desc_pos + pos + length
             rows = _descriptor_rows(storage.read_range(path, after, min(desc_pos + desc_len, after + 2 * _VARINT_MAX)))
         if rows is None:
