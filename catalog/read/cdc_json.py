@@ -18,9 +18,9 @@ do not reproduce (decimals, binary, nested and map types) are refused by name.
 
 from __future__ import annotations
 
-import json
 import math
 from decimal import Decimal
+from json.encoder import encode_basestring
 from typing import Any, Callable
 
 import numpy as np
@@ -34,7 +34,10 @@ Formatter = Callable[[Any], str]
 
 def java_double(value: float) -> str:
     """``Double.toString(value)``: plain notation for 1e-3 <= |x| < 1e7, else ``d.dddE<n>``."""
-    return _java_number(value, repr(float(value)))
+    text = repr(float(value))
+    if 1e-3 <= abs(value) < 1e7 and "e" not in text:
+        return text  # Python's shortest repr is already Java's plain notation here
+    return _java_number(value, text)
 
 
 def java_float(value: float) -> str:
@@ -82,8 +85,9 @@ def _avro_string(text: str) -> str:
 _AVRO_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def _jackson_string(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False)
+#: Jackson's escaping: ``"``, backslash, short escapes and ``\u00XX`` for control characters,
+#: everything else as is (what ``json.dumps(text, ensure_ascii=False)`` writes)
+_jackson_string: Formatter = encode_basestring
 
 
 def _quoted_special(render: Formatter) -> Formatter:
@@ -144,12 +148,14 @@ class ImageWriter:
     def jackson(self, table: pa.Table) -> list[str]:
         """One image per row of ``table`` (columns of this writer's schema), as Spark writes
         records it read from a file slice."""
-        columns = [_plain(table.column(f.name), micros=True) for f in self.schema]
-        out = []
-        for row in zip(*columns) if columns else [()] * table.num_rows:
-            parts = [f"{name}:{fmt(v)}" for (name, fmt), v in zip(self._jackson, row) if v is not None]
-            out.append("{" + ",".join(parts) + "}")
-        return out
+        if not self._jackson:
+            return ["{}"] * table.num_rows
+        columns = []  # per column: '"name":value' per row, None for a null (left out)
+        for (name, fmt), field in zip(self._jackson, self.schema):
+            prefix = name + ":"
+            values = _plain(table.column(field.name), micros=True)
+            columns.append([None if v is None else prefix + fmt(v) for v in values])
+        return ["{" + ",".join([part for part in row if part is not None]) + "}" for row in zip(*columns)]
 
 
 def avro_images(images: pa.Array | pa.ChunkedArray) -> list[str]:

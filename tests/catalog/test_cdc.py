@@ -29,6 +29,7 @@ from catalog.plan.options import resolve
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
 from tests.data.factory.archive import Query, read_result
+from tests.support.compare import cdc_rows
 from tests.support.servers import running_server
 from tests.support.written import WrittenTable, written_tables
 
@@ -52,19 +53,6 @@ def _kwargs(query: Query) -> dict[str, Any]:
     if kwargs.get("start", "").strip("0") == "":
         kwargs.pop("start", None)
     return kwargs
-
-
-def _image(text: str | None, exact: bool) -> Any:
-    if text is None or exact or text == "null":
-        return text
-    return json.dumps({k: v for k, v in json.loads(text).items() if v is not None}, sort_keys=True)
-
-
-def cdc_rows(table: pa.Table, exact: bool = True) -> Counter:
-    """The CDC rows as a multiset (row order is not part of the result)."""
-    return Counter(
-        (r["op"], r["ts_ms"], _image(r["before"], exact), _image(r["after"], exact)) for r in table.to_pylist()
-    )
 
 
 def assert_same_changes(ours: pa.Table, theirs: pa.Table, release: str, what: str) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from typing import Any
 
 import pyarrow as pa
@@ -97,3 +99,17 @@ def assert_same_rows(ours: pa.Table, theirs: pa.Table | None, what: str = "", ex
 def rows(table: pa.Table) -> list[str]:
     """Rows as sorted strings: a row set to compare regardless of order (test tables are small)."""
     return sorted(repr(r) for r in zip(*(c.to_pylist() for c in table.columns)))
+
+
+def _cdc_image(text: str | None, exact: bool) -> Any:
+    if text is None or exact or text == "null":
+        return text
+    return json.dumps({k: v for k, v in json.loads(text).items() if v is not None}, sort_keys=True)
+
+
+def cdc_rows(table: pa.Table, exact: bool = True) -> Counter:
+    """CDC rows (``op``, ``ts_ms``, ``before``, ``after``) as a multiset (row order is not part of
+    the result); ``exact=False`` compares the JSON images as objects without their null fields."""
+    return Counter(
+        (r["op"], r["ts_ms"], _cdc_image(r["before"], exact), _cdc_image(r["after"], exact)) for r in table.to_pylist()
+    )

@@ -17,9 +17,10 @@ import pytest
 from catalog import HudiTable
 from flight_server.server.config import ServerConfig
 from flight_server.server.service import HudiFlightServer
-from tests.support.compare import rows
+from tests.support.compare import cdc_rows, rows
 from tests.support.fixtures import all_table_names
 from tests.support.servers import identifier
+from tests.support.written import written_tables
 
 pyspark = pytest.importorskip("pyspark")
 
@@ -167,9 +168,7 @@ def test_incremental_query_type(spark, uri, tables):
 
 def test_cdc_query_type(spark, uri, tables, written_table):
     """A CDC query through the data source's options returns the library's change rows."""
-    from tests.catalog.test_cdc import ENABLED, cdc_rows
-
-    table = next(t for t in ENABLED if t.key == "1.2.0/mor_cdc_op_key_only")
+    table = next(t for t in written_tables() if t.key == "1.2.0/mor_cdc_op_key_only")
     registry, _ = tables
     registry.register_table("cdc.mor_op_key_only", written_table(table))
     hudi = HudiTable.open(written_table(table))
