@@ -20,6 +20,8 @@ import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel
+from sqlglot.optimizer.pushdown_projections import pushdown_projections
+from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from catalog.plan.options import ReadOptions
@@ -101,7 +103,7 @@ def plan_select(query: exp.Query, resolve: Resolver) -> SelectPlan:
     resolved = {id(t): resolve(t) for t in references}
     base = {key: value[2] for key, value in resolved.items()}
     resolved_schemas = {key: (value[0], value[1]) for key, value in resolved.items()}
-    needed = _mentioned_columns(query)
+    needed = _mentioned_columns(_pruned_derived_table(query))
     pushable = _pushable_filters(query, resolved_schemas)
     limit = _plain_limit(query, references, pushable)
 
@@ -144,6 +146,23 @@ def _mentioned_columns(query: exp.Query) -> set[str] | None:
             return None  # joins on every common column name: a narrower projection changes the result
         needed.update(u.name.lower() for u in join.args.get("using") or [])  # USING (col) names no Column
     return needed
+
+
+def _pruned_derived_table(query: exp.Query) -> exp.Query:
+    """For ``SELECT ... FROM (subquery) alias [WHERE ...]`` (how Spark's JDBC source and other
+    JDBC tools wrap a table), a copy without the subquery's columns the outer query never uses,
+    so the scans read only those; any other query as it is. Only the projection is worked out
+    from the copy: DuckDB runs the query as written (a column pruned by mistake fails loudly)."""
+    source = query.args.get("from_") or query.args.get("from")
+    if not isinstance(query, exp.Select) or query.args.get("joins") or source is None:
+        return query
+    if not isinstance(source.this, exp.Subquery):
+        return query
+    try:
+        qualified = qualify(query.copy(), dialect=DIALECT, validate_qualify_columns=False, quote_identifiers=False)
+        return pushdown_projections(qualified)
+    except Exception:  # sqlglot cannot resolve it (a star over a table, ...): the full projection
+        return query
 
 
 def _struct_roots(query: exp.Query) -> set[str]:

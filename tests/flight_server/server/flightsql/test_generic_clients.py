@@ -12,10 +12,12 @@ import pytest
 import sqlalchemy
 
 from catalog.hudi_table import HudiTable
+from catalog.plan.options import ReadOptions
 from flight_server.protocol import pack, sql, unpack
 from flight_server.protocol.headers import SINGLE_ENDPOINT_HEADER
 from flight_server.server.flightsql import column_metadata as cm
 from flight_server.server.sql.parameters import parameter_schema
+from flight_server.server.sql.planner import parse_query, plan_select
 from flight_server.server.sql.show import DescribeTable, ShowTables, catalog_statement
 from tests.support.compare import assert_same_rows
 
@@ -225,3 +227,20 @@ def test_sqlalchemy_adbc_reflects_tables_types_and_keys(sql_server, sql_tables):
         assert [r[0] for r in rows] == [3, 4]
     finally:
         engine.dispose()
+
+
+# -- projection through a derived table (how JDBC tools wrap a table) ----------------------------
+
+
+@pytest.mark.parametrize("query, columns", [
+    ('SELECT 1 FROM (SELECT "id", CAST("ts" AS TIMESTAMP) AS "ts", "name" FROM ns.t) AS q', ("id",)),
+    ('SELECT COUNT(*) FROM (SELECT "id", "ts", "name" FROM ns.t) q', ("id",)),
+    ('SELECT "name" FROM (SELECT "id", "ts", "name" FROM ns.t) q WHERE "id" > 1', ("id", "name")),
+    ('SELECT DISTINCT "name" FROM (SELECT DISTINCT "id", "name" FROM ns.t) q', ("id", "name")),
+    ("SELECT * FROM (SELECT id, name FROM ns.t) q", ("id", "name")),
+    ("SELECT name FROM (SELECT * FROM ns.t) q", None),
+])
+def test_derived_table_columns_the_outer_query_drops_are_not_read(query, columns):
+    schema = pa.schema([("id", pa.int32()), ("ts", pa.timestamp("us", tz="UTC")), ("name", pa.utf8())])
+    plan = plan_select(parse_query(query), lambda table: ("ns.t", schema, ReadOptions()))
+    assert plan.scans[0].options.columns == columns
