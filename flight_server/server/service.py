@@ -192,9 +192,10 @@ class HudiFlightServer(flight.FlightServerBase):
     @flight_errors
     def do_action(self, context: flight.ServerCallContext, action: flight.Action) -> list[bytes]:
         raw = action.body.to_pybytes() if action.body is not None else b""
-        call = self.queries.call(context)
         if action.type in SQL_ACTIONS:
-            return self.app.flight_sql.do_action(call, action.type, raw)
+            # preparing needs the schema, not the newest timeline: its execution checks that
+            return self.app.flight_sql.do_action(self.queries.call(context, fresh=False), action.type, raw)
+        call = self.queries.call(context)
         body = parse_action(action.type, raw, self.limits)
         return [json.dumps(HANDLERS[action.type](self.app.actions, body, call), default=str).encode()]
 

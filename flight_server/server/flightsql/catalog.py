@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.flight as flight
+from google.protobuf.message import Message
 
 from catalog.plan.options import ReadOptions
 from flight_server.protocol import sql
@@ -62,7 +63,7 @@ def catalogs() -> pa.Table:
     return pa.Table.from_pylist([{"catalog_name": CATALOG}], schema=schemas.CATALOGS)
 
 
-def db_schemas(call: Call, cmd: Any) -> pa.Table:
+def db_schemas(call: Call, cmd: sql.CommandGetDbSchemas) -> pa.Table:
     catalog = cmd.catalog if cmd.HasField("catalog") else None
     pattern = like(cmd.db_schema_filter_pattern if cmd.HasField("db_schema_filter_pattern") else None)
     rows = []
@@ -86,7 +87,7 @@ def _empty_namespaces(call: Call) -> set[str]:
     return empty
 
 
-def tables(call: Call, cmd: Any) -> pa.Table:
+def tables(call: Call, cmd: sql.CommandGetTables) -> pa.Table:
     catalog = cmd.catalog if cmd.HasField("catalog") else None
     ns_pattern = like(cmd.db_schema_filter_pattern if cmd.HasField("db_schema_filter_pattern") else None)
     name_pattern = like(cmd.table_name_filter_pattern if cmd.HasField("table_name_filter_pattern") else None)
@@ -123,7 +124,7 @@ def table_types() -> pa.Table:
     return pa.Table.from_pylist([{"table_type": TABLE_TYPE}], schema=schemas.TABLE_TYPES)
 
 
-def primary_keys(call: Call, cmd: Any) -> pa.Table:
+def primary_keys(call: Call, cmd: sql.CommandGetPrimaryKeys) -> pa.Table:
     ref = resolve_name(
         call,
         cmd.catalog if cmd.HasField("catalog") else None,
@@ -161,7 +162,7 @@ _XDBC_TYPES: list[tuple[str, int, int | None, str | None, bool, int | None]] = [
 ]
 
 
-def xdbc_type_info(cmd: Any) -> pa.Table:
+def xdbc_type_info(cmd: sql.CommandGetXdbcTypeInfo) -> pa.Table:
     wanted = cmd.data_type if cmd.HasField("data_type") else None
     rows = []
     for name, code, size, prefix, case_sensitive, subcode in _XDBC_TYPES:
@@ -182,7 +183,7 @@ def xdbc_type_info(cmd: Any) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schemas.XDBC_TYPE_INFO)
 
 
-def result_schema(cmd: Any) -> pa.Schema:
+def result_schema(cmd: Message) -> pa.Schema:
     if isinstance(cmd, sql.CommandGetTables):
         return schemas.TABLES_WITH_SCHEMA if cmd.include_schema else schemas.TABLES
     return _FIXED[type(cmd)]
@@ -203,7 +204,7 @@ _FIXED: dict[type, pa.Schema] = {
 METADATA_COMMANDS = tuple(_FIXED) + (sql.CommandGetTables,)
 
 
-def result(call: Call, cmd: Any) -> pa.Table:
+def result(call: Call, cmd: Message) -> pa.Table:
     """The rows of a catalog command."""
     if isinstance(cmd, sql.CommandGetCatalogs):
         return catalogs()

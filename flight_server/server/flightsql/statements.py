@@ -37,7 +37,7 @@ from flight_server.protocol import pack, sql
 from flight_server.server.flightsql import show
 from flight_server.server.flightsql.column_metadata import Origin, describe
 from flight_server.server.flightsql.names import CATALOG, resolve_name
-from flight_server.server.query.queries import Call
+from flight_server.server.query.queries import Call, expiration_time
 from flight_server.server.query.tickets import CountTicket, PinnedScan, StatementTicket, Ticket, check_owner
 from flight_server.server.sql import engine
 from flight_server.server.sql.parameters import parameter_schema
@@ -229,8 +229,7 @@ def _single_endpoint(
     descriptor: flight.FlightDescriptor, schema: pa.Schema, handle: bytes, expires_at: float, rows: int
 ) -> flight.FlightInfo:
     ticket = pack(sql.TicketStatementQuery(statement_handle=handle))
-    expiration = pa.scalar(int(expires_at * 1_000_000), type=pa.timestamp("us", tz="UTC"))
-    endpoint = flight.FlightEndpoint(ticket, [], expiration_time=expiration)
+    endpoint = flight.FlightEndpoint(ticket, [], expiration_time=expiration_time(expires_at))
     return flight.FlightInfo(schema, descriptor, [endpoint], rows, -1, ordered=True)
 
 
