@@ -20,8 +20,6 @@ import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel
-from sqlglot.optimizer.pushdown_projections import pushdown_projections
-from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from catalog.plan.options import ReadOptions
@@ -103,7 +101,8 @@ def plan_select(query: exp.Query, resolve: Resolver) -> SelectPlan:
     resolved = {id(t): resolve(t) for t in references}
     base = {key: value[2] for key, value in resolved.items()}
     resolved_schemas = {key: (value[0], value[1]) for key, value in resolved.items()}
-    needed = _mentioned_columns(_pruned_derived_table(query))
+    _prune_derived_table(query)
+    needed = _mentioned_columns(query)
     pushable = _pushable_filters(query, resolved_schemas)
     limit = _plain_limit(query, references, pushable)
 
@@ -148,21 +147,47 @@ def _mentioned_columns(query: exp.Query) -> set[str] | None:
     return needed
 
 
-def _pruned_derived_table(query: exp.Query) -> exp.Query:
-    """For ``SELECT ... FROM (subquery) alias [WHERE ...]`` (how Spark's JDBC source and other
-    JDBC tools wrap a table), a copy without the subquery's columns the outer query never uses,
-    so the scans read only those; any other query as it is. Only the projection is worked out
-    from the copy: DuckDB runs the query as written (a column pruned by mistake fails loudly)."""
-    source = query.args.get("from_") or query.args.get("from")
+def _prune_derived_table(query: exp.Query) -> None:
+    """Drop the items of a derived table that the query around it never uses, in place.
+
+    JDBC tools wrap a table in a subquery (Spark's JDBC source sends ``SELECT 1 FROM (SELECT c1,
+    c2, ... FROM ns.t) t`` for a count); without this every column of the subquery is read. Only
+    ``SELECT ... FROM (SELECT items FROM ...) alias`` without joins is touched, and only when the
+    subquery is a plain SELECT (no DISTINCT, aggregate, window, set operation or star): dropping
+    one of its items then changes no row and no other value.
+    """
+    source = query.args.get("from_")
     if not isinstance(query, exp.Select) or query.args.get("joins") or source is None:
-        return query
-    if not isinstance(source.this, exp.Subquery):
-        return query
-    try:
-        qualified = qualify(query.copy(), dialect=DIALECT, validate_qualify_columns=False, quote_identifiers=False)
-        return pushdown_projections(qualified)
-    except Exception:  # sqlglot cannot resolve it (a star over a table, ...): the full projection
-        return query
+        return
+    inner = source.this.this if isinstance(source.this, exp.Subquery) else None
+    if not isinstance(inner, exp.Select) or not _plain_projection(inner):
+        return
+    outside = [c for c in query.find_all(exp.Column) if not _within(c, inner)]
+    if any(isinstance(s, exp.Star) and not _within(s, inner) and not isinstance(s.parent, exp.Count)
+           for s in query.find_all(exp.Star)):
+        return  # SELECT * (or t.*) over the subquery uses every item
+    used = {c.name.lower() for c in outside}
+    kept = [item for item in inner.expressions if item.alias_or_name.lower() in used]
+    if len(kept) != len(inner.expressions):
+        inner.set("expressions", kept or [exp.alias_(exp.Literal.number(1), "__hudi_flight_row")])
+
+
+def _plain_projection(select: exp.Select) -> bool:
+    if any(select.args.get(k) for k in ("distinct", "group", "having", "qualify", "windows")):
+        return False
+    if select.find(exp.AggFunc, exp.Window) is not None:
+        return False
+    names = [item.alias_or_name for item in select.expressions]
+    return all(names) and not any(isinstance(item, exp.Star) or item.find(exp.Star) for item in select.expressions)
+
+
+def _within(node: exp.Expression, ancestor: exp.Expression) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if parent is ancestor:
+            return True
+        parent = parent.parent
+    return False
 
 
 def _struct_roots(query: exp.Query) -> set[str]:

@@ -237,10 +237,26 @@ def test_sqlalchemy_adbc_reflects_tables_types_and_keys(sql_server, sql_tables):
     ('SELECT COUNT(*) FROM (SELECT "id", "ts", "name" FROM ns.t) q', ("id",)),
     ('SELECT "name" FROM (SELECT "id", "ts", "name" FROM ns.t) q WHERE "id" > 1', ("id", "name")),
     ('SELECT DISTINCT "name" FROM (SELECT DISTINCT "id", "name" FROM ns.t) q', ("id", "name")),
-    ("SELECT * FROM (SELECT id, name FROM ns.t) q", ("id", "name")),
+    ("SELECT count(*) FROM (SELECT id, sum(id) OVER () AS s FROM ns.t) q", ("id",)),  # a window: kept
+    ("SELECT * FROM (SELECT id, name FROM ns.t) q", None),
     ("SELECT name FROM (SELECT * FROM ns.t) q", None),
 ])
 def test_derived_table_columns_the_outer_query_drops_are_not_read(query, columns):
     schema = pa.schema([("id", pa.int32()), ("ts", pa.timestamp("us", tz="UTC")), ("name", pa.utf8())])
     plan = plan_select(parse_query(query), lambda table: ("ns.t", schema, ReadOptions()))
     assert plan.scans[0].options.columns == columns
+
+
+def test_derived_tables_answer_the_same_rows(cursor, sql_tables):
+    inner = f'SELECT "id", CAST("timestampField" AS TIMESTAMP) AS "timestampField", "name" FROM {NESTED}'
+    cursor.execute(f"SELECT 1 AS one FROM ({inner}) AS t")
+    assert cursor.fetch_arrow_table().column("one").to_pylist() == [1, 1, 1, 1]
+    cursor.execute(f"SELECT COUNT(*) AS n FROM ({inner}) t")
+    assert cursor.fetch_arrow_table().column("n").to_pylist() == [4]
+    cursor.execute(f'SELECT "name" FROM ({inner}) t WHERE "id" > 2 ORDER BY "name"')
+    expected = sorted(r["name"] for r in _table_rows(sql_tables, NESTED) if r["id"] > 2)
+    assert cursor.fetch_arrow_table().column("name").to_pylist() == expected
+
+
+def _table_rows(sql_tables, identifier: str) -> list[dict]:
+    return HudiTable.open(sql_tables[1][identifier]).read().to_pylist()
