@@ -9,9 +9,11 @@ table, ``hudi-flight serve`` in a subprocess). One local SparkSession (``local[2
 * a full scan of two columns (``fare``, ``rider``) into Spark's ``noop`` sink, so every row
   is materialised: hudi-flight with the ``columns`` option vs ``spark.read.parquet().select``;
 * ``count()`` through Spark's JDBC source and the Arrow Flight SQL JDBC driver (``make
-  jdbc-driver``): Spark asks for ``SELECT 1 FROM t`` (the server reads one column), and with
-  ``pushDownAggregate`` for ``SELECT COUNT(*) FROM t`` (answered from Parquet footers: no column
-  moves), beside the Python data source, which moves every column.
+  jdbc-driver``), reading the table through a subquery Spark's generic dialect can type
+  (``tests.support.spark_jdbc.readable_dbtable``): Spark asks for ``SELECT 1 FROM (subquery)``
+  (the server reads one column), or with ``pushDownAggregate`` for ``SELECT COUNT(*) FROM
+  (subquery)`` (answered from the Parquet footers: no column moves), beside the Python data
+  source, which moves every column.
 
 The ratio reported is Parquet time / hudi-flight time (>= 0.5 is the target).
 Run alone with ``python -m bench.spark_scan [quick|full]`` or through ``python -m bench``.

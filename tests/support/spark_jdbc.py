@@ -6,7 +6,8 @@ own, with the driver jar on ``spark.jars``; the test process may already hold a 
 read, and the same through the Python data source (``format("hudi-flight")``).
 
 Spark's generic JDBC dialect refuses ``TIMESTAMP WITH TIME ZONE`` columns (java.sql.Types 2014,
-UNRECOGNIZED_SQL_TYPE): the JDBC read goes through a subquery that casts them to ``TIMESTAMP``.
+UNRECOGNIZED_SQL_TYPE) and nested ones: the JDBC read goes through a subquery that casts them
+(:func:`readable_dbtable`).
 """
 
 from __future__ import annotations
@@ -44,11 +45,18 @@ def session(jar: str):
     return spark
 
 
+#: Spark types -> the SQL type a column is cast to so Spark's generic JDBC dialect can read it
+_CASTS = {"timestamp": "TIMESTAMP", "struct": "VARCHAR", "array": "VARCHAR", "map": "VARCHAR"}
+
+
 def readable_dbtable(schema, table: str) -> str:
-    """A ``dbtable`` subquery Spark's JDBC source can read: zoned timestamps (``schema`` is the
-    table's Spark schema) cast to ``TIMESTAMP``, every other column as it is."""
-    zoned = {f.name for f in schema if f.dataType.typeName() == "timestamp"}
-    items = [f'CAST("{c}" AS TIMESTAMP) AS "{c}"' if c in zoned else f'"{c}"' for c in schema.names]
+    """A ``dbtable`` subquery Spark's JDBC source can read (``schema``: the table's Spark schema):
+    zoned timestamps cast to ``TIMESTAMP``, nested columns (JAVA_OBJECT, ARRAY) to text, every
+    other column as it is. The server reads only the columns Spark's query then uses."""
+    items = []
+    for f in schema:
+        cast = _CASTS.get(f.dataType.typeName())
+        items.append(f'CAST("{f.name}" AS {cast}) AS "{f.name}"' if cast else f'"{f.name}"')
     return f"(SELECT {', '.join(items)} FROM {table}) AS t"
 
 

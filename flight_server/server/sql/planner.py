@@ -101,6 +101,7 @@ def plan_select(query: exp.Query, resolve: Resolver) -> SelectPlan:
     resolved = {id(t): resolve(t) for t in references}
     base = {key: value[2] for key, value in resolved.items()}
     resolved_schemas = {key: (value[0], value[1]) for key, value in resolved.items()}
+    _prune_derived_table(query)
     needed = _mentioned_columns(query)
     pushable = _pushable_filters(query, resolved_schemas)
     limit = _plain_limit(query, references, pushable)
@@ -144,6 +145,49 @@ def _mentioned_columns(query: exp.Query) -> set[str] | None:
             return None  # joins on every common column name: a narrower projection changes the result
         needed.update(u.name.lower() for u in join.args.get("using") or [])  # USING (col) names no Column
     return needed
+
+
+def _prune_derived_table(query: exp.Query) -> None:
+    """Drop the items of a derived table that the query around it never uses, in place.
+
+    JDBC tools wrap a table in a subquery (Spark's JDBC source sends ``SELECT 1 FROM (SELECT c1,
+    c2, ... FROM ns.t) t`` for a count); without this every column of the subquery is read. Only
+    ``SELECT ... FROM (SELECT items FROM ...) alias`` without joins is touched, and only when the
+    subquery is a plain SELECT (no DISTINCT, aggregate, window, set operation or star): dropping
+    one of its items then changes no row and no other value.
+    """
+    source = query.args.get("from_")
+    if not isinstance(query, exp.Select) or query.args.get("joins") or source is None:
+        return
+    inner = source.this.this if isinstance(source.this, exp.Subquery) else None
+    if not isinstance(inner, exp.Select) or not _plain_projection(inner):
+        return
+    outside = [c for c in query.find_all(exp.Column) if not _within(c, inner)]
+    if any(isinstance(s, exp.Star) and not _within(s, inner) and not isinstance(s.parent, exp.Count)
+           for s in query.find_all(exp.Star)):
+        return  # SELECT * (or t.*) over the subquery uses every item
+    used = {c.name.lower() for c in outside}
+    kept = [item for item in inner.expressions if item.alias_or_name.lower() in used]
+    if len(kept) != len(inner.expressions):
+        inner.set("expressions", kept or [exp.alias_(exp.Literal.number(1), "__hudi_flight_row")])
+
+
+def _plain_projection(select: exp.Select) -> bool:
+    if any(select.args.get(k) for k in ("distinct", "group", "having", "qualify", "windows")):
+        return False
+    if select.find(exp.AggFunc, exp.Window) is not None:
+        return False
+    names = [item.alias_or_name for item in select.expressions]
+    return all(names) and not any(isinstance(item, exp.Star) or item.find(exp.Star) for item in select.expressions)
+
+
+def _within(node: exp.Expression, ancestor: exp.Expression) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if parent is ancestor:
+            return True
+        parent = parent.parent
+    return False
 
 
 def _struct_roots(query: exp.Query) -> set[str]:

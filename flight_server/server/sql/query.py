@@ -324,10 +324,11 @@ def _single_select(query: Any) -> bool:
 
 
 def _count_star(query: exp.Query) -> str | None:
-    """The output name of ``SELECT count(*) FROM t`` (no WHERE, no LIMIT), else ``None``."""
+    """The output name of ``SELECT count(*) FROM t`` (no WHERE, no LIMIT; ``t`` may be wrapped in
+    a derived table that keeps all its rows, :func:`_all_rows_of_one_table`), else ``None``."""
     if not _single_select(query) or query.args.get("where") or query.args.get("limit"):
         return None
-    if len(table_references(query)) != 1 or len(list(query.find_all(exp.Table))) != 1:
+    if not _all_rows_of_one_table(query):
         return None
     if len(query.expressions) != 1:
         return None
@@ -336,6 +337,25 @@ def _count_star(query: exp.Query) -> str | None:
     if not isinstance(inner, exp.Count) or not isinstance(inner.this, exp.Star) or inner.args.get("distinct"):
         return None
     return item.alias if isinstance(item, exp.Alias) else "count_star()"
+
+
+def _all_rows_of_one_table(query: exp.Query) -> bool:
+    """Whether the FROM of ``query`` holds exactly the rows of one catalog table: the table itself,
+    or ``(SELECT items FROM t) alias`` without WHERE, LIMIT, DISTINCT, grouping, aggregate, window,
+    row generator or join (how JDBC tools wrap a table: Spark's ``SELECT COUNT(*) FROM (...) t``)."""
+    if len(table_references(query)) != 1 or len(list(query.find_all(exp.Table))) != 1:
+        return False
+    source = query.args.get("from_")
+    node = source.this if source is not None else None
+    if isinstance(node, exp.Subquery):
+        inner = node.this
+        if not _single_select(inner) or inner.args.get("where") or inner.args.get("limit"):
+            return False
+        if inner.find(exp.AggFunc, exp.Window, exp.Subquery, exp.UDTF) is not None:
+            return False
+        source = inner.args.get("from_")
+        node = source.this if source is not None else None
+    return isinstance(node, exp.Table)
 
 
 def _plain_scan(query: exp.Query, scans: list[ScanSpec]) -> ScanSpec | None:

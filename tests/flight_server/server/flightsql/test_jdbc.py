@@ -59,6 +59,9 @@ def results(sql_server, sql_tables, secure_server, pki, tmp_path_factory):
         ("show_tables", plain, "query", "SHOW TABLES FROM sample_table_cow"),
         ("describe", plain, "query", f"DESCRIBE {NESTED}"),
         ("refused", plain, "query", f"DELETE FROM {NESTED}"),
+        ("empty_engine", plain, "query", f"SELECT txn_id, amount FROM {TXNS} WHERE 1 = 0"),
+        ("empty_scan", plain, "query", f"SELECT txn_id FROM {TXNS} WHERE txn_id = 'none'"),
+        ("empty_prepared", plain, "prepared", f"SELECT txn_id, amount FROM {TXNS} WHERE txn_id = ?", "string:none"),
         ("timestamp_parameter", plain, "prepared", f"SELECT id FROM {NESTED} WHERE timestampField = ?",
          "timestamp:__TS__"),
         ("to_los_angeles", plain, "timezone", "America/Los_Angeles"),
@@ -216,3 +219,14 @@ def test_tls_with_user_and_password(results, sql_tables):
     assert not ungranted["ok"] and "may not" in ungranted["error"].lower() or "unauthorized" in ungranted["error"].lower()
     wrong = results["secure_wrong_password"]
     assert not wrong["ok"]
+
+
+def test_empty_results(results):
+    """Pinned driver behaviour (Arrow JDBC 15.0 to 18.3, arrow-java issue 44, fixed upstream): a
+    Statement whose result is empty lists each column twice, whatever the server sends (an empty
+    batch does not help); a PreparedStatement's empty result has its columns once."""
+    assert [c[0] for c in _ok(results, "empty_engine")["columns"]] == ["txn_id", "amount"] * 2
+    assert [c[0] for c in _ok(results, "empty_scan")["columns"]] == ["txn_id"] * 2
+    assert [c[0] for c in _ok(results, "empty_prepared")["columns"]] == ["txn_id", "amount"]
+    assert _ok(results, "empty_scan")["rows"] == _ok(results, "empty_engine")["rows"] == []
+    assert _ok(results, "empty_prepared")["rows"] == []
