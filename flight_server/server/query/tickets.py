@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from catalog.errors import InvalidQueryError, InvalidTicketError
-from catalog.plan.options import ReadOptions
+from catalog.plan.options import RANGE_QUERY_TYPES, ReadOptions
 from catalog.table.files import BaseFile, FileSlice, LogFile, Split
 from flight_server.server.security.limits import Limits
 from flight_server.server.security.tickets import TicketSigner
@@ -50,7 +50,7 @@ class PinnedScan:
         table: the identifier.
         uri: the table's base URI when it was planned (a re-registered table is refused).
         instant: the instant the plan resolved (``None``: a table without commits).
-        options: the resolved options (``as_of`` written out, or ``end`` for incremental reads).
+        options: the resolved options (``as_of`` written out, or ``end`` for incremental and CDC reads).
     """
 
     table: str
@@ -60,7 +60,7 @@ class PinnedScan:
 
     def to_json(self) -> Doc:
         options = self.options
-        if not options.incremental and options.as_of == self.instant:
+        if options.query_type not in RANGE_QUERY_TYPES and options.as_of == self.instant:
             options = options.replace(as_of=None)  # the instant says it
         return {"t": self.table, "r": self.uri, "i": self.instant, "o": options.to_json()}
 
@@ -75,7 +75,7 @@ class PinnedScan:
             options = ReadOptions.from_json(_field(doc, "o", dict))
         except (TypeError, ValueError) as err:
             raise InvalidTicketError("ticket carries invalid read options") from err
-        if not options.incremental and options.as_of is None and instant is not None:
+        if options.query_type not in RANGE_QUERY_TYPES and options.as_of is None and instant is not None:
             options = options.replace(as_of=instant)
         return cls(_field(doc, "t", str), _field(doc, "r", str), instant, options)
 
