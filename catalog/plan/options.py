@@ -254,30 +254,52 @@ class ResolvedRead:
             CDC) written out, so that the same read later sees the same table state.
         instant: the query instant (a requested time); ``None`` for a table without commits.
         incremental_instants: requested times of the commits an incremental or CDC read returns.
+        full_table_scan: the incremental range reaches archived commits of a table (version 8+)
+            the cleaner has cleaned, whose file versions may be gone; as Hudi 1.x does, the rows
+            then come from the latest snapshot of every file group, kept when their commit time is
+            in range (``instant`` is the latest commit).
     """
 
     options: ReadOptions
     instant: str | None
     incremental_instants: tuple[str, ...] = ()
+    full_table_scan: bool = False
 
 
 def resolve(options: ReadOptions, timeline: Timeline) -> ResolvedRead:
     """Pin ``options`` to ``timeline`` (format doc 3.6 and 7.5 for the instant rules).
 
     Raises:
-        InvalidInstantError: ``as_of`` lies before the table's first commit.
+        InvalidInstantError: ``as_of`` lies before the table's first commit, or before the oldest
+            instant whose files the cleaner kept (Hudi refuses both).
+        UnsupportedTableError: an incremental range of a table version 6 table reaching archived
+            commits.
     """
     options = _in_timeline_zone(options, timeline)
     commits = timeline.commits
     if options.cdc:
         return _resolve_cdc(options, timeline)
+    horizon = timeline.clean_horizon
     if options.incremental:
         chosen = timeline.instants_in_range(options.start, options.end)
         requested = tuple(i.requested_time for i in chosen)
         pinned = options
         if options.end is None and chosen:
             pinned = options.replace(end=max(timeline.range_time(i) for i in chosen))
+        if requested and timeline.needs_archive(min(requested)) and not timeline.completion_times:
+            raise UnsupportedTableError(
+                "incremental queries reaching archived commits of a table version 6 table are not supported "
+                "(Hudi 0.x answers them from the active timeline only)"
+            )
+        if horizon is not None and requested and timeline.needs_archive(min(requested)):
+            # archived commits of a cleaned table: their file versions may be gone
+            return ResolvedRead(pinned, commits[-1].requested_time, requested, full_table_scan=True)
         return ResolvedRead(pinned, max(requested) if requested else None, requested)
+    if options.as_of is not None and horizon is not None and options.as_of < horizon:
+        raise InvalidInstantError(
+            f"as_of {options.as_of} is before {horizon}, the oldest instant whose files the cleaner kept: "
+            "time travel cannot reach cleaned instants"
+        )
     if options.as_of is not None:
         if commits and options.as_of < commits[0].requested_time:
             commits = timeline.all_commits(options.as_of)  # time travel into the archived timeline

@@ -185,7 +185,7 @@ def _slices(
         for pruner in partition_pruners:
             partitions = pruner.prune(partitions, filters)
     groups: set[tuple[str, str]] | None = None
-    if options.incremental:
+    if options.incremental and not resolved.full_table_scan:
         groups = _incremental_groups(state, resolved.incremental_instants)
         touched = {p for p, _ in groups}
         partitions = [p for p in partitions if p in touched]

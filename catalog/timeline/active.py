@@ -31,15 +31,17 @@ class Timeline(Sequence[Instant]):
     def __init__(self, storage: Storage, config: TableConfig, instants: list[Instant]):
         self._storage = storage
         self._config = config
-        latest: dict[str, Instant] = {}
+        # a savepoint carries the requested time of the commit it keeps: both stay on the timeline
+        latest: dict[tuple[str, bool], Instant] = {}
         for inst in instants:
-            cur = latest.get(inst.requested_time)
+            key = (inst.requested_time, inst.action == "savepoint")
+            cur = latest.get(key)
             if cur is None or STATE_RANK[inst.state] > STATE_RANK[cur.state]:
-                latest[inst.requested_time] = inst
-        ordered = sorted(latest.values(), key=lambda i: i.requested_time)
+                latest[key] = inst
+        ordered = [latest[k] for k in sorted(latest)]
         self.completed: list[Instant] = [i for i in ordered if i.is_completed]
         self.pending: list[Instant] = [i for i in ordered if not i.is_completed]
-        self._by_time = {i.requested_time: i for i in self.completed}
+        self._by_time = {i.requested_time: i for i in self.completed if i.action != "savepoint"}
         self.file_names = frozenset(i.file_name for i in instants)
         self._metadata_cache: dict[str, dict[str, Any]] = {}
         self.metadata_bytes = 0  # bytes of the instant files decoded so far
@@ -153,7 +155,9 @@ class Timeline(Sequence[Instant]):
     def commit_set(self) -> CommitSet:
         """The committed-or-not facts of this timeline as plain data (readers carry it)."""
         return CommitSet(
-            frozenset(self._by_time), frozenset(i.requested_time for i in self.pending), self.start
+            frozenset(self._by_time),
+            frozenset(i.requested_time for i in self.pending if i.action != "savepoint"),
+            self.start,
         )
 
     def is_pending(self, requested_time: str) -> bool:
@@ -208,6 +212,22 @@ class Timeline(Sequence[Instant]):
         return decode_instant_file(data, f"{self._storage.uri}/{path}")
 
     # -- derived facts ------------------------------------------------------------------
+    @cached_property
+    def clean_horizon(self) -> str | None:
+        """The oldest instant whose file versions the cleaner kept, ``None`` when nothing was cleaned.
+
+        As Hudi's time-travel check has it: the latest completed clean's ``earliestCommitToRetain``;
+        when that is empty (cleaning by file versions), the first completed write of the active
+        timeline, since older instants may have lost their files.
+        """
+        cleans = [i for i in self.completed if i.action == "clean"]
+        if not cleans:
+            return None
+        retained = self.read_instant_file(cleans[-1]).get("earliestCommitToRetain")
+        if retained:
+            return str(retained)
+        return self.commits[0].requested_time if self.commits else None
+
     def replaced_file_groups(self, as_of: str | None) -> dict[str, set[str]]:
         """Partition -> file ids retired by completed replacecommits at or before ``as_of``."""
         out: dict[str, set[str]] = {}
@@ -230,10 +250,15 @@ class Timeline(Sequence[Instant]):
                 return schema
         return None
 
+    @property
+    def completion_times(self) -> bool:
+        """Whether the timeline records completion times (table version 8+, layout 2)."""
+        return self._config.table_version >= 8
+
     def range_time(self, instant: Instant) -> str:
         """The time an incremental range compares: the completion time in table version 8+, the
         requested time before (format doc 7.5)."""
-        if self._config.table_version >= 8 and instant.completion_time:
+        if self.completion_times and instant.completion_time:
             return instant.completion_time
         return instant.requested_time
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from catalog import HudiTable
+from catalog import HudiTable, UnsupportedTableError
 from hudi_generator.log_writer import avro_data_block
 from tests.support.compare import assert_same_rows
 
@@ -88,6 +88,10 @@ def test_layout1_archive_time_travel_and_incremental(fixture_table, tmp_path, co
     for t in times:
         assert_same_rows(after.read(as_of=t), expected_as_of[t], f"as_of {t}")
     for prev, t in zip([None, *times], times):
+        if prev is None:  # reaches the archived commit: Hudi 0.x reads the active timeline only
+            with pytest.raises(UnsupportedTableError, match="archived commits"):
+                after.read(query_type="incremental", start=prev, end=t)
+            continue
         assert_same_rows(after.read(query_type="incremental", start=prev, end=t), expected_incr[t], f"incr {t}")
     archived = after.timeline.archived()
     assert [i.requested_time for i in archived.instants] == [first]
