@@ -20,20 +20,16 @@ with :class:`~catalog.errors.UnsupportedTableError` naming it, never read as som
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Mapping
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from catalog.errors import CorruptTableError, UnsupportedTableError
 
-#: VECTOR ``elementType`` -> (Arrow type, little-endian NumPy dtype)
-VECTOR_ELEMENTS: dict[str, tuple[pa.DataType, str]] = {
-    "FLOAT": (pa.float32(), "<f4"),
-    "DOUBLE": (pa.float64(), "<f8"),
-    "INT8": (pa.int8(), "i1"),
-}
+#: VECTOR ``elementType`` -> Arrow type (Hudi stores the elements little-endian)
+VECTOR_ELEMENTS: dict[str, pa.DataType] = {"FLOAT": pa.float32(), "DOUBLE": pa.float64(), "INT8": pa.int8()}
 VARIANT_FIELDS = ("metadata", "value")
 BLOB_FIELDS = ("type", "data", "reference")
 BLOB_REFERENCE_FIELDS = ("external_path", "offset", "length", "managed")
@@ -53,8 +49,8 @@ def vector_type(schema: Mapping[str, Any]) -> pa.DataType:
         size = int(schema["size"])
     except (KeyError, TypeError, ValueError) as err:
         raise CorruptTableError(f"VECTOR {name}: bad dimension or size in the schema: {err}") from err
-    arrow_type, dtype = VECTOR_ELEMENTS[element]
-    if dimension <= 0 or size != dimension * np.dtype(dtype).itemsize:
+    arrow_type = VECTOR_ELEMENTS[element]
+    if dimension <= 0 or size != dimension * arrow_type.byte_width:
         raise CorruptTableError(f"VECTOR {name}: {size} bytes do not hold {dimension} {element} elements")
     return pa.list_(arrow_type, dimension)
 
@@ -76,7 +72,7 @@ def check_blob(schema: Mapping[str, Any]) -> None:
 
 
 def is_vector(dtype: pa.DataType) -> bool:
-    return pa.types.is_fixed_size_list(dtype) and any(dtype.value_type.equals(t) for t, _ in VECTOR_ELEMENTS.values())
+    return pa.types.is_fixed_size_list(dtype) and any(dtype.value_type.equals(t) for t in VECTOR_ELEMENTS.values())
 
 
 def vector_bytes_type(dtype: pa.FixedSizeListType) -> pa.DataType:
@@ -89,22 +85,21 @@ def vector_from_bytes(arr: pa.Array, target: pa.FixedSizeListType) -> pa.Array:
 
     Every non-null value must hold exactly ``dimension`` little-endian elements.
     """
-    dtype = next(d for t, d in VECTOR_ELEMENTS.values() if t.equals(target.value_type))
-    width = target.list_size * np.dtype(dtype).itemsize
+    if sys.byteorder != "little":  # the elements are reinterpreted in place
+        raise UnsupportedTableError("VECTOR columns are read on little-endian machines only")
+    width = target.list_size * target.value_type.byte_width
     valid = arr.is_valid()
     filled = arr.fill_null(b"\0" * width) if arr.null_count else arr
     if pa.types.is_fixed_size_binary(filled.type):
         if filled.type.byte_width != width:
             raise CorruptTableError(f"a VECTOR value of {filled.type.byte_width} bytes is not {width} bytes")
-        data = filled.buffers()[1]
-        raw = np.frombuffer(data, dtype=np.uint8)[filled.offset * width:(filled.offset + len(filled)) * width]
+        data = filled.buffers()[1].slice(filled.offset * width, len(filled) * width)
     else:
         values = filled.to_pylist()
         if any(len(v) != width for v in values):
             raise CorruptTableError(f"a VECTOR value is not {width} bytes")
-        raw = np.frombuffer(b"".join(values), dtype=np.uint8)
-    native = raw.view(dtype).astype(np.dtype(dtype).newbyteorder("="), copy=False)
-    elements = pa.array(native, type=target.value_type)
+        data = pa.py_buffer(b"".join(values))
+    elements = pa.Array.from_buffers(target.value_type, len(filled) * target.list_size, [None, data])
     mask = pc.invert(valid) if arr.null_count else None
     return pa.FixedSizeListArray.from_arrays(elements, type=target, mask=mask)
 

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Callable, Iterable, Iterator, Mapping
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec.implementations.local import LocalFileSystem
@@ -190,7 +189,7 @@ def _external_path(storage: Storage, path: str) -> str:
 
 
 def _blob_descriptor_batches(
-    batches: Iterable[pa.RecordBatch], blobs: Mapping[str, np.ndarray], external_path: str
+    batches: Iterable[pa.RecordBatch], blobs: Mapping[str, pa.FixedSizeListArray], external_path: str
 ) -> Iterator[pa.RecordBatch]:
     """``batches`` (in file row order) with each BLOB column in descriptor mode."""
     row = 0

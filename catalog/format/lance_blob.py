@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from catalog.errors import UnsupportedTableError
 
 HUDI_TYPE_KEY = b"hudi_type"
-_PAIR = np.dtype([("position", "<u8"), ("size", "<u8")])
+#: a blob's (position, size): two little-endian unsigned 64-bit integers
+_PAIR_BYTES = 16
 
 
 def blob_columns(physical: pa.Schema) -> list[str]:
@@ -70,9 +71,9 @@ def _data_column(physical: pa.Schema, name: str, n_columns: int) -> int:
     raise ValueError("no data field")
 
 
-def blob_descriptors(local: str, metadata: Any, name: str) -> np.ndarray:
+def blob_descriptors(local: str, metadata: Any, name: str) -> pa.FixedSizeListArray:
     """The ``(position, size)`` pair of every row of BLOB column ``name`` of the Lance file at the
-    local path ``local`` (``metadata``: pylance's ``LanceFileMetadata`` of it)."""
+    local path ``local`` (``metadata``: pylance's ``LanceFileMetadata`` of it), as lists of two."""
     try:
         column = metadata.columns[_data_column(metadata.schema, name, len(metadata.columns))]
         spans = []
@@ -81,7 +82,7 @@ def blob_descriptors(local: str, metadata: Any, name: str) -> np.ndarray:
             if "PackedStruct" not in page.encoding or "Nullable" in page.encoding and "NoNull" not in page.encoding:
                 raise ValueError("not packed non-null pairs")
             spans.append((buffer.position, buffer.size))
-        if sum(size for _, size in spans) != metadata.num_rows * _PAIR.itemsize:
+        if sum(size for _, size in spans) != metadata.num_rows * _PAIR_BYTES:
             raise ValueError("pairs do not cover the rows")
     except (ValueError, IndexError) as err:
         raise UnsupportedTableError(f"BLOB column {name!r}: this Lance blob layout is not supported ({err})") from err
@@ -90,10 +91,12 @@ def blob_descriptors(local: str, metadata: Any, name: str) -> np.ndarray:
         for position, size in spans:
             fh.seek(position)
             parts.append(fh.read(size))
-    return np.frombuffer(b"".join(parts), dtype=_PAIR)
+    rows = metadata.num_rows
+    values = pa.Array.from_buffers(pa.uint64(), 2 * rows, [None, pa.py_buffer(b"".join(parts))])
+    return pa.FixedSizeListArray.from_arrays(values, 2)
 
 
-def as_descriptors(column: pa.Array, pairs: np.ndarray, external_path: str) -> pa.StructArray:
+def as_descriptors(column: pa.Array, pairs: pa.FixedSizeListArray, external_path: str) -> pa.StructArray:
     """``column`` (a BLOB struct array) in descriptor mode: ``data`` null, ``reference`` the
     bytes' place in the base file ``external_path``; null rows stay null."""
     n = len(column)
@@ -101,9 +104,9 @@ def as_descriptors(column: pa.Array, pairs: np.ndarray, external_path: str) -> p
     reference = pa.StructArray.from_arrays(
         [
             pa.array([external_path] * n, reference_type.field("external_path").type),
-            pa.array(pairs["position"].astype(np.int64), reference_type.field("offset").type),
-            pa.array(pairs["size"].astype(np.int64), reference_type.field("length").type),
-            pa.array(np.ones(n, dtype=bool), reference_type.field("managed").type),
+            pc.list_element(pairs, 0).cast(reference_type.field("offset").type),
+            pc.list_element(pairs, 1).cast(reference_type.field("length").type),
+            pa.array([True] * n, reference_type.field("managed").type),
         ],
         fields=list(reference_type),
     )

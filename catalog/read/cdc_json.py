@@ -19,11 +19,11 @@ do not reproduce (decimals, binary, nested and map types) are refused by name.
 from __future__ import annotations
 
 import math
+import struct
 from decimal import Decimal
 from json.encoder import encode_basestring
 from typing import Any, Callable
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -42,7 +42,21 @@ def java_double(value: float) -> str:
 
 def java_float(value: float) -> str:
     """``Float.toString(value)`` of a 32-bit float (its shortest repr, Java's notation)."""
-    return _java_number(value, str(np.float32(value)))
+    return _java_number(value, _float32_shortest(value))
+
+
+def _as_float32(value: float) -> float:
+    return float(struct.unpack("<f", struct.pack("<f", value))[0])
+
+
+def _float32_shortest(value: float) -> str:
+    """The fewest significant digits that read back as the same 32-bit float."""
+    single = _as_float32(value)
+    for digits in range(1, 10):
+        text = f"{single:.{digits}g}"
+        if _as_float32(float(text)) == single:
+            return text
+    return repr(single)  # not reached for finite floats: 9 digits always round-trip
 
 
 def _java_number(value: float, shortest: str) -> str:

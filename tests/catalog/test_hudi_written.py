@@ -171,7 +171,7 @@ def written_server(written_table, tmp_path_factory):
     config = ServerConfig(port=0, state_dir=str(tmp_path_factory.mktemp("written-state")), secret="ef" * 32,
                           sql_memory_limit="512MB", sql_threads=1,
                           # ADBC fetches every endpoint at once; partitioned-by-two-fields tables have dozens
-                          max_streams_per_caller=64)
+                          max_streams_per_connection=64)
     with running_server(config, registry=registry) as srv:
         yield srv
 
