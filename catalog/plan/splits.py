@@ -20,9 +20,7 @@ are immutable, so a warm planner does no footer IO.
 from __future__ import annotations
 
 import posixpath
-import queue
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
 
@@ -31,6 +29,7 @@ import pyarrow.parquet as pq
 
 from catalog.errors import CorruptTableError
 from catalog.lru import BoundedLRU, CacheListener
+from catalog.parallel import bounded_parallel
 from catalog.storage import Storage
 from catalog.table.files import FileSlice, Split
 
@@ -128,7 +127,7 @@ class FooterCache(BoundedLRU[tuple[str, int], pq.FileMetaData]):
 
 
 _DEFAULT_FOOTER_CACHE = FooterCache()
-_DONE = object()
+_WAITING_SPLITS = 4096  # splits planned ahead of the consumer
 #: plans of at most this many file slices are split inline (see :meth:`SplitPlanner.plan`)
 INLINE_SLICES = 4
 
@@ -236,9 +235,9 @@ class SplitPlanner:
 
         A small plan (a sequence of at most ``INLINE_SLICES`` slices with at most one footer not
         cached: a point query) is split on the consumer's thread: starting threads would cost more
-        than the work. Otherwise the slices are consumed on a background thread (so partition listing overlaps
-        with footer reads and with the consumer). Errors are re-raised to the consumer; closing
-        the iterator early stops the background work.
+        than the work. Otherwise ``max_workers`` threads draw the slices (so partition listing
+        overlaps with footer reads and with the consumer, see :func:`bounded_parallel`). Errors
+        are re-raised to the consumer; closing the iterator early stops the background work.
         """
         opts = self.options
         budget = _InitialBudget(opts.initial_split_count) if opts.initial_split_count else None
@@ -249,48 +248,11 @@ class SplitPlanner:
         yield from self._in_background(iter(slices), budget)
 
     def _in_background(self, slices: Iterator[FileSlice], budget: _InitialBudget | None) -> Iterator[Split]:
-        results: queue.Queue = queue.Queue()
-        cancelled = threading.Event()
-        opts = self.options
-
-        pool = ThreadPoolExecutor(opts.max_workers, thread_name_prefix="hudi-splits")
-
-        def deliver(fut: Future) -> None:
-            if fut.cancelled():
-                return
-            err = fut.exception()
-            results.put(err if err is not None else fut.result())
-
-        def produce() -> None:
-            try:
-                for fs in slices:
-                    if cancelled.is_set():
-                        break
-                    pool.submit(self.split_slice, fs, budget).add_done_callback(deliver)
-            except BaseException as err:  # listing failed (or the consumer left): hand it on
-                results.put(err)
-            finally:
-                pool.shutdown(wait=True)  # the footers being read; queued ones unless cancelled
-            results.put(_DONE)
-
-        worker = threading.Thread(target=produce, name="hudi-split-loader", daemon=True)
-        worker.start()
-        try:
-            while True:
-                item = results.get()
-                if item is _DONE:
-                    break
-                if isinstance(item, BaseException):
-                    raise item
-                yield from item
-        finally:
-            # Footers not yet being read are dropped (a consumer that stopped early, e.g. past
-            # its planning deadline, leaves no work behind); then wait for the loader: a thread
-            # still reading footers when the interpreter exits could touch Arrow during
-            # finalization (see Storage.arrow_filesystem).
-            cancelled.set()
-            pool.shutdown(wait=False, cancel_futures=True)
-            worker.join()
+        # Joined when closed: a thread still reading footers when the interpreter exits could
+        # touch Arrow during finalization (see Storage.arrow_filesystem).
+        return bounded_parallel(
+            slices, lambda fs, _: self.split_slice(fs, budget), self.options.max_workers, _WAITING_SPLITS, "hudi-splits"
+        )
 
 
 __all__ = [

@@ -9,15 +9,14 @@ projects and casts to the output schema.
 from __future__ import annotations
 
 import os
-import queue
-import threading
-from typing import Any, Callable, Iterable, Iterator
+from typing import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from catalog.format.log_file import collecting_corrupt_blocks, relay_corrupt_block_notes
 from catalog.format.parquet import conform_batch
+from catalog.parallel import bounded_parallel
 from catalog.read.context import ReadContext
 from catalog.read.cow import read_base
 from catalog.read.mor import merge_file_slice
@@ -26,7 +25,6 @@ from catalog.table.files import Split
 #: IO-bound: a few threads per core
 DEFAULT_WORKERS = max(2, min(8, (os.cpu_count() or 2) * 2))
 _QUEUE_BATCHES = 16
-_DONE = object()
 
 
 def read_split(ctx: ReadContext, split: Split) -> Iterator[pa.RecordBatch]:
@@ -53,7 +51,8 @@ def read_splits(
 
     ``splits`` may be a lazy iterator (planning streams): workers take the next split as they
     free up. Memory stays bounded: at most ``_QUEUE_BATCHES`` finished batches wait, plus one
-    batch in the hands of each worker. At most ``limit`` rows are returned.
+    batch in the hands of each worker. At most ``limit`` rows are returned. A single split (a
+    sequence of one) is read on the calling thread.
 
     Log blocks the workers skip as corrupt are relayed to this (the consuming) thread's
     :func:`~catalog.format.log_file.collecting_corrupt_blocks` before the batch that follows
@@ -62,7 +61,12 @@ def read_splits(
     if limit == 0:
         return
     remaining = limit
-    for batch in _parallel(iter(splits), lambda split: read_split(ctx, split), workers):
+    if isinstance(splits, Sequence) and len(splits) <= 1:
+        batches: Iterator[pa.RecordBatch] = (b for split in splits for b in read_split(ctx, split))
+    else:
+        batches = _relayed(bounded_parallel(splits, lambda split, _: _with_notes(ctx, split), workers,
+                                            _QUEUE_BATCHES, "hudi-read"))
+    for batch in batches:
         if remaining is not None:
             if batch.num_rows >= remaining:
                 yield batch.slice(0, remaining)
@@ -71,67 +75,25 @@ def read_splits(
         yield batch
 
 
-def _parallel(
-    items: Iterator[Any], read: Callable[[Any], Iterable[pa.RecordBatch]], workers: int
-) -> Iterator[pa.RecordBatch]:
-    """``read(item)`` for every item on ``workers`` threads, batches yielded as they come.
+def _with_notes(ctx: ReadContext, split: Split) -> Iterator[pa.RecordBatch | _Notes]:
+    """The split's batches (on a worker thread), each after the corrupt-block notes found before it."""
+    with collecting_corrupt_blocks() as notes:
+        for batch in read_split(ctx, split):
+            if notes:
+                yield _Notes(notes)
+                notes.clear()  # handed on: the next notes belong to the next batch
+            yield batch
+        if notes:  # found after the split's last batch
+            yield _Notes(notes)
 
-    Errors in a worker are re-raised here; closing the generator early stops the workers.
-    Corrupt-block notes collected by a worker are relayed to this thread (see :func:`read_splits`).
-    """
-    out: queue.Queue = queue.Queue(maxsize=_QUEUE_BATCHES)
-    stop = threading.Event()
-    lock = threading.Lock()
 
-    def put(item: Any) -> bool:
-        while not stop.is_set():
-            try:
-                out.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def work() -> None:
-        try:
-            while not stop.is_set():
-                with lock:  # planning is a lazy iterator too: one thread advances it at a time
-                    item = next(items, _DONE)
-                if item is _DONE:
-                    break
-                with collecting_corrupt_blocks() as notes:
-                    for batch in read(item):
-                        if notes and not put(_Notes(notes)):
-                            return
-                        notes.clear()  # queued: the next notes belong to the next batch
-                        if not put(batch):
-                            return
-                    if notes and not put(_Notes(notes)):  # found after the split's last batch
-                        return
-        except BaseException as err:  # noqa: BLE001 - handed to the consumer thread
-            put(err)
-        finally:
-            put(_DONE)
-
-    threads = [threading.Thread(target=work, name=f"hudi-read-{i}", daemon=True) for i in range(workers)]
-    for t in threads:
-        t.start()
-    finished = 0
-    try:
-        while finished < workers:
-            item = out.get()
-            if item is _DONE:
-                finished += 1
-            elif isinstance(item, _Notes):
-                relay_corrupt_block_notes(item.messages)
-            elif isinstance(item, BaseException):
-                raise item
-            else:
-                yield item
-    finally:
-        stop.set()
-        for t in threads:
-            t.join()
+def _relayed(items: Iterator[pa.RecordBatch | _Notes]) -> Iterator[pa.RecordBatch]:
+    """The batches; the notes relayed to this (the consuming) thread."""
+    for item in items:
+        if isinstance(item, _Notes):
+            relay_corrupt_block_notes(item.messages)
+        else:
+            yield item
 
 
 class _Notes:

@@ -26,12 +26,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import queue
 import random
 import threading
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Callable, Generator, Iterator, Mapping, TypeVar
 
@@ -39,6 +37,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from catalog.errors import CorruptBlockWarning
+from catalog.parallel import bounded_parallel
 from catalog.plan.options import ReadOptions, read_options
 from flight_server.client.credentials import PemSource, bearer_header, tls_client_kwargs
 from flight_server.protocol import wire
@@ -47,7 +46,6 @@ from flight_server.protocol.retry import decode as decode_retry_hint
 from flight_server.protocol.wire import DEFAULT_PORT, DEFAULT_URI, PLAIN_SCHEME, SCHEMES, TABLE_KEY, TLS_SCHEME
 
 _REUSE_CONNECTION = "arrow-flight-reuse-connection"
-_DONE = object()
 R = TypeVar("R")
 
 
@@ -445,51 +443,9 @@ class HudiFlightClient:
         """Fetch endpoints in parallel; yield batches as they arrive."""
         if not endpoints:
             return
-        results: queue.Queue = queue.Queue(maxsize=4 * self.max_workers)
-        stopped = threading.Event()
-
-        def emit(item: Any) -> bool:
-            while not stopped.is_set():
-                try:
-                    results.put(item, timeout=0.1)
-                    return True
-                except queue.Full:
-                    continue
-            return False
-
-        def run(endpoint: PlannedEndpoint, lane: int) -> None:
-            stream = None
-            try:  # every failure, starting the stream included, reaches the consumer: never lost rows
-                stream = self.fetch(endpoint, lane)
-                for batch in stream:
-                    if not emit(batch):
-                        return
-            except BaseException as err:  # handed to the consumer, which re-raises it
-                emit(err)
-            finally:
-                if stream is not None:
-                    stream.close()
-
-        pool = ThreadPoolExecutor(min(self.max_workers, len(endpoints)), thread_name_prefix="hudi-flight-fetch")
         lanes = min(self.max_workers, len(endpoints))
-        futures = [pool.submit(run, ep, i % lanes) for i, ep in enumerate(endpoints)]
-
-        def finish() -> None:
-            wait(futures)  # run() reports its own errors; cancelled ones need no report
-            emit(_DONE)
-
-        threading.Thread(target=finish, daemon=True).start()
-        try:
-            while True:
-                item = results.get()
-                if item is _DONE:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-        finally:
-            stopped.set()
-            pool.shutdown(wait=False, cancel_futures=True)
+        # every failure of a stream, starting it included, reaches the consumer: never lost rows
+        yield from bounded_parallel(endpoints, self.fetch, lanes, 4 * self.max_workers, "hudi-flight-fetch")
 
     def stream(self, plan: QueryPlan) -> pa.RecordBatchReader:
         """A planned query as a streaming reader: endpoints fetched in parallel, batches handed

@@ -87,6 +87,9 @@ class ServerConfig:
     max_json_depth: int = Limits.max_json_depth
     max_filters: int = Limits.max_filters
     max_in_values: int = Limits.max_in_values
+    max_sql_tokens: int = Limits.max_sql_tokens
+    max_sql_depth: int = Limits.max_sql_depth
+    max_sql_generated_values: int = Limits.max_sql_generated_values
     max_properties_bytes: int = Limits.max_properties_bytes
     planning_seconds: float = Limits.planning_seconds
     max_streams_per_connection: int = Limits.max_streams_per_connection
@@ -97,9 +100,16 @@ class ServerConfig:
     max_plans_total: int = Limits.max_plans_total
     stream_memory_bytes: int = Limits.stream_memory_bytes
     footer_cache_bytes: int = Limits.footer_cache_bytes
-    # server-side SQL engine (Flight SQL): DuckDB memory limit (spills to state_dir/sql-spill) and threads
-    sql_memory_limit: str = "1GB"
-    sql_threads: int = 2
+    # server-side SQL engine (Flight SQL; flight_server.server.sql.engine.EngineSettings): DuckDB memory
+    # limit per query (spills to state_dir/sql-spill, at most sql_max_temp_size), threads, a deadline,
+    # a bound on the result, and the memory budget of all running queries together (admission)
+    sql_memory_limit: str = EngineSettings.memory_limit
+    sql_threads: int = EngineSettings.threads
+    sql_max_temp_size: str = EngineSettings.max_temp_size
+    sql_timeout_seconds: float = EngineSettings.timeout_seconds
+    sql_max_result_bytes: int = EngineSettings.max_result_bytes
+    sql_memory_budget: str = EngineSettings.memory_budget
+    sql_admission_wait_seconds: float = EngineSettings.admission_wait_seconds
     # transport security (flight_server.server.security.tls): PEM files; tls_client_ca turns on mutual TLS
     tls_cert: str | None = None
     tls_key: str | None = None
@@ -194,7 +204,8 @@ class ServerConfig:
     def sql_engine_settings(self) -> EngineSettings:
         """The embedded SQL engine's bounds; it spills only into a private folder of state_dir."""
         spill = private_dir(self.state_path / "sql-spill")
-        return EngineSettings(memory_limit=self.sql_memory_limit, threads=self.sql_threads, temp_dir=str(spill))
+        keys = [f.name for f in dataclasses.fields(EngineSettings) if f.name != "temp_dir"]
+        return EngineSettings(temp_dir=str(spill), **{key: getattr(self, f"sql_{key}") for key in keys})
 
     def ipc_options(self) -> pa.ipc.IpcWriteOptions:
         """How do_get writes record batches (``stream_compression``)."""

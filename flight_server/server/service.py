@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from typing import Any, Iterator
 
 import pyarrow as pa
@@ -101,9 +102,28 @@ class HudiFlightServer(flight.FlightServerBase):
         """Register the tables of every configured warehouse; returns how many there are."""
         return self.app.scan_warehouses()
 
+    def serve(self) -> None:
+        """Serve until :meth:`shutdown`.
+
+        pyarrow's own ``serve`` catches SIGINT/SIGTERM in C++ and shuts the transport down, which
+        waits for every running call, a SQL query without end included, before Python's handlers
+        run. Here Python waits instead, so Ctrl-C or the CLI's SIGTERM raises out of this method
+        and reaches :meth:`shutdown`, which interrupts running SQL before it waits for the calls.
+        """
+        stopped = threading.Event()
+
+        def wait() -> None:
+            self.wait()
+            stopped.set()
+
+        threading.Thread(target=wait, name="hudi-flight-serve", daemon=True).start()
+        while not stopped.wait(0.5):
+            pass
+
     def shutdown(self) -> None:
         self.app.stop.set()
         self.ops.stopping()
+        self.app.flight_sql.stop()  # a running query would hold the shutdown until it ends
         super().shutdown()
         self.ops.close()
 
@@ -195,9 +215,10 @@ class HudiFlightServer(flight.FlightServerBase):
     @flight_errors
     def do_action(self, context: flight.ServerCallContext, action: flight.Action) -> list[bytes]:
         raw = action.body.to_pybytes() if action.body is not None else b""
-        call = self.queries.call(context)
         if action.type in SQL_ACTIONS:
-            return self.app.flight_sql.do_action(call, action.type, raw)
+            # preparing needs the schema, not the newest timeline: its execution checks that
+            return self.app.flight_sql.do_action(self.queries.call(context, fresh=False), action.type, raw)
+        call = self.queries.call(context)
         body = parse_action(action.type, raw, self.limits)
         return [json.dumps(HANDLERS[action.type](self.app.actions, body, call), default=str).encode()]
 

@@ -25,6 +25,7 @@ from flight_server.server.cache.disk_cache import DiskCache
 from flight_server.server.registry import TableEntry
 
 DEFAULT_TABLE_CACHE_BYTES = 256 << 20
+MEASURE_SECONDS = 0.5
 
 _Key = tuple[str, str]  # (identifier, base URI): a re-registered table is another entry
 
@@ -58,18 +59,20 @@ class TableCache:
         self._states: BoundedLRU[_Key, TableState] = BoundedLRU("table_states", max_bytes, listener=listener)
         self.max_staleness_seconds = max_staleness_seconds
         self._checked: dict[_Key, float] = {}  # monotonic time of each state's last timeline check
+        self._measured: dict[_Key, float] = {}  # ... and of its last measure
 
-    def get(self, entry: TableEntry, instant: str | None = None) -> TableState:
+    def get(self, entry: TableEntry, instant: str | None = None, fresh: bool = True) -> TableState:
         """The state of ``entry`` now (one timeline listing when cached, a full load when not).
 
         ``instant``: the caller is pinned to this completed instant (a ticket); a cached state
-        that already holds it is returned without any storage request.
+        that already holds it is returned without any storage request. ``fresh=False``: any
+        cached state will do (a prepared statement's schema; its execution checks again).
         """
         if self._check is not None:
             self._check(entry.identifier, entry.base_uri, entry.storage_options)
         key = (entry.identifier, entry.base_uri)
         cached = self._states.get(key)
-        if cached is not None and instant is not None and cached.timeline.is_completed(instant):
+        if cached is not None and (not fresh or (instant is not None and cached.timeline.is_completed(instant))):
             return cached
         now = time.monotonic()
         if cached is not None and self.max_staleness_seconds > 0:
@@ -84,6 +87,7 @@ class TableCache:
             state = cached.refreshed()
         if state is not cached:
             self._states.put(key, state, state.estimated_bytes())
+            self._measured.pop(key, None)  # a new state: measure it after its first plan
         if self.max_staleness_seconds > 0:
             if len(self._checked) > 4 * max(len(self._states), 256):  # forget evicted tables
                 self._checked = {k: v for k, v in self._checked.items() if k in self._states}
@@ -91,9 +95,15 @@ class TableCache:
         return state
 
     def measure(self, entry: TableEntry, state: TableState) -> None:
-        """Re-measure ``state`` (planning grew its memos) if it is still the cached one."""
+        """Re-measure ``state`` (planning grew its memos) if it is still the cached one; at most
+        every ``MEASURE_SECONDS`` per table (walking the memos costs more than a point query's
+        planning adds to them)."""
         key = (entry.identifier, entry.base_uri)
+        now = time.monotonic()
+        if now - self._measured.get(key, float("-inf")) < MEASURE_SECONDS:
+            return
         if self._states.peek(key) is state:
+            self._measured[key] = now
             self._states.resize(key, state.estimated_bytes())
 
     def drop(self, identifier: str | None = None) -> None:

@@ -8,45 +8,22 @@ be opened is left out of a listing (and logged) instead of failing it.
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from catalog.errors import UnknownTableError
 from catalog.plan.options import ReadOptions
 from flight_server.protocol import sql
 from flight_server.server.flightsql import schemas
+from flight_server.server.flightsql.like import like, matches
 from flight_server.server.flightsql.names import CATALOG, RO_SUFFIX, resolve_name
 from flight_server.server.flightsql.sql_info import sql_info
 from flight_server.server.query.queries import Call
 
 log = logging.getLogger(__name__)
 TABLE_TYPE = "TABLE"
-
-
-def like(pattern: str | None) -> re.Pattern[str] | None:
-    """A SQL LIKE pattern (``%``, ``_``, ``\\`` escapes) as an anchored regex; ``None``: match all."""
-    if pattern is None:
-        return None
-    out, escaped = [], False
-    for ch in pattern:
-        if escaped:
-            out.append(re.escape(ch))
-            escaped = False
-        elif ch == "\\":
-            escaped = True
-        elif ch == "%":
-            out.append(".*")
-        elif ch == "_":
-            out.append(".")
-        else:
-            out.append(re.escape(ch))
-    return re.compile("".join(out) + r"\Z", re.DOTALL)
-
-
-def _matches(regex: re.Pattern[str] | None, text: str) -> bool:
-    return regex is None or regex.match(text) is not None
 
 
 def _catalog_ok(catalog: str | None) -> bool:
@@ -64,7 +41,7 @@ def db_schemas(call: Call, cmd: Any) -> pa.Table:
     if _catalog_ok(catalog):
         readable = call.readable([e.identifier for e in call.entries()])
         namespaces = sorted({i.partition(".")[0] for i in readable} | _empty_namespaces(call))
-        rows = [{"catalog_name": CATALOG, "db_schema_name": ns} for ns in namespaces if _matches(pattern, ns)]
+        rows = [{"catalog_name": CATALOG, "db_schema_name": ns} for ns in namespaces if matches(pattern, ns)]
     return pa.Table.from_pylist(rows, schema=schemas.DB_SCHEMAS)
 
 
@@ -90,7 +67,7 @@ def tables(call: Call, cmd: Any) -> pa.Table:
     rows: list[dict[str, Any]] = []
     if not _catalog_ok(catalog) or (types and TABLE_TYPE not in types):
         return pa.Table.from_pylist(rows, schema=schema)
-    entries = {e.identifier: e for e in call.entries() if _matches(ns_pattern, e.namespace)}
+    entries = {e.identifier: e for e in call.entries() if matches(ns_pattern, e.namespace)}
     for identifier in call.readable(list(entries)):
         entry = entries[identifier]
         try:
@@ -99,7 +76,7 @@ def tables(call: Call, cmd: Any) -> pa.Table:
             if state.config.is_mor:
                 views.append((entry.name + RO_SUFFIX, ReadOptions(query_type="read_optimized")))
             for name, options in views:
-                if not _matches(name_pattern, name):
+                if not matches(name_pattern, name):
                     continue
                 row: dict[str, Any] = {
                     "catalog_name": CATALOG, "db_schema_name": entry.namespace, "table_name": name,
@@ -118,12 +95,18 @@ def table_types() -> pa.Table:
 
 
 def primary_keys(call: Call, cmd: Any) -> pa.Table:
-    ref = resolve_name(
-        call,
-        cmd.catalog if cmd.HasField("catalog") else None,
-        cmd.db_schema if cmd.HasField("db_schema") else None,
-        cmd.table,
-    )
+    """The record key fields of a table the caller may read; no rows for a missing table and for
+    one the caller may not read alike (existence is not revealed)."""
+    try:
+        ref = resolve_name(
+            call,
+            cmd.catalog if cmd.HasField("catalog") else None,
+            cmd.db_schema if cmd.HasField("db_schema") else None,
+            cmd.table,
+            only_readable=True,
+        )
+    except UnknownTableError:
+        return pa.Table.from_pylist([], schema=schemas.PRIMARY_KEYS)
     rows = []
     if call.readable([ref.identifier]):
         keys = call.open_entry(ref.entry).state.config.record_key_fields
@@ -211,4 +194,4 @@ def result(call: Call, cmd: Any) -> pa.Table:
     return sql_info(cmd.info)
 
 
-__all__ = ["METADATA_COMMANDS", "like", "result", "result_schema"]
+__all__ = ["METADATA_COMMANDS", "result", "result_schema"]

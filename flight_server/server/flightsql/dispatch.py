@@ -78,6 +78,10 @@ class FlightSqlService:
     def __init__(self, settings: engine.EngineSettings):
         self.statements = Statements(settings)
 
+    def stop(self) -> None:
+        """Interrupt every running SQL query (the server is shutting down)."""
+        self.statements.engine.stop_all()
+
     # -- GetFlightInfo / GetSchema ---------------------------------------------------------
     def get_flight_info(self, call: Call, descriptor: flight.FlightDescriptor, message: Message) -> flight.FlightInfo:
         if isinstance(message, catalog.METADATA_COMMANDS):

@@ -30,20 +30,34 @@ def _shown(text: str) -> str:
     return text if len(text) <= 64 and text.isprintable() else text[:64] + "..."
 
 
-def resolve_name(call: Call, catalog: str | None, namespace: str | None, name: str) -> Reference:
+def shown_name(catalog: str | None, namespace: str | None, name: str) -> str:
+    """A name as the caller wrote it, cut short for messages."""
+    return ".".join(_shown(p) for p in (catalog, namespace, name) if p)
+
+
+def resolve_name(
+    call: Call, catalog: str | None, namespace: str | None, name: str, only_readable: bool = False
+) -> Reference:
     """The table ``[catalog.][namespace.]name`` names (``name_ro``: the read-optimized view of a
     merge-on-read table; an unqualified name must be unique across namespaces).
+
+    ``only_readable``: an unqualified name is looked up among the tables the caller may read
+    only, so it never reveals (not even as ambiguous) a table the caller may not read.
 
     Raises:
         UnknownTableError: no such table (NOT_FOUND).
     """
-    shown = ".".join(_shown(p) for p in (catalog, namespace, name) if p)
+    shown = shown_name(catalog, namespace, name)
     if catalog is not None and catalog.lower() != CATALOG:
         raise UnknownTableError(f"table {shown} not found: the only catalog is {CATALOG!r}")
     candidates = [namespace] if namespace else sorted({e.namespace for e in call.entries()})
     found: list[Reference] = []
     for ns in candidates:
-        registered = {e.name: e for e in call.entries(ns)}
+        entries = call.entries(ns)
+        if only_readable and not namespace:
+            allowed = set(call.readable([e.identifier for e in entries]))
+            entries = [e for e in entries if e.identifier in allowed]
+        registered = {e.name: e for e in entries}
         if name in registered:
             found.append(Reference(registered[name], ReadOptions()))
         elif name.endswith(RO_SUFFIX) and name[: -len(RO_SUFFIX)] in registered:
@@ -57,4 +71,4 @@ def resolve_name(call: Call, catalog: str | None, namespace: str | None, name: s
     return found[0]
 
 
-__all__ = ["CATALOG", "RO_SUFFIX", "Reference", "resolve_name"]
+__all__ = ["CATALOG", "RO_SUFFIX", "Reference", "resolve_name", "shown_name"]

@@ -17,6 +17,7 @@ a ticket is only served to the user it was issued to (tickets: ``query.tickets``
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
@@ -24,12 +25,13 @@ import pyarrow as pa
 import pyarrow.flight as flight
 from sqlglot import exp
 
-from catalog.errors import InvalidQueryError
+from catalog.errors import InvalidQueryError, UnknownTableError
+from catalog.format.log_file import collecting_corrupt_blocks, relay_corrupt_block_notes
 from catalog.plan.options import ReadOptions
 from catalog.read.split_reader import read_splits
 from flight_server.protocol import pack, sql
-from flight_server.server.flightsql.names import resolve_name
-from flight_server.server.query.queries import Call
+from flight_server.server.flightsql.names import CATALOG, Reference, resolve_name, shown_name
+from flight_server.server.query.queries import Call, expiration_time
 from flight_server.server.query.tickets import CountTicket, PinnedScan, StatementTicket, Ticket, check_owner
 from flight_server.server.sql import engine
 from flight_server.server.sql.query import Analysis, analyze, hudi_options
@@ -44,11 +46,34 @@ class _Resolution:
     tables: list[str] = field(default_factory=list)
 
     def __call__(self, table: exp.Table) -> tuple[str, pa.Schema, ReadOptions]:
-        ref = resolve_name(self.call, table.catalog or None, table.db or None, table.name)
-        self.user = self.call.authorize("read", ref.identifier)
+        ref = self._authorized(table.catalog or None, table.db or None, table.name)
         self.tables.append(ref.identifier)
         options = _combine(ref.options, hudi_options(table), table.name)
         return ref.identifier, self.call.plan(ref.identifier, options).schema, options
+
+    def _authorized(self, catalog: str | None, namespace: str | None, name: str) -> Reference:
+        """The table a name resolves to, once the caller may read it.
+
+        Existence is revealed only to a caller who may read the name: a table the caller may
+        not read and a missing one get the same UNAUTHORIZED answer (as on the JSON path, which
+        authorizes before it opens), and ``t_ro`` tells nobody without the right whether ``t``
+        is merge-on-read. An unqualified name is looked up among readable tables only.
+        """
+        shown = shown_name(catalog, namespace, name)
+        try:
+            ref = resolve_name(self.call, catalog, namespace, name, only_readable=True)
+        except UnknownTableError:
+            if namespace and (catalog is None or catalog.lower() == CATALOG):
+                self._authorize(f"{namespace}.{name}", shown)
+            raise
+        self._authorize(ref.identifier, shown)
+        return ref
+
+    def _authorize(self, identifier: str, shown: str) -> None:
+        try:
+            self.user = self.call.authorize("read", identifier)
+        except flight.FlightUnauthorizedError:
+            raise flight.FlightUnauthorizedError(f"no read right on table {shown}") from None
 
     def caller(self) -> str:
         """The user name (a query without tables still needs the right to read)."""
@@ -68,7 +93,7 @@ class Statements:
     """SQL statements: analysed, planned and read through the calls of the query path."""
 
     def __init__(self, settings: engine.EngineSettings):
-        self.settings = settings
+        self.engine = engine.Engine(settings)
 
     # -- planning ------------------------------------------------------------------------
     def analyze(self, call: Call, text: str, parameters: Sequence[Any] | None, owner: Ticket | None = None) -> Analysis:
@@ -79,7 +104,7 @@ class Statements:
         """
         call.queries.limits.check_body(text.encode(), "SQL")
         resolution = _Resolution(call)
-        analysis = analyze(text, resolution, parameters)
+        analysis = analyze(text, resolution, parameters, call.queries.limits)
         caller = resolution.caller()
         if owner is not None:
             check_owner(owner, caller)
@@ -92,7 +117,7 @@ class Statements:
         if analysis.scan is not None:
             return call.plan(analysis.scan.table, analysis.scan.options).schema
         views = {spec.view: call.plan(spec.table, spec.options).schema for spec in analysis.plan.scans}
-        return engine.result_schema(analysis.plan.sql, views, self.settings)
+        return self.engine.result_schema(analysis.plan.sql, views, call.context.is_cancelled)
 
     def flight_info(
         self,
@@ -118,7 +143,7 @@ class Statements:
             planned = call.plan(spec.table, spec.options)
             views.append((spec.view, planned.pinned))
             schemas[spec.view] = planned.schema
-        schema = engine.result_schema(analysis.plan.sql, schemas, self.settings)
+        schema = self.engine.result_schema(analysis.plan.sql, schemas, call.context.is_cancelled)
         ticket = codec.issue(StatementTicket(call.user, analysis.plan.sql, tuple(views)), expires_at)
         return _single_endpoint(descriptor, schema, ticket, expires_at, -1)
 
@@ -155,24 +180,62 @@ class Statements:
             return schema, iter([pa.record_batch([pa.array([ticket.count], pa.int64())], schema=schema)])
         readers = {}
         failures: list[Exception] = []
+        notes = _EngineThreadNotes()
         for view, scan in ticket.views:
             reading = queries.reading(scan, with_splits=True)
             batches = _recording(read_splits(reading.context, list(reading.splits or ()), scan.options.limit), failures)
-            readers[view] = pa.RecordBatchReader.from_batches(reading.schema, batches)
+            readers[view] = pa.RecordBatchReader.from_batches(reading.schema, notes.collecting(batches))
         try:
-            schema, results = engine.run(ticket.sql, readers, self.settings)
+            schema, results = self.engine.run(ticket.sql, readers, call.context.is_cancelled)
         except InvalidQueryError as err:
             raise (failures[0] if failures else err) from err
-        return schema, _source_errors_first(results, failures)
+        return schema, notes.relayed(_source_errors_first(results, failures))
 
 
 def _single_endpoint(
     descriptor: flight.FlightDescriptor, schema: pa.Schema, handle: bytes, expires_at: float, rows: int
 ) -> flight.FlightInfo:
     ticket = pack(sql.TicketStatementQuery(statement_handle=handle))
-    expiration = pa.scalar(int(expires_at * 1_000_000), type=pa.timestamp("us", tz="UTC"))
-    endpoint = flight.FlightEndpoint(ticket, [], expiration_time=expiration)
+    endpoint = flight.FlightEndpoint(ticket, [], expiration_time=expiration_time(expires_at))
     return flight.FlightInfo(schema, descriptor, [endpoint], rows, -1, ordered=True)
+
+
+class _EngineThreadNotes:
+    """Corrupt log blocks skipped while the engine's threads read the tables, told to the
+    stream's thread (whose collector turns them into the stream's ``app_metadata``, as on the JSON
+    path): they would otherwise reach only the server log."""
+
+    def __init__(self) -> None:
+        self._pending: list[str] = []
+        self._lock = threading.Lock()
+        self._relaying = threading.local()  # set on the stream's thread while it advances the engine
+
+    def collecting(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """``batches``, keeping the notes of reading them on a thread other than the stream's."""
+        while True:
+            with collecting_corrupt_blocks() as found:
+                batch = next(batches, None)
+            if found and not getattr(self._relaying, "active", False):  # else the stream's collector has them
+                with self._lock:
+                    self._pending.extend(found)
+            if batch is None:
+                return
+            yield batch
+
+    def relayed(self, results: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """``results``, handing the kept notes to the stream's collector before each batch and at the end."""
+        while True:
+            self._relaying.active = True
+            try:
+                batch = next(results, None)
+            finally:
+                self._relaying.active = False
+            with self._lock:
+                pending, self._pending = self._pending, []
+            relay_corrupt_block_notes(pending)
+            if batch is None:
+                return
+            yield batch
 
 
 def _recording(batches: Iterator[pa.RecordBatch], failures: list[Exception]) -> Iterator[pa.RecordBatch]:

@@ -104,7 +104,8 @@ class PlannedQuery:
 
 
 @functools.lru_cache(maxsize=16)  # one expiry per plan, shared by all its endpoints
-def _timestamp(epoch_seconds: float) -> pa.TimestampScalar:
+def expiration_time(epoch_seconds: float) -> pa.TimestampScalar:
+    """An endpoint's ``expiration_time`` for a ticket expiring at ``epoch_seconds``."""
     return pa.scalar(int(epoch_seconds * 1_000_000), type=pa.timestamp("us", tz="UTC"))
 
 
@@ -153,9 +154,9 @@ class Queries:
         self.ops = ops
         self._plans: BoundedLRU[str, _Reading] = BoundedLRU("plans", PLAN_CACHE_ENTRIES)
 
-    def call(self, context: flight.ServerCallContext) -> "Call":
-        """The scope of one RPC."""
-        return Call(self, context)
+    def call(self, context: flight.ServerCallContext, fresh: bool = True) -> "Call":
+        """The scope of one RPC (``fresh=False``: cached table states will do, see TableCache.get)."""
+        return Call(self, context, fresh)
 
     # -- who may do what ---------------------------------------------------------------------
     def authorize(self, context: flight.ServerCallContext, right: str, table: str | None = None) -> str:
@@ -177,12 +178,10 @@ class Queries:
         return self.access.visible_namespaces(caller_name(context), namespaces)
 
     # -- tables ------------------------------------------------------------------------------
-    def open(self, identifier: str, instant: str | None = None) -> OpenTable:
-        """The table's entry and its state now (or any state holding ``instant``, see TableCache)."""
-        return self.open_entry(self.catalog.load_table(identifier), instant)
-
-    def open_entry(self, entry: TableEntry, instant: str | None = None) -> OpenTable:
-        return OpenTable(entry, self.tables.get(entry, instant))
+    def open_entry(self, entry: TableEntry, instant: str | None = None, fresh: bool = True) -> OpenTable:
+        """The table's state now (or any state holding ``instant``; ``fresh=False``: any cached
+        state, see TableCache.get)."""
+        return OpenTable(entry, self.tables.get(entry, instant, fresh))
 
     def forget(self, identifier: str | None = None) -> None:
         """After a catalog change: drop the table's cached state (``None``: all), every cached
@@ -233,8 +232,9 @@ class Queries:
     def _endpoint(
         self, ticket: bytes, expires_at: float, metadata: bytes, weight: float, key: str
     ) -> flight.FlightEndpoint:
+        locations = self.placement.locations(weight, key)
         return flight.FlightEndpoint(
-            ticket, self.placement.locations(weight, key), expiration_time=_timestamp(expires_at), app_metadata=metadata
+            ticket, locations, expiration_time=expiration_time(expires_at), app_metadata=metadata
         )
 
     # -- reading -----------------------------------------------------------------------------
@@ -273,9 +273,10 @@ class Queries:
 class Call:
     """One RPC's view of the query path: the caller, and each table opened and planned once."""
 
-    def __init__(self, queries: Queries, context: flight.ServerCallContext):
+    def __init__(self, queries: Queries, context: flight.ServerCallContext, fresh: bool = True):
         self.queries = queries
         self.context = context
+        self.fresh = fresh
         self._user: str | None = None
         self._tables: dict[str, OpenTable] = {}
         self._plans: dict[tuple[str, str], PlannedScan] = {}
@@ -305,13 +306,13 @@ class Call:
         """The table now; opened once per call."""
         table = self._tables.get(identifier)
         if table is None:
-            table = self._tables[identifier] = self.queries.open(identifier)
+            table = self.open_entry(self.queries.catalog.load_table(identifier))
         return table
 
     def open_entry(self, entry: TableEntry) -> OpenTable:
         table = self._tables.get(entry.identifier)
         if table is None or table.entry != entry:
-            table = self._tables[entry.identifier] = self.queries.open_entry(entry)
+            table = self._tables[entry.identifier] = self.queries.open_entry(entry, fresh=self.fresh)
         return table
 
     def plan(self, identifier: str, options: ReadOptions) -> PlannedScan:
@@ -327,4 +328,4 @@ class Call:
         note(self.context, **fields)
 
 
-__all__ = ["Call", "OpenTable", "PlannedQuery", "PlannedScan", "Queries"]
+__all__ = ["Call", "OpenTable", "PlannedQuery", "PlannedScan", "Queries", "expiration_time"]

@@ -1,7 +1,8 @@
 """Wire shapes of the Flight service, in one place: query commands, action bodies and endpoint
 ``app_metadata`` (ticket payloads are in :mod:`.tickets`). They mirror ``schemas/command.schema.json``.
 
-Every command and action body is validated against the JSON Schema; violations raise
+Every command and action body is validated against the JSON Schema (a command of the common
+shapes by a hand-written check that is never looser); violations raise
 :class:`~catalog.errors.InvalidQueryError` (INVALID_ARGUMENT) with the path of the offending
 element, so a client learns exactly what is wrong.
 """
@@ -9,6 +10,7 @@ element, so a client learns exactly what is wrong.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -76,6 +78,64 @@ def _validate(doc: Any, definition: str | None, what: str) -> None:
         raise InvalidQueryError(f"invalid {what} at {where}: {err.message}")
 
 
+class _CommandShape:
+    """A hand-written check of the common command shapes, read off the command schema: a command
+    it accepts is valid (it is never looser than the schema), so the JSON Schema walk, about a
+    tenth of a point query's planning, runs only for the others (and names what is wrong)."""
+
+    def __init__(self) -> None:
+        root = schemas.load("command.schema.json")
+        defs, props = root["$defs"], root["properties"]
+        self.keys = frozenset(props)
+        self.identifier = re.compile(defs["identifier"]["pattern"])
+        self.ops = frozenset(defs["filter"]["prefixItems"][1]["enum"])
+        self.query_types = frozenset(props["query_type"]["enum"])
+        self.instant_chars = (defs["instant"]["minLength"], defs["instant"]["maxLength"])
+
+    def _instant(self, value: Any) -> bool:
+        return isinstance(value, str) and self.instant_chars[0] <= len(value) <= self.instant_chars[1]
+
+    @staticmethod
+    def _scalar(value: Any) -> bool:
+        return value is None or isinstance(value, (str, bool, int, float))
+
+    def _filter(self, item: Any) -> bool:
+        if not isinstance(item, list) or not 2 <= len(item) <= 3:
+            return False
+        column, op = item[0], item[1]
+        if not isinstance(column, str) or not column or not isinstance(op, str) or op not in self.ops:
+            return False
+        if len(item) == 2 or self._scalar(item[2]):
+            return True
+        return isinstance(item[2], list) and all(self._scalar(v) for v in item[2])
+
+    def accepts(self, doc: Any) -> bool:
+        if not isinstance(doc, dict) or "table" not in doc or not self.keys.issuperset(doc):
+            return False
+        table = doc["table"]
+        if not isinstance(table, str) or self.identifier.search(table) is None:
+            return False
+        columns = doc.get("columns")
+        if "columns" in doc and not (
+            isinstance(columns, list)
+            and all(isinstance(c, str) and c for c in columns)
+            and len(set(columns)) == len(columns)
+        ):
+            return False
+        filters = doc.get("filters")
+        if "filters" in doc and not (isinstance(filters, list) and all(self._filter(f) for f in filters)):
+            return False
+        if "query_type" in doc and not (isinstance(doc["query_type"], str) and doc["query_type"] in self.query_types):
+            return False
+        if any(key in doc and not self._instant(doc[key]) for key in ("as_of", "start", "end")):
+            return False
+        limit = doc.get("limit")
+        return "limit" not in doc or (isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0)
+
+
+_COMMAND_SHAPE = _CommandShape()
+
+
 @dataclass(frozen=True)
 class QueryCommand:
     """A query as sent in ``FlightDescriptor.for_command``: a table and its read options."""
@@ -89,7 +149,8 @@ class QueryCommand:
 
 def command_from_json(doc: Any) -> QueryCommand:
     """Validate a decoded command and build a :class:`QueryCommand`."""
-    _validate(doc, None, "command")
+    if not _COMMAND_SHAPE.accepts(doc):
+        _validate(doc, None, "command")
     return QueryCommand(doc[wire.TABLE_KEY], ReadOptions.from_json(doc))
 
 

@@ -22,7 +22,7 @@ T = TypeVar("T")
 class LimitExceededError(ServerError, InvalidQueryError):
     """A request went past a configured bound; the message names the bound."""
 
-    def __init__(self, name: str, limit: float, what: str):
+    def __init__(self, name: str, limit: float | str, what: str):
         super().__init__(f"limit {name} ({limit}) exceeded: {what}")
         self.name = name
 
@@ -34,7 +34,10 @@ class Limits:
     max_body_bytes: int = 1 << 20  # command, action body and (twice that) ticket
     max_json_depth: int = 32
     max_filters: int = 1_000
-    max_in_values: int = 10_000
+    max_in_values: int = 10_000  # JSON commands and SQL alike
+    max_sql_tokens: int = 50_000  # words and symbols of one SQL statement, before parsing
+    max_sql_depth: int = 256  # nesting of its parsed expressions
+    max_sql_generated_values: int = 1_000_000  # elements or characters one SQL function call may build
     max_properties_bytes: int = 64 << 10  # register-table properties, as JSON
     planning_seconds: float = 60.0
     # concurrent work (security.budgets; 0: unbounded). A connection is one client's gRPC

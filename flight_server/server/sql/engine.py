@@ -2,32 +2,60 @@
 
 Every connection is created with external access (files, URLs, ATTACH, COPY), extension
 installation and autoloading, community and unsigned extensions and Python replacement scans
-(DuckDB's lookup of unknown table names among Python variables) switched off, a memory limit and
-a thread count from the server configuration, spilling only into the server's private temp
-folder, and then the configuration locked, so SQL cannot change any of it. The only data it sees
-are the Arrow ``RecordBatchReader`` s registered as the query's views.
+(DuckDB's lookup of unknown table names among Python variables) switched off, a memory limit, a
+thread count and a spill bound from the server configuration, spilling only into the server's
+private temp folder, and then the configuration locked, so SQL cannot change any of it. The only
+data it sees are the Arrow ``RecordBatchReader`` s registered as the query's views.
+
+Every query of an :class:`Engine` is admitted against the process-wide memory budget
+(:mod:`.admission`), watched until it ends (:mod:`.watchdog`: deadline, client cancellation,
+shutdown, memory growth) and its result is bounded in bytes while it streams.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import duckdb
 import pyarrow as pa
+import pyarrow.flight as flight
 
 from catalog.errors import InvalidQueryError
+from flight_server.server.security.budgets import ServerBusyError
+from flight_server.server.security.limits import LimitExceededError
+from flight_server.server.sql.admission import RETRY_SECONDS, MemoryBudget, parse_bytes
+from flight_server.server.sql.watchdog import CANCELLED, DEADLINE, MEMORY, Watch, Watchdog
 
 BATCH_ROWS = 64 * 1024
 
 
 @dataclass(frozen=True)
 class EngineSettings:
-    """The engine's bounds (server configuration keys ``sql_memory_limit``, ``sql_threads``)."""
+    """The engine's bounds; each is the server configuration key ``sql_<name>``
+    (``sql_memory_limit``, ``sql_threads``, ...)."""
 
-    memory_limit: str = "1GB"
+    memory_limit: str = "1GB"  # per query (DuckDB's memory_limit)
     threads: int = 2
     temp_dir: str | None = None  # a private folder; None: no spilling
+    max_temp_size: str = "4GB"  # spilled bytes per query (DuckDB's max_temp_directory_size)
+    timeout_seconds: float = 300.0  # a query is interrupted after this long
+    max_result_bytes: int = 4 << 30  # Arrow bytes one query may stream
+    memory_budget: str = "2GB"  # all running queries together (admission; process growth)
+    admission_wait_seconds: float = 5.0  # how long a query waits for the budget before refused
+
+    def check(self) -> None:
+        """Refuse unusable values at start-up (a clear message naming the key)."""
+        for key in ("memory_limit", "max_temp_size", "memory_budget"):
+            try:
+                parse_bytes(getattr(self, key))
+            except ValueError as err:
+                raise ValueError(f"sql_{key}: {err}") from err
+        if parse_bytes(self.memory_budget) < parse_bytes(self.memory_limit):
+            raise ValueError("sql_memory_budget must be at least sql_memory_limit")
+        if self.timeout_seconds <= 0 or self.threads < 1 or self.max_result_bytes < 1:
+            raise ValueError("sql_timeout_seconds, sql_threads and sql_max_result_bytes must be positive")
 
 
 def connect(settings: EngineSettings) -> duckdb.DuckDBPyConnection:
@@ -41,11 +69,10 @@ def connect(settings: EngineSettings) -> duckdb.DuckDBPyConnection:
         "python_enable_replacements": False,
         "memory_limit": settings.memory_limit,
         "threads": settings.threads,
+        "temp_directory": settings.temp_dir or "",
     }
     if settings.temp_dir:
-        config["temp_directory"] = settings.temp_dir
-    else:
-        config["temp_directory"] = ""
+        config["max_temp_directory_size"] = settings.max_temp_size
     db = duckdb.connect(":memory:", config=config)
     db.execute("SET lock_configuration = true")
     return db
@@ -61,53 +88,128 @@ def _engine_error(err: duckdb.Error, settings: EngineSettings) -> Exception:
     return InvalidQueryError(f"SQL engine: {first[:300]}")
 
 
-def result_schema(sql: str, views: Mapping[str, pa.Schema], settings: EngineSettings) -> pa.Schema:
-    """The schema of ``sql``'s result when run over empty views of these schemas."""
-    db = connect(settings)
-    try:
-        for name, schema in views.items():
-            db.register(name, schema.empty_table())
-        return db.sql(sql).to_arrow_reader(BATCH_ROWS).schema
-    except duckdb.Error as err:
-        raise _engine_error(err, settings) from err
-    finally:
-        db.close()
+def _stopped(watch: Watch, settings: EngineSettings) -> Exception | None:
+    """The error of a query the watchdog interrupted (``None``: it was not)."""
+    if watch.reason == DEADLINE:
+        return flight.FlightTimedOutError(
+            f"limit sql_timeout_seconds ({settings.timeout_seconds:g}) exceeded: the query was cancelled"
+        )
+    if watch.reason == MEMORY:
+        return ServerBusyError(
+            "sql_memory_budget", parse_bytes(settings.memory_budget) >> 20,
+            f"the server's SQL queries grew past {settings.memory_budget} (MiB above); the query was cancelled",
+            RETRY_SECONDS,
+        )
+    if watch.reason == CANCELLED:
+        return flight.FlightCancelledError("the query was cancelled: the client went away")
+    if watch.reason is not None:
+        return flight.FlightUnavailableError("the server is shutting down; the query was cancelled")
+    return None
 
 
-def run(
-    sql: str, views: Mapping[str, pa.RecordBatchReader], settings: EngineSettings
-) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
-    """Run ``sql`` over the streamed ``views``; the result schema and its batches (streamed).
+class Engine:
+    """Runs the SQL of one server, every query bounded (see the module docstring)."""
 
-    The connection lives as long as the batch iterator and is closed when it ends or is dropped.
-    """
-    db = connect(settings)
-    try:
-        for name, reader in views.items():
-            db.register(name, reader)
-        result = db.sql(sql).to_arrow_reader(BATCH_ROWS)
-    except duckdb.Error as err:
-        db.close()
-        raise _engine_error(err, settings) from err
-    return result.schema, _batches(db, result, settings)
+    def __init__(self, settings: EngineSettings):
+        settings.check()
+        self.settings = settings
+        self.budget = MemoryBudget(settings.memory_budget, settings.memory_limit, settings.admission_wait_seconds)
+        # the process may grow by the budget plus one query's worth of Arrow input and output
+        growth = parse_bytes(settings.memory_budget) + parse_bytes(settings.memory_limit)
+        self.watchdog = Watchdog(memory_bytes=growth)
 
+    def stop_all(self) -> None:
+        """Interrupt every running query (the server is shutting down)."""
+        self.watchdog.stop_all()
 
-def _batches(
-    db: duckdb.DuckDBPyConnection, result: pa.RecordBatchReader, settings: EngineSettings
-) -> Iterator[pa.RecordBatch]:
-    try:
-        while True:
+    def result_schema(
+        self, sql: str, views: Mapping[str, pa.Schema], cancelled: Callable[[], bool] | None = None
+    ) -> pa.Schema:
+        """The schema of ``sql``'s result when run over empty views of these schemas (the
+        query is wrapped in ``LIMIT 0``: its schema without its rows)."""
+        stack = contextlib.ExitStack()
+        try:
+            db, watch = self._start(stack, cancelled)
             try:
-                batch = result.read_next_batch()
-            except StopIteration:
-                return
-            except (duckdb.Error, pa.ArrowException) as err:
-                if isinstance(err, duckdb.Error):
-                    raise _engine_error(err, settings) from err
-                raise InvalidQueryError(f"SQL engine: {str(err).splitlines()[0][:300]}") from err
-            yield batch
-    finally:
-        db.close()
+                for name, schema in views.items():
+                    db.register(name, schema.empty_table())
+                with watch.busy():
+                    return db.sql(sql).limit(0).to_arrow_reader(BATCH_ROWS).schema
+            except duckdb.Error as err:
+                raise (_stopped(watch, self.settings) or _engine_error(err, self.settings)) from err
+        finally:
+            stack.close()
+
+    def run(
+        self,
+        sql: str,
+        views: Mapping[str, pa.RecordBatchReader],
+        cancelled: Callable[[], bool] | None = None,
+    ) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+        """Run ``sql`` over the streamed ``views``; the result schema and its batches (streamed).
+
+        The connection, its watch and its share of the budget live as long as the batch
+        iterator and are given back when it ends or is dropped.
+
+        Raises:
+            ServerBusyError: the SQL memory budget stayed spent (UNAVAILABLE, retryable).
+        """
+        stack = contextlib.ExitStack()
+        try:
+            db, watch = self._start(stack, cancelled)
+        except BaseException:
+            stack.close()
+            raise
+        try:
+            for name, reader in views.items():
+                db.register(name, reader)
+            with watch.busy():
+                result = db.sql(sql).to_arrow_reader(BATCH_ROWS)
+        except duckdb.Error as err:
+            stack.close()
+            raise (_stopped(watch, self.settings) or _engine_error(err, self.settings)) from err
+        except BaseException:
+            stack.close()
+            raise
+        return result.schema, self._batches(stack, watch, result)
+
+    def _start(
+        self, stack: contextlib.ExitStack, cancelled: Callable[[], bool] | None
+    ) -> tuple[duckdb.DuckDBPyConnection, Watch]:
+        """Admit, connect and watch a query; closing ``stack`` undoes it all in reverse order."""
+        stack.enter_context(self.budget.admitted())
+        db = connect(self.settings)
+        stack.callback(db.close)
+        watch = self.watchdog.watch(db, self.settings.timeout_seconds, cancelled)
+        stack.callback(self.watchdog.release, watch)  # released before the connection is closed
+        return db, watch
+
+    def _batches(
+        self, stack: contextlib.ExitStack, watch: Watch, result: pa.RecordBatchReader
+    ) -> Iterator[pa.RecordBatch]:
+        limit = self.settings.max_result_bytes
+        streamed = 0
+        with stack:
+            while True:
+                stopped = _stopped(watch, self.settings)
+                if stopped is not None:
+                    raise stopped
+                try:
+                    with watch.busy():
+                        batch = result.read_next_batch()
+                except StopIteration:
+                    return
+                except duckdb.Error as err:
+                    raise (_stopped(watch, self.settings) or _engine_error(err, self.settings)) from err
+                except pa.ArrowException as err:
+                    stopped = _stopped(watch, self.settings)
+                    if stopped is not None:
+                        raise stopped from err
+                    raise InvalidQueryError(f"SQL engine: {str(err).splitlines()[0][:300]}") from err
+                streamed += batch.nbytes
+                if streamed > limit:
+                    raise LimitExceededError("sql_max_result_bytes", limit, "the query's result is larger")
+                yield batch
 
 
-__all__ = ["EngineSettings", "connect", "result_schema", "run"]
+__all__ = ["Engine", "EngineSettings", "connect"]

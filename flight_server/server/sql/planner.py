@@ -268,7 +268,7 @@ def _plain_limit(query: exp.Query, references: list[exp.Table], pushable: dict[i
         return None
     limit = query.args.get("limit")
     if limit is None or any(
-        query.args.get(k) for k in ("group", "having", "order", "distinct", "qualify", "with")
+        query.args.get(k) for k in ("group", "having", "order", "distinct", "qualify", "with", "sample")
     ) or query.find(exp.AggFunc, exp.Window, exp.Subquery):
         return None
     where = query.args.get("where")

@@ -18,6 +18,8 @@
 
 from __future__ import annotations
 
+import datetime
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -29,6 +31,8 @@ from sqlglot.tokens import TokenType
 
 from catalog.errors import InvalidQueryError
 from catalog.plan.options import ReadOptions
+from flight_server.server.security.limits import Limits
+from flight_server.server.sql import bounds
 from flight_server.server.sql.planner import (
     DIALECT,
     Resolver,
@@ -47,6 +51,7 @@ _FORBIDDEN_FUNCTION = re.compile(
     r"|iceberg_\w+|delta_\w+|json_execute_serialized_sql|from_substrait\w*|get_substrait\w*|checkpoint|force_checkpoint)$",
     re.IGNORECASE,
 )
+_DIGIT_INSTANT = re.compile(r"^\d{14}(\d{3})?$")
 _ISO_INSTANT = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,3}))?)?$")
 
 
@@ -71,25 +76,33 @@ class Analysis:
 MAX_SQL_NESTING = 128
 
 
-def analyze(sql: str, resolve: Resolver, parameters: Sequence[Any] | None = None) -> Analysis:
-    """Parse, check and plan ``sql``.
+def analyze(
+    sql: str, resolve: Resolver, parameters: Sequence[Any] | None = None, limits: Limits | None = None
+) -> Analysis:
+    """Parse, check and plan ``sql`` (within ``limits``: :mod:`.bounds`).
 
     Raises:
         ReadOnlyError: the statement is not a read (``ValueError``).
         InvalidQueryError: a refused function or clause, wrong parameter count, bad instant.
+        LimitExceededError: past a bound of ``limits`` (an ``InvalidQueryError``).
     """
+    limits = limits or Limits()
     tokens = _tokens(sql)
+    bounds.check_tokens(tokens, limits)
     _check_nesting(tokens)
     try:
-        return _analyze(sql, tokens, resolve, parameters)
+        return _analyze(sql, tokens, resolve, parameters, limits)
     except RecursionError as err:  # a tree the depth check let through but sqlglot cannot walk
         raise InvalidQueryError(f"SQL is nested too deeply (at most {MAX_SQL_NESTING} levels)") from err
 
 
-def _analyze(sql: str, tokens: list[Any], resolve: Resolver, parameters: Sequence[Any] | None) -> Analysis:
+def _analyze(
+    sql: str, tokens: list[Any], resolve: Resolver, parameters: Sequence[Any] | None, limits: Limits
+) -> Analysis:
     query = parse_query(_bind(sql, tokens, parameters))
     if query.find(exp.Placeholder, exp.Parameter):
         raise InvalidQueryError("only positional '?' parameters are supported (not named or numbered ones)")
+    bounds.check_query(query, limits)
     _refuse_unsafe(query)
     _hudi_clauses(query)
     count_star = _count_star(query)
@@ -141,6 +154,8 @@ def _bind(sql: str, tokens: list[Any], parameters: Sequence[Any] | None) -> str:
         raise InvalidQueryError(f"the query has {len(marks)} parameter(s) but {len(given)} value(s) are bound")
     out, pos = [], 0
     for token, value in zip(marks, given):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InvalidQueryError(f"cannot bind {value!r}: NaN and infinite parameters are not supported")
         try:
             literal = exp.convert(value).sql(dialect=DIALECT)
         except ValueError as err:
@@ -179,7 +194,12 @@ def _refuse_unsafe(query: Any) -> None:
 
 def instant_literal(node: exp.Expression, what: str) -> str:
     """A ``'<instant>'`` string literal as a Hudi instant (``yyyyMMddHHmmss[SSS]``; an ISO date or
-    timestamp is accepted and written out as one, a date meaning its midnight as in Hudi's Spark SQL)."""
+    timestamp is accepted and written out as one, a date meaning its midnight as in Hudi's Spark SQL).
+
+    Raises:
+        InvalidQueryError: not a literal, or not a time that exists (``25:61:61`` would sort after
+            every instant and so read the latest snapshot).
+    """
     if not isinstance(node, exp.Literal) or not node.is_string:
         raise InvalidQueryError(f"{what} takes a string literal instant such as '20240101120000000'")
     text = node.this.strip()
@@ -187,29 +207,87 @@ def instant_literal(node: exp.Expression, what: str) -> str:
     if iso:
         y, mo, d, h, mi, s, ms = iso.groups()
         text = f"{y}{mo}{d}{h or '00'}{mi or '00'}{s or '00'}{(ms or '000').ljust(3, '0')}"
+    if not _DIGIT_INSTANT.match(text):
+        raise InvalidQueryError(
+            f"{what}: {_shown(text)!r} is not an instant (yyyyMMddHHmmss[SSS] or yyyy-MM-dd[ HH:mm:ss[.SSS]])"
+        )
+    try:
+        datetime.datetime.strptime(text[:14], "%Y%m%d%H%M%S")
+    except ValueError:
+        raise InvalidQueryError(f"{what}: {_shown(text)!r} is not a time that exists") from None
     return text
 
 
+def _shown(text: str) -> str:
+    return text if len(text) <= 40 and text.isprintable() else text[:40] + "..."
+
+
+#: table clauses sqlglot parses that the rewrite does not carry, as the client wrote them
+_CLAUSES = {
+    "sample": "TABLESAMPLE", "pivots": "PIVOT/UNPIVOT", "hints": "table hints WITH (...)",
+    "changes": "CHANGES", "only": "ONLY", "when": "AT/BEFORE", "joins": "a join inside the table reference",
+    "laterals": "LATERAL", "partition": "PARTITION", "ordinality": "WITH ORDINALITY", "rows_from": "ROWS FROM",
+    "system_time": "FOR SYSTEM_TIME", "format": "FORMAT", "pattern": "PATTERN", "indexed": "INDEXED BY",
+}
+
+
+def _refuse_dropped_clauses(table: exp.Table) -> None:
+    """Refuse, by name, a clause on a catalog table that the rewrite to a scan view would drop
+    (never a silent wrong answer: ``TABLESAMPLE`` returning every row, ``AS t(a, b)`` ignored)."""
+    for key, clause in _CLAUSES.items():
+        if table.args.get(key):
+            raise InvalidQueryError(f"clause {clause} on table {_shown(table.name)} is not supported")
+    alias = table.args.get("alias")
+    if isinstance(alias, exp.TableAlias) and alias.args.get("columns"):
+        raise InvalidQueryError(
+            f"column aliases AS {_shown(alias.name)}(...) on table {_shown(table.name)} are not supported; "
+            "alias the columns in the select list"
+        )
+
+
+def _time_travel(table: exp.Table) -> str | None:
+    """The instant of ``TIMESTAMP AS OF '<instant>'`` or ``AT (TIMESTAMP => '<instant>')``."""
+    version, when = table.args.get("version"), table.args.get("when")
+    if version is not None and when is not None:
+        raise InvalidQueryError(f"table {_shown(table.name)} has two time travel clauses")
+    if when is not None:
+        if str(when.this).upper() != "AT" or str(when.args.get("kind", "")).upper() != "TIMESTAMP":
+            raise InvalidQueryError(
+                f"clause {when.sql(dialect=DIALECT)[:80]!r} is not supported; use AT (TIMESTAMP => '<instant>')"
+            )
+        table.set("when", None)
+        return instant_literal(when.expression, "AT (TIMESTAMP => ...)")
+    if version is None:
+        return None
+    if str(version.this).upper() != "TIMESTAMP" or str(version.args.get("kind", "")).upper() != "AS OF":
+        raise InvalidQueryError(
+            f"clause {version.sql(dialect=DIALECT)[:80]!r} is not supported; use TIMESTAMP AS OF '<instant>'"
+        )
+    table.set("version", None)
+    return instant_literal(version.expression, "TIMESTAMP AS OF")
+
+
 def _hudi_clauses(query: Any) -> None:
-    """Time travel and ``hudi_table_changes`` -> ``meta["hudi_options"]`` of plain table nodes."""
+    """Time travel and ``hudi_table_changes`` -> ``meta["hudi_options"]`` of plain table nodes;
+    any other clause on a catalog table is refused by name."""
     ctes = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
     for table in list(query.find_all(exp.Table)):
-        version = table.args.get("version")
+        travels = table.args.get("version") is not None or table.args.get("when") is not None
         if isinstance(table.this, exp.Identifier):
-            if version is None:
-                continue
             if not table.db and table.name.lower() in ctes:
-                raise InvalidQueryError(f"TIMESTAMP AS OF applies to catalog tables, not to the CTE {table.name[:64]}")
-            if str(version.this).upper() != "TIMESTAMP" or str(version.args.get("kind", "")).upper() != "AS OF":
-                raise InvalidQueryError(
-                    f"clause {version.sql(dialect=DIALECT)!r} is not supported; use TIMESTAMP AS OF '<instant>'"
-                )
-            as_of = instant_literal(version.expression, "TIMESTAMP AS OF")
-            table.set("version", None)
-            table.meta["hudi_options"] = ReadOptions(as_of=as_of)
+                if travels:
+                    raise InvalidQueryError(
+                        f"TIMESTAMP AS OF applies to catalog tables, not to the CTE {table.name[:64]}"
+                    )
+                continue  # the engine itself answers a CTE's clauses
+            as_of = _time_travel(table)
+            _refuse_dropped_clauses(table)
+            if as_of is not None:
+                table.meta["hudi_options"] = ReadOptions(as_of=as_of)
             continue
-        if version is not None:
+        if travels:
             raise InvalidQueryError(f"{TABLE_CHANGES} takes no TIMESTAMP AS OF clause")
+        _refuse_dropped_clauses(table)
         table.replace(_changes_table(table))
 
 
@@ -248,7 +326,9 @@ def hudi_options(table: exp.Table) -> ReadOptions:
 
 # -- shapes --------------------------------------------------------------------------------
 
-_NOT_PLAIN = ("group", "having", "order", "distinct", "qualify", "with", "offset", "joins", "laterals", "windows")
+_NOT_PLAIN = (
+    "group", "having", "order", "distinct", "qualify", "with", "offset", "joins", "laterals", "windows", "sample"
+)
 
 
 def _single_select(query: Any) -> bool:

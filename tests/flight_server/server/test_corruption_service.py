@@ -4,15 +4,18 @@ client, which warns, not only written to the server log."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import warnings
 
+import pyarrow.flight as flight
 import pytest
 
 from catalog import HudiTable
 from catalog.errors import CorruptBlockWarning, MetadataTableFallbackWarning
 from flight_server.client.session import connect
+from flight_server.protocol import pack, sql
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
 from tests.catalog.test_corruption import LAST_MDT_LOG, truncated_mdt_copy
@@ -57,3 +60,34 @@ def test_skipped_corrupt_data_block_reaches_the_client(fixture_table, tmp_path, 
     assert all(issubclass(w.category, CorruptBlockWarning) for w in seen if str(w.message) in client_side)
     assert_same_rows(served, expected, "corrupt block skipped")
     assert_same_rows(served, table.read(query_type="read_optimized"), "as read-optimized")
+
+
+@pytest.mark.parametrize("query", [
+    "SELECT count(*) AS n FROM bad.t WHERE _hoodie_record_key IS NOT NULL",
+    "SELECT * FROM bad.t ORDER BY _hoodie_record_key",
+], ids=["aggregate", "sorted rows"])
+def test_skipped_corrupt_data_block_reaches_flight_sql_clients(fixture_table, tmp_path, query):
+    """The engine reads the table on its own threads; the notes still reach the stream's
+    ``app_metadata`` (``{"corrupt_blocks": [...]}``), as on the JSON path."""
+    path = tmp_path / "t"
+    shutil.copytree(fixture_table("sample_table/mor/parquet/v6_nonpartitioned"), path)
+    (log,) = [p for p in path.iterdir() if ".log." in p.name]
+    log.write_bytes(log.read_bytes()[:-100])
+    with _serve(path, tmp_path) as server:
+        client = flight.connect(f"grpc://127.0.0.1:{server.port}")
+        command = flight.FlightDescriptor.for_command(pack(sql.CommandStatementQuery(query=query)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CorruptBlockWarning)
+            info = client.get_flight_info(command)
+            reader = client.do_get(info.endpoints[0].ticket)
+            notes = []
+            while True:
+                try:
+                    chunk = reader.read_chunk()
+                except StopIteration:
+                    break
+                if chunk.app_metadata is not None:
+                    notes.extend(json.loads(chunk.app_metadata.to_pybytes())["corrupt_blocks"])
+        client.close()
+    assert notes and all(log.name in n and "corrupt log block" in n for n in notes), notes
+    assert len(notes) == len(set(notes))  # told once

@@ -269,10 +269,10 @@ def test_bad_actions(client, action, body, error):
 def test_unexpected_error_is_internal_without_its_text(client, server, monkeypatch):
     """An unexpected server error reaches the client as INTERNAL, naming no exception text."""
 
-    def broken(identifier, instant=None):
+    def broken(entry, instant=None, fresh=True):
         raise RuntimeError("secret-detail /srv/private")
 
-    monkeypatch.setattr(server.queries, "open", broken)
+    monkeypatch.setattr(server.queries, "open_entry", broken)
     with pytest.raises(flight.FlightInternalError) as caught:
         client.get_flight_info(flight.FlightDescriptor.for_path(*identifier(SIMPLE).split(".")))
     assert "secret-detail" not in str(caught.value) and "/srv/private" not in str(caught.value)

@@ -8,11 +8,13 @@ table: data and MDT files first, the completed instant file last, as Hudi writes
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -21,9 +23,11 @@ import pytest
 from catalog.hudi_table import HudiTable
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
+from flight_server.server.service import HudiFlightServer
 from hudi_generator.generator import MERGE_ON_READ, GeneratorSpec
 from tests.support.compare import assert_same_rows
 from tests.support.counting_fs import CountingFileSystem, register
+from tests.support.flight_sql import bind
 from tests.support.servers import running_server
 
 SPEC = dict(rows=300, partitions=3, table_type=MERGE_ON_READ, record_index=True, column_stats=True)
@@ -55,19 +59,26 @@ def land_commit(table: str, new: str, names: list[str]) -> None:
         shutil.copyfile(Path(new) / name, target)
 
 
-@pytest.fixture
-def served(versions, tmp_path):
-    """(server, flight client, table path) with a private copy of the one-commit table."""
+@contextlib.contextmanager
+def serving_a_copy(table: str, tmp_path: Path, **settings) -> Iterator[tuple[HudiFlightServer, flight.FlightClient, str]]:
+    """(server, flight client, table path) serving a private copy of ``table`` through ``countfs``."""
     register()
     path = str(tmp_path / "table")
-    shutil.copytree(versions[0], path)
+    shutil.copytree(table, path)
     registry = Registry(f"sqlite:///{tmp_path / 'catalog.db'}")
     registry.register_table(TABLE, f"countfs://{path}")
-    config = ServerConfig(port=0, state_dir=str(tmp_path / "state"), refresh_interval_seconds=0)
+    config = ServerConfig(port=0, state_dir=str(tmp_path / "state"), refresh_interval_seconds=0, **settings)
     with running_server(config, registry=registry) as server:
         client = flight.connect(f"grpc://127.0.0.1:{server.port}")
         yield server, client, path
         client.close()
+
+
+@pytest.fixture
+def served(versions, tmp_path):
+    """(server, flight client, table path) with a private copy of the one-commit table."""
+    with serving_a_copy(versions[0], tmp_path) as served:
+        yield served
 
 
 def _descriptor(**options) -> flight.FlightDescriptor:
@@ -184,3 +195,56 @@ def test_counting_filesystem_sees_the_table_files(versions):
     register()
     assert os.path.isdir(versions[0])
     assert HudiTable.open(f"countfs://{versions[0]}").read().num_rows > 0
+
+
+def _sql(client: flight.FlightClient, query: str) -> pa.Table:
+    from flight_server.protocol import pack, sql
+
+    info = client.get_flight_info(flight.FlightDescriptor.for_command(pack(sql.CommandStatementQuery(query=query))))
+    return _fetch(client, info)
+
+
+def _prepared(client: flight.FlightClient, query: str, key: str) -> pa.Table:
+    """What ADBC does for a bound query: prepare, bind (DoPut), plan, read."""
+    from flight_server.protocol import pack, sql, unpack
+
+    request = sql.ActionCreatePreparedStatementRequest(query=query)
+    created = unpack(next(iter(client.do_action(flight.Action("CreatePreparedStatement", pack(request))))).body
+                     .to_pybytes())
+    bound = bind(client, created.prepared_statement_handle, pa.record_batch([pa.array([key])], names=["p0"]))
+    command = flight.FlightDescriptor.for_command(pack(sql.CommandPreparedStatementQuery(
+        prepared_statement_handle=bound)))
+    return _fetch(client, client.get_flight_info(command))
+
+
+def test_a_point_query_lists_the_timeline_once_on_every_path(served):
+    """JSON command, Flight SQL statement and prepared statement: plan and read cost one timeline
+    listing in all (the prepare uses the cached state; do_get the plan it was pinned to)."""
+    server, client, path = served
+    key = "trip-0000000042"
+    paths = {
+        "json": lambda: _fetch(client, client.get_flight_info(_descriptor(filters=[["uuid", "=", key]]))),
+        "sql": lambda: _sql(client, f"SELECT * FROM {TABLE} WHERE uuid = '{key}'"),
+        "prepared": lambda: _prepared(client, f"SELECT * FROM {TABLE} WHERE uuid = ?", key),
+    }
+    answers = {}
+    for name, query in paths.items():
+        query()  # warm
+        CountingFileSystem.reset()
+        answers[name] = query()
+        listings = [p for kind, p in CountingFileSystem.reset() if kind == "list" and "/.hoodie/" in p]
+        assert listings == [f"{path}/.hoodie/timeline"], name
+    assert answers["json"].num_rows == 1
+    assert answers["sql"].equals(answers["json"]) and answers["prepared"].equals(answers["json"])
+
+
+def test_max_staleness_skips_the_timeline_listing(versions, tmp_path):
+    with serving_a_copy(versions[0], tmp_path, max_staleness_ms=3_600_000) as (server, client, path):
+        first = _fetch(client, client.get_flight_info(_descriptor()))
+        CountingFileSystem.reset()
+        land_commit(path, versions[1], new_commit_files(path, versions[1]))
+        again = _fetch(client, client.get_flight_info(_descriptor()))
+        assert not [p for kind, p in CountingFileSystem.reset() if "/.hoodie/" in p]
+        assert_same_rows(again, first)  # within the bound: the state it had
+        server.tables.max_staleness_seconds = 0  # the bound passed: the next plan checks
+        assert _fetch(client, client.get_flight_info(_descriptor())).num_rows != first.num_rows

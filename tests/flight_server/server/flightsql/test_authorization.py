@@ -8,6 +8,7 @@ from __future__ import annotations
 import tempfile
 import threading
 
+import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
@@ -20,6 +21,7 @@ from tests.support.servers import identifier
 A = identifier("sample_table/cow/v9_txns_simple_meta")
 B = identifier("sample_table/mor/avro/v9_txns_simple_meta")
 DENIED = identifier("sample_table/cow/v6_nonpartitioned")
+SECRET = "secret"  # a namespace the caller holds no right in: a merge-on-read and a copy-on-write table
 
 
 class RecordingServer(HudiFlightServer):
@@ -34,12 +36,12 @@ class RecordingServer(HudiFlightServer):
 
     def authorize(self, context, right, table=None):
         self.calls.append((right, table))
-        if table == DENIED:
+        if table == DENIED or (table or "").startswith(SECRET + "."):
             raise flight.FlightUnauthorizedError(f"{self.user} may not read {table}")
         return self.user
 
     def readable(self, context, tables):
-        return [t for t in tables if t != DENIED]
+        return [t for t in tables if t != DENIED and not t.startswith(SECRET + ".")]
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +50,8 @@ def server(fixture_table, tmp_path_factory):
     for name in ("sample_table/cow/v9_txns_simple_meta", "sample_table/mor/avro/v9_txns_simple_meta",
                  "sample_table/cow/v6_nonpartitioned"):
         registry.register_table(identifier(name), fixture_table(name))
+    registry.register_table(f"{SECRET}.mor_only", fixture_table("sample_table/mor/avro/v9_txns_simple_meta"))
+    registry.register_table(f"{SECRET}.cow_only", fixture_table("sample_table/cow/v6_nonpartitioned"))
     config = ServerConfig(
         port=0,
         state_dir=str(tmp_path_factory.mktemp("auth-state")),
@@ -112,8 +116,6 @@ def test_prepared_statements_serve_only_their_user(server, client):
 
 
 def test_large_batches_are_cut_for_generic_grpc_clients():
-    import pyarrow as pa
-
     batch = pa.record_batch([pa.array(["x" * 1000] * 30_000)], names=["s"])  # ~30 MB
     parts = list(_message_sized(iter([batch])))
     assert len(parts) > 3 and all(p.nbytes <= 9 << 20 for p in parts)
@@ -125,3 +127,27 @@ def test_count_tickets_are_authorized_again(server, client):
     server.calls.clear()
     assert client.do_get(info.endpoints[0].ticket).read_all().num_rows == 1
     assert server.calls == [("read", A)]
+
+
+@pytest.mark.parametrize("name", ["mor_only", "cow_only", "missing", "mor_only_ro", "cow_only_ro", "missing_ro"])
+def test_missing_and_not_yours_get_one_answer(client, name):
+    """Existing or not, merge-on-read or not: a caller without the right learns nothing."""
+    with pytest.raises(flight.FlightUnauthorizedError) as caught:
+        _info(client, f"SELECT * FROM {SECRET}.{name}")
+    assert str(caught.value).split(". Detail")[0] == f"no read right on table {SECRET}.{name}"
+
+
+@pytest.mark.parametrize("name", ["mor_only", "missing"])
+def test_unqualified_names_see_only_readable_tables(client, name):
+    with pytest.raises(pa.ArrowKeyError) as caught:  # NOT_FOUND
+        _info(client, f"SELECT * FROM {name}")
+    assert str(caught.value).split(". Detail")[0].endswith(f"table {name} not found"), caught.value
+
+
+def test_primary_keys_of_missing_and_ungranted_tables_are_alike(client):
+    rows = []
+    for table in ("mor_only", "missing"):
+        info = client.get_flight_info(flight.FlightDescriptor.for_command(
+            pack(sql.CommandGetPrimaryKeys(db_schema=SECRET, table=table))))
+        rows.append(client.do_get(info.endpoints[0].ticket).read_all().num_rows)
+    assert rows == [0, 0]

@@ -18,6 +18,7 @@ from flight_server.server.flightsql import schemas
 from flight_server.server.query.tickets import PreparedHandle
 from flight_server.server.security.tickets import TicketSigner
 from tests.support.compare import assert_same_rows
+from tests.support.flight_sql import bind
 
 TABLE = "sample_table_cow.v9_txns_simple_meta"
 LEAKS = ("Traceback", 'File "', "/work/", "site-packages", "/tmp/")
@@ -225,14 +226,8 @@ def test_do_put_binds_one_parameter_row(client, sql_server):
         "CreatePreparedStatement", pack(sql.ActionCreatePreparedStatementRequest(query=query))))))
     handle = unpack(result.body.to_pybytes()).prepared_statement_handle
     descriptor = _command(sql.CommandPreparedStatementQuery(prepared_statement_handle=handle))
-    params = pa.record_batch([pa.array(["us"])], names=["p0"])
-    writer, reader = client.do_put(descriptor, params.schema)
-    writer.write_batch(params)
-    writer.done_writing()
-    answer = sql.DoPutPreparedStatementResult()
-    answer.ParseFromString(reader.read().to_pybytes())
-    writer.close()
-    bound = sql_server.queries.codec.redeem(answer.prepared_statement_handle, (PreparedHandle,), None)
+    answer = bind(client, handle, pa.record_batch([pa.array(["us"])], names=["p0"]))
+    bound = sql_server.queries.codec.redeem(answer, (PreparedHandle,), None)
     assert bound.parameter_values() == ["us"]
     two = pa.record_batch([pa.array(["us", "eu"])], names=["p0"])
     writer, reader = client.do_put(descriptor, two.schema)
@@ -249,7 +244,7 @@ def test_engine_memory_limit_is_named(sql_server, client):
     settings = engine.EngineSettings(memory_limit="20MB", threads=1, temp_dir=None)
     db_sql = "SELECT i, md5(i::VARCHAR) AS m FROM range(3000000) t(i) ORDER BY m"
     with pytest.raises(ValueError, match="sql_memory_limit"):
-        _, batches = engine.run(db_sql, {}, settings)
+        _, batches = engine.Engine(settings).run(db_sql, {})
         for _ in batches:
             pass
 
@@ -267,7 +262,7 @@ def test_engine_itself_reaches_no_file(query):
     from flight_server.server.sql import engine
 
     with pytest.raises(ValueError, match="SQL engine"):
-        _, batches = engine.run(query, {}, engine.EngineSettings(memory_limit="64MB", threads=1))
+        _, batches = engine.Engine(engine.EngineSettings(memory_limit="64MB", threads=1)).run(query, {})
         list(batches)
 
 

@@ -1,0 +1,148 @@
+"""Stopping SQL queries from outside: at their deadline, when their client goes away, when the
+server shuts down, or when the engine's memory grows past the server's SQL budget.
+
+DuckDB checks for an interrupt between the chunks it processes, so ``connection.interrupt()``
+from another thread stops even a query that never yields a row (a recursive CTE without end).
+One daemon thread polls the running queries every ``POLL_SECONDS``.
+
+The client's cancellation is only asked while the query's thread is inside the engine (a
+blocking DuckDB call): the RPC cannot end during that time, so its call context is alive; between
+engine calls the stream itself checks the context (``HudiFlightServer._until_cancelled``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Protocol
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.1
+
+#: why a query was interrupted
+DEADLINE, CANCELLED, SHUTDOWN, MEMORY = "deadline", "cancelled", "shutdown", "memory"
+
+
+class Interruptible(Protocol):
+    """What the watchdog needs of a connection (``duckdb.DuckDBPyConnection``)."""
+
+    def interrupt(self) -> None: ...
+
+
+def rss_bytes() -> int:
+    """The resident set size of this process (0 where ``/proc`` is not available)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+@dataclass(eq=False)
+class Watch:
+    """One running query, registered with the :class:`Watchdog` until it is released."""
+
+    connection: Interruptible
+    deadline: float
+    cancelled: Callable[[], bool] | None
+    rss_at_start: int
+    reason: str | None = None
+    _busy: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        """Mark a blocking engine call: the client's cancellation is asked meanwhile."""
+        with self._lock:
+            self._busy += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._busy -= 1
+
+    def stop(self, reason: str) -> bool:
+        """Interrupt the query (once; the first reason is kept); ``False``: it already was."""
+        with self._lock:
+            if self.reason is not None:
+                return False
+            self.reason = reason
+        self.connection.interrupt()
+        return True
+
+    def client_gone(self) -> bool:
+        with self._lock:
+            if not self._busy or self.cancelled is None:
+                return False
+            try:
+                return bool(self.cancelled())
+            except Exception:  # a context that cannot answer: keep the query, its deadline still holds
+                return False
+
+
+class Watchdog:
+    """Interrupts registered queries at their deadline, on cancellation, on :meth:`stop_all`,
+    and when the process has grown by more than ``memory_bytes`` since the oldest running query
+    started (DuckDB's ``memory_limit`` does not count every list and string value)."""
+
+    def __init__(self, memory_bytes: int | None = None, rss: Callable[[], int] = rss_bytes):
+        self.memory_bytes = memory_bytes
+        self._rss = rss
+        self._watches: set[Watch] = set()
+        self._lock = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, connection: Interruptible, seconds: float, cancelled: Callable[[], bool] | None) -> Watch:
+        entry = Watch(connection, time.monotonic() + seconds, cancelled, self._rss())
+        with self._lock:
+            self._watches.add(entry)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="hudi-sql-watchdog", daemon=True)
+                self._thread.start()
+            self._lock.notify_all()
+        return entry
+
+    def release(self, entry: Watch) -> None:
+        """Forget ``entry`` (before its connection is closed: it is never interrupted after)."""
+        with self._lock:
+            self._watches.discard(entry)
+
+    def running(self) -> int:
+        with self._lock:
+            return len(self._watches)
+
+    def stop_all(self, reason: str = SHUTDOWN) -> None:
+        """Interrupt every running query now (server shutdown)."""
+        with self._lock:
+            for entry in list(self._watches):
+                entry.stop(reason)
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._watches:
+                    self._lock.wait()
+                self._check(list(self._watches))
+            time.sleep(POLL_SECONDS)
+
+    def _check(self, watches: list[Watch]) -> None:
+        now = time.monotonic()
+        for entry in watches:
+            if now > entry.deadline:
+                entry.stop(DEADLINE)
+            elif entry.client_gone():
+                entry.stop(CANCELLED)
+        if self.memory_bytes is not None and watches:
+            grown = self._rss() - min(e.rss_at_start for e in watches)
+            if grown > self.memory_bytes:
+                stopped = sum(entry.stop(MEMORY) for entry in watches)
+                if stopped:
+                    log.warning("SQL queries grew the server by %d MiB: interrupted %d", grown >> 20, stopped)
+
+
+__all__ = ["CANCELLED", "DEADLINE", "MEMORY", "SHUTDOWN", "Watch", "Watchdog", "rss_bytes"]

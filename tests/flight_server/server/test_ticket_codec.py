@@ -1,0 +1,70 @@
+"""The one ticket codec: every kind round-trips, a ticket of one kind never passes for another,
+a ticket of another user is refused the same way everywhere, and a snapshot's instant travels once."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.flight as flight
+import pytest
+
+from catalog.errors import InvalidTicketError
+from catalog.plan.options import ReadOptions
+from catalog.table.files import BaseFile, FileSlice, Split
+from flight_server.server.query.tickets import (
+    CountTicket,
+    PinnedScan,
+    PreparedHandle,
+    ScanTicket,
+    SplitTicket,
+    StatementTicket,
+    TicketCodec,
+)
+from flight_server.server.security.limits import Limits
+from flight_server.server.security.tickets import TicketSigner
+
+INSTANT = "20240101000000000"
+SCAN = PinnedScan("ns.t", "/tables/t", INSTANT, ReadOptions(as_of=INSTANT, columns=("a",), filters=(("a", "=", 1),)))
+SPLIT = Split(FileSlice("p=1", "fg1", INSTANT, BaseFile.parse(f"fg1_0-1-0_{INSTANT}.parquet", 100)), 100, 10, 0.5,
+              row_groups=(0, 2))
+
+
+@pytest.fixture
+def codec():
+    return TicketCodec(TicketSigner(b"k" * 32), Limits())
+
+
+@pytest.mark.parametrize("ticket", [
+    SplitTicket("alice", SCAN, SPLIT),
+    ScanTicket("alice", PinnedScan(SCAN.table, SCAN.uri, SCAN.instant, SCAN.options.replace(limit=5))),
+    StatementTicket("alice", "SELECT 1 FROM __hudi_scan_0", (("__hudi_scan_0", SCAN),)),
+    CountTicket("alice", "n", 42, SCAN),
+    PreparedHandle("alice", "SELECT * FROM ns.t WHERE a = ?", pa.record_batch([pa.array([7])], names=["p0"])),
+])
+def test_every_kind_round_trips_for_its_user_only(codec, ticket):
+    raw = codec.issue(ticket)
+    got = codec.redeem(raw, (type(ticket),), "alice")
+    if isinstance(ticket, PreparedHandle):
+        assert (got.sql, got.user, got.parameter_values()) == (ticket.sql, ticket.user, [7])
+    else:
+        assert got == ticket
+    with pytest.raises(flight.FlightUnauthorizedError, match="issued to another user"):
+        codec.redeem(raw, (type(ticket),), "bob")
+    other = SplitTicket if not isinstance(ticket, SplitTicket) else StatementTicket
+    with pytest.raises(InvalidTicketError):
+        codec.redeem(raw, (other,), "alice")
+
+
+def test_a_snapshot_instant_travels_once(codec):
+    doc = codec.signer.verify(codec.issue(SplitTicket("alice", SCAN, SPLIT)))
+    assert doc["s"]["i"] == INSTANT and "as_of" not in doc["s"]["o"]
+    incremental = PinnedScan("ns.t", "/t", INSTANT, ReadOptions(query_type="incremental", start="20230101000000000", end=INSTANT))
+    assert codec.redeem(codec.issue(ScanTicket("alice", incremental)), (ScanTicket,), None).scan == incremental
+
+
+def test_forged_and_incomplete_payloads_are_refused(codec):
+    forged = TicketCodec(TicketSigner(b"x" * 32), Limits()).issue(CountTicket("alice", "n", 1, SCAN))
+    with pytest.raises(InvalidTicketError):
+        codec.redeem(forged, (CountTicket,), "alice")
+    incomplete = codec.signer.sign({"k": "count", "u": "alice", "n": "n"}, codec.expiry())
+    with pytest.raises(InvalidTicketError, match="incomplete"):
+        codec.redeem(incomplete, (CountTicket,), "alice")
