@@ -125,8 +125,8 @@ def test_refusal_for_load_is_unavailable_with_a_hint_and_our_client_retries(serv
 
 
 def test_planning_is_bounded_per_connection(served):
-    served.plans = Budget("plans", per_user=0, per_connection=0, total=1)
-    served.plans.acquire(CallKeys(None, "ipv4:127.0.0.1:4000"))
+    served.plan_budget = Budget("plans", per_user=0, per_connection=0, total=1)
+    served.plan_budget.acquire(CallKeys(None, "ipv4:127.0.0.1:4000"))
     with flight.connect(f"grpc://127.0.0.1:{served.port}") as c:
         with pytest.raises(flight.FlightUnavailableError, match="max_plans_total"):
             c.get_flight_info(flight.FlightDescriptor.for_path("a", "b"))
