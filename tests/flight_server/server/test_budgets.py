@@ -130,3 +130,27 @@ def test_planning_is_bounded_per_connection(served):
     with flight.connect(f"grpc://127.0.0.1:{served.port}") as c:
         with pytest.raises(flight.FlightUnavailableError, match="max_plans_total"):
             c.get_flight_info(flight.FlightDescriptor.for_path("a", "b"))
+
+
+def test_planning_is_tried_once_more_when_its_connection_broke(served):
+    """A relay may close an idle connection (or displace it under a flood): planning reconnects."""
+    client = connect(f"grpc://127.0.0.1:{served.port}")
+    broken = [flight.FlightUnavailableError("Stream removed (Socket closed)")]
+
+    class Flaky:
+        def __init__(self, real):
+            self.real = real
+
+        def get_flight_info(self, *args):
+            if broken:
+                raise broken.pop()
+            return self.real.get_flight_info(*args)
+
+    real = client.flight
+    client.flight = Flaky(real)
+    assert client.plan("a.b").endpoints and not broken
+    broken.extend([flight.FlightUnavailableError("Socket closed")] * 2)
+    with pytest.raises(ConnectionError, match="unreachable"):  # once, not forever
+        client.plan("a.b")
+    client.flight = real
+    client.close()
