@@ -5,7 +5,8 @@
   costs CPU per token: a 1 MiB IN list took seconds);
 - ``max_sql_depth``: how deeply its expressions nest once parsed (``a + a + ...`` nests without
   parentheses; the engine and the rewrite recurse per level);
-- ``max_in_values``: the values of every ``IN (...)`` list together, as on the JSON path;
+- ``max_in_values``: the values of every ``IN (...)`` list together, as on the JSON path
+  (counted on the tokens before parsing, and again on the parsed statement);
 - ``max_sql_generated_values``: the elements or characters one function call may build. DuckDB's
   ``memory_limit`` does not count list and string values, and a single call such as
   ``len(range(300000000))`` or ``repeat('x', 10000000000)`` cannot be interrupted while it runs, so
@@ -21,6 +22,7 @@ import re
 from typing import Any
 
 from sqlglot import exp
+from sqlglot.tokens import TokenType
 
 from flight_server.server.security.limits import LimitExceededError, Limits
 
@@ -31,9 +33,35 @@ _WIDTH = re.compile(r"\d+")
 
 
 def check_tokens(tokens: list[Any], limits: Limits) -> None:
-    """Refuse a statement of more than ``max_sql_tokens`` tokens (before parsing it)."""
+    """Refuse a statement of more than ``max_sql_tokens`` tokens, or with more than
+    ``max_in_values`` values in its ``IN (...)`` lists, before parsing it."""
     if len(tokens) > limits.max_sql_tokens:
         raise LimitExceededError("max_sql_tokens", limits.max_sql_tokens, f"the SQL has {len(tokens)} tokens")
+    values = _in_list_values(tokens)
+    if values > limits.max_in_values:
+        raise LimitExceededError("max_in_values", limits.max_in_values, f"the SQL has {values} IN-list values")
+
+
+def _in_list_values(tokens: list[Any]) -> int:
+    """The values of the ``IN (a, b, ...)`` lists (not subqueries): top-level commas plus one."""
+    total = 0
+    for i, token in enumerate(tokens[:-2]):
+        if token.token_type != TokenType.IN or tokens[i + 1].token_type != TokenType.L_PAREN:
+            continue
+        if tokens[i + 2].token_type in (TokenType.SELECT, TokenType.WITH, TokenType.R_PAREN):
+            continue
+        depth, count = 0, 1
+        for inner in tokens[i + 1:]:
+            if inner.token_type == TokenType.L_PAREN:
+                depth += 1
+            elif inner.token_type == TokenType.R_PAREN:
+                depth -= 1
+                if depth == 0:
+                    break
+            elif inner.token_type == TokenType.COMMA and depth == 1:
+                count += 1
+        total += count
+    return total
 
 
 def check_query(query: exp.Query, limits: Limits) -> None:
