@@ -5,7 +5,8 @@ installation and autoloading, community and unsigned extensions and Python repla
 (DuckDB's lookup of unknown table names among Python variables) switched off, a memory limit, a
 thread count and a spill bound from the server configuration, spilling only into the server's
 private temp folder, and then the configuration locked, so SQL cannot change any of it. The only
-data it sees are the Arrow ``RecordBatchReader`` s registered as the query's views.
+data it sees are the query's views: Arrow ``RecordBatchReader`` s, or Arrow datasets naming exactly
+a plan's base files (:mod:`.native_scan`).
 
 Every query of an :class:`Engine` is admitted against the process-wide memory budget
 (:mod:`.admission`), watched until it ends (:mod:`.watchdog`: deadline, client cancellation,
@@ -20,6 +21,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 import duckdb
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.flight as flight
 
 from catalog.errors import InvalidQueryError
@@ -44,6 +46,7 @@ class EngineSettings:
     max_result_bytes: int = 4 << 30  # Arrow bytes one query may stream
     memory_budget: str = "2GB"  # all running queries together (admission; process growth)
     admission_wait_seconds: float = 5.0  # how long a query waits for the budget before refused
+    native_scan: bool = True  # plain Parquet base files are scanned by the engine (.native_scan)
 
     def check(self) -> None:
         """Refuse unusable values at start-up (a clear message naming the key)."""
@@ -143,10 +146,11 @@ class Engine:
     def run(
         self,
         sql: str,
-        views: Mapping[str, pa.RecordBatchReader],
+        views: Mapping[str, pa.RecordBatchReader | ds.Dataset],
         cancelled: Callable[[], bool] | None = None,
     ) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
-        """Run ``sql`` over the streamed ``views``; the result schema and its batches (streamed).
+        """Run ``sql`` over the ``views`` (streamed readers, or datasets the engine scans with
+        its projection and filters pushed); the result schema and its batches (streamed).
 
         The connection, its watch and its share of the budget live as long as the batch
         iterator and are given back when it ends or is dropped.
