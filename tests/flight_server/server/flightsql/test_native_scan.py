@@ -5,6 +5,8 @@ through Python."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
 
 import adbc_driver_flightsql.dbapi as adbc
 import pyarrow as pa
@@ -118,6 +120,14 @@ def test_incremental_mor_snapshot_and_retyped_views_are_not_native(sql_tables):
     retyped = pa.schema([plan.schema.field("txn_id"), pa.field("amount", pa.float64())])
     context = dataclasses.replace(plan.context, output_schema=retyped)
     assert native_dataset(context, splits, plan.options) is None  # the reader would cast
+
+
+def test_a_file_gone_since_planning_stays_on_the_stream(sql_tables, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(sql_tables[1][COW], copy)
+    plan, splits = _planned(str(copy))
+    os.remove(plan.context.storage.full_path(splits[0].file_slice.base_file_path))
+    assert native_dataset(plan.context, splits, plan.options) is None  # the reader reports it (NOT_FOUND)
 
 
 def test_files_written_before_a_schema_change_are_not_native(tmp_path):
