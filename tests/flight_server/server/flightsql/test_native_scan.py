@@ -56,6 +56,13 @@ QUERIES = [
     f"SELECT txn_type, count(DISTINCT account_id) AS accounts, min(txn_date) AS first FROM {MOR}_ro GROUP BY txn_type",
     f"SELECT count(*) AS n FROM {COW} c JOIN {MOR}_ro m USING (txn_id) WHERE c.amount <> m.amount",
     f"SELECT count(*) AS n, sum(amount) AS total FROM {COW} WHERE region = 'us' AND amount BETWEEN 1 AND 500",
+    # filters of every kind the engine pushes into the dataset scan
+    f"SELECT count(*) AS n, sum(fee_amount) AS fees FROM {COW} WHERE txn_date >= DATE '2024-01-01' "
+    "AND txn_datetime < TIMESTAMP '2035-01-01' AND is_international IS NOT NULL",
+    f"SELECT count(*) AS n FROM {COW} WHERE amount IN (100.00, 250.50, 75.25) OR merchant_name LIKE 'A%' "
+    "OR fee_amount IS NULL OR txn_ts > 0",
+    # a native view and a Python-fed one (merged log files) in one query
+    f"SELECT (SELECT count(*) FROM {COW}) + (SELECT count(*) FROM {MOR_WITH_LOGS} WHERE intField > 0) AS n",
 ]
 
 
