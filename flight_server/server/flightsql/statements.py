@@ -45,7 +45,7 @@ from flight_server.server.flightsql.names import CATALOG, Reference, resolve_nam
 from flight_server.server.query.queries import Call, expiration_time
 from flight_server.server.query.tickets import CountTicket, PinnedScan, StatementTicket, Ticket, check_owner
 from flight_server.server.sql import engine
-from flight_server.server.sql.native_scan import native_dataset
+from flight_server.server.sql.native_scan import native_dataset, native_read_error
 from flight_server.server.sql.parameters import parameter_schema
 from flight_server.server.sql.query import Analysis, analyze, hudi_options
 from flight_server.server.sql.show import CatalogStatement, catalog_statement
@@ -258,6 +258,7 @@ class Statements:
             table = show.result(call, statement)
             return table.schema, iter(table.to_batches())
         readers: dict[str, pa.RecordBatchReader | ds.Dataset] = {}
+        native_tables: dict[str, str] = {}  # view -> table, for the engine's errors reading them
         sources = []
         failures: list[Exception] = []
         notes = _EngineThreadNotes()
@@ -268,6 +269,7 @@ class Statements:
             self.routes.count(native is not None)
             if native is not None:
                 readers[view] = native
+                native_tables[view] = scan.table
             else:
                 batches = _recording(read_splits(reading.context, splits, scan.options.limit), failures)
                 readers[view] = pa.RecordBatchReader.from_batches(reading.schema, notes.collecting(batches))
@@ -275,9 +277,13 @@ class Statements:
         try:
             schema, results = self.engine.run(ticket.sql, readers, call.context.is_cancelled)
         except InvalidQueryError as err:
-            raise (failures[0] if failures else err) from err
+            source = failures[0] if failures else native_read_error(str(err), native_tables)
+            if source is None:
+                raise
+            raise source from err
         described = _described(schema, sources)
-        return described, _with_schema(notes.relayed(_source_errors_first(results, failures)), described)
+        results = _source_errors_first(results, failures, native_tables)
+        return described, _with_schema(notes.relayed(results), described)
 
 
 def _single_endpoint(
@@ -335,15 +341,18 @@ def _recording(batches: Iterator[pa.RecordBatch], failures: list[Exception]) -> 
         raise
 
 
-def _source_errors_first(results: Iterator[pa.RecordBatch], failures: list[Exception]) -> Iterator[pa.RecordBatch]:
+def _source_errors_first(
+    results: Iterator[pa.RecordBatch], failures: list[Exception], native_tables: dict[str, str]
+) -> Iterator[pa.RecordBatch]:
     """The engine's batches; when the engine fails because reading a table failed, that error
     (mapped like any read error: a missing file is NOT_FOUND, ...) instead of the engine's text."""
     try:
         yield from results
     except InvalidQueryError as err:
-        if failures:
-            raise failures[0] from err
-        raise
+        source = failures[0] if failures else native_read_error(str(err), native_tables)
+        if source is None:
+            raise
+        raise source from err
 
 
 def _described(schema: pa.Schema, sources: list[tuple[str, pa.Schema]]) -> pa.Schema:

@@ -27,11 +27,12 @@ planned files (and row groups), so the engine still reaches no file the plan did
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.dataset as ds
 
+from catalog.errors import CorruptTableError
 from catalog.plan.options import ReadOptions
 from catalog.read.context import ReadContext
 from catalog.table.files import Split
@@ -92,4 +93,17 @@ def _same_columns(fragment: ds.ParquetFileFragment, schema: pa.Schema) -> bool:
     return True
 
 
-__all__ = ["native_dataset"]
+def native_read_error(message: str, tables: Mapping[str, str]) -> Exception | None:
+    """The error to report when the engine failed reading the native view of one of
+    ``tables`` (view -> table): a file removed since its footer was read is NOT_FOUND and an
+    undecodable one INVALID_ARGUMENT, as on the Python-fed stream, naming the table rather than
+    a server path. ``None``: the engine's ``message`` is about something else."""
+    for view, table in tables.items():
+        if f"registered as '{view}' failed" in message:
+            if "No such file" in message or "not found" in message.lower():
+                return FileNotFoundError(f"a base file of table {table} is missing (removed since planning)")
+            return CorruptTableError(f"cannot decode a Parquet base file of table {table}")
+    return None
+
+
+__all__ = ["native_dataset", "native_read_error"]

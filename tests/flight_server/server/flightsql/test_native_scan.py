@@ -13,8 +13,10 @@ import pyarrow as pa
 import pytest
 
 from catalog import HudiTable
+from catalog.errors import CorruptTableError, InvalidQueryError
 from flight_server.server.config import ServerConfig
-from flight_server.server.sql.native_scan import native_dataset
+from flight_server.server.sql.engine import Engine, EngineSettings
+from flight_server.server.sql.native_scan import native_dataset, native_read_error
 from hudi_generator.generator import COPY_ON_WRITE, GeneratorSpec, generate
 from tests.flight_server.server.flightsql.conftest import SECRET
 from tests.support.compare import assert_same_rows
@@ -135,6 +137,34 @@ def test_a_file_gone_since_planning_stays_on_the_stream(sql_tables, tmp_path):
     plan, splits = _planned(str(copy))
     os.remove(plan.context.storage.full_path(splits[0].file_slice.base_file_path))
     assert native_dataset(plan.context, splits, plan.options) is None  # the reader reports it (NOT_FOUND)
+
+
+def _engine_error(dataset) -> Exception:
+    engine = Engine(EngineSettings(memory_limit="256MB", memory_budget="256MB", threads=1))
+    try:
+        with pytest.raises(InvalidQueryError) as caught:
+            _, batches = engine.run("SELECT * FROM __hudi_scan_0 ORDER BY 1", {"__hudi_scan_0": dataset})
+            list(batches)
+    finally:
+        engine.stop_all()
+    return native_read_error(str(caught.value), {"__hudi_scan_0": "ns.t"})
+
+
+def test_a_file_the_engine_cannot_read_is_reported_as_the_stream_does(sql_tables, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(sql_tables[1][COW], copy)
+    plan, splits = _planned(str(copy))
+    path = plan.context.storage.full_path(splits[0].file_slice.base_file_path)
+    data = bytearray(open(path, "rb").read())
+    data[40:400] = b"Z" * 360  # data pages, not the footer
+    open(path, "wb").write(bytes(data))
+    error = _engine_error(native_dataset(plan.context, splits, plan.options))
+    assert isinstance(error, CorruptTableError) and "ns.t" in str(error) and str(tmp_path) not in str(error)
+    dataset = native_dataset(plan.context, splits[1:], plan.options)
+    os.remove(plan.context.storage.full_path(splits[1].file_slice.base_file_path))  # after its footer was read
+    error = _engine_error(dataset)
+    assert isinstance(error, FileNotFoundError) and str(tmp_path) not in str(error)
+    assert native_read_error("SQL engine: Binder Error: column x", {"__hudi_scan_0": "ns.t"}) is None
 
 
 def test_files_written_before_a_schema_change_are_not_native(tmp_path):
