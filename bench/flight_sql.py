@@ -7,7 +7,8 @@ by ``hudi-flight serve`` in a subprocess:
   ``execute`` + ``fetch_arrow_table``, the JSON-command path (Python client, endpoints in parallel),
   ``pyarrow.dataset`` over the same base files in this process (the ceiling);
 * ``SELECT count(*)`` and a filtered aggregate: Flight SQL (ADBC) vs DuckDB over the same Parquet
-  files in this process;
+  files in this process, and vs a second server whose engine gets every table fed through Python
+  (``sql_native_scan = false``); wall time and CPU time per query (server + client);
 * point lookup latency (one record key): ADBC vs the JSON-command path.
 
 Run alone with ``python -m bench.flight_sql [quick|full]`` or through ``python -m bench``.
@@ -17,8 +18,10 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -26,11 +29,13 @@ import pyarrow.dataset as ds
 
 from bench.common import ServedWarehouse, base_file_paths, percentile, round_robin, row
 from bench.flight_scan import WORKERS, _service_read, _table
+from bench.point_query import tree_cpu_seconds
 
 TABLE = "bench.trips"
 AGGREGATE = ("SELECT count(*) AS n, sum(trip_count) AS trips FROM {} "
              "WHERE region = 'region-00001' AND fare > 100")
 LOOKUPS = 30
+CPU_CALLS = 20  # queries per CPU-time measurement
 
 
 def _adbc_partitions(conns: list[Any], sql: str) -> int:
@@ -66,6 +71,27 @@ def _adbc_query(conn: Any, sql: str, parameters: Any = None) -> Any:
         cursor.close()
 
 
+def _streamed_server(warehouse: Path) -> ServedWarehouse:
+    """A second server whose SQL engine gets every table fed through Python (no native scan):
+    the path before the engine scanned plain base files itself, side by side."""
+    config = Path(tempfile.mkdtemp(prefix="hudi-flight-bench-")) / "streamed.toml"
+    config.write_text("sql_native_scan = false\n")
+    return ServedWarehouse(warehouse, 1, ["--config", str(config)])
+
+
+def _cpu_per_call(fn: Any, server_pid: int | None, calls: int) -> float:
+    """CPU seconds per call of ``fn``: this process (client, or the in-process engine) plus the
+    server's process tree when there is one. Steadier than wall time on a loaded machine."""
+    fn()  # warm
+    server_before = tree_cpu_seconds(server_pid) if server_pid is not None else 0.0
+    client_before = time.process_time()
+    for _ in range(calls):
+        fn()
+    client = time.process_time() - client_before
+    server = tree_cpu_seconds(server_pid) - server_before if server_pid is not None else 0.0
+    return (client + server) / calls
+
+
 def _latency(fn: Any, repeat: int) -> list[float]:
     fn()  # warm
     samples = []
@@ -99,8 +125,10 @@ def run(size: str) -> list[dict]:
         return tuple(local.execute(sql.format(parquet)).fetchall()[0])
 
     server = ServedWarehouse(path.parent.parent, 1)
+    streamed = _streamed_server(path.parent.parent)
     conns = [adbc.connect(server.uri) for _ in range(WORKERS)]
     conn = conns[0]
+    streamed_conn = adbc.connect(streamed.uri)
     out: list[dict] = []
     try:
         scans = {
@@ -119,15 +147,25 @@ def run(size: str) -> list[dict]:
         def sql_scalar(sql: str) -> tuple:
             return tuple(_adbc_query(conn, sql.format(TABLE)).to_pylist()[0].values())
 
+        def streamed_scalar(sql: str) -> tuple:
+            return tuple(_adbc_query(streamed_conn, sql.format(TABLE)).to_pylist()[0].values())
+
         for label, sql in (("count(*)", "SELECT count(*) FROM {}"), ("filtered aggregate", AGGREGATE)):
             expected = duckdb_scalar(sql)
             competitors = {
                 "hudi-flight SQL (ADBC)": lambda s=sql: sql_scalar(s),
+                "hudi-flight SQL (ADBC, Python-fed views)": lambda s=sql: streamed_scalar(s),
                 "DuckDB over the Parquet files": lambda s=sql: duckdb_scalar(s),
             }
             for competitor, times in round_robin(competitors, expected, repeat).items():
                 out.append(row(f"{name} {label}", competitor, "median wall time", percentile(times, 50), "s",
                                repeats=len(times), params=params))
+            pids = {"hudi-flight SQL (ADBC)": server.process.proc.pid,
+                    "hudi-flight SQL (ADBC, Python-fed views)": streamed.process.proc.pid}
+            for competitor, fn in competitors.items():
+                cpu = _cpu_per_call(fn, pids.get(competitor), CPU_CALLS)
+                out.append(row(f"{name} {label}", competitor, "CPU time per query (server + client)", 1000 * cpu,
+                               "ms", repeats=CPU_CALLS, params=params))
 
         lookup_sql = f"SELECT * FROM {TABLE} WHERE _hoodie_record_key = ?"
         with connect(server.uri) as client:
@@ -142,9 +180,10 @@ def run(size: str) -> list[dict]:
                     out.append(row(f"{name} point lookup", competitor, f"p{p} latency", 1000 * percentile(samples, p),
                                    "ms", repeats=len(samples)))
     finally:
-        for c in conns:
+        for c in [*conns, streamed_conn]:
             c.close()
         server.close()
+        streamed.close()
     return out
 
 

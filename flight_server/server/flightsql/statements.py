@@ -9,7 +9,9 @@ Three answers, by the query's shape (:func:`flight_server.server.sql.query.analy
   of their footer row counts, in a signed count ticket;
 - anything else: one endpoint whose signed statement ticket carries the engine SQL and each scan's
   pinned options; DoGet streams every scan's splits into the locked-down DuckDB
-  (:mod:`flight_server.server.sql.engine`) and streams its result.
+  (:mod:`flight_server.server.sql.engine`) and streams its result. A scan of plain Parquet base
+  files that the reader would return unchanged is handed to the engine as an Arrow dataset of
+  exactly those files instead, which it scans itself (:mod:`flight_server.server.sql.native_scan`).
 
 A client that reads only the first endpoint asks for one (:mod:`.single_endpoint`): a plain scan is
 then answered like anything else. Catalog statements (``SHOW TABLES``, ``DESCRIBE``:
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.flight as flight
 from sqlglot import exp
 
@@ -42,6 +45,7 @@ from flight_server.server.flightsql.names import CATALOG, Reference, resolve_nam
 from flight_server.server.query.queries import Call, expiration_time
 from flight_server.server.query.tickets import CountTicket, PinnedScan, StatementTicket, Ticket, check_owner
 from flight_server.server.sql import engine
+from flight_server.server.sql.native_scan import native_dataset, native_read_error
 from flight_server.server.sql.parameters import parameter_schema
 from flight_server.server.sql.query import Analysis, analyze, hudi_options
 from flight_server.server.sql.show import CatalogStatement, catalog_statement
@@ -99,11 +103,29 @@ def _combine(name_options: ReadOptions, clause_options: ReadOptions, name: str) 
     return name_options.replace(as_of=clause_options.as_of)
 
 
+class ScanRoutes:
+    """How many views of engine queries the engine scanned natively, and how many were fed
+    through Python (:mod:`flight_server.server.sql.native_scan`)."""
+
+    def __init__(self) -> None:
+        self.native = 0
+        self.streamed = 0
+        self._lock = threading.Lock()
+
+    def count(self, native: bool) -> None:
+        with self._lock:
+            if native:
+                self.native += 1
+            else:
+                self.streamed += 1
+
+
 class Statements:
     """SQL statements: analysed, planned and read through the calls of the query path."""
 
     def __init__(self, settings: engine.EngineSettings):
         self.engine = engine.Engine(settings)
+        self.routes = ScanRoutes()
 
     # -- planning ------------------------------------------------------------------------
     def analyze(self, call: Call, text: str, parameters: Sequence[Any] | None, owner: Ticket | None = None) -> Analysis:
@@ -235,20 +257,33 @@ class Statements:
         if statement is not None:  # engine SQL is always a query: only a catalog statement parses as one
             table = show.result(call, statement)
             return table.schema, iter(table.to_batches())
-        readers, sources = {}, []
+        readers: dict[str, pa.RecordBatchReader | ds.Dataset] = {}
+        native_tables: dict[str, str] = {}  # view -> table, for the engine's errors reading them
+        sources = []
         failures: list[Exception] = []
         notes = _EngineThreadNotes()
         for view, scan in ticket.views:
             reading = queries.reading(scan, with_splits=True)
-            batches = _recording(read_splits(reading.context, list(reading.splits or ()), scan.options.limit), failures)
-            readers[view] = pa.RecordBatchReader.from_batches(reading.schema, notes.collecting(batches))
+            splits = list(reading.splits or ())
+            native = native_dataset(reading.context, splits, scan.options) if self.engine.settings.native_scan else None
+            self.routes.count(native is not None)
+            if native is not None:
+                readers[view] = native
+                native_tables[view] = scan.table
+            else:
+                batches = _recording(read_splits(reading.context, splits, scan.options.limit), failures)
+                readers[view] = pa.RecordBatchReader.from_batches(reading.schema, notes.collecting(batches))
             sources.append((scan.table, reading.schema))
         try:
             schema, results = self.engine.run(ticket.sql, readers, call.context.is_cancelled)
         except InvalidQueryError as err:
-            raise (failures[0] if failures else err) from err
+            source = failures[0] if failures else native_read_error(str(err), native_tables)
+            if source is None:
+                raise
+            raise source from err
         described = _described(schema, sources)
-        return described, _with_schema(notes.relayed(_source_errors_first(results, failures)), described)
+        results = _source_errors_first(results, failures, native_tables)
+        return described, _with_schema(notes.relayed(results), described)
 
 
 def _single_endpoint(
@@ -306,15 +341,18 @@ def _recording(batches: Iterator[pa.RecordBatch], failures: list[Exception]) -> 
         raise
 
 
-def _source_errors_first(results: Iterator[pa.RecordBatch], failures: list[Exception]) -> Iterator[pa.RecordBatch]:
+def _source_errors_first(
+    results: Iterator[pa.RecordBatch], failures: list[Exception], native_tables: dict[str, str]
+) -> Iterator[pa.RecordBatch]:
     """The engine's batches; when the engine fails because reading a table failed, that error
     (mapped like any read error: a missing file is NOT_FOUND, ...) instead of the engine's text."""
     try:
         yield from results
     except InvalidQueryError as err:
-        if failures:
-            raise failures[0] from err
-        raise
+        source = failures[0] if failures else native_read_error(str(err), native_tables)
+        if source is None:
+            raise
+        raise source from err
 
 
 def _described(schema: pa.Schema, sources: list[tuple[str, pa.Schema]]) -> pa.Schema:

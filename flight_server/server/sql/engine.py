@@ -5,9 +5,11 @@ installation and autoloading, community and unsigned extensions and Python repla
 (DuckDB's lookup of unknown table names among Python variables) switched off, a memory limit, a
 thread count and a spill bound from the server configuration, spilling only into the server's
 private temp folder, and then the configuration locked, so SQL cannot change any of it. The only
-data it sees are the Arrow ``RecordBatchReader`` s registered as the query's views.
+data it sees are the query's views: Arrow ``RecordBatchReader`` s, or Arrow datasets naming exactly
+a plan's base files (:mod:`.native_scan`).
 
-Every query of an :class:`Engine` is admitted against the process-wide memory budget
+Every query of an :class:`Engine` runs on a fresh connection of a pooled database
+(:mod:`.databases`), is admitted against the process-wide memory budget
 (:mod:`.admission`), watched until it ends (:mod:`.watchdog`: deadline, client cancellation,
 shutdown, memory growth) and its result is bounded in bytes while it streams.
 """
@@ -20,12 +22,14 @@ from typing import Any, Callable, Iterator, Mapping
 
 import duckdb
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.flight as flight
 
 from catalog.errors import InvalidQueryError
 from flight_server.server.security.budgets import ServerBusyError
 from flight_server.server.security.limits import LimitExceededError
 from flight_server.server.sql.admission import RETRY_SECONDS, MemoryBudget, parse_bytes
+from flight_server.server.sql.databases import DatabasePool
 from flight_server.server.sql.watchdog import CANCELLED, DEADLINE, MEMORY, Watch, Watchdog
 
 BATCH_ROWS = 64 * 1024
@@ -44,6 +48,7 @@ class EngineSettings:
     max_result_bytes: int = 4 << 30  # Arrow bytes one query may stream
     memory_budget: str = "2GB"  # all running queries together (admission; process growth)
     admission_wait_seconds: float = 5.0  # how long a query waits for the budget before refused
+    native_scan: bool = True  # plain Parquet base files are scanned by the engine (.native_scan)
 
     def check(self) -> None:
         """Refuse unusable values at start-up (a clear message naming the key)."""
@@ -107,6 +112,13 @@ def _stopped(watch: Watch, settings: EngineSettings) -> Exception | None:
     return None
 
 
+@dataclass
+class _Lease:
+    """Whether the query on a pooled database ended well (the database may serve the next one)."""
+
+    ok: bool = False
+
+
 class Engine:
     """Runs the SQL of one server, every query bounded (see the module docstring)."""
 
@@ -117,10 +129,13 @@ class Engine:
         # the process may grow by the budget plus one query's worth of Arrow input and output
         growth = parse_bytes(settings.memory_budget) + parse_bytes(settings.memory_limit)
         self.watchdog = Watchdog(memory_bytes=growth)
+        idle = max(1, parse_bytes(settings.memory_budget) // parse_bytes(settings.memory_limit))
+        self.databases = DatabasePool(lambda: connect(settings), idle)
 
     def stop_all(self) -> None:
         """Interrupt every running query (the server is shutting down)."""
         self.watchdog.stop_all()
+        self.databases.close()
 
     def result_schema(
         self, sql: str, views: Mapping[str, pa.Schema], cancelled: Callable[[], bool] | None = None
@@ -129,12 +144,14 @@ class Engine:
         query is wrapped in ``LIMIT 0``: its schema without its rows)."""
         stack = contextlib.ExitStack()
         try:
-            db, watch = self._start(stack, cancelled)
+            db, watch, lease = self._start(stack, cancelled)
             try:
                 for name, schema in views.items():
                     db.register(name, schema.empty_table())
                 with watch.busy():
-                    return db.sql(sql).limit(0).to_arrow_reader(BATCH_ROWS).schema
+                    schema = db.sql(sql).limit(0).to_arrow_reader(BATCH_ROWS).schema
+                lease.ok = watch.reason is None
+                return schema
             except duckdb.Error as err:
                 raise (_stopped(watch, self.settings) or _engine_error(err, self.settings)) from err
         finally:
@@ -143,10 +160,11 @@ class Engine:
     def run(
         self,
         sql: str,
-        views: Mapping[str, pa.RecordBatchReader],
+        views: Mapping[str, pa.RecordBatchReader | ds.Dataset],
         cancelled: Callable[[], bool] | None = None,
     ) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
-        """Run ``sql`` over the streamed ``views``; the result schema and its batches (streamed).
+        """Run ``sql`` over the ``views`` (streamed readers, or datasets the engine scans with
+        its projection and filters pushed); the result schema and its batches (streamed).
 
         The connection, its watch and its share of the budget live as long as the batch
         iterator and are given back when it ends or is dropped.
@@ -156,7 +174,7 @@ class Engine:
         """
         stack = contextlib.ExitStack()
         try:
-            db, watch = self._start(stack, cancelled)
+            db, watch, lease = self._start(stack, cancelled)
         except BaseException:
             stack.close()
             raise
@@ -171,21 +189,24 @@ class Engine:
         except BaseException:
             stack.close()
             raise
-        return result.schema, self._batches(stack, watch, result)
+        return result.schema, self._batches(stack, watch, lease, result)
 
     def _start(
         self, stack: contextlib.ExitStack, cancelled: Callable[[], bool] | None
-    ) -> tuple[duckdb.DuckDBPyConnection, Watch]:
-        """Admit, connect and watch a query; closing ``stack`` undoes it all in reverse order."""
+    ) -> tuple[duckdb.DuckDBPyConnection, Watch, _Lease]:
+        """Admit, connect (a fresh connection of a pooled database: :mod:`.databases`) and
+        watch a query; closing ``stack`` undoes it all in reverse order."""
         stack.enter_context(self.budget.admitted())
-        db = connect(self.settings)
+        database, lease = self.databases.take(), _Lease()
+        stack.callback(lambda: self.databases.give_back(database, lease.ok))
+        db = database.cursor()
         stack.callback(db.close)
         watch = self.watchdog.watch(db, self.settings.timeout_seconds, cancelled)
         stack.callback(self.watchdog.release, watch)  # released before the connection is closed
-        return db, watch
+        return db, watch, lease
 
     def _batches(
-        self, stack: contextlib.ExitStack, watch: Watch, result: pa.RecordBatchReader
+        self, stack: contextlib.ExitStack, watch: Watch, lease: _Lease, result: pa.RecordBatchReader
     ) -> Iterator[pa.RecordBatch]:
         limit = self.settings.max_result_bytes
         streamed = 0
@@ -198,6 +219,7 @@ class Engine:
                     with watch.busy():
                         batch = result.read_next_batch()
                 except StopIteration:
+                    lease.ok = watch.reason is None
                     return
                 except duckdb.Error as err:
                     raise (_stopped(watch, self.settings) or _engine_error(err, self.settings)) from err

@@ -282,6 +282,7 @@ def test_engine_read_errors_keep_their_status(client, monkeypatch):
 
     info = client.get_flight_info(_command(sql.CommandStatementQuery(query=f"SELECT max(amount) FROM {TABLE}")))
     monkeypatch.setattr(statements, "read_splits", failing)
+    monkeypatch.setattr(statements, "native_dataset", lambda *args: None)  # fed through Python
     err = _status(lambda: client.do_get(info.endpoints[0].ticket).read_all())
     assert isinstance(err, pa.ArrowKeyError) and "vanished" in str(err), err
 

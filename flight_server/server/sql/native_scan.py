@@ -1,0 +1,109 @@
+"""Scans the engine reads natively: an Arrow dataset of exactly a plan's base files.
+
+A view fed through Python (``catalog.read.split_reader.read_splits`` turned into a
+``RecordBatchReader``) hands DuckDB every column of every row, decoded and conformed on Python
+threads. When a planned scan is nothing but plain Parquet base files that the reader would return
+unchanged, DuckDB can instead scan a ``pyarrow.dataset`` of those files itself, pushing its
+projection and filters into Arrow's Parquet reader (statistics pruning, late materialization).
+
+"Unchanged" is decided file by file, from what :func:`catalog.read.cow.read_base` and
+:func:`catalog.format.parquet.read_parquet` do beyond decoding; any of these keeps the scan on the
+Python-fed stream:
+
+- incremental and CDC queries (the row filter holds the commit-time filter; CDC builds rows);
+- a slice with log files that a snapshot merges, a log-only slice, a Lance base file;
+- schema on read (the file's columns are renamed by field id) and dropped partition columns
+  (filled in from the partition path);
+- a file lacking a column of the view, or holding it with another type (the reader would cast it
+  by Hudi's rules or fill nulls);
+- a table outside Arrow's native local filesystem: no Python-backed filesystem is ever handed to
+  Arrow's threads (``Storage.arrow_filesystem``);
+- a file whose footer cannot be read: the Python-fed reader then reports it as it always does.
+
+Query filters need no care: the engine runs the whole WHERE clause itself, so planning with them
+only drops files and row groups whose rows the query drops anyway. The dataset names exactly the
+planned files (and row groups), so the engine still reaches no file the plan did not name.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from catalog.errors import CorruptTableError
+from catalog.plan.options import ReadOptions
+from catalog.read.context import ReadContext
+from catalog.table.files import Split
+
+_PARQUET = ds.ParquetFileFormat()
+
+
+def native_dataset(context: ReadContext, splits: Sequence[Split], options: ReadOptions) -> ds.Dataset | None:
+    """A dataset of exactly the splits' base files (and row groups) in ``context.output_schema``
+    when it returns the very rows and values the Python-fed reader would; ``None`` otherwise."""
+    if options.incremental or options.cdc or context.cdc is not None:
+        return None
+    filesystem = context.storage.arrow_filesystem()
+    if filesystem is None:
+        return None
+    schema = context.output_schema
+    if len(schema) == 0:  # no column to scan: the stream carries the row counts
+        return None
+    fragments = []
+    for split in splits:
+        fragment = _fragment(context, split, filesystem)
+        if fragment is None or not _same_columns(fragment, schema):
+            return None
+        fragments.append(fragment)
+    return ds.FileSystemDataset(fragments, schema, _PARQUET, filesystem)
+
+
+def _fragment(context: ReadContext, split: Split, filesystem: pa.fs.FileSystem) -> ds.ParquetFileFragment | None:
+    """The split's base file as a fragment, when the reader would only decode it."""
+    file_slice = split.file_slice
+    base = file_slice.base_file
+    if base is None or file_slice.base_file_path is None or base.extension != "parquet":
+        return None
+    if file_slice.has_logs and not context.read_optimized:
+        return None  # merged with its logs
+    if context.column_map(base.instant) is not None or context.partition_constants(file_slice.partition) is not None:
+        return None
+    context.storage.stats.add("open")
+    return _PARQUET.make_fragment(
+        context.storage.full_path(file_slice.base_file_path),
+        filesystem=filesystem,
+        file_size=base.size or None,
+        row_groups=list(split.row_groups) if split.row_groups else None,
+    )
+
+
+def _same_columns(fragment: ds.ParquetFileFragment, schema: pa.Schema) -> bool:
+    """Whether the file holds every column of ``schema`` with exactly its type (reads the footer,
+    which the fragment keeps for the scan)."""
+    try:
+        physical = fragment.physical_schema
+    except (pa.ArrowException, OSError):  # missing or damaged: the Python-fed reader reports it
+        return False
+    for field in schema:
+        index = physical.get_field_index(field.name)
+        if index < 0 or not physical.field(index).type.equals(field.type):
+            return False
+    return True
+
+
+def native_read_error(message: str, tables: Mapping[str, str]) -> Exception | None:
+    """The error to report when the engine failed reading the native view of one of
+    ``tables`` (view -> table): a file removed since its footer was read is NOT_FOUND and an
+    undecodable one INVALID_ARGUMENT, as on the Python-fed stream, naming the table rather than
+    a server path. ``None``: the engine's ``message`` is about something else."""
+    for view, table in tables.items():
+        if f"registered as '{view}' failed" in message:
+            if "No such file" in message or "not found" in message.lower():
+                return FileNotFoundError(f"a base file of table {table} is missing (removed since planning)")
+            return CorruptTableError(f"cannot decode a Parquet base file of table {table}")
+    return None
+
+
+__all__ = ["native_dataset", "native_read_error"]

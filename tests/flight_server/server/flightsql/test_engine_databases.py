@@ -1,0 +1,60 @@
+"""Queries run on fresh connections of pooled databases: a database is reused only after a query
+that ended well, and nothing of one query (its views) is seen by the next."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from catalog.errors import InvalidQueryError
+from flight_server.server.sql.engine import Engine, EngineSettings
+
+
+@pytest.fixture
+def engine():
+    engine = Engine(EngineSettings(memory_limit="256MB", memory_budget="512MB", threads=1))
+    yield engine
+    engine.stop_all()
+
+
+def _run(engine: Engine, sql: str, views: dict) -> pa.Table:
+    schema, batches = engine.run(sql, views)
+    return pa.Table.from_batches(list(batches), schema)
+
+
+def _idle(engine: Engine) -> list:
+    return list(engine.databases._idle)
+
+
+def test_a_database_is_reused_after_a_query_that_ended_well(engine):
+    assert _run(engine, "SELECT sum(x) AS s FROM v", {"v": pa.table({"x": [1, 2]})}).column("s").to_pylist() == [3]
+    idle = _idle(engine)
+    assert len(idle) == 1
+    assert engine.result_schema("SELECT x FROM w", {"w": pa.schema([("x", pa.int64())])}).names == ["x"]
+    assert _idle(engine) == idle  # the same database served the next query
+    with pytest.raises(InvalidQueryError, match="v"):  # the first query's view went with its connection
+        _run(engine, "SELECT * FROM v", {})
+
+
+def test_a_database_a_query_failed_on_is_closed(engine):
+    _run(engine, "SELECT 1 AS one", {})
+    (first,) = _idle(engine)
+    with pytest.raises(InvalidQueryError):
+        _run(engine, "SELECT * FROM missing", {})
+    assert first not in _idle(engine)
+
+
+def test_an_abandoned_stream_does_not_give_its_database_back(engine):
+    schema, batches = engine.run("SELECT * FROM range(200000) t(x)", {})
+    next(iter(batches))
+    batches.close()
+    assert _idle(engine) == []
+
+
+def test_no_database_is_kept_after_shutdown(engine):
+    _run(engine, "SELECT 1 AS one", {})
+    (database,) = _idle(engine)
+    engine.stop_all()
+    assert _idle(engine) == []
+    with pytest.raises(Exception, match="closed"):
+        database.execute("SELECT 1")
