@@ -120,7 +120,7 @@ def test_show_and_describe_answer_as_reads(cursor, sql_tables):
     cursor.execute("SHOW TABLES FROM sample_table_cow")
     tables = cursor.fetch_arrow_table()
     assert set(tables.column("namespace").to_pylist()) == {"sample_table_cow"}
-    expected = {i.split(".")[1] for i in sql_tables[1] if i.startswith("sample_table_cow.") and "lance" not in i}
+    expected = {i.split(".")[1] for i in sql_tables[1] if i.startswith("sample_table_cow.")}
     assert set(tables.column("table_name").to_pylist()) == expected
     for statement in (f"DESCRIBE {TABLE}", "SHOW COLUMNS FROM v9_txns_simple_meta IN sample_table_cow"):
         cursor.execute(statement)
@@ -215,7 +215,7 @@ def test_sqlalchemy_adbc_reflects_tables_types_and_keys(sql_server, sql_tables):
     try:
         inspector = sqlalchemy.inspect(engine)
         assert "sample_table_cow" in inspector.get_schema_names()
-        expected = {i.split(".")[1] for i in sql_tables[1] if i.startswith("sample_table_cow.") and "lance" not in i}
+        expected = {i.split(".")[1] for i in sql_tables[1] if i.startswith("sample_table_cow.")}
         assert set(inspector.get_table_names(schema="sample_table_cow")) == expected
         columns = {c["name"]: c["type"] for c in inspector.get_columns("v6_nonpartitioned", schema="sample_table_cow")}
         assert isinstance(columns["id"], sqlalchemy.Integer) and isinstance(columns["name"], sqlalchemy.String)

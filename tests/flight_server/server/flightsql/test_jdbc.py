@@ -112,7 +112,7 @@ def test_database_metadata(results, sql_tables):
     assert meta["catalogs"] == ["hudi"]
     assert "sample_table_cow" in meta["schemas"] and "sample_table_mor_avro" in meta["schemas"]
     assert meta["table_types"] == ["table"]
-    expected = sorted(i.split(".")[1] for i in sql_tables[1] if i.startswith("sample_table_cow.") and "lance" not in i)
+    expected = sorted(i.split(".")[1] for i in sql_tables[1] if i.startswith("sample_table_cow."))
     assert sorted(t[2] for t in meta["tables"]) == expected
     assert {(t[0], t[1], t[3]) for t in meta["tables"]} == {("hudi", "sample_table_cow", "table")}
     assert sorted(meta["tables_of_type_table"]) == expected

@@ -29,10 +29,10 @@ def _query(cursor, sql: str, parameters=None) -> pa.Table:
     ("WITH (NOLOCK)", "table hints"),
     ("AT (OFFSET => -5)", r"AT \(TIMESTAMP"),
     ("BEFORE (STATEMENT => 'x')", r"AT \(TIMESTAMP"),
-    ("TIMESTAMP AS OF '2024-01-01 25:61:61'", "not a time that exists"),
-    ("TIMESTAMP AS OF '20241301000000000'", "not a time that exists"),
-    ("TIMESTAMP AS OF 'yesterday'", "not an instant"),
-    ("AT (TIMESTAMP => '2024-02-30')", "not a time that exists"),
+    ("TIMESTAMP AS OF '2024-01-01 25:61:61'", "malformed .*(must be in|out of range)"),
+    ("TIMESTAMP AS OF '20241301000000000'", "malformed .*(must be in|out of range)"),
+    ("TIMESTAMP AS OF 'yesterday'", "malformed .*expected yyyyMMddHHmmssSSS"),
+    ("AT (TIMESTAMP => '2024-02-30')", "malformed .*(must be in|out of range)"),
 ])
 def test_uncarried_clauses_are_refused_by_name(cursor, clause, named):
     with pytest.raises(adbc_driver_manager.Error, match=named):
@@ -40,7 +40,7 @@ def test_uncarried_clauses_are_refused_by_name(cursor, clause, named):
 
 
 def test_changes_with_an_impossible_instant_is_refused(cursor):
-    with pytest.raises(adbc_driver_manager.Error, match="not a time that exists"):
+    with pytest.raises(adbc_driver_manager.Error, match="malformed .*must be in"):
         _query(cursor, f"SELECT * FROM hudi_table_changes('{MOR}', 'latest_state', '2024-01-01 24:00:00')")
 
 
