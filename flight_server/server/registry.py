@@ -233,6 +233,11 @@ class Registry:
         registered = []
         for identifier, uri in found:
             try:
+                parse_identifier(identifier)
+            except InvalidQueryError as err:  # e.g. a folder named "1.2.0": one bad name must not stop the scan
+                log.warning("warehouse %s: skipping a table: %s", warehouse, err)
+                continue
+            try:
                 registered.append(self.register_table(identifier, uri, stored, warehouse=warehouse))
             except TableAlreadyExistsError as err:
                 current = self.load_table(identifier)

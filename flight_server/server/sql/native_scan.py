@@ -100,7 +100,8 @@ def native_read_error(message: str, tables: Mapping[str, str]) -> Exception | No
     a server path. ``None``: the engine's ``message`` is about something else."""
     for view, table in tables.items():
         if f"registered as '{view}' failed" in message:
-            if "No such file" in message or "not found" in message.lower():
+            # ENOENT: the engine may cut its message inside a long path, so the errno is checked too
+            if "[errno 2]" in message or "No such file" in message or "not found" in message.lower():
                 return FileNotFoundError(f"a base file of table {table} is missing (removed since planning)")
             return CorruptTableError(f"cannot decode a Parquet base file of table {table}")
     return None
