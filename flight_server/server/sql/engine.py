@@ -15,6 +15,7 @@ shutdown, memory growth) and its result is bounded in bytes while it streams.
 from __future__ import annotations
 
 import contextlib
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
@@ -171,7 +172,11 @@ class Engine:
         except BaseException:
             stack.close()
             raise
-        return result.schema, self._batches(stack, watch, result)
+        batches = self._batches(stack, watch, result)
+        # a stream refused before its first batch never runs the generator's ``with``: give back
+        # the connection, the watch and the budget share when it is dropped
+        weakref.finalize(batches, stack.close)
+        return result.schema, batches
 
     def _start(
         self, stack: contextlib.ExitStack, cancelled: Callable[[], bool] | None

@@ -141,6 +141,10 @@ def test_the_budget_admits_as_many_queries_as_it_holds():
     first.join(10)
     assert not first.is_alive() and isinstance(errors[0], flight.FlightUnavailableError)
     assert list(sql_engine.run("SELECT 1 AS one", {})[1])[0].to_pylist() == [{"one": 1}]  # given back
+    _, never_read = sql_engine.run("SELECT 1", {})  # e.g. a stream refused before its first batch
+    del never_read
+    assert sql_engine.watchdog.running() == 0
+    assert list(sql_engine.run("SELECT 2 AS two", {})[1])[0].to_pylist() == [{"two": 2}]
 
 
 def test_the_result_is_bounded_while_it_streams():
