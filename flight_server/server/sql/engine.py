@@ -30,6 +30,7 @@ from flight_server.server.sql.admission import RETRY_SECONDS, MemoryBudget, pars
 from flight_server.server.sql.watchdog import CANCELLED, DEADLINE, MEMORY, Watch, Watchdog
 
 BATCH_ROWS = 64 * 1024
+_SHUTTING_DOWN = "the server is shutting down"
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ def _stopped(watch: Watch, settings: EngineSettings) -> Exception | None:
     if watch.reason == CANCELLED:
         return flight.FlightCancelledError("the query was cancelled: the client went away")
     if watch.reason is not None:
-        return flight.FlightUnavailableError("the server is shutting down; the query was cancelled")
+        return flight.FlightUnavailableError(f"{_SHUTTING_DOWN}; the query was cancelled")
     return None
 
 
@@ -182,6 +183,8 @@ class Engine:
         self, stack: contextlib.ExitStack, cancelled: Callable[[], bool] | None
     ) -> tuple[duckdb.DuckDBPyConnection, Watch]:
         """Admit, connect and watch a query; closing ``stack`` undoes it all in reverse order."""
+        if self.watchdog.closed:
+            raise flight.FlightUnavailableError(_SHUTTING_DOWN)
         stack.enter_context(self.budget.admitted())
         db = connect(self.settings)
         stack.callback(db.close)
