@@ -357,7 +357,7 @@ class HFileReader:
         result = (self._cells(body) if magic == DATA_MAGIC else [], offset + full)
         if cache:
             self._blocks[offset] = result
-            self.cached_bytes += sum(len(r) + len(v) + 64 for r, v in result[0])
+            self.cached_bytes += (len(body) + 64 * len(result[0])) if result[0] else 0  # cells and objects
         return result
 
     # -- index walking --------------------------------------------------------------------

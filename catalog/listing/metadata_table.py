@@ -286,6 +286,7 @@ class MetadataTable:
         self._lookup_lock = threading.Lock()  # cached readers keep read-ahead state
         self._readers: dict[str, HFileReader] = {}
         self._log_blocks: dict[tuple[str, str], list[tuple[LogBlock, HFileReader | None]]] = {}
+        self._deleted_keys: dict[tuple[str, int], list[str]] = {}  # delete blocks of the lookup path
         self.log_bytes = 0
         self.lookup_records = 0
         self.update_counts = {"incremental": 0, "full": 0}
@@ -402,7 +403,7 @@ class MetadataTable:
                 for key, rec in decode_records(selection.cells(reader), reader.avro_schema, reader.name):
                     merged[key] = merge_record(merged.get(key), rec)
             for block, block_reader in self._log_readers(fs):
-                self._apply_block(block, selection, merged, block_reader)
+                self._apply_block(block, selection, merged, block_reader, remember=True)
         if len(self._lookups) < _MAX_LOOKUPS:
             self._lookups[memo_key] = merged
             self.lookup_records += len(merged) + 1
@@ -544,14 +545,22 @@ class MetadataTable:
         selection: KeySelection,
         merged: dict[str, dict[str, Any]],
         reader: HFileReader | None = None,
+        remember: bool = False,
     ) -> None:
+        """Merge one log block into ``merged``; ``remember``: keep a delete block's keys for the
+        next lookup (the lookup path; its blocks are kept for this version anyway)."""
         content = block.content or b""
         where = self._where(block)
         if block.block_type is BlockType.DELETE:
-            deletes = decode_delete_block(block, content)
-            for key in deletes.record_keys.to_pylist():
-                if key is not None:
-                    merged.pop(key, None)
+            memo = (block.path, block.offset)
+            deleted = self._deleted_keys.get(memo)
+            if deleted is None:
+                deleted = [k for k in decode_delete_block(block, content).record_keys.to_pylist() if k is not None]
+                if remember:
+                    self._deleted_keys[memo] = deleted
+                    self.log_bytes += sum(len(k) + 56 for k in deleted)
+            for key in deleted:
+                merged.pop(key, None)
             return
         reader = reader or HFileReader.from_bytes(content, where)
         schema = block.header.get("SCHEMA") or reader.avro_schema

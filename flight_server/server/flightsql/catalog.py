@@ -12,6 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.flight as flight
+from google.protobuf.message import Message
 
 from catalog.errors import UnknownTableError
 from catalog.plan.options import ReadOptions
@@ -34,7 +35,7 @@ def catalogs() -> pa.Table:
     return pa.Table.from_pylist([{"catalog_name": CATALOG}], schema=schemas.CATALOGS)
 
 
-def db_schemas(call: Call, cmd: Any) -> pa.Table:
+def db_schemas(call: Call, cmd: sql.CommandGetDbSchemas) -> pa.Table:
     catalog = cmd.catalog if cmd.HasField("catalog") else None
     pattern = like(cmd.db_schema_filter_pattern if cmd.HasField("db_schema_filter_pattern") else None)
     rows = []
@@ -58,7 +59,7 @@ def _empty_namespaces(call: Call) -> set[str]:
     return empty
 
 
-def tables(call: Call, cmd: Any) -> pa.Table:
+def tables(call: Call, cmd: sql.CommandGetTables) -> pa.Table:
     catalog = cmd.catalog if cmd.HasField("catalog") else None
     ns_pattern = like(cmd.db_schema_filter_pattern if cmd.HasField("db_schema_filter_pattern") else None)
     name_pattern = like(cmd.table_name_filter_pattern if cmd.HasField("table_name_filter_pattern") else None)
@@ -94,7 +95,7 @@ def table_types() -> pa.Table:
     return pa.Table.from_pylist([{"table_type": TABLE_TYPE}], schema=schemas.TABLE_TYPES)
 
 
-def primary_keys(call: Call, cmd: Any) -> pa.Table:
+def primary_keys(call: Call, cmd: sql.CommandGetPrimaryKeys) -> pa.Table:
     """The record key fields of a table the caller may read; no rows for a missing table and for
     one the caller may not read alike (existence is not revealed)."""
     try:
@@ -138,7 +139,7 @@ _XDBC_TYPES: list[tuple[str, int, int | None, str | None, bool, int | None]] = [
 ]
 
 
-def xdbc_type_info(cmd: Any) -> pa.Table:
+def xdbc_type_info(cmd: sql.CommandGetXdbcTypeInfo) -> pa.Table:
     wanted = cmd.data_type if cmd.HasField("data_type") else None
     rows = []
     for name, code, size, prefix, case_sensitive, subcode in _XDBC_TYPES:
@@ -159,7 +160,7 @@ def xdbc_type_info(cmd: Any) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schemas.XDBC_TYPE_INFO)
 
 
-def result_schema(cmd: Any) -> pa.Schema:
+def result_schema(cmd: Message) -> pa.Schema:
     if isinstance(cmd, sql.CommandGetTables):
         return schemas.TABLES_WITH_SCHEMA if cmd.include_schema else schemas.TABLES
     return _FIXED[type(cmd)]
@@ -177,7 +178,7 @@ _FIXED: dict[type, pa.Schema] = {
 METADATA_COMMANDS = tuple(_FIXED) + (sql.CommandGetTables,)
 
 
-def result(call: Call, cmd: Any) -> pa.Table:
+def result(call: Call, cmd: Message) -> pa.Table:
     """The rows of a catalog command."""
     if isinstance(cmd, sql.CommandGetCatalogs):
         return catalogs()
