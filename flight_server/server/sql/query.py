@@ -211,6 +211,8 @@ def instant_literal(node: exp.Expression, what: str) -> str:
         raise InvalidQueryError(
             f"{what}: {_shown(text)!r} is not an instant (yyyyMMddHHmmss[SSS] or yyyy-MM-dd[ HH:mm:ss[.SSS]])"
         )
+    if not text.strip("0"):
+        return text  # Hudi's initial instant 00000000000000: before every commit
     try:
         datetime.datetime.strptime(text[:14], "%Y%m%d%H%M%S")
     except ValueError:
