@@ -251,15 +251,22 @@ class HudiFlightClient:
         if user is not None:
             self._authenticate(user, password)
 
-    def _retrying(self, call: Callable[[], R]) -> R:
-        """``call()``, tried again with backoff while the server refuses it for load."""
+    def _retrying(self, call: Callable[[], R], idempotent: bool = False) -> R:
+        """``call()``, tried again with backoff while the server refuses it for load; an
+        ``idempotent`` call (planning, a schema) is also tried once more when its connection broke
+        (a server that closed an idle connection, or a process restarted): gRPC reconnects."""
         backoff = Backoff(self.busy_retry_seconds)
+        reconnect = idempotent
         while True:
             try:
                 return call()
             except ServerBusyError as err:
                 if not backoff.wait(err):
                     raise
+            except ConnectionError:
+                if not reconnect:
+                    raise
+                reconnect = False
 
     def _authenticate(self, user: str, password: str | None) -> None:
         """Flight's basic-auth handshake; later calls send the bearer header it returns."""
@@ -353,7 +360,7 @@ class HudiFlightClient:
             with translated_errors(self.uri, f"planning {table}"):
                 return self.flight.get_flight_info(descriptor, self.options)
 
-        return self._retrying(call)
+        return self._retrying(call, idempotent=True)
 
     def plan(self, table: str, options: ReadOptions | None = None, /, **kwargs: Any) -> QueryPlan:
         """Plan a query: its schema and endpoints as plain data."""
@@ -365,7 +372,7 @@ class HudiFlightClient:
             with translated_errors(self.uri, what):
                 return query_plan(self.flight.get_flight_info(descriptor, self.options))
 
-        return self._retrying(call)
+        return self._retrying(call, idempotent=True)
 
     def schema(self, table: str, options: ReadOptions | None = None, /, **kwargs: Any) -> pa.Schema:
         """The result schema of a query, without planning it."""
@@ -375,7 +382,7 @@ class HudiFlightClient:
             with translated_errors(self.uri, f"schema of {table}"):
                 return self.flight.get_schema(descriptor, self.options).schema
 
-        return self._retrying(call)
+        return self._retrying(call, idempotent=True)
 
     # -- reading -------------------------------------------------------------------------
     def _targets(self, endpoint: PlannedEndpoint) -> list[str]:

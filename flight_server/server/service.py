@@ -84,7 +84,7 @@ class HudiFlightServer(flight.FlightServerBase):
         self.config, self.registry, self.signer, self.users = app.config, app.registry, app.signer, app.users
         self.access, self.limits, self.tables, self.streams = app.access, app.limits, app.tables, app.streams
         self.split_results, self.ops, self.cluster, self.queries = app.split_results, app.ops, app.cluster, app.queries
-        self.plans, self.stream_memory = app.plans, app.stream_memory
+        self.plan_budget, self.stream_memory = app.plans, app.stream_memory
         composed = app.server_kwargs()
         kwargs.setdefault("middleware", {}).update(composed.pop("middleware"))
         kwargs.update(composed)
@@ -138,7 +138,7 @@ class HudiFlightServer(flight.FlightServerBase):
             return self.app.flight_sql.get_flight_info(call, descriptor, message)
         command = _descriptor_command(descriptor, self.limits)
         user = call.authorize("read", command.table)
-        with self.plans.held(CallKeys.of(context, user)):
+        with self.plan_budget.held(CallKeys.of(context, user)):
             return self.queries.endpoints(call, command.table, command.options).flight_info(descriptor)
 
     @schema_errors

@@ -125,8 +125,32 @@ def test_refusal_for_load_is_unavailable_with_a_hint_and_our_client_retries(serv
 
 
 def test_planning_is_bounded_per_connection(served):
-    served.plans = Budget("plans", per_user=0, per_connection=0, total=1)
-    served.plans.acquire(CallKeys(None, "ipv4:127.0.0.1:4000"))
+    served.plan_budget = Budget("plans", per_user=0, per_connection=0, total=1)
+    served.plan_budget.acquire(CallKeys(None, "ipv4:127.0.0.1:4000"))
     with flight.connect(f"grpc://127.0.0.1:{served.port}") as c:
         with pytest.raises(flight.FlightUnavailableError, match="max_plans_total"):
             c.get_flight_info(flight.FlightDescriptor.for_path("a", "b"))
+
+
+def test_planning_is_tried_once_more_when_its_connection_broke(served):
+    """A relay may close an idle connection (or displace it under a flood): planning reconnects."""
+    client = connect(f"grpc://127.0.0.1:{served.port}")
+    broken = [flight.FlightUnavailableError("Stream removed (Socket closed)")]
+
+    class Flaky:
+        def __init__(self, real):
+            self.real = real
+
+        def get_flight_info(self, *args):
+            if broken:
+                raise broken.pop()
+            return self.real.get_flight_info(*args)
+
+    real = client.flight
+    client.flight = Flaky(real)
+    assert client.plan("a.b").endpoints and not broken
+    broken.extend([flight.FlightUnavailableError("Socket closed")] * 2)
+    with pytest.raises(ConnectionError, match="unreachable"):  # once, not forever
+        client.plan("a.b")
+    client.flight = real
+    client.close()
