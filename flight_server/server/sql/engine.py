@@ -17,6 +17,7 @@ shutdown, memory growth) and its result is bounded in bytes while it streams.
 from __future__ import annotations
 
 import contextlib
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
@@ -33,6 +34,7 @@ from flight_server.server.sql.databases import DatabasePool
 from flight_server.server.sql.watchdog import CANCELLED, DEADLINE, MEMORY, Watch, Watchdog
 
 BATCH_ROWS = 64 * 1024
+_SHUTTING_DOWN = "the server is shutting down"
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,7 @@ def _stopped(watch: Watch, settings: EngineSettings) -> Exception | None:
     if watch.reason == CANCELLED:
         return flight.FlightCancelledError("the query was cancelled: the client went away")
     if watch.reason is not None:
-        return flight.FlightUnavailableError("the server is shutting down; the query was cancelled")
+        return flight.FlightUnavailableError(f"{_SHUTTING_DOWN}; the query was cancelled")
     return None
 
 
@@ -189,13 +191,19 @@ class Engine:
         except BaseException:
             stack.close()
             raise
-        return result.schema, self._batches(stack, watch, lease, result)
+        batches = self._batches(stack, watch, lease, result)
+        # a stream refused before its first batch never runs the generator's ``with``: give back
+        # the connection, the watch and the budget share when it is dropped
+        weakref.finalize(batches, stack.close)
+        return result.schema, batches
 
     def _start(
         self, stack: contextlib.ExitStack, cancelled: Callable[[], bool] | None
     ) -> tuple[duckdb.DuckDBPyConnection, Watch, _Lease]:
         """Admit, connect (a fresh connection of a pooled database: :mod:`.databases`) and
         watch a query; closing ``stack`` undoes it all in reverse order."""
+        if self.watchdog.closed:
+            raise flight.FlightUnavailableError(_SHUTTING_DOWN)
         stack.enter_context(self.budget.admitted())
         database, lease = self.databases.take(), _Lease()
         stack.callback(lambda: self.databases.give_back(database, lease.ok))

@@ -96,6 +96,7 @@ class Watchdog:
         self._watches: set[Watch] = set()
         self._lock = threading.Condition()
         self._thread: threading.Thread | None = None
+        self.closed = False  # stop_all was called: no query starts any more
 
     def watch(self, connection: Interruptible, seconds: float, cancelled: Callable[[], bool] | None) -> Watch:
         entry = Watch(connection, time.monotonic() + seconds, cancelled, self._rss())
@@ -117,8 +118,9 @@ class Watchdog:
             return len(self._watches)
 
     def stop_all(self, reason: str = SHUTDOWN) -> None:
-        """Interrupt every running query now (server shutdown)."""
+        """Interrupt every running query now and refuse new ones (server shutdown)."""
         with self._lock:
+            self.closed = True
             for entry in list(self._watches):
                 entry.stop(reason)
 

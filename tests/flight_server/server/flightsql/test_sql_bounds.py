@@ -122,7 +122,7 @@ def test_small_generated_values_still_work(client):
 
 def test_the_budget_admits_as_many_queries_as_it_holds():
     settings = engine.EngineSettings(memory_limit="64MB", memory_budget="64MB", threads=1,
-                                     timeout_seconds=600.0, admission_wait_seconds=0.2)
+                                     timeout_seconds=3.0, admission_wait_seconds=0.2)
     sql_engine = engine.Engine(settings)
     errors: list[Exception] = []
 
@@ -137,10 +137,16 @@ def test_the_budget_admits_as_many_queries_as_it_holds():
     poll(lambda: sql_engine.watchdog.running() == 1, 10, "the first query to run")
     with pytest.raises(ServerBusyError, match="sql_memory_budget"):
         sql_engine.run("SELECT 1", {})
-    sql_engine.stop_all()
-    first.join(10)
-    assert not first.is_alive() and isinstance(errors[0], flight.FlightUnavailableError)
+    first.join(15)  # its deadline ends it
+    assert not first.is_alive() and isinstance(errors[0], flight.FlightTimedOutError)
     assert list(sql_engine.run("SELECT 1 AS one", {})[1])[0].to_pylist() == [{"one": 1}]  # given back
+    _, never_read = sql_engine.run("SELECT 1", {})  # e.g. a stream refused before its first batch
+    del never_read
+    assert sql_engine.watchdog.running() == 0
+    assert list(sql_engine.run("SELECT 2 AS two", {})[1])[0].to_pylist() == [{"two": 2}]
+    sql_engine.stop_all()  # shutting down: no query starts any more
+    with pytest.raises(flight.FlightUnavailableError, match="shutting down"):
+        sql_engine.run("SELECT 3", {})
 
 
 def test_the_result_is_bounded_while_it_streams():

@@ -44,6 +44,12 @@ def test_changes_with_an_impossible_instant_is_refused(cursor):
         _query(cursor, f"SELECT * FROM hudi_table_changes('{MOR}', 'latest_state', '2024-01-01 24:00:00')")
 
 
+def test_the_initial_instant_still_starts_an_incremental_read(cursor, sql_tables):
+    table = HudiTable.open(sql_tables[1][MOR])
+    rows = _query(cursor, f"SELECT * FROM hudi_table_changes('{MOR}', 'latest_state', '00000000000000')")
+    assert rows.num_rows == table.read().num_rows
+
+
 def test_at_timestamp_is_time_travel(cursor, sql_tables):
     table = HudiTable.open(sql_tables[1][MOR])
     instant = table.timeline.commits[3].requested_time
