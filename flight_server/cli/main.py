@@ -100,6 +100,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         secret_file=args.secret_file,
         processes=args.processes,
         insecure=True if args.insecure else None,
+        anonymous_read=args.anonymous_read,
+        refresh_interval_seconds=args.refresh_interval,
         role=args.role,
         coordinator=args.coordinator,
         advertise=args.advertise,
@@ -124,6 +126,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         tables = len(server.registry.list_tables())
         where = wire.uri(config.host, server.port, bool(config.tls_cert))
         print(f"hudi-flight serving {tables} table(s) on {where}", flush=True)
+        if tables == 0 and config.warehouses:
+            print("no Hudi table found under the warehouse(s): a table is a folder holding .hoodie/hoodie.properties, "
+                  "served as <parent folder>.<folder>; point --warehouse at the folder above the tables' "
+                  "namespace folders (or at one table)", flush=True)
 
     def stop(signum: int, frame: Any) -> None:  # SIGTERM: shut down like Ctrl-C (stops the workers too)
         raise KeyboardInterrupt
@@ -395,6 +401,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--processes", type=int, help="serving processes sharing the port (default 1)")
     p.add_argument("--insecure", action="store_true",
                    help="serve a non-loopback address with no users or tokens (anonymous read-only)")
+    p.add_argument("--anonymous-read", choices=("auto", "on", "off"),
+                   help="callers without credentials: auto (read only while the server has no users or tokens, "
+                        "the default), on (keep reading when users exist), off; loopback or --insecure only")
+    p.add_argument("--refresh-interval", type=float, metavar="SECONDS",
+                   help="re-scan the warehouses this often for new or removed tables (default 60; 0: never; "
+                        "`hudi-flight refresh` sees a new commit at once)")
     p.add_argument("--role", choices=("coordinator", "worker"),
                    help="cluster role: a coordinator plans onto its workers; a worker streams endpoints")
     p.add_argument("--coordinator", metavar="URI", help="a worker's coordinator, e.g. grpc://coord:8815")

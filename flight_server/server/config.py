@@ -62,6 +62,7 @@ class ServerConfig:
     initial_split_count: int = 0
     split_workers: int = 4
     refresh_interval_seconds: float = 60.0  # warehouse re-scan timer; 0 disables it
+    anonymous_read: str = "auto"  # auto | on | off (security.access.Access)
     locations: list[str] = field(default_factory=list)  # data servers named in endpoints
     processes: int = 1  # serving processes sharing the port (flight_server.server.runtime.supervisor)
     max_connections: int = 1024  # connections relayed at once to the processes (processes > 1)
@@ -195,7 +196,7 @@ class ServerConfig:
     def auth_settings(self) -> AuthSettings:
         return AuthSettings(
             self.host, dict(self.tokens), self.insecure, self.auth_cache_seconds, self.token_ttl_seconds,
-            self.tls_cert is not None,
+            self.tls_cert is not None, self.anonymous_read,
         )
 
     def limits(self) -> Limits:

@@ -284,10 +284,15 @@ def find_hudi_tables(
             continue
         names = {e["name"] for e in entries if e["type"] == "directory"}
         if ".hoodie" in names and storage.exists(posixpath.join(rel, ".hoodie", "hoodie.properties")):
-            if rel:  # the warehouse itself being a table has no parent folder to name it
+            if rel:
                 parent = posixpath.dirname(rel)
                 namespace = posixpath.basename(parent) if parent else root_name
                 out.append((f"{namespace}.{posixpath.basename(rel)}", f"{base_uri}/{rel}"))
+            else:  # the warehouse is itself a table: named by its own folder and the one above it
+                root = storage.root.rstrip("/")
+                namespace = posixpath.basename(posixpath.dirname(root)) or "default"
+                out.append((f"{namespace}.{root_name}", base_uri))
+                log.info("warehouse %s is itself a table: serving it as %s.%s", warehouse, namespace, root_name)
             continue
         if depth < max_depth:
             todo.extend(

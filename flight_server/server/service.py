@@ -24,7 +24,7 @@ from catalog.plan.options import ReadOptions
 from flight_server.server.actions import HANDLERS
 from flight_server.server.app import App, compose
 from flight_server.server.config import ServerConfig
-from flight_server.server.errors import flight_errors, schema_errors, stream_errors
+from flight_server.server.errors import flight_errors, schema_errors, stream_errors, translated
 from flight_server.server.flightsql.dispatch import ACTIONS as SQL_ACTIONS
 from flight_server.server.flightsql.dispatch import flight_sql_message
 from flight_server.server.query.queries import Call
@@ -164,8 +164,11 @@ class HudiFlightServer(flight.FlightServerBase):
                 call.open_entry(entry)
                 planned = call.plan(entry.identifier, ReadOptions())
                 splits = planned.splits()
-            except Exception as err:  # one unreadable table must not hide the others
-                log.warning("list_flights: skipping %s: %s", entry.identifier, err)
+            except Exception as err:  # one unreadable table must not hide the others, nor vanish
+                reason = str(translated(err))
+                log.warning("list_flights: %s cannot be read: %s", entry.identifier, reason)
+                unreadable = json.dumps({"unreadable": reason}).encode()
+                infos.append(flight.FlightInfo(pa.schema([]), descriptor, [], -1, -1, app_metadata=unreadable))
                 continue
             rows = sum(s.estimated_rows for s in splits)
             nbytes = sum(s.bytes for s in splits)

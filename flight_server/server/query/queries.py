@@ -12,6 +12,7 @@ that holds that instant without a storage request when it is cached.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import Iterator
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from catalog.errors import UnknownTableError
+from catalog.errors import HudiError, UnknownTableError
 from catalog.lru import BoundedLRU
 from catalog.plan.options import ReadOptions
 from catalog.plan.planner import ScanPlan, plan
@@ -181,7 +182,8 @@ class Queries:
     def open_entry(self, entry: TableEntry, instant: str | None = None, fresh: bool = True) -> OpenTable:
         """The table's state now (or any state holding ``instant``; ``fresh=False``: any cached
         state, see TableCache.get)."""
-        return OpenTable(entry, self.tables.get(entry, instant, fresh))
+        with _table_path_hidden(entry):
+            return OpenTable(entry, self.tables.get(entry, instant, fresh))
 
     def forget(self, identifier: str | None = None) -> None:
         """After a catalog change: drop the table's cached state (``None``: all), every cached
@@ -192,7 +194,8 @@ class Queries:
 
     # -- planning ----------------------------------------------------------------------------
     def plan(self, table: OpenTable, options: ReadOptions) -> PlannedScan:
-        return PlannedScan(table, plan(table.state, options, self.split_options, self.footers), self.limits)
+        with _table_path_hidden(table.entry):
+            return PlannedScan(table, plan(table.state, options, self.split_options, self.footers), self.limits)
 
     def endpoints(self, call: "Call", identifier: str, options: ReadOptions) -> PlannedQuery:
         """Schema, endpoints, estimated rows and bytes of a scan for the caller ``call.user``
@@ -326,6 +329,20 @@ class Call:
     def note(self, **fields: object) -> None:
         """Facts for the call's log line (``ops.call_log``)."""
         note(self.context, **fields)
+
+
+@contextlib.contextmanager
+def _table_path_hidden(entry: TableEntry) -> Iterator[None]:
+    """Reader errors name files by the table's storage location; a caller sees the table's name
+    instead (no server path in any error, interfaces.md section 6)."""
+    try:
+        yield
+    except HudiError as err:
+        text = str(err)
+        location = entry.base_uri.rstrip("/")
+        if location and location in text:
+            err.args = (text.replace(location, f"table {entry.identifier}"),)
+        raise
 
 
 __all__ = ["Call", "OpenTable", "PlannedQuery", "PlannedScan", "Queries", "expiration_time"]

@@ -89,6 +89,10 @@ class Rights:
 ANONYMOUS_RIGHTS = Rights(ANONYMOUS, False, frozenset({Grant("read", EVERY_NAMESPACE)}))
 
 
+#: the values of the ``anonymous_read`` switch (docs/flight.md, Security)
+ANONYMOUS_READ_MODES = ("auto", "on", "off")
+
+
 class Access:
     """The rights of callers, from the user store and the static tokens' user names.
 
@@ -97,9 +101,22 @@ class Access:
         token_users: the user names the configured static tokens map to.
         open_address: the server listens on loopback, or was started ``--insecure``.
         cache_seconds: how long a user's rights are reused.
+        anonymous_read: ``auto`` (anonymous callers read only while the server has no users and
+            no tokens), ``on`` (they keep reading every table when users exist) or ``off``
+            (never); in every case only on an open address.
     """
 
-    def __init__(self, users: UserStore, token_users: Iterable[str], open_address: bool, cache_seconds: float = 1.0):
+    def __init__(
+        self,
+        users: UserStore,
+        token_users: Iterable[str],
+        open_address: bool,
+        cache_seconds: float = 1.0,
+        anonymous_read: str = "auto",
+    ):
+        if anonymous_read not in ANONYMOUS_READ_MODES:
+            raise ValueError(f"anonymous_read must be one of {', '.join(ANONYMOUS_READ_MODES)}, not {anonymous_read!r}")
+        self.anonymous_read = anonymous_read
         self.users = users
         self.token_users = frozenset(token_users)
         self.open_address = open_address
@@ -126,8 +143,13 @@ class Access:
             self._cache.clear()
 
     def anonymous_allowed(self) -> bool:
-        """No users, no tokens, and a loopback (or ``--insecure``) address."""
-        if not self.open_address or self.token_users:
+        """A loopback (or ``--insecure``) address, and ``anonymous_read`` on, or ``auto`` with no
+        users and no tokens (adding a user then ends anonymous reads unless the switch is on)."""
+        if not self.open_address or self.anonymous_read == "off":
+            return False
+        if self.anonymous_read == "on":
+            return True
+        if self.token_users:
             return False
         return not self._cached("\0has-users", self.users.has_users)
 

@@ -188,6 +188,7 @@ class AuthSettings:
     cache_seconds: float = 1.0  # how long a user's rights are reused
     token_ttl_seconds: float = 3600.0
     tls: bool = False  # the Flight port speaks TLS
+    anonymous_read: str = "auto"  # security.access.ANONYMOUS_READ_MODES
 
 
 def authentication(config: AuthSettings, users: UserStore, tickets: TicketSigner) -> AuthMiddlewareFactory:
@@ -203,7 +204,7 @@ def authentication(config: AuthSettings, users: UserStore, tickets: TicketSigner
             raise ValueError(f"static tokens need at least {MIN_STATIC_TOKEN_CHARS} characters (one of user {user})")
     check_exposure(config.host, bool(config.tokens) or users.has_users(), config.insecure, config.tls)
     open_address = is_loopback(config.host) or config.insecure
-    access = Access(users, config.tokens.values(), open_address, config.cache_seconds)
+    access = Access(users, config.tokens.values(), open_address, config.cache_seconds, config.anonymous_read)
     return AuthMiddlewareFactory(access, users, TokenIssuer(tickets, config.token_ttl_seconds), dict(config.tokens))
 
 

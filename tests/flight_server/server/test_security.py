@@ -170,8 +170,11 @@ def test_catalog_rows_outside_the_roots_are_refused_when_opened(root, fixture_ta
             _assert_clean(info.value)
             with pytest.raises(pa.ArrowInvalid, match="an admin must register it again"):
                 _action(c, "table-info", {"table": table})
-        listed = [i.descriptor.path[0].decode() for i in c.list_flights()]
-        assert listed == ["ok"]
+        infos = {i.descriptor.path[0].decode(): i for i in c.list_flights()}
+        assert set(infos) == {"ok", "old"}  # the two old rows are listed, each with its reason
+        refused = [json.loads(i.app_metadata)["unreadable"] for i in c.list_flights() if i.app_metadata]
+        assert len(refused) == 2 and all("this server does not allow" in r and str(outside) not in r for r in refused)
+        assert not infos["ok"].app_metadata
         assert c.get_flight_info(flight.FlightDescriptor.for_path("ok", "inside")).endpoints
 
 
