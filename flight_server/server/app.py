@@ -192,7 +192,7 @@ def compose(
         tables=tables,
         split_results=split_results,
         streams=Budget("streams", limits.max_streams_per_user, limits.max_streams_per_connection,
-                       limits.max_streams_total),
+                       limits.max_streams_total, queue_seconds=limits.stream_queue_seconds),
         plans=Budget("plans", limits.max_plans_per_user, limits.max_plans_per_connection, limits.max_plans_total),
         stream_memory=MemoryBudget(limits.stream_memory_bytes),
         cluster=cluster,

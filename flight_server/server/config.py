@@ -96,6 +96,7 @@ class ServerConfig:
     max_streams_per_connection: int = Limits.max_streams_per_connection
     max_streams_per_user: int = Limits.max_streams_per_user
     max_streams_total: int = Limits.max_streams_total
+    stream_queue_seconds: float = Limits.stream_queue_seconds
     max_plans_per_connection: int = Limits.max_plans_per_connection
     max_plans_per_user: int = Limits.max_plans_per_user
     max_plans_total: int = Limits.max_plans_total

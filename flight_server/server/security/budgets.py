@@ -3,14 +3,18 @@
 A caller is counted twice: under its user (an authenticated name; anonymous callers and a
 ``--processes`` relay's connections have none) and under its connection (gRPC's peer string,
 host *and* port, so two local clients are two connections, not one shared host). A call past
-either bound, or past the process-wide one, is refused at once with :class:`ServerBusyError`:
-UNAVAILABLE plus a machine-readable retry hint (``flight_server.protocol.retry``), which the
-project's clients honour with backoff. Nothing waits while holding a server thread.
+the process-wide bound is refused at once with :class:`ServerBusyError`: UNAVAILABLE plus a
+machine-readable retry hint (``flight_server.protocol.retry``), which the project's clients honour
+with backoff. A call past its user's or connection's bound may queue for a free unit of its own
+(``queue_seconds``, at most ``queue_factor`` times the bound waiting per key), because generic
+clients open every endpoint of a result at once and do not retry (the ADBC driver reads a
+40-endpoint ``SELECT *`` with 40 concurrent streams); past the queue it is refused the same way.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from typing import Callable, Iterator, TypeVar
 
@@ -59,14 +63,27 @@ class Budget:
         retry_after: the retry hint of a refusal, in seconds.
     """
 
-    def __init__(self, name: str, per_user: int, per_connection: int, total: int, retry_after: float = 0.2):
+    def __init__(
+        self,
+        name: str,
+        per_user: int,
+        per_connection: int,
+        total: int,
+        retry_after: float = 0.2,
+        queue_seconds: float = 0.0,
+        queue_factor: int = 4,
+    ):
         self.name = name
         self._bounds = {"user": per_user, "connection": per_connection}
         self.total = total
         self.retry_after = retry_after
+        self.queue_seconds = queue_seconds
+        self.queue_factor = queue_factor
         self._held: dict[tuple[str, str], int] = {}
+        self._waiting: dict[tuple[str, str], int] = {}
         self._all = 0
         self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)
 
     def _keys(self, keys: CallKeys) -> list[tuple[str, str]]:
         out = [("connection", keys.connection)]
@@ -75,19 +92,40 @@ class Budget:
         return out
 
     def acquire(self, keys: CallKeys) -> None:
-        """Hold one unit for ``keys``. Raises: ServerBusyError (past a bound)."""
+        """Hold one unit for ``keys``, queueing up to ``queue_seconds`` behind the caller's own
+        units. Raises: ServerBusyError (past the total bound, or still past a bound after the wait)."""
+        deadline = time.monotonic() + self.queue_seconds
         with self._lock:
-            if self.total and self._all >= self.total:
-                raise ServerBusyError(f"max_{self.name}_total", self.total, f"too many {self.name} on this server",
-                                      self.retry_after)
-            for kind, key in self._keys(keys):
-                bound = self._bounds[kind]
-                if bound and self._held.get((kind, key), 0) >= bound:
+            while True:
+                if self.total and self._all >= self.total:
+                    raise ServerBusyError(f"max_{self.name}_total", self.total,
+                                          f"too many {self.name} on this server", self.retry_after)
+                full = self._full(keys)
+                if full is None:
+                    break
+                (kind, key), bound = full
+                left = deadline - time.monotonic()
+                if left <= 0 or self._waiting.get((kind, key), 0) >= bound * self.queue_factor:
                     raise ServerBusyError(f"max_{self.name}_per_{kind}", bound, f"too many concurrent {self.name}",
                                           self.retry_after)
+                self._waiting[(kind, key)] = self._waiting.get((kind, key), 0) + 1
+                try:
+                    self._freed.wait(left)
+                finally:
+                    self._waiting[(kind, key)] -= 1
+                    if not self._waiting[(kind, key)]:
+                        del self._waiting[(kind, key)]
             for held in self._keys(keys):
                 self._held[held] = self._held.get(held, 0) + 1
             self._all += 1
+
+    def _full(self, keys: CallKeys) -> tuple[tuple[str, str], int] | None:
+        """The first of the caller's keys at its bound, with that bound (``None``: room)."""
+        for kind, key in self._keys(keys):
+            bound = self._bounds[kind]
+            if bound and self._held.get((kind, key), 0) >= bound:
+                return (kind, key), bound
+        return None
 
     def release(self, keys: CallKeys) -> None:
         with self._lock:
@@ -98,6 +136,7 @@ class Budget:
                 else:
                     self._held.pop(held, None)
             self._all = max(0, self._all - 1)
+            self._freed.notify_all()
 
     def held(self, keys: CallKeys) -> "_Hold":
         """A context manager holding one unit for ``keys`` (acquired on entry)."""

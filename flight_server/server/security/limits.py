@@ -45,6 +45,7 @@ class Limits:
     max_streams_per_connection: int = 16
     max_streams_per_user: int = 64
     max_streams_total: int = 256
+    stream_queue_seconds: float = 30.0  # a stream past its user's or connection's bound waits this long for a slot
     max_plans_per_connection: int = 8
     max_plans_per_user: int = 16
     max_plans_total: int = 32

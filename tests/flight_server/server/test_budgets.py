@@ -154,3 +154,45 @@ def test_planning_is_tried_once_more_when_its_connection_broke(served):
         client.plan("a.b")
     client.flight = real
     client.close()
+
+
+def test_a_stream_past_its_own_bound_queues_for_a_slot_then_is_refused():
+    budget = Budget("streams", per_user=0, per_connection=1, total=10, queue_seconds=5.0, queue_factor=1)
+    conn = CallKeys(None, "ipv4:127.0.0.1:1001")
+    budget.acquire(conn)
+    got = threading.Event()
+
+    def second() -> None:
+        budget.acquire(conn)  # waits for the first unit, not refused
+        got.set()
+
+    waiter = threading.Thread(target=second)
+    waiter.start()
+    assert not got.wait(0.3)
+    with pytest.raises(Refusal, match="max_streams_per_connection"):  # the queue (1 per key) is full
+        budget.acquire(conn)
+    budget.release(conn)
+    waiter.join(5)
+    assert got.is_set() and budget.in_use() == 1
+    short = Budget("streams", per_user=0, per_connection=1, total=10, queue_seconds=0.2)
+    short.acquire(conn)
+    with pytest.raises(Refusal, match="max_streams_per_connection"):  # waited its time, then refused
+        short.acquire(conn)
+
+
+def test_adbc_reads_a_result_with_more_endpoints_than_the_connection_bound(generated_table, tmp_path):
+    """The ADBC driver opens every endpoint of a result at once and does not retry."""
+    adbc = pytest.importorskip("adbc_driver_flightsql.dbapi")
+    from hudi_generator.generator import GeneratorSpec
+
+    path = generated_table(GeneratorSpec(rows=2_000, partitions=12, files_per_partition=1, commits=1))
+    registry = Registry("sqlite://")
+    registry.register_table("ns.t", path)
+    config = ServerConfig(port=0, state_dir=str(tmp_path / "s"), max_streams_per_connection=4,
+                          allowed_roots=[str(tmp_path.parent.parent), path])
+    with running_server(config, registry=registry) as server:
+        with adbc.connect(f"grpc://127.0.0.1:{server.port}") as conn, conn.cursor() as cur:
+            partitions, _ = cur.adbc_execute_partitions("SELECT * FROM ns.t")
+            cur.execute("SELECT * FROM ns.t")
+            assert cur.fetch_arrow_table().num_rows == 2_000
+    assert len(partitions) > 4
