@@ -336,3 +336,18 @@ def test_mtls_and_token_options_reach_driver_and_executors(spark, tables, pki, t
             spark.read.format("hudi-flight").option("uri", uri).option("token", "wrong-spark-token").options(
                 **options).load(ident).collect()
         assert "wrong-spark-token" not in str(err.value) and "PRIVATE KEY" not in str(err.value)
+
+
+def test_errors_reach_spark_users_in_one_line_with_hide_traceback(spark, uri):
+    """Spark prints a Python worker's traceback unless ``hideTraceback`` is on (docs/spark.md);
+    with it, the data source's own message is what the user reads."""
+    key = "spark.sql.execution.pyspark.udf.hideTraceback.enabled"
+    spark.conf.set(key, "true")
+    try:
+        with pytest.raises(Exception) as err:
+            spark.read.format("hudi-flight").option("uri", uri).load("no.such_table").collect()
+    finally:
+        spark.conf.unset(key)
+    text = str(err.value)
+    assert "table no.such_table is not registered" in text
+    assert "Traceback" not in text and 'File "' not in text
