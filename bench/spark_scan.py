@@ -34,25 +34,9 @@ TWO_COLUMNS = ["fare", "rider"]
 
 
 def _spark_session(jdbc_jar: str):
-    from pyspark.sql import SparkSession
+    from tests.support.spark import local_spark
 
-    from flight_server.spark import HudiFlightDataSource
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("hudi-flight-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.memory", "2g")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.jars", jdbc_jar)
-        .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(HudiFlightDataSource)
-    return spark
+    return local_spark("hudi-flight-bench", jdbc_jar, "2g", JVM_OPTIONS)
 
 
 def run(size: str) -> list[dict]:

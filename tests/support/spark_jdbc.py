@@ -13,7 +13,6 @@ UNRECOGNIZED_SQL_TYPE) and nested ones: the JDBC read goes through a subquery th
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 DRIVER_CLASS = "org.apache.arrow.driver.jdbc.ArrowFlightJdbcDriver"
@@ -21,28 +20,10 @@ JVM_OPTIONS = "--add-opens=java.base/java.nio=ALL-UNNAMED -Duser.timezone=UTC"
 
 
 def session(jar: str):
-    from pyspark.sql import SparkSession
+    """A local session with the JDBC driver ``jar`` and the JVM options it needs."""
+    from tests.support.spark import local_spark
 
-    from flight_server.client.spark import HudiFlightDataSource
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("hudi-flight-jdbc")
-        .config("spark.ui.enabled", "false")
-        .config("spark.jars", jar)
-        .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
-        .config("spark.executor.extraJavaOptions", JVM_OPTIONS)
-        .config("spark.driver.memory", "1g")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(HudiFlightDataSource)
-    return spark
+    return local_spark("hudi-flight-jdbc", jar, "1g", JVM_OPTIONS)
 
 
 #: Spark types -> the SQL type a column is cast to so Spark's generic JDBC dialect can read it
