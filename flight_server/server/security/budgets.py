@@ -6,7 +6,8 @@ host *and* port, so two local clients are two connections, not one shared host).
 the process-wide bound is refused at once with :class:`ServerBusyError`: UNAVAILABLE plus a
 machine-readable retry hint (``flight_server.protocol.retry``), which the project's clients honour
 with backoff. A call past its user's or connection's bound may queue for a free unit of its own
-(``queue_seconds``, at most ``queue_factor`` times the bound waiting per key), because generic
+(``queue_seconds``, at most ``queue_factor`` times the bound waiting per key and ``total``
+waiting in all), because generic
 clients open every endpoint of a result at once and do not retry (the ADBC driver reads a
 40-endpoint ``SELECT *`` with 40 concurrent streams); past the queue it is refused the same way.
 """
@@ -81,6 +82,7 @@ class Budget:
         self.queue_factor = queue_factor
         self._held: dict[tuple[str, str], int] = {}
         self._waiting: dict[tuple[str, str], int] = {}
+        self._queued = 0  # waiting calls of every key, at most ``total``: threads parked in the queue
         self._all = 0
         self._lock = threading.Lock()
         self._freed = threading.Condition(self._lock)
@@ -105,13 +107,18 @@ class Budget:
                     break
                 (kind, key), bound = full
                 left = deadline - time.monotonic()
-                if left <= 0 or self._waiting.get((kind, key), 0) >= bound * self.queue_factor:
+                queue_full = self._waiting.get((kind, key), 0) >= bound * self.queue_factor or (
+                    self.total and self._queued >= self.total
+                )
+                if left <= 0 or queue_full:
                     raise ServerBusyError(f"max_{self.name}_per_{kind}", bound, f"too many concurrent {self.name}",
                                           self.retry_after)
                 self._waiting[(kind, key)] = self._waiting.get((kind, key), 0) + 1
+                self._queued += 1
                 try:
                     self._freed.wait(left)
                 finally:
+                    self._queued -= 1
                     self._waiting[(kind, key)] -= 1
                     if not self._waiting[(kind, key)]:
                         del self._waiting[(kind, key)]

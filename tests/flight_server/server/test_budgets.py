@@ -5,6 +5,7 @@ the refusal, INVALID_ARGUMENT, was never retried)."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pyarrow.flight as flight
 import pytest
@@ -174,6 +175,26 @@ def test_a_stream_past_its_own_bound_queues_for_a_slot_then_is_refused():
     budget.release(conn)
     waiter.join(5)
     assert got.is_set() and budget.in_use() == 1
+    # waiting threads are bounded in all: at most ``total`` calls queue, whatever their keys
+    crowded = Budget("streams", per_user=1, per_connection=0, total=3, queue_seconds=5.0)
+    alice = [CallKeys("alice", f"ipv4:127.0.0.1:{2000 + i}") for i in range(5)]
+    crowded.acquire(alice[0])
+    parked = [threading.Thread(target=crowded.acquire, args=(k,), daemon=True) for k in alice[1:4]]
+    for thread in parked:
+        thread.start()
+    deadline = time.monotonic() + 5
+    while crowded._queued < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    started = time.monotonic()
+    with pytest.raises(Refusal, match="max_streams_per_user"):  # the fourth waiter finds the queue full
+        crowded.acquire(alice[4])
+    assert time.monotonic() - started < 2.5  # refused at once, not after the 5 s wait
+    for _ in parked:
+        crowded.release(alice[0])
+        time.sleep(0.05)
+    for thread in parked:
+        thread.join(5)
+    assert not any(thread.is_alive() for thread in parked)
     short = Budget("streams", per_user=0, per_connection=1, total=10, queue_seconds=0.2)
     short.acquire(conn)
     with pytest.raises(Refusal, match="max_streams_per_connection"):  # waited its time, then refused
