@@ -10,15 +10,16 @@ binding is lazy: splits stream out while later partitions are still being listed
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from catalog.errors import ColumnNotFoundError, UnsupportedTableError
+from catalog.errors import ColumnNotFoundError, InvalidInstantError, UnsupportedTableError
 from catalog.plan.cdc import check_cdc_table, plan_changes
 from catalog.plan.filters import BoundFilter, bind_filters, to_expression
+from catalog.plan.incremental import WrittenFiles
 from catalog.plan.options import ReadOptions, ResolvedRead, resolve
 from catalog.plan.prune import PartitionValuePruner, index_pruners
 from catalog.plan.splits import FooterCache, SplitOptions, SplitPlanner
@@ -27,7 +28,6 @@ from catalog.read.context import COMMIT_TIME_COLUMN, ReadContext
 from catalog.state import TableState
 from catalog.table.cdc import CDC_SCHEMA
 from catalog.table.files import FileSlice, Split
-from catalog.timeline.instant_files import written_file_groups
 
 #: partitions whose slices are built together (bounds memory while planning streams)
 PARTITION_BATCH = 256
@@ -68,12 +68,40 @@ def plan(
     if options.incremental and not state.config.populate_meta_fields:
         # Java Hudi refuses these (no commit times to filter on); hudi-rs returns whole file groups.
         raise UnsupportedTableError("incremental queries are not supported when meta fields are disabled")
-    resolved = resolve(options, state.timeline)
+    resolved, written = _resolve(state, options)
     schema = state.schema_as_of(None if options.incremental else resolved.instant)
     filters = bind_filters(list(options.filters), schema)
     context = _context(state, resolved, filters, schema)
-    splits = _splits(state, resolved, filters, split_options, footers) if resolved.instant is not None else iter(())
+    splits = (
+        _splits(state, resolved, written, filters, split_options, footers) if resolved.instant is not None else iter(())
+    )
     return ScanPlan(context.output_schema, context, resolved.options, splits)
+
+
+def _resolve(state: TableState, options: ReadOptions) -> tuple[ResolvedRead, WrittenFiles | None]:
+    """The options resolved, and for an incremental range the files its commits wrote
+    (``catalog.plan.incremental``).
+
+    A range some of whose files the cleaner removed is read as Hudi 1.x reads it (its default
+    ``hoodie.datasource.read.incr.fallback.fulltablescan.enable=true``): a full table scan as
+    of the latest commit. Hudi 0.x does not fall back (the option is off) and fails on the
+    missing file: on a table version 6 table we refuse the range.
+
+    Raises:
+        InvalidInstantError: a table version 6 range whose files the cleaner removed.
+    """
+    resolved = resolve(options, state.timeline)
+    if not options.incremental or resolved.full_table_scan or resolved.instant is None:
+        return resolved, None
+    written = WrittenFiles.of(state, resolved.incremental_instants)
+    if written.complete:
+        return resolved, written
+    if state.config.table_version < 8:
+        raise InvalidInstantError(
+            f"the incremental range ({options.start or 'beginning'}, {resolved.options.end}] needs files the "
+            "cleaner removed (Hudi 0.x fails on it for a table version 6 table): start the range later"
+        )
+    return replace(resolved, instant=state.timeline.commits[-1].requested_time, full_table_scan=True), None
 
 
 def _plan_cdc(state: TableState, options: ReadOptions) -> ScanPlan:
@@ -151,29 +179,31 @@ def _context(state: TableState, resolved: ResolvedRead, filters: list[BoundFilte
 def _splits(
     state: TableState,
     resolved: ResolvedRead,
+    written: WrittenFiles | None,
     filters: list[BoundFilter],
     split_options: SplitOptions | None,
     footers: FooterCache | None,
 ) -> Iterator[Split]:
     planner = SplitPlanner(state.storage, split_options, footers)
-    for slices in _slices(state, resolved, filters):  # lazily: nothing is listed before the first split
+    for slices in _slices(state, resolved, written, filters):  # lazily: nothing is listed before the first split
         yield from planner.plan(slices)
 
 
 def file_slices(state: TableState, options: ReadOptions) -> Iterator[FileSlice]:
     """The pruned file slices a read of ``options`` covers (before they are cut into splits)."""
-    resolved = resolve(options, state.timeline)
+    resolved, written = _resolve(state, options)
     if resolved.instant is None:
         return iter(())
-    return itertools.chain.from_iterable(_slices(state, resolved, bind_filters(list(options.filters), state.schema)))
+    filters = bind_filters(list(options.filters), state.schema)
+    return itertools.chain.from_iterable(_slices(state, resolved, written, filters))
 
 
 def _slices(
-    state: TableState, resolved: ResolvedRead, filters: list[BoundFilter]
+    state: TableState, resolved: ResolvedRead, written: WrittenFiles | None, filters: list[BoundFilter]
 ) -> Iterator[Iterable[FileSlice]]:
     """File slices to read, pruned: yields once, either a list (all partitions fit in one batch:
     the splitter sees how small the plan is) or an iterator streaming a batch of partitions at a
-    time."""
+    time. ``written``: an incremental range's files, the only ones it reads."""
     options = resolved.options
     instant = resolved.instant
     latest = state.timeline.latest_commit
@@ -184,15 +214,13 @@ def _slices(
         partitions = PartitionValuePruner(state.config, state.schema).prune(partitions, filters)
         for pruner in partition_pruners:
             partitions = pruner.prune(partitions, filters)
-    groups: set[tuple[str, str]] | None = None
-    if options.incremental and not resolved.full_table_scan:
-        groups = _incremental_groups(state, resolved.incremental_instants)
-        touched = {p for p, _ in groups}
-        partitions = [p for p in partitions if p in touched]
+    view = state.fs_view
+    if written is not None:
+        view = written.view
+        partitions = [p for p in partitions if p in written.partitions]
+
     def batch(chunk: list[str]) -> Sequence[FileSlice]:
-        slices: Sequence[FileSlice] = list(state.fs_view.latest_file_slices(chunk, instant, options.read_optimized))
-        if groups is not None:
-            slices = [fs for fs in slices if (fs.partition, fs.file_id) in groups]
+        slices: Sequence[FileSlice] = list(view.latest_file_slices(chunk, instant, options.read_optimized))
         if filters:
             for slice_pruner in slice_pruners:
                 slices = slice_pruner.prune(slices, filters)
@@ -202,17 +230,6 @@ def _slices(
         yield list(batch(partitions))
         return
     yield (fs for i in range(0, len(partitions), PARTITION_BATCH) for fs in batch(partitions[i : i + PARTITION_BATCH]))
-
-
-def _incremental_groups(state: TableState, instants: Sequence[str]) -> set[tuple[str, str]]:
-    """(partition, file id) of every file group written by the incremental range's commits."""
-    timeline = state.timeline
-    groups: set[tuple[str, str]] = set()
-    for requested in instants:
-        inst = timeline.get(requested)
-        if inst is not None:
-            groups |= written_file_groups(timeline.commit_metadata(inst))
-    return groups
 
 
 __all__ = ["PARTITION_BATCH", "ScanPlan", "file_slices", "output_schema", "plan"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import posixpath
 from typing import Any
 
 import fastavro
@@ -38,4 +39,14 @@ def written_file_groups(metadata: dict[str, Any]) -> set[tuple[str, str]]:
     out: set[tuple[str, str]] = set()
     for partition, stats in (metadata.get("partitionToWriteStats") or {}).items():
         out.update((partition or "", st["fileId"]) for st in stats or [] if st.get("fileId"))
+    return out
+
+
+def written_files(metadata: dict[str, Any]) -> set[tuple[str, str]]:
+    """(partition, file name) of every base and log file a commit wrote (format doc 2.4): the
+    names of its write stats' ``path``. A log file appended by several commits (table version 6)
+    is named by each of them."""
+    out: set[tuple[str, str]] = set()
+    for partition, stats in (metadata.get("partitionToWriteStats") or {}).items():
+        out.update((partition or "", posixpath.basename(st["path"])) for st in stats or [] if st.get("path"))
     return out
