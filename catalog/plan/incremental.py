@@ -8,11 +8,13 @@ keeps the rows whose commit time is in range (Spark's ``MergeOnReadIncrementalRe
 
 So a merge-on-read update written to a log file in range is merged without the base file an older
 commit wrote: a late-arriving update (a lower ordering value than the stored record, which loses
-the snapshot merge) is returned as the range's row with its own commit time, and a log-compaction
-block, which keeps the commit times of the records it rewrites, returns nothing of an older range.
+the snapshot merge) is returned as the range's row with its own commit time. A range holding only
+a log compaction reads the block it wrote without the blocks it compacted, which the log scan does
+not apply by itself (``catalog.format.log_block.apply_log_compaction``): no rows, as Hudi 1.2.
 
-When a file the range wrote is gone (the cleaner removed it), Hudi falls back to a full table
-scan: the latest slices of the whole table, filtered by commit time.
+When a file the range wrote is gone (the cleaner removed it), Hudi 1.x falls back to a full table
+scan: the latest slices of the whole table, filtered by commit time (the planner decides, by table
+version).
 """
 
 from __future__ import annotations
