@@ -13,8 +13,9 @@ a log compaction reads the block it wrote without the blocks it compacted, which
 not apply by itself (``catalog.format.log_block.apply_log_compaction``): no rows, as Hudi 1.2.
 
 When a file the range wrote is gone (the cleaner removed it), Hudi 1.x falls back to a full table
-scan: the latest slices of the whole table, filtered by commit time (the planner decides, by table
-version).
+scan: the latest slices of the whole table, filtered by commit time. Hudi 0.x does not (its
+fallback option is off by default) and fails when it reads a missing file (the planner decides,
+by table version).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from catalog.timeline.instant_files import written_files
 
 
 class _WrittenFilesListing:
-    """A :class:`~catalog.fs_view.FileListing` of the written files that exist (name and size)."""
+    """A :class:`~catalog.fs_view.FileListing` of the written files (name and size)."""
 
     def __init__(self, files: dict[str, list[tuple[str, int]]]):
         self._files = files
@@ -49,13 +50,13 @@ class WrittenFiles:
 
     Attributes:
         partitions: the partitions they wrote to.
-        view: a file system view of those files alone (the ones still in storage).
-        complete: every one of them is still in storage (otherwise Hudi scans the whole table).
+        view: a file system view of those files alone (sizes from the listing; 0 for missing ones).
+        missing: (partition, file name) of those no longer in storage (the cleaner removed them).
     """
 
     partitions: frozenset[str]
     view: FileSystemView
-    complete: bool
+    missing: frozenset[tuple[str, str]]
 
     @classmethod
     def of(cls, state: TableState, instants: Sequence[str]) -> "WrittenFiles":
@@ -68,13 +69,23 @@ class WrittenFiles:
                 written |= written_files(timeline.commit_metadata(instant))
         partitions = frozenset(p for p, _ in written)
         listed = state.listing.list_files(sorted(partitions))
-        present = {
-            partition: [(name, size) for name, size in listed.get(partition, []) if (partition, name) in written]
-            for partition in partitions
-        }
-        found = sum(len(entries) for entries in present.values())
-        view = FileSystemView(state.config, timeline, _WrittenFilesListing(present))
-        return cls(partitions, view, complete=found == len(written))
+        sizes = {(partition, name): size for partition, entries in listed.items() for name, size in entries}
+        files: dict[str, list[tuple[str, int]]] = {partition: [] for partition in partitions}
+        for partition, name in sorted(written):
+            files[partition].append((name, sizes.get((partition, name), 0)))
+        view = FileSystemView(state.config, timeline, _WrittenFilesListing(files))
+        return cls(partitions, view, frozenset(written - sizes.keys()))
+
+    def reads_missing(self, instant: str) -> bool:
+        """Whether the latest slices as of ``instant`` name a file that is gone (older versions
+        of a file group, and replaced file groups, are not read: their absence does not matter)."""
+        if not self.missing:
+            return False
+        for fs in self.view.latest_file_slices(sorted(self.partitions), instant):
+            names = [lf.name for lf in fs.log_files] + ([fs.base_file.name] if fs.base_file is not None else [])
+            if any((fs.partition, name) in self.missing for name in names):
+                return True
+        return False
 
 
 __all__ = ["WrittenFiles"]
