@@ -174,7 +174,8 @@ def _only_log_compaction(table: WrittenTable, path: str, query: Query) -> bool:
 
 def test_hudi_1_1_applies_a_log_compaction_block_by_itself(written_table):
     """Hudi 1.1's answer for the log compaction's own range is the compacted block's records: the
-    rows its own snapshot stamps with the log compaction's instant. Ours (and Hudi 1.2's) is empty."""
+    rows its own snapshot stamps with the log compaction's instant. Ours (and Hudi 1.2's, and the
+    ``hudi`` package's) is empty."""
     table = WrittenTable("1.1.1", "mor_log_compaction")
     if not table.expected.exists():
         pytest.skip("the table is not written yet (make tables)")
@@ -188,6 +189,7 @@ def test_hudi_1_1_applies_a_log_compaction_block_by_itself(written_table):
     assert expected.num_rows > 0
     assert_same_rows(expected, stamped, "Hudi 1.1: the log compaction's records")
     assert HudiTable.open(path).read(**query.read_kwargs()).num_rows == 0
+    assert hudi_read(path, start=query.start, end=query.end) is None  # no batch: no rows
 
 
 @pytest.mark.parametrize("table", written_tables(), ids=lambda t: t.key)
