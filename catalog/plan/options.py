@@ -255,9 +255,10 @@ class ResolvedRead:
         instant: the query instant (a requested time); ``None`` for a table without commits.
         incremental_instants: requested times of the commits an incremental or CDC read returns.
         full_table_scan: the incremental range reaches archived commits of a table (version 8+)
-            the cleaner has cleaned, whose file versions may be gone; as Hudi 1.x does, the rows
-            then come from the latest snapshot of every file group, kept when their commit time is
-            in range (``instant`` is the latest commit).
+            the cleaner has cleaned, whose file versions may be gone (or, found by the planner, a
+            file the range wrote is gone); as Hudi 1.x does, the rows then come from the latest
+            snapshot of every file group, kept when their commit time is in range (``instant`` is
+            the latest commit).
     """
 
     options: ReadOptions
