@@ -145,6 +145,7 @@ def _context(state: TableState, resolved: ResolvedRead, filters: list[BoundFilte
         row_filter=expr,
         filter_columns=tuple(dict.fromkeys(needed)),
         schema_history=history,
+        bootstrap_storage=state.bootstrap_index.source if state.bootstrap_index is not None else None,
     )
 
 
@@ -193,6 +194,8 @@ def _slices(
         slices: Sequence[FileSlice] = list(state.fs_view.latest_file_slices(chunk, instant, options.read_optimized))
         if groups is not None:
             slices = [fs for fs in slices if (fs.partition, fs.file_id) in groups]
+        if state.bootstrap_index is not None:
+            slices = state.bootstrap_index.with_sources(slices)
         if filters:
             for slice_pruner in slice_pruners:
                 slices = slice_pruner.prune(slices, filters)
