@@ -22,7 +22,7 @@ from catalog.fs_view import FileListing, FileSystemView
 from catalog.listing.mdt_listing import MetadataTableListing, choose_listing
 from catalog.listing.metadata_table import MetadataTable
 from catalog.storage import Storage
-from catalog.table.bootstrap import BASE_PATH_KEY, BootstrapIndex
+from catalog.table.bootstrap import BootstrapIndex, bootstrap_base_path
 from catalog.table.config import TableConfig
 from catalog.table.files import BaseFile
 from catalog.table.internal_schema import (
@@ -210,9 +210,9 @@ class TableState:
     @cached_property
     def bootstrap_index(self) -> BootstrapIndex | None:
         """Where skeleton files' data columns are (``None`` unless the table was bootstrapped)."""
-        if not (self.config.properties.get(BASE_PATH_KEY) or "").strip():
+        if bootstrap_base_path(self.config) is None:
             return None
-        return BootstrapIndex(self.storage, self.config)
+        return BootstrapIndex(self.storage)
 
     @cached_property
     def fs_view(self) -> FileSystemView:

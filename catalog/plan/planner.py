@@ -145,7 +145,6 @@ def _context(state: TableState, resolved: ResolvedRead, filters: list[BoundFilte
         row_filter=expr,
         filter_columns=tuple(dict.fromkeys(needed)),
         schema_history=history,
-        bootstrap_storage=state.bootstrap_index.source if state.bootstrap_index is not None else None,
     )
 
 

@@ -20,6 +20,7 @@ from catalog.format.avro import META_COLUMNS
 from catalog.format.parquet import BATCH_SIZE, read_parquet
 from catalog.read.context import ReadContext
 from catalog.storage import Storage
+from catalog.table.bootstrap import source_storage
 from catalog.table.files import FileSlice
 
 
@@ -41,19 +42,20 @@ def read_skeleton(
         UnsupportedTableError: the planner found no source file for the skeleton (no
             ``hoodie.bootstrap.base.path``): never the skeleton's rows without their data.
     """
-    if fs.bootstrap_source is None or ctx.bootstrap_storage is None or fs.base_file_path is None:
+    if fs.bootstrap_source is None or fs.base_file_path is None:
         raise UnsupportedTableError(
             f"bootstrap skeleton file {fs.base_file_path} without its source file: metadata-only bootstrapped "
             "tables are read through their bootstrap index and hoodie.bootstrap.base.path"
         )
     if row_groups is not None:
         raise ValueError(f"bootstrap skeleton {fs.base_file_path} is read whole, not by row group")
+    source_files = source_storage(ctx.storage, ctx.config)
     meta = pa.schema([f for f in schema if f.name in META_COLUMNS])
     data = pa.schema([f for f in schema if f.name not in META_COLUMNS])
     skeleton = _read_all(ctx.storage, fs.base_file_path, meta, None)
     partition_values = ctx.partition_scheme.typed_values(fs.partition)
     try:
-        source = _read_all(ctx.bootstrap_storage, fs.bootstrap_source, data, partition_values)
+        source = _read_all(source_files, fs.bootstrap_source, data, partition_values)
     except FileNotFoundError:
         raise FileNotFoundError(
             f"source file {fs.bootstrap_source} of bootstrap skeleton {fs.base_file_path} is missing under "

@@ -43,8 +43,6 @@ class ReadContext:
             files written with older schemas by field id; ``None`` for other tables.
         cdc: the changes of a CDC query (``None`` for every other query); its splits name file
             groups, whose rows ``catalog.read.cdc`` builds from these changes.
-        bootstrap_storage: where a metadata-only bootstrapped table's source files are
-            (``hoodie.bootstrap.base.path``); ``None`` for other tables.
     """
 
     storage: Storage
@@ -59,7 +57,6 @@ class ReadContext:
     filter_columns: tuple[str, ...] = ()
     schema_history: SchemaHistory | None = None
     cdc: CdcPlan | None = None
-    bootstrap_storage: Storage | None = None
 
     @cached_property
     def partition_scheme(self) -> PartitionScheme:

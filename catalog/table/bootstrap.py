@@ -22,6 +22,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 import fastavro
+from fsspec.core import split_protocol
 
 from catalog.errors import CorruptTableError, UnsupportedTableError
 from catalog.format.hfile import HFileReader
@@ -37,6 +38,16 @@ BASE_PATH_KEY = "hoodie.bootstrap.base.path"
 #: the file-group index: ``part=<partition>;fileid=<file id>`` -> HoodieBootstrapFilePartitionInfo
 FILE_ID_INDEX = ".hoodie/.aux/.bootstrap/.fileids/00000000-0000-0000-0000-000000000000-0_1-0-1_00000000000001.hfile"
 _INDEX_INFO = "INDEX_INFO"
+
+
+def bootstrap_base_path(config: TableConfig) -> str | None:
+    """``hoodie.bootstrap.base.path``: where the source dataset of a bootstrapped table is now."""
+    return (config.properties.get(BASE_PATH_KEY) or "").strip() or None
+
+
+def _protocol(uri: str) -> str:
+    protocol, _ = split_protocol(uri)
+    return "file" if protocol in (None, "file", "local") else protocol
 
 
 def is_skeleton(fs: FileSlice) -> bool:
@@ -60,23 +71,36 @@ def _path_of(uri: str) -> str:
     return urlsplit(uri).path if "://" in uri or uri.startswith("file:") else uri
 
 
+def source_storage(table: Storage, config: TableConfig) -> Storage:
+    """The storage of the source dataset (``hoodie.bootstrap.base.path``), opened with the table's
+    storage options.
+
+    Raises:
+        UnsupportedTableError: no such property, a chained URL, or another kind of storage than
+            the table's (whose options would not fit it).
+    """
+    base = bootstrap_base_path(config)
+    if base is None:
+        raise UnsupportedTableError(
+            f"metadata-only bootstrap skeleton files without {BASE_PATH_KEY} in hoodie.properties are not supported"
+        )
+    if "::" in base or _protocol(base) != _protocol(table.uri):
+        raise UnsupportedTableError(
+            f"a bootstrap source dataset ({BASE_PATH_KEY}) on another storage than the table is not supported"
+        )
+    return Storage(base, table.storage_options)
+
+
 class BootstrapIndex:
-    """The source file of each skeleton file group of a metadata-only bootstrapped table.
+    """The source file of each skeleton file group of a metadata-only bootstrapped table (the
+    index is read when the first skeleton slice is looked up).
 
     Args:
         storage: the table's storage (the index lives under its ``.hoodie``).
-        config: the table's properties; ``hoodie.bootstrap.base.path`` says where the source
-            dataset is now.
     """
 
-    def __init__(self, storage: Storage, config: TableConfig):
-        base = (config.properties.get(BASE_PATH_KEY) or "").strip()
-        if not base:
-            raise UnsupportedTableError(
-                f"metadata-only bootstrap skeleton files without {BASE_PATH_KEY} in hoodie.properties are not supported"
-            )
+    def __init__(self, storage: Storage):
         self._storage = storage
-        self.source = Storage(base, storage.storage_options)
         self._reader: HFileReader | None = None
         self._indexed_base: str | None = None
 
@@ -139,8 +163,10 @@ class BootstrapIndex:
 
 __all__ = [
     "BASE_PATH_KEY",
+    "bootstrap_base_path",
     "FULL_BOOTSTRAP_INSTANT",
     "METADATA_BOOTSTRAP_INSTANT",
     "BootstrapIndex",
     "is_skeleton",
+    "source_storage",
 ]

@@ -2,18 +2,20 @@
 skeleton files stitched to their source files through the bootstrap index, after the lake moved.
 
 Equality with Hudi's answers at every query type is checked by ``test_hudi_written.py``; here:
-what moving the source dataset takes, projections and filters over stitched rows, and the named
-errors when the source cannot be found.
+what moving the source dataset takes, projections and filters over stitched rows, time travel to
+the bootstrap commit served over Flight, and the named errors when the source cannot be found.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import shutil
 from pathlib import Path
 
 import fastavro
 import pyarrow as pa
+import pyarrow.flight as flight
 import pyarrow.parquet as pq
 import pytest
 
@@ -22,8 +24,11 @@ from catalog.errors import CorruptTableError
 from catalog.format.hfile import HFileReader
 from catalog.plan.options import parse_instant
 from catalog.table.bootstrap import FILE_ID_INDEX, METADATA_BOOTSTRAP_INSTANT
+from flight_server.server.config import ServerConfig
+from flight_server.server.registry import Registry
 from tests.data.factory.archive import SOURCE_FOLDER, read_result, relocate_bootstrap_source
 from tests.support.compare import assert_same_rows
+from tests.support.servers import running_server
 from tests.support.written import WrittenTable, written_tables
 
 BOOTSTRAPPED = [t for t in written_tables() if "bootstrap_metadata_only" in t.manifest().features]
@@ -106,6 +111,17 @@ def test_skeleton_without_bootstrap_base_path_is_refused_by_name(written_table, 
 
 
 @pytest.mark.parametrize("table", BOOTSTRAPPED[:1], ids=_id)
+def test_source_on_another_storage_is_refused_by_name(written_table, table, tmp_path):
+    """The source is opened with the table's storage options: another protocol, or a chained URL
+    (``simplecache::...``), is refused rather than tried."""
+    base = _copy(written_table, table, tmp_path)
+    for elsewhere in ("memory://lake/source", f"simplecache::file://{tmp_path / SOURCE_FOLDER}"):
+        _set_property(base, "hoodie.bootstrap.base.path", elsewhere)
+        with pytest.raises(UnsupportedTableError, match="on another storage than the table"):
+            HudiTable.open(str(base)).read(as_of=METADATA_BOOTSTRAP_INSTANT)
+
+
+@pytest.mark.parametrize("table", BOOTSTRAPPED[:1], ids=_id)
 def test_source_file_of_other_length_is_corrupt(written_table, table, tmp_path):
     """A source file replaced by one with other rows cannot be stitched by position: refused."""
     base = _copy(written_table, table, tmp_path)
@@ -114,6 +130,32 @@ def test_source_file_of_other_length_is_corrupt(written_table, table, tmp_path):
     pq.write_table(rows.slice(0, rows.num_rows - 1), source)
     with pytest.raises(CorruptTableError, match="rows"):
         HudiTable.open(str(base)).read(as_of=METADATA_BOOTSTRAP_INSTANT)
+
+
+@pytest.fixture(scope="module")
+def bootstrap_server(written_table, tmp_path_factory):
+    registry = Registry("sqlite://")
+    for table in BOOTSTRAPPED:
+        registry.register_table(_identifier(table), written_table(table))
+    config = ServerConfig(port=0, state_dir=str(tmp_path_factory.mktemp("bootstrap-state")), secret="bc" * 32,
+                          sql_memory_limit="256MB", sql_threads=1)
+    with running_server(config, registry=registry) as srv:
+        yield srv
+
+
+def _identifier(table: WrittenTable) -> str:
+    return f"b_{table.release.replace('.', '_')}.{table.name}"
+
+
+@pytest.mark.parametrize("table", BOOTSTRAPPED, ids=_id)
+def test_served_time_travel_to_the_bootstrap_commit_equals_hudi(bootstrap_server, table):
+    """Each endpoint's ticket carries its skeleton's source file: ``do_get`` stitches the same rows."""
+    command = {"table": _identifier(table), "as_of": METADATA_BOOTSTRAP_INSTANT}
+    with flight.connect(f"grpc://127.0.0.1:{bootstrap_server.port}") as client:
+        info = client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(command)))
+        parts = [client.do_get(endpoint.ticket).read_all() for endpoint in info.endpoints]
+    assert len(parts) >= 3  # one per skeleton file group
+    assert_same_rows(pa.concat_tables(parts), _bootstrap_answer(table), table.key)
 
 
 def test_bootstrap_instants_are_instants():
