@@ -80,11 +80,13 @@ _BOOTSTRAP_SELECTORS = {
 
 
 def _bootstrap(spark, spec: TableSpec, step: Bootstrap, options: dict[str, str], base: Path) -> None:
-    """Write the source dataset (plain Parquet, ``source/<part>/``, ``part`` kept in the files) and
-    bootstrap the table at ``base`` from it."""
+    """Write the source dataset (plain Parquet: ``source/<part>/`` keeping ``part`` in the files,
+    or ``source/part=<part>/`` without it) and bootstrap the table at ``base`` from it."""
     source = base.parent / SOURCE_FOLDER
     frame = _frame(spark, spec, step)
-    if spec.partitioned:
+    if step.hive_style:
+        frame.coalesce(1).write.partitionBy("part").mode("overwrite").parquet(str(source))
+    elif spec.partitioned:
         for value in PARTITIONS:
             frame.where(frame.part == value).coalesce(1).write.mode("overwrite").parquet(str(source / value))
     else:
@@ -155,7 +157,8 @@ def describe(step: Write | Sql | Bootstrap) -> str:
     if isinstance(step, Sql):
         return step.statement
     if isinstance(step, Bootstrap):
-        return f"bootstrap {step.mode} ids {step.ids[0]}..{step.ids[-1]} v{step.version}"
+        folders = " (part=<value> source folders)" if step.hive_style else ""
+        return f"bootstrap {step.mode} ids {step.ids[0]}..{step.ids[-1]} v{step.version}{folders}"
     extra = "".join(f" {k}={v}" for k, v in sorted(step.options.items()))
     return f"{step.operation} ids {step.ids[0]}..{step.ids[-1]} v{step.version}{extra}"
 

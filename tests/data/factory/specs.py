@@ -63,7 +63,7 @@ class Bootstrap:
     """Hudi's bootstrap of a plain Parquet dataset holding records ``ids`` at ``version``.
 
     The writer first writes that dataset with plain Spark into ``source/`` beside the table (one
-    folder per partition value, the partition column kept in the files), then runs the
+    folder per partition value), then runs the
     ``bootstrap`` write operation on it. ``mode`` is ``METADATA_ONLY`` (skeleton files of
     ``_hoodie_*`` columns pointing at the source files) or ``FULL_RECORD`` (a full rewrite).
     """
@@ -71,6 +71,9 @@ class Bootstrap:
     mode: str
     ids: tuple[int, ...]
     version: int = 1
+    #: write the source as Spark's ``partitionBy`` does (``part=<value>/`` folders, the column
+    #: left out of the files) instead of ``<value>/`` folders keeping it
+    hive_style: bool = False
 
 
 Step = Write | Sql | Bootstrap
@@ -347,7 +350,9 @@ def _bootstrap() -> list[TableSpec]:
         for mode in BOOTSTRAP_MODES
         for spec in _both(f"bootstrap_{mode.lower()}", (Bootstrap(mode, ids(0, 12), 1), UPSERT, DELETE), NO_STATS,
                           ("bootstrap", f"bootstrap_{mode.lower()}"))
-    ]
+    ] + _both("bootstrap_hive_source", (Bootstrap("METADATA_ONLY", ids(0, 12), 1, hive_style=True), UPSERT, DELETE),
+              {**NO_STATS, "hoodie.datasource.write.hive_style_partitioning": "true"},
+              ("bootstrap", "bootstrap_metadata_only", "hive_style_partitioning"))
 
 
 def _breadth() -> list[TableSpec]:
