@@ -20,6 +20,7 @@ from typing import Any, Mapping
 from catalog.errors import InvalidInstantError, InvalidQueryError, UnsupportedTableError
 from catalog.plan.filter_text import parse_filters
 from catalog.plan.filters import FilterTuple, normalize_op
+from catalog.table.bootstrap import FULL_BOOTSTRAP_INSTANT, METADATA_BOOTSTRAP_INSTANT
 from catalog.timeline import Timeline
 
 QUERY_TYPES = ("snapshot", "read_optimized", "incremental", "cdc")
@@ -34,7 +35,7 @@ INSTANT_FORMS = (
 _DIGITS = re.compile(r"^\d{14}(?:\d{3})?$")
 #: Hudi's reserved instants, which are no dates: the initial instant (before every commit) and the
 #: metadata-only and full-record bootstrap commits
-_RESERVED_INSTANTS = ("00000000000000", "00000000000001", "00000000000002")
+_RESERVED_INSTANTS = ("0" * 14, METADATA_BOOTSTRAP_INSTANT, FULL_BOOTSTRAP_INSTANT)
 _ISO = re.compile(
     r"^(\d{4})-(\d{2})-(\d{2})"
     r"(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?(Z|[+-]\d{2}(?::?\d{2})?)?)?$",

@@ -115,14 +115,16 @@ class BootstrapIndex:
             info = reader.info(_INDEX_INFO)
             if info is None:
                 raise CorruptTableError(f"bootstrap index {FILE_ID_INDEX} has no {_INDEX_INFO}")
-            indexed_base = str(_avro_record(info, _INDEX_INFO).get("bootstrapBasePath") or "")
-            self._indexed_base = _path_of(indexed_base).rstrip("/")
+            indexed_base = _path_of(str(_avro_record(info, _INDEX_INFO).get("bootstrapBasePath") or "")).rstrip("/")
+            if not indexed_base:
+                raise CorruptTableError(f"bootstrap index {FILE_ID_INDEX} names no bootstrap base path")
+            self._indexed_base = indexed_base
             self._reader = reader
         return self._reader, self._indexed_base
 
     def source_files(self, slices: Iterable[FileSlice]) -> dict[tuple[str, str], str]:
-        """(partition, file id) -> source file path relative to :attr:`source`, for the skeleton
-        slices among ``slices`` (one pass over the index in key order)."""
+        """(partition, file id) -> source file path relative to the source dataset's base path,
+        for the skeleton slices among ``slices`` (one pass over the index in key order)."""
         wanted = {
             f"part={fs.partition};fileid={fs.file_id}": (fs.partition, fs.file_id) for fs in slices if is_skeleton(fs)
         }
@@ -137,7 +139,7 @@ class BootstrapIndex:
             info = _avro_record(value, f"the entry of file group {group[1]}")
             uri = ((info.get("bootstrapFileStatus") or {}).get("path") or {}).get("uri") or ""
             path = _path_of(str(uri))
-            relative = posixpath.normpath(path[len(indexed_base) + 1 :]) if indexed_base else ""
+            relative = posixpath.normpath(path[len(indexed_base) + 1 :])
             if not path.startswith(indexed_base + "/") or relative.startswith(("..", "/")):
                 raise CorruptTableError(
                     f"bootstrap index: the source file of file group {group[1]} lies outside the bootstrap base path"
