@@ -154,7 +154,7 @@ def test_served_time_travel_to_the_bootstrap_commit_equals_hudi(bootstrap_server
     with flight.connect(f"grpc://127.0.0.1:{bootstrap_server.port}") as client:
         info = client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(command)))
         parts = [client.do_get(endpoint.ticket).read_all() for endpoint in info.endpoints]
-    assert len(parts) >= 3  # one per skeleton file group
+    assert parts
     assert_same_rows(pa.concat_tables(parts), _bootstrap_answer(table), table.key)
 
 

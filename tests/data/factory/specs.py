@@ -352,7 +352,10 @@ def _bootstrap() -> list[TableSpec]:
                           ("bootstrap", f"bootstrap_{mode.lower()}"))
     ] + _both("bootstrap_hive_source", (Bootstrap("METADATA_ONLY", ids(0, 12), 1, hive_style=True), UPSERT, DELETE),
               {**NO_STATS, "hoodie.datasource.write.hive_style_partitioning": "true"},
-              ("bootstrap", "bootstrap_metadata_only", "hive_style_partitioning"))
+              ("bootstrap", "bootstrap_metadata_only", "hive_style_partitioning")) + [
+        TableSpec("mor_bootstrap_nonpartitioned", MOR, (Bootstrap("METADATA_ONLY", ids(0, 12), 1), UPSERT, DELETE),
+                  NO_STATS, features=("bootstrap", "bootstrap_metadata_only", "nonpartitioned_keygen"),
+                  partitioned=False)]
 
 
 def _breadth() -> list[TableSpec]:
