@@ -2,10 +2,13 @@
 the data columns from the source file it was made from, stitched by row position (see
 :mod:`catalog.table.bootstrap`).
 
-The skeleton holds one row per source row, in the source file's order; both files are read whole
-(the planner never cuts a skeleton file) and the query's filter is applied to the stitched rows.
-Partition columns absent from the source files (a source partitioned by folder) take their
-values from the partition path, as Hudi's bootstrap reader does.
+The skeleton holds one row per source row, in the source file's order. Both files are streamed
+side by side (the planner never cuts a skeleton file), cut into batches of equal length, and the
+query's filter is applied to the stitched rows. The skeleton is read even when no ``_hoodie_*``
+column is asked for (its footer gives the row counts), so a source file with other rows than its
+skeleton is refused rather than misaligned. Partition columns absent from the source files (a
+source partitioned by ``col=value`` folders) take their values from the partition path, as Hudi's
+bootstrap reader does.
 """
 
 from __future__ import annotations
@@ -17,16 +20,10 @@ import pyarrow.compute as pc
 
 from catalog.errors import CorruptTableError, UnsupportedTableError
 from catalog.format.avro import META_COLUMNS
-from catalog.format.parquet import BATCH_SIZE, read_parquet
+from catalog.format.parquet import conform_batches, read_parquet
 from catalog.read.context import ReadContext
-from catalog.storage import Storage
 from catalog.table.bootstrap import source_storage
 from catalog.table.files import FileSlice
-
-
-def _read_all(storage: Storage, path: str, schema: pa.Schema, constants: dict[str, pa.Scalar] | None) -> pa.Table:
-    batches = list(read_parquet(storage, None, path, schema, constants=constants))
-    return pa.Table.from_batches(batches, schema=schema)
 
 
 def read_skeleton(
@@ -49,29 +46,62 @@ def read_skeleton(
         )
     if row_groups is not None:
         raise ValueError(f"bootstrap skeleton {fs.base_file_path} is read whole, not by row group")
-    source_files = source_storage(ctx.storage, ctx.config)
     meta = pa.schema([f for f in schema if f.name in META_COLUMNS])
     data = pa.schema([f for f in schema if f.name not in META_COLUMNS])
-    skeleton = _read_all(ctx.storage, fs.base_file_path, meta, None)
-    partition_values = ctx.partition_scheme.typed_values(fs.partition)
+    skeleton = read_parquet(ctx.storage, None, fs.base_file_path, meta)
+    stitched: Iterator[pa.RecordBatch] = skeleton  # no data column asked for: the skeleton is all
+    if len(data):
+        source = read_parquet(source_storage(ctx.storage, ctx.config), None, fs.bootstrap_source, data,
+                              constants=ctx.partition_scheme.typed_values(fs.partition))
+        stitched = (
+            pa.RecordBatch.from_arrays(
+                [left.column(f.name) if f.name in META_COLUMNS else right.column(f.name) for f in schema], schema=schema
+            )
+            for left, right in _aligned(skeleton, _missing_named(source, fs), fs)
+        )
+    yield from conform_batches(stitched, schema, filter=filter)
+
+
+def _missing_named(batches: Iterator[pa.RecordBatch], fs: FileSlice) -> Iterator[pa.RecordBatch]:
+    """The source file's batches; its absence said in terms of what to fix."""
     try:
-        source = _read_all(source_files, fs.bootstrap_source, data, partition_values)
+        yield from batches
     except FileNotFoundError:
         raise FileNotFoundError(
             f"source file {fs.bootstrap_source} of bootstrap skeleton {fs.base_file_path} is missing under "
             "hoodie.bootstrap.base.path (was the source dataset moved? point the property at its new place)"
         ) from None
-    if skeleton.num_rows != source.num_rows:
-        raise CorruptTableError(
-            f"bootstrap skeleton {fs.base_file_path} has {skeleton.num_rows} rows, its source file "
-            f"{fs.bootstrap_source} {source.num_rows}"
-        )
-    stitched = pa.Table.from_arrays(
-        [skeleton.column(f.name) if f.name in META_COLUMNS else source.column(f.name) for f in schema], schema=schema
+
+
+def _aligned(
+    left: Iterator[pa.RecordBatch], right: Iterator[pa.RecordBatch], fs: FileSlice
+) -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch]]:
+    """Pairs of equally long batches cut from the skeleton's and the source file's streams.
+
+    Raises:
+        CorruptTableError: the two files do not hold the same number of rows.
+    """
+    pending: pa.RecordBatch | None = None
+    for batch in left:
+        offset = 0
+        while offset < batch.num_rows:
+            if pending is None or pending.num_rows == 0:
+                pending = next(right, None)
+                if pending is None:
+                    raise _unequal(fs, "more")
+                continue
+            n = min(batch.num_rows - offset, pending.num_rows)
+            yield batch.slice(offset, n), pending.slice(0, n)
+            offset += n
+            pending = pending.slice(n)
+    if (pending is not None and pending.num_rows) or any(b.num_rows for b in right):
+        raise _unequal(fs, "fewer")
+
+
+def _unequal(fs: FileSlice, skeleton_has: str) -> CorruptTableError:
+    return CorruptTableError(
+        f"bootstrap skeleton {fs.base_file_path} has {skeleton_has} rows than its source file {fs.bootstrap_source}"
     )
-    if filter is not None:
-        stitched = stitched.filter(filter)
-    return iter(stitched.combine_chunks().to_batches(max_chunksize=BATCH_SIZE))
 
 
 __all__ = ["read_skeleton"]

@@ -23,7 +23,9 @@ from catalog import HudiTable, UnsupportedTableError
 from catalog.errors import CorruptTableError
 from catalog.format.hfile import HFileReader
 from catalog.plan.options import parse_instant
+from catalog.read.bootstrap import _aligned
 from catalog.table.bootstrap import FILE_ID_INDEX, METADATA_BOOTSTRAP_INSTANT
+from catalog.table.files import FileSlice
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
 from tests.data.factory.archive import SOURCE_FOLDER, read_result, relocate_bootstrap_source
@@ -77,12 +79,15 @@ def test_index_keeps_the_writers_absolute_paths_and_we_map_them(written_table, t
 
 @pytest.mark.parametrize("table", BOOTSTRAPPED, ids=_id)
 def test_projection_and_filter_over_stitched_rows(written_table, table):
-    """Columns from the skeleton only, from the source only, and a filter on a source column."""
+    """Columns from the skeleton only, from the source only, none (a count), a limit, and a filter
+    on a source column."""
     expected = _bootstrap_answer(table)
     opened = HudiTable.open(written_table(table))
     for columns in (["_hoodie_record_key", "_hoodie_commit_time"], ["name", "price"], ["id", "_hoodie_file_name"]):
         ours = opened.read(as_of=METADATA_BOOTSTRAP_INSTANT, columns=columns)
         assert_same_rows(ours, expected.select(columns), f"{table.key} {columns}")
+    assert opened.read(as_of=METADATA_BOOTSTRAP_INSTANT, columns=[]).num_rows == expected.num_rows
+    assert opened.read(as_of=METADATA_BOOTSTRAP_INSTANT, limit=5).num_rows == 5
     ours = opened.read(as_of=METADATA_BOOTSTRAP_INSTANT, columns=["id", "_hoodie_commit_time"],
                        filters=[("price", ">", 8.0)])
     wanted = sorted(r["id"] for r in expected.to_pylist() if r["price"] > 8.0)
@@ -122,14 +127,17 @@ def test_source_on_another_storage_is_refused_by_name(written_table, table, tmp_
 
 
 @pytest.mark.parametrize("table", BOOTSTRAPPED[:1], ids=_id)
-def test_source_file_of_other_length_is_corrupt(written_table, table, tmp_path):
-    """A source file replaced by one with other rows cannot be stitched by position: refused."""
+@pytest.mark.parametrize("change", [-1, 1])
+def test_source_file_of_other_length_is_corrupt(written_table, table, tmp_path, change):
+    """A source file replaced by one with fewer or more rows cannot be stitched by position:
+    refused, whether or not a ``_hoodie_*`` column is read."""
     base = _copy(written_table, table, tmp_path)
     source = next((tmp_path / SOURCE_FOLDER).rglob("*.parquet"))
     rows = pq.read_table(source)
-    pq.write_table(rows.slice(0, rows.num_rows - 1), source)
-    with pytest.raises(CorruptTableError, match="rows"):
-        HudiTable.open(str(base)).read(as_of=METADATA_BOOTSTRAP_INSTANT)
+    pq.write_table(rows.slice(0, rows.num_rows - 1) if change < 0 else pa.concat_tables([rows, rows.slice(0, 1)]), source)
+    for columns in (None, ["name"]):
+        with pytest.raises(CorruptTableError, match="rows than its source file"):
+            HudiTable.open(str(base)).read(as_of=METADATA_BOOTSTRAP_INSTANT, columns=columns)
 
 
 @pytest.fixture(scope="module")
@@ -164,3 +172,18 @@ def test_bootstrap_instants_are_instants():
     assert parse_instant("00000000000002") == "00000000000002"
     with pytest.raises(ValueError, match="malformed"):
         parse_instant("00000000000003")
+
+
+def test_stitching_cuts_batches_of_both_files_to_equal_lengths():
+    """Skeleton and source files stream batches of their own sizes; rows pair up by position."""
+    fs = FileSlice("p0", "fg", METADATA_BOOTSTRAP_INSTANT, bootstrap_source="p0/s.parquet")
+    left = [pa.record_batch([pa.array(range(a, b))], names=["k"]) for a, b in ((0, 3), (3, 4), (4, 10))]
+    right = [pa.record_batch([pa.array(range(a, b))], names=["v"]) for a, b in ((0, 5), (5, 5), (5, 10))]
+    pairs = list(_aligned(iter(left), iter(right), fs))
+    assert all(lb.num_rows == rb.num_rows for lb, rb in pairs)
+    assert [x for lb, _ in pairs for x in lb["k"].to_pylist()] == [x for _, rb in pairs for x in rb["v"].to_pylist()]
+    assert sum(lb.num_rows for lb, _ in pairs) == 10
+    with pytest.raises(CorruptTableError, match="more rows"):
+        list(_aligned(iter(left), iter(right[:1]), fs))
+    with pytest.raises(CorruptTableError, match="fewer rows"):
+        list(_aligned(iter(left[:2]), iter(right), fs))
