@@ -13,6 +13,7 @@ import json
 import shutil
 from pathlib import Path
 
+import adbc_driver_flightsql.dbapi as adbc
 import fastavro
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -164,6 +165,25 @@ def test_served_time_travel_to_the_bootstrap_commit_equals_hudi(bootstrap_server
         parts = [client.do_get(endpoint.ticket).read_all() for endpoint in info.endpoints]
     assert parts
     assert_same_rows(pa.concat_tables(parts), _bootstrap_answer(table), table.key)
+
+
+@pytest.mark.parametrize("table", BOOTSTRAPPED, ids=_id)
+def test_flight_sql_time_travel_to_the_bootstrap_commit_equals_hudi(bootstrap_server, table):
+    """Through Flight SQL: every column, the skeleton's columns alone (the engine may scan those
+    files natively), a count, and a filter on a source column."""
+    expected = _bootstrap_answer(table)
+    at = f"{_identifier(table)} TIMESTAMP AS OF '{METADATA_BOOTSTRAP_INSTANT}'"
+    with adbc.connect(f"grpc://127.0.0.1:{bootstrap_server.port}") as conn, conn.cursor() as cursor:
+        def sql(text: str) -> pa.Table:
+            cursor.execute(text)
+            return cursor.fetch_arrow_table()
+
+        assert_same_rows(sql(f"SELECT * FROM {at}"), expected, table.key)
+        meta = ["_hoodie_record_key", "_hoodie_file_name"]
+        assert_same_rows(sql(f"SELECT {', '.join(meta)} FROM {at}"), expected.select(meta), table.key)
+        assert sql(f"SELECT count(*) AS n FROM {at}")["n"].to_pylist() == [expected.num_rows]
+        wanted = sorted(r["id"] for r in expected.to_pylist() if r["price"] > 8.0)
+        assert sorted(sql(f"SELECT id FROM {at} WHERE price > 8.0")["id"].to_pylist()) == wanted
 
 
 def test_bootstrap_instants_are_instants():
