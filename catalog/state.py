@@ -22,6 +22,7 @@ from catalog.fs_view import FileListing, FileSystemView
 from catalog.listing.mdt_listing import MetadataTableListing, choose_listing
 from catalog.listing.metadata_table import MetadataTable
 from catalog.storage import Storage
+from catalog.table.bootstrap import BootstrapIndex, bootstrap_base_path
 from catalog.table.config import TableConfig
 from catalog.table.files import BaseFile
 from catalog.table.internal_schema import (
@@ -205,6 +206,13 @@ class TableState:
         """The metadata table planning uses (for index pruning); ``None`` when listing storage."""
         listing = self.listing
         return listing.mdt if isinstance(listing, MetadataTableListing) else None
+
+    @cached_property
+    def bootstrap_index(self) -> BootstrapIndex | None:
+        """Where skeleton files' data columns are (``None`` unless the table was bootstrapped)."""
+        if bootstrap_base_path(self.config) is None:
+            return None
+        return BootstrapIndex(self.storage)
 
     @cached_property
     def fs_view(self) -> FileSystemView:

@@ -20,6 +20,7 @@ from typing import Any, Mapping
 from catalog.errors import InvalidInstantError, InvalidQueryError, UnsupportedTableError
 from catalog.plan.filter_text import parse_filters
 from catalog.plan.filters import FilterTuple, normalize_op
+from catalog.table.bootstrap import FULL_BOOTSTRAP_INSTANT, METADATA_BOOTSTRAP_INSTANT
 from catalog.timeline import Timeline
 
 QUERY_TYPES = ("snapshot", "read_optimized", "incremental", "cdc")
@@ -32,7 +33,9 @@ INSTANT_FORMS = (
     "(2024-01-31, 2024-01-31T12:00:00[.SSS][Z|+hh:mm])"
 )
 _DIGITS = re.compile(r"^\d{14}(?:\d{3})?$")
-_BEFORE_EVERYTHING = "0" * 14
+#: Hudi's reserved instants, which are no dates: the initial instant (before every commit) and the
+#: metadata-only and full-record bootstrap commits
+_RESERVED_INSTANTS = ("0" * 14, METADATA_BOOTSTRAP_INSTANT, FULL_BOOTSTRAP_INSTANT)
 _ISO = re.compile(
     r"^(\d{4})-(\d{2})-(\d{2})"
     r"(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?(Z|[+-]\d{2}(?::?\d{2})?)?)?$",
@@ -70,7 +73,8 @@ def parse_instant(text: Any, what: str = "instant") -> str:
     """An instant as the user wrote it, checked, in its canonical form.
 
     ``yyyyMMddHHmmssSSS`` and ``yyyyMMddHHmmss`` stay as written (Hudi compares instants as
-    strings; all zeros, Hudi's initial instant, means before every commit). An ISO-8601 date
+    strings; all zeros, Hudi's initial instant, means before every commit; ``00000000000001`` and
+    ``00000000000002`` are the bootstrap commits). An ISO-8601 date
     means its midnight; an ISO timestamp without a zone is a wall clock time in the table's
     timeline zone (as in Hudi's Spark SQL) and becomes ``yyyyMMddHHmmssSSS`` here (digits past
     the millisecond are dropped: instants have none, so the comparisons stay exact). An ISO
@@ -84,7 +88,7 @@ def parse_instant(text: Any, what: str = "instant") -> str:
         raise _malformed(text, what, f"a {type(text).__name__}, not a string")
     value = text.strip()
     if _DIGITS.match(value):
-        if value[:14] != _BEFORE_EVERYTHING:  # Hudi's initial instant 00000000000000[000] is no date
+        if value[:14] not in _RESERVED_INSTANTS:
             _clock(text, what, value[0:4], value[4:6], value[6:8], value[8:10], value[10:12], value[12:14])
         return value
     m = _ISO.match(value)

@@ -223,6 +223,8 @@ def _slices(
 
     def batch(chunk: list[str]) -> Sequence[FileSlice]:
         slices: Sequence[FileSlice] = list(view.latest_file_slices(chunk, instant, options.read_optimized))
+        if state.bootstrap_index is not None:
+            slices = state.bootstrap_index.with_sources(slices)
         if filters:
             for slice_pruner in slice_pruners:
                 slices = slice_pruner.prune(slices, filters)

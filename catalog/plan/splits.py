@@ -3,7 +3,8 @@
 Modelled on Trino's Hudi split manager (and RFC-40's background split loader):
 
 * a file slice with log files is one split (the MOR merge needs the whole slice), weighted by the
-  slice's total size; so is a Lance base file (Hudi 1.2), whose row count comes from its footer;
+  slice's total size; so is a Lance base file (Hudi 1.2), whose row count comes from its footer,
+  and a bootstrap skeleton file (stitched to its source file by row position);
 * a base file without logs is cut into byte ranges of ``target_split_bytes`` (optionally smaller
   for the first ``initial_split_count`` splits of a query). A range owns the Parquet row groups
   whose first byte lies inside it, so the ranges tile the file and every row group (hence every
@@ -196,7 +197,8 @@ class SplitPlanner:
             # Other formats are refused by the reader; plan them as one unit so it says so.
             return [self._split(fs, fs.total_size, 0)]
         metadata = self.footers.footer(self.storage, base_path, base.size)
-        if fs.has_logs:
+        if fs.has_logs or fs.bootstrap_source is not None:
+            # a skeleton file is stitched to its source file by row position: read it whole
             return [self._split(fs, fs.total_size, self._with_log_rows(fs, metadata.num_rows))]
         return self._byte_ranges(fs, metadata, budget)
 

@@ -13,7 +13,9 @@ import pyarrow.compute as pc
 
 from catalog.format.lance import read_lance
 from catalog.format.parquet import read_parquet
+from catalog.read.bootstrap import read_skeleton
 from catalog.read.context import ReadContext
+from catalog.table.bootstrap import is_skeleton
 from catalog.table.files import FileSlice
 from catalog.table.internal_schema import file_columns, rename_nested
 
@@ -29,6 +31,8 @@ def read_base(
     """Batches of the slice's base file in ``schema`` (nothing for a log-only slice)."""
     if fs.base_file is None or fs.base_file_path is None:
         return iter(())
+    if is_skeleton(fs):
+        return read_skeleton(ctx, fs, schema, row_groups, filter)
     mapping = ctx.column_map(fs.base_file.instant)
     constants = ctx.partition_constants(fs.partition)
     source_names = file_columns(list(schema.names), mapping) if mapping else None

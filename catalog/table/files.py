@@ -78,13 +78,18 @@ class LogFile:
 
 @dataclass
 class FileSlice:
-    """One base file (optional) plus the log files that apply on top of it."""
+    """One base file (optional) plus the log files that apply on top of it.
+
+    ``bootstrap_source``: for a metadata-only bootstrap skeleton base file, the source file
+    holding its data columns, relative to ``hoodie.bootstrap.base.path`` (set by the planner).
+    """
 
     partition: str  # relative partition path; "" for a non-partitioned table
     file_id: str
     base_instant: str
     base_file: BaseFile | None = None
     log_files: list[LogFile] = field(default_factory=list)
+    bootstrap_source: str | None = None
 
     def _rel(self, name: str) -> str:
         return posixpath.join(self.partition, name) if self.partition else name

@@ -21,8 +21,10 @@ from typing import Any, Callable, Mapping
 from catalog.lru import BoundedLRU, CacheListener, CacheStats
 from catalog.state import TableState
 from catalog.storage import open_table_storage
+from catalog.table.bootstrap import bootstrap_base_path
 from flight_server.server.cache.disk_cache import DiskCache
 from flight_server.server.registry import TableEntry
+from flight_server.server.security.policy import StoragePolicyError
 
 DEFAULT_TABLE_CACHE_BYTES = 256 << 20
 MEASURE_SECONDS = 0.5
@@ -38,8 +40,9 @@ class TableCache:
         options: ``(uri, stored options) -> storage options`` (the server's storage policy).
         listener: told of hits, misses, evictions and byte totals (metrics).
         disk_cache: put in front of every remote table's immutable file reads.
-        check: ``(identifier, uri, stored options)``, raising for a catalog row the storage
-            policy refuses (checked on every open, rows older than the policy included).
+        check: ``(identifier, uri, stored options)``, raising :class:`StoragePolicyError` for a
+            catalog row the storage policy refuses (checked on every open, rows older than the
+            policy included), and for a bootstrapped table's source dataset outside it.
         max_staleness_seconds: reuse a state checked this recently without listing the timeline
             (0: every open checks).
     """
@@ -86,6 +89,7 @@ class TableCache:
         else:
             state = cached.refreshed()
         if state is not cached:
+            self._check_bootstrap_source(entry, state)
             self._states.put(key, state, state.estimated_bytes())
             self._measured.pop(key, None)  # a new state: measure it after its first plan
         if self.max_staleness_seconds > 0:
@@ -93,6 +97,20 @@ class TableCache:
                 self._checked = {k: v for k, v in self._checked.items() if k in self._states}
             self._checked[key] = now
         return state
+
+    def _check_bootstrap_source(self, entry: TableEntry, state: TableState) -> None:
+        """A bootstrapped table reads its source dataset (``hoodie.bootstrap.base.path``, written
+        by whoever writes the table): it must lie where the table itself may."""
+        source = bootstrap_base_path(state.config)
+        if source is None or self._check is None:
+            return
+        try:
+            self._check(entry.identifier, source, entry.storage_options)
+        except StoragePolicyError:
+            raise StoragePolicyError(
+                f"table {entry.identifier}: its bootstrap source dataset (hoodie.bootstrap.base.path) lies outside "
+                "the roots this server allows"
+            ) from None
 
     def measure(self, entry: TableEntry, state: TableState) -> None:
         """Re-measure ``state`` (planning grew its memos) if it is still the cached one; at most

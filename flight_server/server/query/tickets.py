@@ -277,6 +277,8 @@ def split_to_json(split: Split) -> Doc:
     }
     if split.row_groups is not None:
         doc["rg"] = list(split.row_groups)
+    if fs.bootstrap_source is not None:
+        doc["bs"] = fs.bootstrap_source
     return doc
 
 
@@ -287,7 +289,10 @@ def split_from_json(doc: Any) -> Split:
         logs = [LogFile.parse(name, size) for name, size in doc["l"]]
         if (doc["b"] and base is None) or any(lf is None for lf in logs):
             raise ValueError("unparseable file name")
-        fs = FileSlice(doc["p"], doc["f"], doc["bi"], base, logs)  # type: ignore[arg-type]
+        source = doc.get("bs")
+        if source is not None and not isinstance(source, str):
+            raise ValueError("bootstrap source is not a path")
+        fs = FileSlice(doc["p"], doc["f"], doc["bi"], base, logs, source)  # type: ignore[arg-type]
         nbytes, rows, weight = doc.get("n") or (0, 0, 1.0)
         row_groups = doc.get("rg")
         return Split(

@@ -24,6 +24,10 @@ import pyarrow.ipc as ipc
 MANIFEST = "manifest.json"
 TABLE_SUFFIX = ".tar.xz"
 EXPECTED_SUFFIX = ".expected.tar.xz"
+#: a bootstrapped table's archive holds ``<name>/table/`` and the dataset it was bootstrapped from,
+#: ``<name>/source/`` (``hoodie.bootstrap.base.path`` names where the writer had it)
+TABLE_FOLDER = "table"
+SOURCE_FOLDER = "source"
 #: files the local Hadoop filesystem writes beside each file; not part of the table
 _SKIPPED_SUFFIXES = (".crc",)
 
@@ -132,10 +136,30 @@ def read_result(expected: Path, query: Query) -> pa.Table:
 
 
 def unpack_table(table_archive: Path, dest: Path) -> Path:
-    """Unpack ``table_archive`` under ``dest`` (once); return the table's base path."""
+    """Unpack ``table_archive`` under ``dest`` (once); return the table's base path (``<name>/``,
+    or ``<name>/table/`` for a bootstrapped table archived with its source)."""
     with tarfile.open(table_archive, "r:xz") as archive:
         (root,) = {m.name.split("/", 1)[0] for m in archive.getmembers()}
         target = dest / root
         if not target.exists():
             archive.extractall(dest, filter="data")
-    return target
+            if (target / SOURCE_FOLDER).is_dir():
+                relocate_bootstrap_source(target / TABLE_FOLDER, target / SOURCE_FOLDER)
+    bootstrapped = target / TABLE_FOLDER
+    return bootstrapped if (bootstrapped / ".hoodie").is_dir() else target
+
+
+BOOTSTRAP_BASE_PATH = "hoodie.bootstrap.base.path"
+
+
+def relocate_bootstrap_source(base: Path, source: Path) -> None:
+    """Point the bootstrapped table at ``base`` to its source dataset's new place ``source``, as
+    an operator does when a lake moves: ``hoodie.bootstrap.base.path`` in ``hoodie.properties``
+    is rewritten (the bootstrap index keeps the writer's paths; readers map them through it)."""
+    properties = base / ".hoodie" / "hoodie.properties"
+    lines = properties.read_text().splitlines()
+    rewritten = [f"{BOOTSTRAP_BASE_PATH}={source.resolve()}" if line.startswith(f"{BOOTSTRAP_BASE_PATH}=") else line
+                 for line in lines]
+    if rewritten == lines:
+        raise ValueError(f"{properties} names no {BOOTSTRAP_BASE_PATH}")
+    properties.write_text("\n".join(rewritten) + "\n")

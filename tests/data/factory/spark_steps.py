@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.data.factory.specs import HUDI_TYPES, Sql, TableSpec, Write, row
+from tests.data.factory.archive import SOURCE_FOLDER
+from tests.data.factory.specs import HUDI_TYPES, PARTITIONS, Bootstrap, Sql, TableSpec, Write, row
 from tests.data.factory.timeline import data_instants
 
 #: Lance jars that must come before Spark's own Arrow on the class path (Hudi 1.2's Lance writer
@@ -71,7 +72,36 @@ def writer_options(spec: TableSpec) -> dict[str, str]:
     return options
 
 
-def _frame(spark, spec: TableSpec, step: Write):
+#: Hudi's bootstrap mode selectors, by mode
+_BOOTSTRAP_SELECTORS = {
+    "METADATA_ONLY": "org.apache.hudi.client.bootstrap.selector.MetadataOnlyBootstrapModeSelector",
+    "FULL_RECORD": "org.apache.hudi.client.bootstrap.selector.FullRecordBootstrapModeSelector",
+}
+
+
+def _bootstrap(spark, spec: TableSpec, step: Bootstrap, options: dict[str, str], base: Path) -> None:
+    """Write the source dataset (plain Parquet: ``source/<part>/`` keeping ``part`` in the files,
+    or ``source/part=<part>/`` without it) and bootstrap the table at ``base`` from it."""
+    source = base.parent / SOURCE_FOLDER
+    frame = _frame(spark, spec, step)
+    if step.hive_style:
+        frame.coalesce(1).write.partitionBy("part").mode("overwrite").parquet(str(source))
+    elif spec.partitioned:
+        for value in PARTITIONS:
+            frame.where(frame.part == value).coalesce(1).write.mode("overwrite").parquet(str(source / value))
+    else:
+        frame.coalesce(1).write.mode("overwrite").parquet(str(source))
+    keygen = options.get("hoodie.datasource.write.keygenerator.class", "org.apache.hudi.keygen.SimpleKeyGenerator")
+    (spark.createDataFrame([], spec.schema).write.format("hudi").options(**options)
+     .option("hoodie.datasource.write.operation", "bootstrap")
+     .option("hoodie.bootstrap.base.path", str(source))
+     .option("hoodie.bootstrap.keygen.class", keygen)
+     .option("hoodie.bootstrap.mode.selector", _BOOTSTRAP_SELECTORS[step.mode])
+     .option("hoodie.bootstrap.parallelism", "1")
+     .mode("overwrite").save(str(base)))
+
+
+def _frame(spark, spec: TableSpec, step: Write | Bootstrap):
     rows = [row(i, step.version, spec.schema) for i in step.ids]
     if "lance" in spec.features:
         return spark.createDataFrame(rows, _hudi_typed_struct(spec.schema))
@@ -99,6 +129,9 @@ def run_steps(spark, spec: TableSpec, base: Path) -> None:
     registered = False
     try:
         for index, step in enumerate(spec.steps):
+            if isinstance(step, Bootstrap):
+                _bootstrap(spark, spec, step, options, base)
+                continue
             if isinstance(step, Write):
                 frame = _frame(spark, spec, step)
                 (frame.write.format("hudi").options(**options).options(**step.options)
@@ -120,9 +153,12 @@ def run_steps(spark, spec: TableSpec, base: Path) -> None:
         spark.sql("RESET")  # a spec's SET statements end with it
 
 
-def describe(step: Write | Sql) -> str:
+def describe(step: Write | Sql | Bootstrap) -> str:
     if isinstance(step, Sql):
         return step.statement
+    if isinstance(step, Bootstrap):
+        folders = " (part=<value> source folders)" if step.hive_style else ""
+        return f"bootstrap {step.mode} ids {step.ids[0]}..{step.ids[-1]} v{step.version}{folders}"
     extra = "".join(f" {k}={v}" for k, v in sorted(step.options.items()))
     return f"{step.operation} ids {step.ids[0]}..{step.ids[-1]} v{step.version}{extra}"
 

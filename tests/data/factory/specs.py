@@ -58,7 +58,25 @@ class Sql:
     statement: str
 
 
-Step = Write | Sql
+@dataclass(frozen=True)
+class Bootstrap:
+    """Hudi's bootstrap of a plain Parquet dataset holding records ``ids`` at ``version``.
+
+    The writer first writes that dataset with plain Spark into ``source/`` beside the table (one
+    folder per partition value), then runs the
+    ``bootstrap`` write operation on it. ``mode`` is ``METADATA_ONLY`` (skeleton files of
+    ``_hoodie_*`` columns pointing at the source files) or ``FULL_RECORD`` (a full rewrite).
+    """
+
+    mode: str
+    ids: tuple[int, ...]
+    version: int = 1
+    #: write the source as Spark's ``partitionBy`` does (``part=<value>/`` folders, the column
+    #: left out of the files) instead of ``<value>/`` folders keeping it
+    hive_style: bool = False
+
+
+Step = Write | Sql | Bootstrap
 
 
 @dataclass(frozen=True)
@@ -89,6 +107,11 @@ class TableSpec:
     @property
     def is_mor(self) -> bool:
         return self.table_type == MOR
+
+    @property
+    def bootstraps(self) -> bool:
+        """Whether the table is bootstrapped from a source dataset (archived beside it)."""
+        return any(isinstance(step, Bootstrap) for step in self.steps)
 
 
 def ids(start: int, stop: int) -> tuple[int, ...]:
@@ -313,9 +336,31 @@ def _schemas_and_keys() -> list[TableSpec]:
     ]
 
 
+BOOTSTRAP_MODES = ("METADATA_ONLY", "FULL_RECORD")
+
+
+#: Hudi 1.x refuses to bootstrap with the metadata table's column (and partition) stats, on by default
+NO_STATS = {"hoodie.metadata.index.column.stats.enable": "false", "hoodie.metadata.index.partition.stats.enable": "false"}
+
+
+def _bootstrap() -> list[TableSpec]:
+    """A plain Parquet lake bootstrapped in each mode, then upserted and deleted from (issue 21)."""
+    return [
+        spec
+        for mode in BOOTSTRAP_MODES
+        for spec in _both(f"bootstrap_{mode.lower()}", (Bootstrap(mode, ids(0, 12), 1), UPSERT, DELETE), NO_STATS,
+                          ("bootstrap", f"bootstrap_{mode.lower()}"))
+    ] + _both("bootstrap_hive_source", (Bootstrap("METADATA_ONLY", ids(0, 12), 1, hive_style=True), UPSERT, DELETE),
+              {**NO_STATS, "hoodie.datasource.write.hive_style_partitioning": "true"},
+              ("bootstrap", "bootstrap_metadata_only", "hive_style_partitioning")) + [
+        TableSpec("mor_bootstrap_nonpartitioned", MOR, (Bootstrap("METADATA_ONLY", ids(0, 12), 1), UPSERT, DELETE),
+                  NO_STATS, features=("bootstrap", "bootstrap_metadata_only", "nonpartitioned_keygen"),
+                  partitioned=False)]
+
+
 def _breadth() -> list[TableSpec]:
     """Every other feature, one small table each (after the core, CDC and Lance tables)."""
-    return _table_services() + _indexes() + _merging() + _schemas_and_keys()
+    return _table_services() + _indexes() + _merging() + _schemas_and_keys() + _bootstrap()
 
 
 def all_specs() -> list[TableSpec]:

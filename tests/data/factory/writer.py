@@ -28,7 +28,8 @@ REFUSED = "refused.json"
 
 def build_table(spark, spec: TableSpec, release: str, work: Path, out: Path) -> str | None:
     """Write ``spec`` under ``work``, archive it with Hudi's answers in ``out``; Hudi's error if it refused."""
-    base = work / spec.name
+    root = work / spec.name
+    base = root / archive.TABLE_FOLDER if spec.bootstraps else root
     try:
         spark_steps.run_steps(spark, spec, base)
     except Exception as exc:  # noqa: BLE001 - any refusal by Hudi is recorded, the matrix goes on
@@ -44,7 +45,7 @@ def build_table(spark, spec: TableSpec, release: str, work: Path, out: Path) -> 
         instants=[i.as_json() for i in completed_instants(base)],
     )
     manifest.queries, results = oracle.ask_hudi(spark, spec, base, instants, manifest.table_version)
-    archive.pack_table(base, out / f"{spec.name}{archive.TABLE_SUFFIX}")
+    archive.pack_table(root, out / f"{spec.name}{archive.TABLE_SUFFIX}")
     archive.pack_expected(out / f"{spec.name}{archive.EXPECTED_SUFFIX}", manifest, results)
     return None
 

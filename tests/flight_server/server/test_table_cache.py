@@ -21,14 +21,19 @@ import pyarrow.flight as flight
 import pytest
 
 from catalog.hudi_table import HudiTable
+from catalog.table.bootstrap import METADATA_BOOTSTRAP_INSTANT
+from flight_server.server.cache.tables import TableCache
 from flight_server.server.config import ServerConfig
-from flight_server.server.registry import Registry
+from flight_server.server.registry import Registry, TableEntry
+from flight_server.server.security.policy import StoragePolicy, StoragePolicyError
 from flight_server.server.service import HudiFlightServer
 from hudi_generator.generator import MERGE_ON_READ, GeneratorSpec
+from tests.data.factory.archive import SOURCE_FOLDER, relocate_bootstrap_source
 from tests.support.compare import assert_same_rows
 from tests.support.counting_fs import CountingFileSystem, register
 from tests.support.flight_sql import bind
 from tests.support.servers import running_server
+from tests.support.written import WrittenTable
 
 SPEC = dict(rows=300, partitions=3, table_type=MERGE_ON_READ, record_index=True, column_stats=True)
 TABLE = "cache.trips"
@@ -248,3 +253,22 @@ def test_max_staleness_skips_the_timeline_listing(versions, tmp_path):
         assert_same_rows(again, first)  # within the bound: the state it had
         server.tables.max_staleness_seconds = 0  # the bound passed: the next plan checks
         assert _fetch(client, client.get_flight_info(_descriptor())).num_rows != first.num_rows
+
+
+def test_a_bootstrap_source_outside_the_allowed_roots_is_refused(written_table, tmp_path):
+    """A bootstrapped table's ``hoodie.bootstrap.base.path`` is written by whoever writes the table:
+    the server reads a source dataset only where it may read tables."""
+    written = Path(written_table(WrittenTable("0.15.0", "cow_bootstrap_metadata_only")))
+    table, inside, outside = tmp_path / "wh" / "t", tmp_path / "wh" / "source", tmp_path / "elsewhere"
+    shutil.copytree(written, table)
+    for source in (inside, outside):
+        shutil.copytree(written.parent / SOURCE_FOLDER, source)
+    policy = StoragePolicy(roots=[str(tmp_path / "wh")])
+    entry = TableEntry("ns", "t", str(table))
+    relocate_bootstrap_source(table, outside)
+    with pytest.raises(StoragePolicyError, match="bootstrap source dataset") as refused:
+        TableCache(check=policy.check_registered).get(entry)
+    assert str(tmp_path) not in str(refused.value)
+    relocate_bootstrap_source(table, inside)
+    state = TableCache(check=policy.check_registered).get(entry)
+    assert HudiTable(state).read(as_of=METADATA_BOOTSTRAP_INSTANT).num_rows == 12

@@ -35,6 +35,10 @@ def codec():
 
 @pytest.mark.parametrize("ticket", [
     SplitTicket("alice", SCAN, SPLIT),
+    # a metadata-only bootstrap skeleton travels with its source file
+    SplitTicket("alice", SCAN, Split(FileSlice("p0", "fg2", "00000000000001",
+                                               BaseFile.parse("fg2_0-1-0_00000000000001.parquet", 50),
+                                               bootstrap_source="p0/part-0.parquet"), 50, 5, 0.1)),
     ScanTicket("alice", PinnedScan(SCAN.table, SCAN.uri, SCAN.instant, SCAN.options.replace(limit=5))),
     StatementTicket("alice", "SELECT 1 FROM __hudi_scan_0", (("__hudi_scan_0", SCAN),)),
     CountTicket("alice", "n", 42, SCAN),
