@@ -44,10 +44,12 @@ from flight_server.server.flightsql.column_metadata import Origin, describe
 from flight_server.server.flightsql.names import CATALOG, Reference, resolve_name, shown_name
 from flight_server.server.query.queries import Call, expiration_time
 from flight_server.server.query.tickets import CountTicket, PinnedScan, StatementTicket, Ticket, check_owner
+from flight_server.server.security.limits import Limits
 from flight_server.server.sql import engine
+from flight_server.server.sql.analyses import Analyses
 from flight_server.server.sql.native_scan import native_dataset, native_read_error
 from flight_server.server.sql.parameters import parameter_schema
-from flight_server.server.sql.query import Analysis, analyze, hudi_options
+from flight_server.server.sql.query import Analysis, hudi_options
 from flight_server.server.sql.show import CatalogStatement, catalog_statement
 
 
@@ -123,8 +125,9 @@ class ScanRoutes:
 class Statements:
     """SQL statements: analysed, planned and read through the calls of the query path."""
 
-    def __init__(self, settings: engine.EngineSettings):
+    def __init__(self, settings: engine.EngineSettings, limits: Limits):
         self.engine = engine.Engine(settings)
+        self.analyses = Analyses(limits)
         self.routes = ScanRoutes()
 
     # -- planning ------------------------------------------------------------------------
@@ -136,7 +139,7 @@ class Statements:
         """
         call.queries.limits.check_body(text.encode(), "SQL")
         resolution = _Resolution(call)
-        analysis = analyze(text, resolution, parameters, call.queries.limits)
+        analysis = self.analyses.analyze(text, resolution, parameters)
         caller = resolution.caller()
         if owner is not None:
             check_owner(owner, caller)
@@ -150,6 +153,10 @@ class Statements:
         if statement is not None:
             return show.result_schema(statement)
         return self.schema(call, self.analyze(call, text, parameters, owner))
+
+    def placeholder_count(self, text: str) -> int:
+        """How many ``?`` parameters ``text`` takes (its tokens are kept for its analysis)."""
+        return len(self.analyses.template(text).marks)
 
     def parameter_schema(self, call: Call, text: str) -> pa.Schema:
         """The types of the ``?`` parameters of ``text`` (analysed before: its tables are authorized)."""

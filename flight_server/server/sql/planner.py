@@ -19,8 +19,10 @@ from typing import Any, Callable
 import pyarrow as pa
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ErrorLevel
 from sqlglot.optimizer.scope import Scope, traverse_scope
+from sqlglot.tokens import Token
 
 from catalog.plan.options import ReadOptions
 from flight_server.server.errors import ServerError
@@ -58,10 +60,16 @@ class SelectPlan:
 # -- parsing -----------------------------------------------------------------------------------
 
 
-def parse_query(sql: str) -> exp.Query:
-    """Parse one SELECT (or set operation / WITH query); anything else is :class:`ReadOnlyError`."""
+def parse_query(sql: str, tokens: list[Token] | None = None) -> exp.Query:
+    """Parse one SELECT (or set operation / WITH query); anything else is :class:`ReadOnlyError`.
+
+    ``tokens``: the statement's tokens when the caller has them (``sql`` then serves the parser's
+    error messages and the text of statements it does not parse into a tree).
+    """
     try:
-        statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
+        dialect = Dialect.get_or_raise(DIALECT)
+        parsed = dialect.parser().parse(dialect.tokenize(sql) if tokens is None else tokens, sql)
+        statements = [s for s in parsed if s is not None]
     except sqlglot.errors.SqlglotError as err:
         raise ValueError(f"cannot parse SQL: {err}") from err
     if len(statements) != 1:

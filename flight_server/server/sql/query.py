@@ -27,7 +27,7 @@ from typing import Any, Sequence
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
-from sqlglot.tokens import TokenType
+from sqlglot.tokens import Token, TokenType
 
 from catalog.errors import InvalidQueryError
 from catalog.plan.options import ReadOptions, parse_instant
@@ -87,42 +87,103 @@ def analyze(
         LimitExceededError: past a bound of ``limits`` (an ``InvalidQueryError``).
     """
     limits = limits or Limits()
-    tokens = _tokens(sql)
-    bounds.check_tokens(tokens, limits)
-    _check_nesting(tokens)
+    statement = template(sql, limits)
+    return analyze_bound(statement, statement.literals(parameters), resolve, limits)
+
+
+def analyze_bound(statement: Template, literals: Sequence[str], resolve: Resolver, limits: Limits) -> Analysis:
+    """:func:`analyze` of a statement already tokenized and checked, with the SQL ``literals``
+    of its parameters (:meth:`Template.literals`)."""
     try:
-        return _analyze(sql, tokens, resolve, parameters, limits)
+        return _analyze(statement, literals, resolve, limits)
     except RecursionError as err:  # a tree the depth check let through but sqlglot cannot walk
         raise InvalidQueryError(f"SQL is nested too deeply (at most {MAX_SQL_NESTING} levels)") from err
 
 
-def _analyze(
-    sql: str, tokens: list[Any], resolve: Resolver, parameters: Sequence[Any] | None, limits: Limits
-) -> Analysis:
-    query = parse_query(_bind(sql, tokens, parameters))
+def _analyze(statement: Template, literals: Sequence[str], resolve: Resolver, limits: Limits) -> Analysis:
+    query = parse_query(statement.sql, statement.bound(literals))
     if query.find(exp.Placeholder, exp.Parameter):
         raise InvalidQueryError("only positional '?' parameters are supported (not named or numbered ones)")
     bounds.check_query(query, limits)
     _refuse_unsafe(query)
     _hudi_clauses(query)
     count_star = _count_star(query)
-    plan = plan_select(query, resolve)
-    rewritten = parse_query(plan.sql)
-    scan = _plain_scan(rewritten, plan.scans)
+    plan = plan_select(query, resolve)  # rewrites ``query`` into the engine SQL over the views
+    scan = _plain_scan(query, plan.scans)
     return Analysis(plan, scan, count_star)
 
 
 # -- parameters ----------------------------------------------------------------------------
 
 
-def _tokens(sql: str) -> list[Any]:
+@dataclass(frozen=True)
+class Template:
+    """A statement as the client wrote it, tokenized and checked once (token bounds, nesting).
+
+    Binding splices each value's literal tokens in place of its ``?`` token, so parsing a bound
+    statement needs no second pass over the text; the spliced tokens keep the ``?``'s position,
+    so a parse error still points into the client's text.
+
+    Attributes:
+        sql: the text.
+        tokens: its tokens (never handed to the parser: :meth:`bound` copies them).
+        marks: the indices of the ``?`` tokens, in the order they are written.
+    """
+
+    sql: str
+    tokens: tuple[Token, ...]
+    marks: tuple[int, ...]
+
+    def literals(self, parameters: Sequence[Any] | None) -> tuple[str, ...]:
+        """The SQL literals of ``parameters``, one per ``?``.
+
+        Raises:
+            InvalidQueryError: not one value per ``?``, or a value that has no SQL literal.
+        """
+        given = list(parameters) if parameters is not None else []
+        if len(self.marks) != len(given):
+            raise InvalidQueryError(f"the query has {len(self.marks)} parameter(s) but {len(given)} value(s) are bound")
+        return tuple(_literal(value) for value in given)
+
+    def bound(self, literals: Sequence[str]) -> list[Token]:
+        """Fresh tokens of the statement with ``literals`` in place of its ``?`` (the parser
+        may keep and change tokens' comment lists: the template's are never handed out)."""
+        out: list[Token] = []
+        marks = dict(zip(self.marks, literals))
+        for i, token in enumerate(self.tokens):
+            literal = marks.get(i)
+            if literal is None:
+                out.append(_copy(token, token.token_type, token.text, token.comments))
+                continue
+            spliced = _tokens(literal)
+            for j, part in enumerate(spliced):
+                comments = token.comments if j == len(spliced) - 1 else part.comments
+                out.append(_copy(token, part.token_type, part.text, comments))
+        return out
+
+
+def _copy(at: Token, token_type: TokenType, text: str, comments: list[str]) -> Token:
+    """A token of this type and text at ``at``'s place in the statement."""
+    return Token(token_type, text, at.line, at.col, at.start, at.end, list(comments))
+
+
+def template(sql: str, limits: Limits) -> Template:
+    """``sql`` tokenized and checked before parsing (:func:`.bounds.check_tokens`, nesting)."""
+    tokens = _tokens(sql)
+    bounds.check_tokens(tokens, limits)
+    _check_nesting(tokens)
+    marks = tuple(i for i, t in enumerate(tokens) if t.token_type == TokenType.PLACEHOLDER and t.text == "?")
+    return Template(sql, tuple(tokens), marks)
+
+
+def _tokens(sql: str) -> list[Token]:
     try:
         return Dialect.get_or_raise(DIALECT).tokenize(sql)
     except SqlglotError as err:
         raise InvalidQueryError(f"cannot parse SQL: {err}") from err
 
 
-def _check_nesting(tokens: list[Any]) -> None:
+def _check_nesting(tokens: list[Token]) -> None:
     """Refuse SQL nested deeper than ``MAX_SQL_NESTING`` parentheses before parsing it (the
     parser recurses per level: a deep query costs seconds of CPU and then overflows the stack)."""
     depth = 0
@@ -135,10 +196,9 @@ def _check_nesting(tokens: list[Any]) -> None:
             depth -= 1
 
 
-def _placeholders(sql: str, tokens: list[Any] | None = None) -> list[Any]:
+def _placeholders(sql: str) -> list[Token]:
     """The ``?`` tokens of ``sql``, in the order they are written (not in strings or comments)."""
-    tokens = _tokens(sql) if tokens is None else tokens
-    return [t for t in tokens if t.token_type == TokenType.PLACEHOLDER and t.text == "?"]
+    return [t for t in _tokens(sql) if t.token_type == TokenType.PLACEHOLDER and t.text == "?"]
 
 
 def placeholder_count(sql: str) -> int:
@@ -146,27 +206,25 @@ def placeholder_count(sql: str) -> int:
     return len(_placeholders(sql))
 
 
+def _literal(value: Any) -> str:
+    """The SQL literal of a bound value."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidQueryError(f"cannot bind {value!r}: NaN and infinite parameters are not supported")
+    try:
+        return exp.convert(value).sql(dialect=DIALECT)
+    except ValueError as err:
+        raise InvalidQueryError(f"cannot bind a parameter of type {type(value).__name__}") from err
+
+
 def bind(sql: str, parameters: Sequence[Any]) -> str:
     """``sql`` with its ``?`` placeholders replaced, in order, by SQL literals of ``parameters``."""
-    return _bind(sql, _tokens(sql), parameters)
-
-
-def _bind(sql: str, tokens: list[Any], parameters: Sequence[Any] | None) -> str:
-    """``sql`` with its ``?`` placeholders replaced, in order, by SQL literals of ``parameters``."""
-    marks = _placeholders(sql, tokens)
-    given = list(parameters) if parameters is not None else []
-    if len(marks) != len(given):
-        raise InvalidQueryError(f"the query has {len(marks)} parameter(s) but {len(given)} value(s) are bound")
+    marks = _placeholders(sql)
+    if len(marks) != len(parameters):
+        raise InvalidQueryError(f"the query has {len(marks)} parameter(s) but {len(parameters)} value(s) are bound")
     out, pos = [], 0
-    for token, value in zip(marks, given):
-        if isinstance(value, float) and not math.isfinite(value):
-            raise InvalidQueryError(f"cannot bind {value!r}: NaN and infinite parameters are not supported")
-        try:
-            literal = exp.convert(value).sql(dialect=DIALECT)
-        except ValueError as err:
-            raise InvalidQueryError(f"cannot bind a parameter of type {type(value).__name__}") from err
+    for token, value in zip(marks, parameters):
         out.append(sql[pos:token.start])
-        out.append(f" {literal} ")  # spaces: a literal never merges with its neighbours (as in "- -1")
+        out.append(f" {_literal(value)} ")  # spaces: a literal never merges with its neighbours (as in "- -1")
         pos = token.end + 1
     out.append(sql[pos:])
     return "".join(out)
@@ -388,5 +446,5 @@ def _plain_scan(query: exp.Query, scans: list[ScanSpec]) -> ScanSpec | None:
     return ScanSpec(scan.view, scan.table, scan.options.replace(columns=ordered))
 
 
-__all__ = ["Analysis", "TABLE_CHANGES", "analyze", "bind", "hudi_options", "instant_literal",
-           "placeholder_count"]
+__all__ = ["Analysis", "TABLE_CHANGES", "Template", "analyze", "analyze_bound", "bind", "hudi_options",
+           "instant_literal", "placeholder_count", "template"]
