@@ -47,7 +47,7 @@ from flight_server.server.query.tickets import CountTicket, PinnedScan, Statemen
 from flight_server.server.security.limits import Limits
 from flight_server.server.sql import engine
 from flight_server.server.sql.analyses import Analyses
-from flight_server.server.sql.native_scan import native_dataset, native_read_error
+from flight_server.server.sql.native_scan import Fragments, native_dataset, native_read_error
 from flight_server.server.sql.parameters import parameter_schema
 from flight_server.server.sql.query import Analysis, hudi_options
 from flight_server.server.sql.show import CatalogStatement, catalog_statement
@@ -128,6 +128,7 @@ class Statements:
     def __init__(self, settings: engine.EngineSettings, limits: Limits):
         self.engine = engine.Engine(settings)
         self.analyses = Analyses(limits)
+        self.fragments = Fragments()
         self.routes = ScanRoutes()
 
     # -- planning ------------------------------------------------------------------------
@@ -272,7 +273,11 @@ class Statements:
         for view, scan in ticket.views:
             reading = queries.reading(scan, with_splits=True)
             splits = list(reading.splits or ())
-            native = native_dataset(reading.context, splits, scan.options) if self.engine.settings.native_scan else None
+            native = (
+                native_dataset(reading.context, splits, scan.options, self.fragments)
+                if self.engine.settings.native_scan
+                else None
+            )
             self.routes.count(native is not None)
             if native is not None:
                 readers[view] = native

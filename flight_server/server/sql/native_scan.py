@@ -23,6 +23,10 @@ Python-fed stream:
 Query filters need no care: the engine runs the whole WHERE clause itself, so planning with them
 only drops files and row groups whose rows the query drops anyway. The dataset names exactly the
 planned files (and row groups), so the engine still reaches no file the plan did not name.
+
+A server keeps the fragments it made (:class:`Fragments`, by file path, size and row groups: a
+Hudi base file is never rewritten in place), each holding its footer once read, so a statement
+run again reads no footer before the engine scans: only the dataset around them is new.
 """
 
 from __future__ import annotations
@@ -33,16 +37,52 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from catalog.errors import CorruptTableError
+from catalog.lru import BoundedLRU, CacheStats
 from catalog.plan.options import ReadOptions
 from catalog.read.context import ReadContext
 from catalog.table.files import Split
 
 _PARQUET = ds.ParquetFileFormat()
+#: bytes of fragments kept (each counts its footer)
+FRAGMENT_CACHE_BYTES = 64 << 20
+_FragmentKey = tuple[str, str, int, tuple[int, ...] | None]
 
 
-def native_dataset(context: ReadContext, splits: Sequence[Split], options: ReadOptions) -> ds.Dataset | None:
+class Fragments:
+    """Fragments of base files with their footers, kept between statements (bounded LRU)."""
+
+    def __init__(self, max_bytes: int = FRAGMENT_CACHE_BYTES):
+        self._kept: BoundedLRU[_FragmentKey, ds.ParquetFileFragment] = BoundedLRU("sql fragments", max_bytes)
+
+    def stats(self) -> CacheStats:
+        return self._kept.stats()
+
+    def fragment(
+        self, filesystem: pa.fs.FileSystem, path: str, size: int | None, row_groups: list[int] | None
+    ) -> ds.ParquetFileFragment | None:
+        """The fragment of ``path`` (``row_groups`` of it; ``None``: all) with its footer read;
+        ``None`` when the footer cannot be read (missing or damaged: the Python-fed reader reports it)."""
+        key = (filesystem.type_name, path, size or -1, tuple(row_groups) if row_groups is not None else None)
+        kept = self._kept.get(key)
+        if kept is not None:
+            return kept
+        fragment = _PARQUET.make_fragment(path, filesystem=filesystem, file_size=size, row_groups=row_groups)
+        try:
+            fragment.ensure_complete_metadata()
+            footer = fragment.metadata.serialized_size
+        except (pa.ArrowException, OSError):
+            return None
+        self._kept.put(key, fragment, int(footer) + 1024)
+        return fragment
+
+
+def native_dataset(
+    context: ReadContext, splits: Sequence[Split], options: ReadOptions, fragments: Fragments | None = None
+) -> ds.Dataset | None:
     """A dataset of exactly the splits' base files (and row groups) in ``context.output_schema``
-    when it returns the very rows and values the Python-fed reader would; ``None`` otherwise."""
+    when it returns the very rows and values the Python-fed reader would; ``None`` otherwise.
+
+    ``fragments``: the server's kept fragments (else each file's footer is read now)."""
     if options.incremental or options.cdc or context.cdc is not None:
         return None
     filesystem = context.storage.arrow_filesystem()
@@ -51,16 +91,18 @@ def native_dataset(context: ReadContext, splits: Sequence[Split], options: ReadO
     schema = context.output_schema
     if len(schema) == 0:  # no column to scan: the stream carries the row counts
         return None
-    fragments = []
+    made = []
     for split in splits:
-        fragment = _fragment(context, split, filesystem)
+        fragment = _fragment(context, split, filesystem, fragments or Fragments(0))
         if fragment is None or not _same_columns(fragment, schema):
             return None
-        fragments.append(fragment)
-    return ds.FileSystemDataset(fragments, schema, _PARQUET, filesystem)
+        made.append(fragment)
+    return ds.FileSystemDataset(made, schema, _PARQUET, filesystem)
 
 
-def _fragment(context: ReadContext, split: Split, filesystem: pa.fs.FileSystem) -> ds.ParquetFileFragment | None:
+def _fragment(
+    context: ReadContext, split: Split, filesystem: pa.fs.FileSystem, fragments: Fragments
+) -> ds.ParquetFileFragment | None:
     """The split's base file as a fragment, when the reader would only decode it."""
     file_slice = split.file_slice
     base = file_slice.base_file
@@ -71,21 +113,17 @@ def _fragment(context: ReadContext, split: Split, filesystem: pa.fs.FileSystem) 
     if context.column_map(base.instant) is not None or context.partition_constants(file_slice.partition) is not None:
         return None
     context.storage.stats.add("open")
-    return _PARQUET.make_fragment(
+    return fragments.fragment(
+        filesystem,
         context.storage.full_path(file_slice.base_file_path),
-        filesystem=filesystem,
-        file_size=base.size or None,
-        row_groups=list(split.row_groups) if split.row_groups else None,
+        base.size or None,
+        list(split.row_groups) if split.row_groups else None,
     )
 
 
 def _same_columns(fragment: ds.ParquetFileFragment, schema: pa.Schema) -> bool:
-    """Whether the file holds every column of ``schema`` with exactly its type (reads the footer,
-    which the fragment keeps for the scan)."""
-    try:
-        physical = fragment.physical_schema
-    except (pa.ArrowException, OSError):  # missing or damaged: the Python-fed reader reports it
-        return False
+    """Whether the file holds every column of ``schema`` with exactly its type (from its footer)."""
+    physical = fragment.physical_schema
     for field in schema:
         index = physical.get_field_index(field.name)
         if index < 0 or not physical.field(index).type.equals(field.type):
@@ -107,4 +145,4 @@ def native_read_error(message: str, tables: Mapping[str, str]) -> Exception | No
     return None
 
 
-__all__ = ["native_dataset", "native_read_error"]
+__all__ = ["Fragments", "native_dataset", "native_read_error"]
