@@ -31,6 +31,7 @@ run again reads no footer before the engine scans: only the dataset around them 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import pyarrow as pa
@@ -48,18 +49,26 @@ FRAGMENT_CACHE_BYTES = 64 << 20
 _FragmentKey = tuple[str, str, int, tuple[int, ...] | None]
 
 
+@dataclass(frozen=True)
+class BaseFile:
+    """A base file's fragment (its footer read) and the schema of its columns as stored."""
+
+    fragment: ds.ParquetFileFragment
+    physical_schema: pa.Schema
+
+
 class Fragments:
     """Fragments of base files with their footers, kept between statements (bounded LRU)."""
 
     def __init__(self, max_bytes: int = FRAGMENT_CACHE_BYTES):
-        self._kept: BoundedLRU[_FragmentKey, ds.ParquetFileFragment] = BoundedLRU("sql fragments", max_bytes)
+        self._kept: BoundedLRU[_FragmentKey, BaseFile] = BoundedLRU("sql fragments", max_bytes)
 
     def stats(self) -> CacheStats:
         return self._kept.stats()
 
     def fragment(
         self, filesystem: pa.fs.FileSystem, path: str, size: int | None, row_groups: list[int] | None
-    ) -> ds.ParquetFileFragment | None:
+    ) -> BaseFile | None:
         """The fragment of ``path`` (``row_groups`` of it; ``None``: all) with its footer read;
         ``None`` when the footer cannot be read (missing or damaged: the Python-fed reader reports it)."""
         key = (filesystem.type_name, path, size or -1, tuple(row_groups) if row_groups is not None else None)
@@ -69,11 +78,12 @@ class Fragments:
         fragment = _PARQUET.make_fragment(path, filesystem=filesystem, file_size=size, row_groups=row_groups)
         try:
             fragment.ensure_complete_metadata()
+            made = BaseFile(fragment, fragment.physical_schema)
             footer = fragment.metadata.serialized_size
         except (pa.ArrowException, OSError):
             return None
-        self._kept.put(key, fragment, int(footer) + 1024)
-        return fragment
+        self._kept.put(key, made, int(footer) + 1024)
+        return made
 
 
 def native_dataset(
@@ -93,16 +103,16 @@ def native_dataset(
         return None
     made = []
     for split in splits:
-        fragment = _fragment(context, split, filesystem, fragments or Fragments(0))
-        if fragment is None or not _same_columns(fragment, schema):
+        base_file = _base_file(context, split, filesystem, fragments or Fragments(0))
+        if base_file is None or not _same_columns(base_file.physical_schema, schema):
             return None
-        made.append(fragment)
+        made.append(base_file.fragment)
     return ds.FileSystemDataset(made, schema, _PARQUET, filesystem)
 
 
-def _fragment(
+def _base_file(
     context: ReadContext, split: Split, filesystem: pa.fs.FileSystem, fragments: Fragments
-) -> ds.ParquetFileFragment | None:
+) -> BaseFile | None:
     """The split's base file as a fragment, when the reader would only decode it."""
     file_slice = split.file_slice
     base = file_slice.base_file
@@ -121,9 +131,8 @@ def _fragment(
     )
 
 
-def _same_columns(fragment: ds.ParquetFileFragment, schema: pa.Schema) -> bool:
-    """Whether the file holds every column of ``schema`` with exactly its type (from its footer)."""
-    physical = fragment.physical_schema
+def _same_columns(physical: pa.Schema, schema: pa.Schema) -> bool:
+    """Whether a file of this ``physical`` schema holds every column of ``schema`` with exactly its type."""
     for field in schema:
         index = physical.get_field_index(field.name)
         if index < 0 or not physical.field(index).type.equals(field.type):
@@ -145,4 +154,4 @@ def native_read_error(message: str, tables: Mapping[str, str]) -> Exception | No
     return None
 
 
-__all__ = ["Fragments", "native_dataset", "native_read_error"]
+__all__ = ["BaseFile", "Fragments", "native_dataset", "native_read_error"]
