@@ -6,7 +6,8 @@ Three answers, by the query's shape (:func:`flight_server.server.sql.query.analy
 - a plain scan of one table: the JSON path's weighted-split endpoints and split tickets
   (``Queries.endpoints``), so clients fetch the splits in parallel;
 - ``SELECT count(*) FROM t`` where the planned slices are Parquet base files without logs: the sum
-  of their footer row counts, in a signed count ticket;
+  of their footer row counts, in a signed count ticket (with a WHERE the scan carries whole: when
+  column statistics prove every row of every planned row group matches, :mod:`flight_server.server.sql.stats_count`);
 - anything else: one endpoint whose signed statement ticket carries the engine SQL and each scan's
   pinned options; DoGet streams every scan's splits into the locked-down DuckDB
   (:mod:`flight_server.server.sql.engine`) and streams its result. A scan of plain Parquet base
@@ -36,6 +37,7 @@ from sqlglot import exp
 
 from catalog.errors import InvalidQueryError, UnknownTableError
 from catalog.format.log_file import collecting_corrupt_blocks, relay_corrupt_block_notes
+from catalog.plan.filters import bind_filters
 from catalog.plan.options import RANGE_QUERY_TYPES, ReadOptions
 from catalog.read.split_reader import read_splits
 from flight_server.protocol import pack, sql
@@ -51,6 +53,7 @@ from flight_server.server.sql.native_scan import Fragments, native_dataset, nati
 from flight_server.server.sql.parameters import parameter_schema
 from flight_server.server.sql.query import Analysis, hudi_options
 from flight_server.server.sql.show import CatalogStatement, catalog_statement
+from flight_server.server.sql.stats_count import count_by_stats
 
 
 @dataclass
@@ -232,15 +235,22 @@ class Statements:
 
     def _metadata_count(self, call: Call, analysis: Analysis) -> tuple[PinnedScan, int] | None:
         """The pinned scan and its rows when every planned slice is a Parquet base file without
-        logs and no filter applies (a COW snapshot, a read-optimized read): the footer row counts
-        are then exactly the rows the read returns. ``None``: count by reading."""
+        logs (a COW snapshot, a read-optimized read): without a filter the footer row counts are
+        exactly the rows the read returns; with filters, when column statistics prove that every
+        row of every planned row group matches (:mod:`flight_server.server.sql.stats_count`).
+        ``None``: count by reading."""
         spec = analysis.plan.scans[0]
         options = spec.options.replace(columns=None, limit=None)
-        if options.incremental or options.cdc or options.filters:
+        if options.incremental or options.cdc:
             return None
         planned = call.plan(spec.table, options)
+        splits = planned.splits()
+        if options.filters:
+            filters = bind_filters(list(options.filters), planned.schema)
+            counted = count_by_stats(planned.context, splits, filters, call.queries.footers.footer)
+            return None if counted is None else (planned.pinned, counted)
         total = 0
-        for split in planned.splits():
+        for split in splits:
             base = split.file_slice.base_file
             if base is None or base.extension != "parquet" or split.file_slice.log_files:
                 return None

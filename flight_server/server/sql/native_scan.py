@@ -116,11 +116,7 @@ def _base_file(
     """The split's base file as a fragment, when the reader would only decode it."""
     file_slice = split.file_slice
     base = file_slice.base_file
-    if base is None or file_slice.base_file_path is None or base.extension != "parquet":
-        return None
-    if file_slice.has_logs and not context.read_optimized:
-        return None  # merged with its logs
-    if context.column_map(base.instant) is not None or context.partition_constants(file_slice.partition) is not None:
+    if base is None or file_slice.base_file_path is None or not only_decoded(context, split):
         return None
     context.storage.stats.add("open")
     return fragments.fragment(
@@ -129,6 +125,18 @@ def _base_file(
         base.size or None,
         list(split.row_groups) if split.row_groups else None,
     )
+
+
+def only_decoded(context: ReadContext, split: Split) -> bool:
+    """Whether the reader returns the split's rows as its Parquet base file stores them: no log
+    to merge (a snapshot), no column renamed by schema on read, no partition column filled in."""
+    file_slice = split.file_slice
+    base = file_slice.base_file
+    if base is None or base.extension != "parquet":
+        return False
+    if file_slice.has_logs and not context.read_optimized:
+        return False  # merged with its logs
+    return context.column_map(base.instant) is None and context.partition_constants(file_slice.partition) is None
 
 
 def _same_columns(physical: pa.Schema, schema: pa.Schema) -> bool:
@@ -154,4 +162,4 @@ def native_read_error(message: str, tables: Mapping[str, str]) -> Exception | No
     return None
 
 
-__all__ = ["BaseFile", "Fragments", "native_dataset", "native_read_error"]
+__all__ = ["BaseFile", "Fragments", "native_dataset", "native_read_error", "only_decoded"]

@@ -64,7 +64,7 @@ class Analysis:
         scan: set when the query is a plain scan of one table: its only scan, answered with the
             weighted-split endpoints (the plan's SQL is then the identity over it).
         count_star: set to the output column name when the query is ``SELECT count(*) FROM t``
-            without filters (the only scan is then that table).
+            whose WHERE (if any) the only scan carries whole as its filters.
     """
 
     plan: SelectPlan
@@ -110,6 +110,8 @@ def _analyze(statement: Template, literals: Sequence[str], resolve: Resolver, li
     count_star = _count_star(query)
     plan = plan_select(query, resolve)  # rewrites ``query`` into the engine SQL over the views
     scan = _plain_scan(query, plan.scans)
+    if count_star is not None and _conjunct_count(query) != len(plan.scans[0].options.filters):
+        count_star = None  # a condition the scan does not carry: only the engine counts it
     return Analysis(plan, scan, count_star)
 
 
@@ -382,11 +384,15 @@ def _single_select(query: Any) -> bool:
 
 
 def _count_star(query: exp.Query) -> str | None:
-    """The output name of ``SELECT count(*) FROM t`` (no WHERE, no LIMIT; ``t`` may be wrapped in
-    a derived table that keeps all its rows, :func:`_all_rows_of_one_table`), else ``None``."""
-    if not _single_select(query) or query.args.get("where") or query.args.get("limit"):
+    """The output name of ``SELECT count(*) FROM t`` (no LIMIT; ``t`` may be wrapped in a derived
+    table that keeps all its rows, :func:`_all_rows_of_one_table`; a WHERE only on ``t`` itself),
+    else ``None``. Whether the WHERE was pushed whole is only known once planned (:func:`_analyze`)."""
+    if not _single_select(query) or query.args.get("limit"):
         return None
     if not _all_rows_of_one_table(query):
+        return None
+    source = query.args.get("from_")
+    if query.args.get("where") is not None and (source is None or not isinstance(source.this, exp.Table)):
         return None
     if len(query.expressions) != 1:
         return None
@@ -416,16 +422,22 @@ def _all_rows_of_one_table(query: exp.Query) -> bool:
     return isinstance(node, exp.Table)
 
 
+def _conjunct_count(query: exp.Query) -> int:
+    """How many AND-ed conditions the WHERE of ``query`` has (0: no WHERE)."""
+    where = query.args.get("where")
+    if where is None:
+        return 0
+    condition = where.this.unnest()
+    return len(list(condition.flatten())) if isinstance(condition, exp.And) else 1
+
+
 def _plain_scan(query: exp.Query, scans: list[ScanSpec]) -> ScanSpec | None:
     """The scan, when ``query`` is ``SELECT col, ... | * FROM view [WHERE all pushed] [LIMIT n]``
     with the columns exactly as the scan returns them (so the endpoints can answer it)."""
     if len(scans) != 1 or not _single_select(query) or query.find(exp.Subquery, exp.AggFunc, exp.Window):
         return None
     scan = scans[0]
-    where = query.args.get("where")
-    conjuncts = len(list(where.this.unnest().flatten())) if where is not None and isinstance(
-        where.this.unnest(), exp.And) else (1 if where is not None else 0)
-    if conjuncts != len(scan.options.filters):
+    if _conjunct_count(query) != len(scan.options.filters):
         return None
     limit = query.args.get("limit")
     if limit is not None and scan.options.limit is None:
