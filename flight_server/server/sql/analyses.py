@@ -87,7 +87,7 @@ class Analyses:
             return resolved
 
         analysis = analyze_bound(statement, literals, recording, self.limits)
-        size = 4 * len(sql) + sum(map(len, literals)) + 2 * len(analysis.plan.sql) + 2048 * (1 + len(references))
+        size = 8 * len(sql) + sum(map(len, literals)) + 2048 * (1 + len(references))
         self._analyses.put(key, _Kept(analysis, tuple(references)), size)
         return analysis
 
