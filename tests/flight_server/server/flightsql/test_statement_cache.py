@@ -111,3 +111,13 @@ def test_a_result_schema_is_asked_of_the_engine_once_per_sql_and_view_schemas(mo
         assert len(asked) == 2 and wider.field("next").type == pa.int64() != first.field("next").type
     finally:
         engine.stop_all()
+
+
+def test_engine_sql_that_cannot_be_written_is_refused_when_it_is_needed(cursor):
+    sql = "SELECT approx_top_k(name, 2) AS top FROM ns.t"
+    analysis = analyze(sql, _Resolver())
+    assert analysis.scan is None  # the engine must run it: its SQL is asked for, and refused
+    with pytest.raises(ValueError, match="unsupported SQL"):
+        assert not analysis.plan.sql
+    with pytest.raises(Exception, match="unsupported SQL"):  # and so over Flight SQL
+        cursor.execute("SELECT approx_top_k(txn_id, 2) AS top FROM sample_table_cow.v9_txns_simple_meta")
