@@ -87,7 +87,8 @@ class Analyses:
             return resolved
 
         analysis = analyze_bound(statement, literals, recording, self.limits)
-        size = 8 * len(sql) + sum(map(len, literals)) + 2048 * (1 + len(references))
+        # the parsed tree behind the engine SQL is kept too: tens of bytes per character of SQL
+        size = 64 * (len(sql) + sum(map(len, literals))) + 2048 * (1 + len(references))
         self._analyses.put(key, _Kept(analysis, tuple(references)), size)
         return analysis
 
