@@ -164,7 +164,7 @@ class Statements:
 
     def parameter_schema(self, call: Call, text: str) -> pa.Schema:
         """The types of the ``?`` parameters of ``text`` (analysed before: its tables are authorized)."""
-        if catalog_statement(text) is not None:
+        if catalog_statement(text, self.analyses.template(text).tokens) is not None:
             return pa.schema([])
 
         def schema_of(table: exp.Table) -> pa.Schema:
@@ -176,7 +176,7 @@ class Statements:
     def _catalog_statement(self, call: Call, text: str, owner: Ticket | None) -> CatalogStatement | None:
         """The catalog statement ``text`` is (the caller may read), ``None`` for anything else."""
         call.queries.limits.check_body(text.encode(), "SQL")
-        statement = catalog_statement(text)
+        statement = catalog_statement(text, self.analyses.template(text).tokens)
         if statement is not None:
             caller = call.authorize("read")
             if owner is not None:
