@@ -197,7 +197,7 @@ def compose(
         stream_memory=MemoryBudget(limits.stream_memory_bytes),
         cluster=cluster,
         queries=queries,
-        flight_sql=FlightSqlService(config.sql_engine_settings()),
+        flight_sql=FlightSqlService(config.sql_engine_settings(), limits),
         actions=ActionServices(queries, config, policy, time.time(), cluster, rescan),
         discover=discover,
         stop=threading.Event(),

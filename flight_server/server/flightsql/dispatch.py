@@ -27,7 +27,6 @@ from flight_server.server.query.queries import Call
 from flight_server.server.query.tickets import PreparedHandle, parameters_ipc
 from flight_server.server.security.limits import LimitExceededError, Limits
 from flight_server.server.sql import engine
-from flight_server.server.sql.query import placeholder_count
 
 M = TypeVar("M", bound=Message)
 SQL_PACKAGE = "arrow.flight.protocol.sql."
@@ -68,12 +67,11 @@ def _unimplemented(message: Message) -> NotImplementedError:
     )
 
 
-def _bound_values(prepared: PreparedHandle) -> list[Any] | None:
+def _bound_values(prepared: PreparedHandle, count: int) -> list[Any] | None:
     """The values bound to ``prepared``; a handle of a query with parameters but nothing bound is
     refused naming the flow (clients that execute the handle they prepared instead of the one the
     DoPut answered with, such as flightsql-dbapi 0.2, end up here)."""
     values = prepared.parameter_values()
-    count = placeholder_count(prepared.sql)
     if values is None and count:
         raise InvalidQueryError(
             f"the prepared statement takes {count} parameter(s) and none are bound to this handle: bind them "
@@ -90,8 +88,8 @@ def _no_transactions(message: Message) -> None:
 class FlightSqlService:
     """The Flight SQL front end: each method answers one RPC through the call's query path."""
 
-    def __init__(self, settings: engine.EngineSettings):
-        self.statements = Statements(settings)
+    def __init__(self, settings: engine.EngineSettings, limits: Limits):
+        self.statements = Statements(settings, limits)
 
     def stop(self) -> None:
         """Interrupt every running SQL query (the server is shutting down)."""
@@ -109,7 +107,12 @@ class FlightSqlService:
         if isinstance(message, sql.CommandPreparedStatementQuery):
             prepared = _prepared(call, message.prepared_statement_handle)
             return self.statements.flight_info(
-                call, descriptor, prepared.sql, _bound_values(prepared), prepared, single_endpoint=one
+                call,
+                descriptor,
+                prepared.sql,
+                _bound_values(prepared, self.statements.placeholder_count(prepared.sql)),
+                prepared,
+                single_endpoint=one,
             )
         raise _unimplemented(message)
 
@@ -127,7 +130,7 @@ class FlightSqlService:
                 raise InvalidQueryError(f"invalid prepared statement handle: {err}") from err
             values = prepared.parameter_values()
             if values is None:
-                values = [None] * placeholder_count(prepared.sql)
+                values = [None] * self.statements.placeholder_count(prepared.sql)
             return flight.SchemaResult(self.statements.result_schema(call, prepared.sql, values, prepared))
         raise _unimplemented(message)
 
@@ -157,7 +160,7 @@ class FlightSqlService:
         """Analyse now: refusals, unknown tables and rights fail at prepare time, as clients
         expect. The answer carries the result schema (the JDBC driver takes a statement without
         one for an update) and the parameters' types (it binds only into declared parameters)."""
-        schema = self.statements.result_schema(call, text, [None] * placeholder_count(text))
+        schema = self.statements.result_schema(call, text, [None] * self.statements.placeholder_count(text))
         parameters = self.statements.parameter_schema(call, text)
         handle = call.queries.codec.issue(PreparedHandle(call.user, text))
         return sql.ActionCreatePreparedStatementResult(

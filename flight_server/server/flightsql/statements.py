@@ -6,7 +6,8 @@ Three answers, by the query's shape (:func:`flight_server.server.sql.query.analy
 - a plain scan of one table: the JSON path's weighted-split endpoints and split tickets
   (``Queries.endpoints``), so clients fetch the splits in parallel;
 - ``SELECT count(*) FROM t`` where the planned slices are Parquet base files without logs: the sum
-  of their footer row counts, in a signed count ticket;
+  of their footer row counts, in a signed count ticket (with a WHERE the scan carries whole: when
+  column statistics prove every row of every planned row group matches, :mod:`flight_server.server.sql.stats_count`);
 - anything else: one endpoint whose signed statement ticket carries the engine SQL and each scan's
   pinned options; DoGet streams every scan's splits into the locked-down DuckDB
   (:mod:`flight_server.server.sql.engine`) and streams its result. A scan of plain Parquet base
@@ -36,6 +37,7 @@ from sqlglot import exp
 
 from catalog.errors import InvalidQueryError, UnknownTableError
 from catalog.format.log_file import collecting_corrupt_blocks, relay_corrupt_block_notes
+from catalog.plan.filters import bind_filters
 from catalog.plan.options import RANGE_QUERY_TYPES, ReadOptions
 from catalog.read.split_reader import read_splits
 from flight_server.protocol import pack, sql
@@ -44,11 +46,14 @@ from flight_server.server.flightsql.column_metadata import Origin, describe
 from flight_server.server.flightsql.names import CATALOG, Reference, resolve_name, shown_name
 from flight_server.server.query.queries import Call, expiration_time
 from flight_server.server.query.tickets import CountTicket, PinnedScan, StatementTicket, Ticket, check_owner
+from flight_server.server.security.limits import Limits
 from flight_server.server.sql import engine
-from flight_server.server.sql.native_scan import native_dataset, native_read_error
+from flight_server.server.sql.analyses import Analyses
+from flight_server.server.sql.native_scan import Fragments, native_dataset, native_read_error
 from flight_server.server.sql.parameters import parameter_schema
-from flight_server.server.sql.query import Analysis, analyze, hudi_options
+from flight_server.server.sql.query import Analysis, hudi_options
 from flight_server.server.sql.show import CatalogStatement, catalog_statement
+from flight_server.server.sql.stats_count import count_by_stats
 
 
 @dataclass
@@ -123,8 +128,10 @@ class ScanRoutes:
 class Statements:
     """SQL statements: analysed, planned and read through the calls of the query path."""
 
-    def __init__(self, settings: engine.EngineSettings):
+    def __init__(self, settings: engine.EngineSettings, limits: Limits):
         self.engine = engine.Engine(settings)
+        self.analyses = Analyses(limits)
+        self.fragments = Fragments()
         self.routes = ScanRoutes()
 
     # -- planning ------------------------------------------------------------------------
@@ -136,7 +143,7 @@ class Statements:
         """
         call.queries.limits.check_body(text.encode(), "SQL")
         resolution = _Resolution(call)
-        analysis = analyze(text, resolution, parameters, call.queries.limits)
+        analysis = self.analyses.analyze(text, resolution, parameters)
         caller = resolution.caller()
         if owner is not None:
             check_owner(owner, caller)
@@ -151,9 +158,13 @@ class Statements:
             return show.result_schema(statement)
         return self.schema(call, self.analyze(call, text, parameters, owner))
 
+    def placeholder_count(self, text: str) -> int:
+        """How many ``?`` parameters ``text`` takes (its tokens are kept for its analysis)."""
+        return len(self.analyses.template(text).marks)
+
     def parameter_schema(self, call: Call, text: str) -> pa.Schema:
         """The types of the ``?`` parameters of ``text`` (analysed before: its tables are authorized)."""
-        if catalog_statement(text) is not None:
+        if catalog_statement(text, self.analyses.template(text).tokens) is not None:
             return pa.schema([])
 
         def schema_of(table: exp.Table) -> pa.Schema:
@@ -165,7 +176,7 @@ class Statements:
     def _catalog_statement(self, call: Call, text: str, owner: Ticket | None) -> CatalogStatement | None:
         """The catalog statement ``text`` is (the caller may read), ``None`` for anything else."""
         call.queries.limits.check_body(text.encode(), "SQL")
-        statement = catalog_statement(text)
+        statement = catalog_statement(text, self.analyses.template(text).tokens)
         if statement is not None:
             caller = call.authorize("read")
             if owner is not None:
@@ -224,15 +235,22 @@ class Statements:
 
     def _metadata_count(self, call: Call, analysis: Analysis) -> tuple[PinnedScan, int] | None:
         """The pinned scan and its rows when every planned slice is a Parquet base file without
-        logs and no filter applies (a COW snapshot, a read-optimized read): the footer row counts
-        are then exactly the rows the read returns. ``None``: count by reading."""
+        logs (a COW snapshot, a read-optimized read): without a filter the footer row counts are
+        exactly the rows the read returns; with filters, when column statistics prove that every
+        row of every planned row group matches (:mod:`flight_server.server.sql.stats_count`).
+        ``None``: count by reading."""
         spec = analysis.plan.scans[0]
         options = spec.options.replace(columns=None, limit=None)
-        if options.incremental or options.cdc or options.filters:
+        if options.incremental or options.cdc:
             return None
         planned = call.plan(spec.table, options)
+        splits = planned.splits()
+        if options.filters:
+            filters = bind_filters(list(options.filters), planned.schema)
+            counted = count_by_stats(planned.context, splits, filters, call.queries.footers.footer)
+            return None if counted is None else (planned.pinned, counted)
         total = 0
-        for split in planned.splits():
+        for split in splits:
             base = split.file_slice.base_file
             if base is None or base.extension != "parquet" or split.file_slice.log_files:
                 return None
@@ -265,7 +283,11 @@ class Statements:
         for view, scan in ticket.views:
             reading = queries.reading(scan, with_splits=True)
             splits = list(reading.splits or ())
-            native = native_dataset(reading.context, splits, scan.options) if self.engine.settings.native_scan else None
+            native = (
+                native_dataset(reading.context, splits, scan.options, self.fragments)
+                if self.engine.settings.native_scan
+                else None
+            )
             self.routes.count(native is not None)
             if native is not None:
                 readers[view] = native

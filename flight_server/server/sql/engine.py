@@ -27,6 +27,7 @@ import pyarrow.dataset as ds
 import pyarrow.flight as flight
 
 from catalog.errors import InvalidQueryError
+from catalog.lru import BoundedLRU
 from flight_server.server.security.budgets import ServerBusyError
 from flight_server.server.security.limits import LimitExceededError
 from flight_server.server.sql.admission import RETRY_SECONDS, MemoryBudget, parse_bytes
@@ -34,6 +35,8 @@ from flight_server.server.sql.databases import DatabasePool
 from flight_server.server.sql.watchdog import CANCELLED, DEADLINE, MEMORY, Watch, Watchdog
 
 BATCH_ROWS = 64 * 1024
+#: bytes of result schemas remembered (a statement's SQL and its schema: a few kilobytes)
+SCHEMA_CACHE_BYTES = 4 << 20
 _SHUTTING_DOWN = "the server is shutting down"
 
 
@@ -133,6 +136,9 @@ class Engine:
         self.watchdog = Watchdog(memory_bytes=growth)
         idle = max(1, parse_bytes(settings.memory_budget) // parse_bytes(settings.memory_limit))
         self.databases = DatabasePool(lambda: connect(settings), idle)
+        self._schemas: BoundedLRU[tuple[str, tuple[tuple[str, bytes], ...]], pa.Schema] = BoundedLRU(
+            "sql result schemas", SCHEMA_CACHE_BYTES
+        )
 
     def stop_all(self) -> None:
         """Interrupt every running query (the server is shutting down)."""
@@ -142,8 +148,23 @@ class Engine:
     def result_schema(
         self, sql: str, views: Mapping[str, pa.Schema], cancelled: Callable[[], bool] | None = None
     ) -> pa.Schema:
-        """The schema of ``sql``'s result when run over empty views of these schemas (the
-        query is wrapped in ``LIMIT 0``: its schema without its rows)."""
+        """The schema of ``sql``'s result over views of these schemas.
+
+        A result schema is a function of the SQL and the views' schemas alone, so it is asked of
+        the engine once (the query wrapped in ``LIMIT 0`` over empty views) and then remembered:
+        a statement planned again, or prepared and executed, costs no engine query until it reads.
+        """
+        key = (sql, tuple((name, schema.serialize().to_pybytes()) for name, schema in sorted(views.items())))
+        known = self._schemas.get(key)
+        if known is not None:
+            return known
+        schema = self._engine_result_schema(sql, views, cancelled)
+        self._schemas.put(key, schema, len(sql) + sum(len(view) for _, view in key[1]) + len(schema.serialize()))
+        return schema
+
+    def _engine_result_schema(
+        self, sql: str, views: Mapping[str, pa.Schema], cancelled: Callable[[], bool] | None
+    ) -> pa.Schema:
         stack = contextlib.ExitStack()
         try:
             db, watch, lease = self._start(stack, cancelled)

@@ -12,6 +12,7 @@ DuckDB might coerce differently).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -19,8 +20,10 @@ from typing import Any, Callable
 import pyarrow as pa
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ErrorLevel
 from sqlglot.optimizer.scope import Scope, traverse_scope
+from sqlglot.tokens import Token
 
 from catalog.plan.options import ReadOptions
 from flight_server.server.errors import ServerError
@@ -47,21 +50,53 @@ class ScanSpec:
     options: ReadOptions = field(default_factory=ReadOptions)
 
 
-@dataclass
 class SelectPlan:
-    """The DuckDB SQL to run over the fetched views, and the scans that feed it."""
+    """The DuckDB SQL to run over the fetched views, and the scans that feed it.
 
-    sql: str
-    scans: list[ScanSpec]
+    The SQL is written from the rewritten query when first asked for: a plain scan answered by
+    the split endpoints never needs it.
+
+    Args:
+        query: the query rewritten to read the views (not changed afterwards).
+        scans: the scans feeding the views.
+    """
+
+    def __init__(self, query: exp.Query, scans: list[ScanSpec]):
+        self._query = query
+        self.scans = scans
+
+    @functools.cached_property
+    def sql(self) -> str:
+        """The DuckDB SQL over the views.
+
+        Raises:
+            ValueError: a clause sqlglot parsed but cannot write back (never silently dropped).
+        """
+        try:
+            return self._query.sql(dialect=DIALECT, unsupported_level=ErrorLevel.RAISE)
+        except sqlglot.errors.UnsupportedError as err:
+            raise ValueError(f"unsupported SQL: {str(err).splitlines()[0][:200]}") from err
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SelectPlan) and (self.sql, self.scans) == (other.sql, other.scans)
+
+    def __hash__(self) -> int:
+        return hash(self.sql)
 
 
 # -- parsing -----------------------------------------------------------------------------------
 
 
-def parse_query(sql: str) -> exp.Query:
-    """Parse one SELECT (or set operation / WITH query); anything else is :class:`ReadOnlyError`."""
+def parse_query(sql: str, tokens: list[Token] | None = None) -> exp.Query:
+    """Parse one SELECT (or set operation / WITH query); anything else is :class:`ReadOnlyError`.
+
+    ``tokens``: the statement's tokens when the caller has them (``sql`` then serves the parser's
+    error messages and the text of statements it does not parse into a tree).
+    """
     try:
-        statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
+        dialect = Dialect.get_or_raise(DIALECT)
+        parsed = dialect.parser().parse(dialect.tokenize(sql) if tokens is None else tokens, sql)
+        statements = [s for s in parsed if s is not None]
     except sqlglot.errors.SqlglotError as err:
         raise ValueError(f"cannot parse SQL: {err}") from err
     if len(statements) != 1:
@@ -125,12 +160,7 @@ def plan_select(query: exp.Query, resolve: Resolver) -> SelectPlan:
         # ns.table.column -> table.column: the view is aliased by the bare table name.
         column.set("db", None)
         column.set("catalog", None)
-    try:
-        # RAISE: a clause sqlglot parsed but cannot write back is an error, never silently dropped
-        text = query.sql(dialect=DIALECT, unsupported_level=ErrorLevel.RAISE)
-    except sqlglot.errors.UnsupportedError as err:
-        raise ValueError(f"unsupported SQL: {str(err).splitlines()[0][:200]}") from err
-    return SelectPlan(sql=text, scans=scans)
+    return SelectPlan(query, scans)
 
 
 def _mentioned_columns(query: exp.Query) -> set[str] | None:

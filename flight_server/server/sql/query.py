@@ -27,7 +27,7 @@ from typing import Any, Sequence
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
-from sqlglot.tokens import TokenType
+from sqlglot.tokens import Token, TokenType
 
 from catalog.errors import InvalidQueryError
 from catalog.plan.options import ReadOptions, parse_instant
@@ -64,7 +64,7 @@ class Analysis:
         scan: set when the query is a plain scan of one table: its only scan, answered with the
             weighted-split endpoints (the plan's SQL is then the identity over it).
         count_star: set to the output column name when the query is ``SELECT count(*) FROM t``
-            without filters (the only scan is then that table).
+            whose WHERE (if any) the only scan carries whole as its filters.
     """
 
     plan: SelectPlan
@@ -87,42 +87,105 @@ def analyze(
         LimitExceededError: past a bound of ``limits`` (an ``InvalidQueryError``).
     """
     limits = limits or Limits()
-    tokens = _tokens(sql)
-    bounds.check_tokens(tokens, limits)
-    _check_nesting(tokens)
+    statement = template(sql, limits)
+    return analyze_bound(statement, statement.literals(parameters), resolve, limits)
+
+
+def analyze_bound(statement: Template, literals: Sequence[str], resolve: Resolver, limits: Limits) -> Analysis:
+    """:func:`analyze` of a statement already tokenized and checked, with the SQL ``literals``
+    of its parameters (:meth:`Template.literals`)."""
     try:
-        return _analyze(sql, tokens, resolve, parameters, limits)
+        return _analyze(statement, literals, resolve, limits)
     except RecursionError as err:  # a tree the depth check let through but sqlglot cannot walk
         raise InvalidQueryError(f"SQL is nested too deeply (at most {MAX_SQL_NESTING} levels)") from err
 
 
-def _analyze(
-    sql: str, tokens: list[Any], resolve: Resolver, parameters: Sequence[Any] | None, limits: Limits
-) -> Analysis:
-    query = parse_query(_bind(sql, tokens, parameters))
+def _analyze(statement: Template, literals: Sequence[str], resolve: Resolver, limits: Limits) -> Analysis:
+    query = parse_query(statement.sql, statement.bound(literals))
     if query.find(exp.Placeholder, exp.Parameter):
         raise InvalidQueryError("only positional '?' parameters are supported (not named or numbered ones)")
     bounds.check_query(query, limits)
     _refuse_unsafe(query)
     _hudi_clauses(query)
     count_star = _count_star(query)
-    plan = plan_select(query, resolve)
-    rewritten = parse_query(plan.sql)
-    scan = _plain_scan(rewritten, plan.scans)
+    plan = plan_select(query, resolve)  # rewrites ``query`` into the engine SQL over the views
+    scan = _plain_scan(query, plan.scans)
+    if count_star is not None and _conjunct_count(query) != len(plan.scans[0].options.filters):
+        count_star = None  # a condition the scan does not carry: only the engine counts it
     return Analysis(plan, scan, count_star)
 
 
 # -- parameters ----------------------------------------------------------------------------
 
 
-def _tokens(sql: str) -> list[Any]:
+@dataclass(frozen=True)
+class Template:
+    """A statement as the client wrote it, tokenized and checked once (token bounds, nesting).
+
+    Binding splices each value's literal tokens in place of its ``?`` token, so parsing a bound
+    statement needs no second pass over the text; the spliced tokens keep the ``?``'s position,
+    so a parse error still points into the client's text.
+
+    Attributes:
+        sql: the text.
+        tokens: its tokens (never handed to the parser: :meth:`bound` copies them).
+        marks: the indices of the ``?`` tokens, in the order they are written.
+    """
+
+    sql: str
+    tokens: tuple[Token, ...]
+    marks: tuple[int, ...]
+
+    def literals(self, parameters: Sequence[Any] | None) -> tuple[str, ...]:
+        """The SQL literals of ``parameters``, one per ``?``.
+
+        Raises:
+            InvalidQueryError: not one value per ``?``, or a value that has no SQL literal.
+        """
+        given = list(parameters) if parameters is not None else []
+        if len(self.marks) != len(given):
+            raise InvalidQueryError(f"the query has {len(self.marks)} parameter(s) but {len(given)} value(s) are bound")
+        return tuple(_literal(value) for value in given)
+
+    def bound(self, literals: Sequence[str]) -> list[Token]:
+        """Fresh tokens of the statement with ``literals`` in place of its ``?`` (the parser
+        may keep and change tokens' comment lists: the template's are never handed out)."""
+        out: list[Token] = []
+        marks = dict(zip(self.marks, literals))
+        for i, token in enumerate(self.tokens):
+            literal = marks.get(i)
+            if literal is None:
+                out.append(_copy(token, token.token_type, token.text, token.comments))
+                continue
+            spliced = _tokens(literal)
+            for j, part in enumerate(spliced):
+                comments = token.comments if j == len(spliced) - 1 else part.comments
+                out.append(_copy(token, part.token_type, part.text, comments))
+        return out
+
+
+def _copy(at: Token, token_type: TokenType, text: str, comments: list[str]) -> Token:
+    """A token of this type and text at ``at``'s place in the statement."""
+    return Token(token_type, text, at.line, at.col, at.start, at.end, list(comments))
+
+
+def template(sql: str, limits: Limits) -> Template:
+    """``sql`` tokenized and checked before parsing (:func:`.bounds.check_tokens`, nesting)."""
+    tokens = _tokens(sql)
+    bounds.check_tokens(tokens, limits)
+    _check_nesting(tokens)
+    marks = tuple(i for i, t in enumerate(tokens) if t.token_type == TokenType.PLACEHOLDER and t.text == "?")
+    return Template(sql, tuple(tokens), marks)
+
+
+def _tokens(sql: str) -> list[Token]:
     try:
         return Dialect.get_or_raise(DIALECT).tokenize(sql)
     except SqlglotError as err:
         raise InvalidQueryError(f"cannot parse SQL: {err}") from err
 
 
-def _check_nesting(tokens: list[Any]) -> None:
+def _check_nesting(tokens: list[Token]) -> None:
     """Refuse SQL nested deeper than ``MAX_SQL_NESTING`` parentheses before parsing it (the
     parser recurses per level: a deep query costs seconds of CPU and then overflows the stack)."""
     depth = 0
@@ -135,10 +198,9 @@ def _check_nesting(tokens: list[Any]) -> None:
             depth -= 1
 
 
-def _placeholders(sql: str, tokens: list[Any] | None = None) -> list[Any]:
+def _placeholders(sql: str) -> list[Token]:
     """The ``?`` tokens of ``sql``, in the order they are written (not in strings or comments)."""
-    tokens = _tokens(sql) if tokens is None else tokens
-    return [t for t in tokens if t.token_type == TokenType.PLACEHOLDER and t.text == "?"]
+    return [t for t in _tokens(sql) if t.token_type == TokenType.PLACEHOLDER and t.text == "?"]
 
 
 def placeholder_count(sql: str) -> int:
@@ -146,27 +208,25 @@ def placeholder_count(sql: str) -> int:
     return len(_placeholders(sql))
 
 
+def _literal(value: Any) -> str:
+    """The SQL literal of a bound value."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidQueryError(f"cannot bind {value!r}: NaN and infinite parameters are not supported")
+    try:
+        return exp.convert(value).sql(dialect=DIALECT)
+    except ValueError as err:
+        raise InvalidQueryError(f"cannot bind a parameter of type {type(value).__name__}") from err
+
+
 def bind(sql: str, parameters: Sequence[Any]) -> str:
     """``sql`` with its ``?`` placeholders replaced, in order, by SQL literals of ``parameters``."""
-    return _bind(sql, _tokens(sql), parameters)
-
-
-def _bind(sql: str, tokens: list[Any], parameters: Sequence[Any] | None) -> str:
-    """``sql`` with its ``?`` placeholders replaced, in order, by SQL literals of ``parameters``."""
-    marks = _placeholders(sql, tokens)
-    given = list(parameters) if parameters is not None else []
-    if len(marks) != len(given):
-        raise InvalidQueryError(f"the query has {len(marks)} parameter(s) but {len(given)} value(s) are bound")
+    marks = _placeholders(sql)
+    if len(marks) != len(parameters):
+        raise InvalidQueryError(f"the query has {len(marks)} parameter(s) but {len(parameters)} value(s) are bound")
     out, pos = [], 0
-    for token, value in zip(marks, given):
-        if isinstance(value, float) and not math.isfinite(value):
-            raise InvalidQueryError(f"cannot bind {value!r}: NaN and infinite parameters are not supported")
-        try:
-            literal = exp.convert(value).sql(dialect=DIALECT)
-        except ValueError as err:
-            raise InvalidQueryError(f"cannot bind a parameter of type {type(value).__name__}") from err
+    for token, value in zip(marks, parameters):
         out.append(sql[pos:token.start])
-        out.append(f" {literal} ")  # spaces: a literal never merges with its neighbours (as in "- -1")
+        out.append(f" {_literal(value)} ")  # spaces: a literal never merges with its neighbours (as in "- -1")
         pos = token.end + 1
     out.append(sql[pos:])
     return "".join(out)
@@ -324,11 +384,15 @@ def _single_select(query: Any) -> bool:
 
 
 def _count_star(query: exp.Query) -> str | None:
-    """The output name of ``SELECT count(*) FROM t`` (no WHERE, no LIMIT; ``t`` may be wrapped in
-    a derived table that keeps all its rows, :func:`_all_rows_of_one_table`), else ``None``."""
-    if not _single_select(query) or query.args.get("where") or query.args.get("limit"):
+    """The output name of ``SELECT count(*) FROM t`` (no LIMIT; ``t`` may be wrapped in a derived
+    table that keeps all its rows, :func:`_all_rows_of_one_table`; a WHERE only on ``t`` itself),
+    else ``None``. Whether the WHERE was pushed whole is only known once planned (:func:`_analyze`)."""
+    if not _single_select(query) or query.args.get("limit"):
         return None
     if not _all_rows_of_one_table(query):
+        return None
+    source = query.args.get("from_")
+    if query.args.get("where") is not None and (source is None or not isinstance(source.this, exp.Table)):
         return None
     if len(query.expressions) != 1:
         return None
@@ -358,16 +422,22 @@ def _all_rows_of_one_table(query: exp.Query) -> bool:
     return isinstance(node, exp.Table)
 
 
+def _conjunct_count(query: exp.Query) -> int:
+    """How many AND-ed conditions the WHERE of ``query`` has (0: no WHERE)."""
+    where = query.args.get("where")
+    if where is None:
+        return 0
+    condition = where.this.unnest()
+    return len(list(condition.flatten())) if isinstance(condition, exp.And) else 1
+
+
 def _plain_scan(query: exp.Query, scans: list[ScanSpec]) -> ScanSpec | None:
     """The scan, when ``query`` is ``SELECT col, ... | * FROM view [WHERE all pushed] [LIMIT n]``
     with the columns exactly as the scan returns them (so the endpoints can answer it)."""
     if len(scans) != 1 or not _single_select(query) or query.find(exp.Subquery, exp.AggFunc, exp.Window):
         return None
     scan = scans[0]
-    where = query.args.get("where")
-    conjuncts = len(list(where.this.unnest().flatten())) if where is not None and isinstance(
-        where.this.unnest(), exp.And) else (1 if where is not None else 0)
-    if conjuncts != len(scan.options.filters):
+    if _conjunct_count(query) != len(scan.options.filters):
         return None
     limit = query.args.get("limit")
     if limit is not None and scan.options.limit is None:
@@ -388,5 +458,5 @@ def _plain_scan(query: exp.Query, scans: list[ScanSpec]) -> ScanSpec | None:
     return ScanSpec(scan.view, scan.table, scan.options.replace(columns=ordered))
 
 
-__all__ = ["Analysis", "TABLE_CHANGES", "analyze", "bind", "hudi_options", "instant_literal",
-           "placeholder_count"]
+__all__ = ["Analysis", "TABLE_CHANGES", "Template", "analyze", "analyze_bound", "bind", "hudi_options",
+           "instant_literal", "placeholder_count", "template"]

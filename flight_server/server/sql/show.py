@@ -12,10 +12,11 @@ quoted or not):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
-from sqlglot.tokens import TokenType
+from sqlglot.tokens import Token, TokenType
 
 from flight_server.server.sql.planner import DIALECT
 
@@ -41,12 +42,15 @@ CatalogStatement = ShowTables | DescribeTable
 _NAME_TOKENS = (TokenType.VAR, TokenType.IDENTIFIER)
 
 
-def catalog_statement(sql: str) -> CatalogStatement | None:
-    """The catalog statement ``sql`` is, ``None`` when it is none of them (or does not tokenize)."""
-    try:
-        tokens = [t for t in Dialect.get_or_raise(DIALECT).tokenize(sql) if t.token_type != TokenType.SEMICOLON]
-    except SqlglotError:
-        return None
+def catalog_statement(sql: str, tokens: Sequence[Token] | None = None) -> CatalogStatement | None:
+    """The catalog statement ``sql`` is, ``None`` when it is none of them (or does not tokenize);
+    ``tokens``: its tokens, when the caller has them."""
+    if tokens is None:
+        try:
+            tokens = Dialect.get_or_raise(DIALECT).tokenize(sql)
+        except SqlglotError:
+            return None
+    tokens = [t for t in tokens if t.token_type != TokenType.SEMICOLON]
     words = [t.text.upper() if t.token_type != TokenType.IDENTIFIER else "" for t in tokens]  # quoted: no keyword
     if words[:2] == ["SHOW", "TABLES"]:
         if len(tokens) == 2:

@@ -16,7 +16,7 @@ from catalog import HudiTable
 from catalog.errors import CorruptTableError, InvalidQueryError
 from flight_server.server.config import ServerConfig
 from flight_server.server.sql.engine import Engine, EngineSettings
-from flight_server.server.sql.native_scan import native_dataset, native_read_error
+from flight_server.server.sql.native_scan import Fragments, native_dataset, native_read_error
 from hudi_generator.generator import COPY_ON_WRITE, GeneratorSpec, generate
 from tests.flight_server.server.flightsql.conftest import SECRET
 from tests.support.compare import assert_same_rows
@@ -178,3 +178,22 @@ def test_files_written_before_a_schema_change_are_not_native(tmp_path):
     assert native_dataset(plan.context, splits, plan.options) is None
     current = [s for s in splits if s not in older]
     assert native_dataset(plan.context, current, plan.options) is not None
+
+
+def test_kept_fragments_serve_the_next_statement_and_name_only_its_files(sql_tables):
+    fragments = Fragments()
+    everything, all_splits = _planned(sql_tables[1][COW])
+    first = native_dataset(everything.context, all_splits, everything.options, fragments)
+    plan, splits = _planned(sql_tables[1][COW], filters=[("region", "=", "us")])
+    dataset = native_dataset(plan.context, splits, plan.options, fragments)
+    assert dataset is not None and first is not None
+    expected = sorted(plan.context.storage.full_path(s.file_slice.base_file_path) for s in splits)
+    assert sorted(dataset.files) == expected and len(expected) < len(first.files)  # kept others: not named
+    before = fragments.stats()
+    again = native_dataset(plan.context, splits, plan.options, fragments)  # the same statement again
+    after = fragments.stats()
+    assert after.hits - before.hits == len(splits) and after.misses == before.misses  # no footer read again
+    assert again is not None and sorted(again.files) == expected
+    assert again.to_table().sort_by("txn_id").equals(
+        native_dataset(plan.context, splits, plan.options).to_table().sort_by("txn_id")
+    )

@@ -1,0 +1,123 @@
+"""Statements analysed once: bound values spliced as tokens analyse like the same values written
+in the text, a kept analysis is reused only while its tables resolve as before (the caller's
+right checked every time), and a result schema is asked of the engine once per SQL and views."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from sqlglot import exp
+
+from catalog.errors import InvalidQueryError
+from catalog.plan.options import ReadOptions
+from flight_server.server.security.limits import Limits
+from flight_server.server.sql.analyses import Analyses
+from flight_server.server.sql.engine import Engine, EngineSettings
+from flight_server.server.sql.query import analyze, bind
+
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("fare", pa.float64())])
+
+
+class _Resolver:
+    """Resolves every table to ``ns.t`` with :attr:`schema`; counts its calls; refuses when told."""
+
+    def __init__(self) -> None:
+        self.schema = SCHEMA
+        self.calls = 0
+        self.refused = False
+
+    def __call__(self, table: exp.Table) -> tuple[str, pa.Schema, ReadOptions]:
+        self.calls += 1
+        if self.refused:
+            raise PermissionError(f"no read right on table {table.name}")
+        return "ns.t", self.schema, ReadOptions()
+
+
+@pytest.mark.parametrize(
+    ("sql", "values"),
+    [
+        ("SELECT * FROM ns.t WHERE id = ?", [-1]),
+        ("SELECT * FROM ns.t WHERE id = - ?", [-7]),  # "- -7", never a comment
+        ("SELECT name FROM ns.t WHERE name = ? /* c */ AND fare > ?", ["it's -- not a comment", 2.5]),
+        ("SELECT id FROM ns.t WHERE name IN (?, ?) LIMIT ?", ["a", None, 3]),
+        ("SELECT count(*) AS n FROM ns.t WHERE id BETWEEN ? AND ?", [1, 10]),
+    ],
+)
+def test_values_spliced_as_tokens_analyse_like_the_same_values_written_out(sql, values):
+    spliced = analyze(sql, _Resolver(), values)
+    written = analyze(bind(sql, values), _Resolver())
+    assert spliced == written
+
+
+def test_a_parse_error_of_a_bound_statement_points_into_the_clients_text():
+    with pytest.raises(ValueError, match="cannot parse SQL") as err:
+        analyze("SELECT * FROM ns.t WHERE id = ? AND AND", _Resolver(), [1])
+    assert "WHERE id = ? AND" in str(err.value)  # the text as written, not the bound one
+
+
+def test_a_kept_analysis_is_reused_only_while_its_tables_resolve_the_same():
+    analyses, resolve = Analyses(Limits()), _Resolver()
+    sql = "SELECT name FROM ns.t WHERE id = ?"
+    first = analyses.analyze(sql, resolve, [1])
+    assert analyses.analyze(sql, resolve, [1]) is first
+    assert resolve.calls == 2  # the reference was resolved (and its right checked) again
+    assert analyses.analyze(sql, resolve, [2]) is not first  # other values: another statement
+    resolve.schema = pa.schema([("id", pa.int32()), ("name", pa.string())])
+    changed = analyses.analyze(sql, resolve, [1])
+    assert changed is not first and changed == analyze(sql, resolve, [1])
+    resolve.refused = True
+    with pytest.raises(PermissionError):
+        analyses.analyze(sql, resolve, [1])
+
+
+def test_bound_values_are_kept_apart_by_their_literals():
+    from decimal import Decimal
+
+    analyses, resolve = Analyses(Limits()), _Resolver()
+    sql = "SELECT ? AS v FROM ns.t"
+    one = analyses.analyze(sql, resolve, [Decimal("1.0")])
+    other = analyses.analyze(sql, resolve, [Decimal("1.00")])  # equal values, other literals
+    assert one.plan.sql != other.plan.sql
+    assert analyses.analyze(sql, resolve, [True]).plan.sql != analyses.analyze(sql, resolve, [1]).plan.sql
+
+
+def test_a_refused_statement_is_not_kept_and_refused_again():
+    analyses = Analyses(Limits())
+    for _ in range(2):
+        with pytest.raises(InvalidQueryError, match="read_csv"):
+            analyses.analyze("SELECT * FROM read_csv('/etc/passwd')", _Resolver(), None)
+    with pytest.raises(InvalidQueryError, match="1 parameter"):
+        analyses.analyze("SELECT * FROM ns.t WHERE id = ?", _Resolver(), [])
+
+
+def test_a_template_is_tokenized_within_the_servers_token_bound():
+    analyses = Analyses(Limits(max_sql_tokens=16))
+    assert len(analyses.template("SELECT * FROM ns.t WHERE id = ? AND fare > ?").marks) == 2
+    with pytest.raises(InvalidQueryError, match="max_sql_tokens"):
+        analyses.template("SELECT " + ", ".join(["1"] * 20))
+
+
+def test_a_result_schema_is_asked_of_the_engine_once_per_sql_and_view_schemas(monkeypatch):
+    engine = Engine(EngineSettings(memory_limit="256MB", memory_budget="512MB", threads=1))
+    asked = []
+    original = engine._engine_result_schema
+    monkeypatch.setattr(engine, "_engine_result_schema", lambda *a: asked.append(a[0]) or original(*a))
+    try:
+        sql = "SELECT id + 1 AS next FROM v"
+        first = engine.result_schema(sql, {"v": pa.schema([("id", pa.int32())])})
+        assert engine.result_schema(sql, {"v": pa.schema([("id", pa.int32())])}) == first
+        assert len(asked) == 1
+        wider = engine.result_schema(sql, {"v": pa.schema([("id", pa.int64())])})
+        assert len(asked) == 2 and wider.field("next").type == pa.int64() != first.field("next").type
+    finally:
+        engine.stop_all()
+
+
+def test_engine_sql_that_cannot_be_written_is_refused_when_it_is_needed(cursor):
+    sql = "SELECT approx_top_k(name, 2) AS top FROM ns.t"
+    analysis = analyze(sql, _Resolver())
+    assert analysis.scan is None  # the engine must run it: its SQL is asked for, and refused
+    with pytest.raises(ValueError, match="unsupported SQL"):
+        assert not analysis.plan.sql
+    with pytest.raises(Exception, match="unsupported SQL"):  # and so over Flight SQL
+        cursor.execute("SELECT approx_top_k(txn_id, 2) AS top FROM sample_table_cow.v9_txns_simple_meta")
