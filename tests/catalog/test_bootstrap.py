@@ -184,6 +184,7 @@ def test_flight_sql_time_travel_to_the_bootstrap_commit_equals_hudi(bootstrap_se
         assert sql(f"SELECT count(*) AS n FROM {at}")["n"].to_pylist() == [expected.num_rows]
         wanted = sorted(r["id"] for r in expected.to_pylist() if r["price"] > 8.0)
         assert sorted(sql(f"SELECT id FROM {at} WHERE price > 8.0")["id"].to_pylist()) == wanted
+        assert sql(f"SELECT count(*) AS n FROM {at} WHERE price > 8.0")["n"].to_pylist() == [len(wanted)]
 
 
 def test_bootstrap_instants_are_instants():

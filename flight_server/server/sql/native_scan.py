@@ -129,10 +129,11 @@ def _base_file(
 
 def only_decoded(context: ReadContext, split: Split) -> bool:
     """Whether the reader returns the split's rows as its Parquet base file stores them: no log
-    to merge (a snapshot), no column renamed by schema on read, no partition column filled in."""
+    to merge (a snapshot), no column renamed by schema on read, no partition column filled in, no
+    bootstrap source holding the data columns beside a skeleton file."""
     file_slice = split.file_slice
     base = file_slice.base_file
-    if base is None or base.extension != "parquet":
+    if base is None or base.extension != "parquet" or file_slice.bootstrap_source is not None:
         return False
     if file_slice.has_logs and not context.read_optimized:
         return False  # merged with its logs
