@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from catalog.errors import CorruptTableError, UnsupportedTableError
 from catalog.format.hudi_types import is_vector, vector_from_bytes
+from catalog.format.row_groups import DecodedRowGroups
 from catalog.storage import Storage
 
 BATCH_SIZE = 65536
@@ -168,6 +169,7 @@ def read_parquet(
     batch_size: int = BATCH_SIZE,
     source_names: Mapping[str, str] | None = None,
     adapt: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
+    decoded: DecodedRowGroups | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Stream the rows of one Parquet file (relative ``path``) as batches of ``schema``.
 
@@ -176,8 +178,15 @@ def read_parquet(
     ``source_names`` (schema on read) maps the names of ``schema`` to the file's column names;
     columns it leaves out are absent from the file; ``adapt`` then maps nested fields.
     ``arrow_fs`` ``None``: read through fsspec on the calling thread (see the module docstring).
+    ``decoded``: decode whole row groups through this cache (point reads, see ``row_groups``).
     """
     check_base_format(path)
+    if decoded is not None:
+        yield from _read_decoded(
+            storage, path, schema, decoded, size=size, row_groups=row_groups, filter=filter,
+            filter_columns=filter_columns, constants=constants, source_names=source_names, adapt=adapt,
+        )
+        return
     storage.stats.add("open")
     full = storage.full_path(path)
     groups = list(row_groups) if row_groups else None
@@ -221,6 +230,58 @@ def read_parquet(
     finally:
         if fh is not None:
             fh.close()
+
+
+def _read_decoded(
+    storage: Storage,
+    path: str,
+    schema: pa.Schema,
+    decoded: DecodedRowGroups,
+    *,
+    size: int | None,
+    row_groups: Sequence[int] | None,
+    filter: pc.Expression | None,
+    filter_columns: Sequence[str],
+    constants: Mapping[str, pa.Scalar] | None,
+    source_names: Mapping[str, str] | None,
+    adapt: Callable[[pa.RecordBatch], pa.RecordBatch] | None,
+) -> Iterator[pa.RecordBatch]:
+    """:func:`read_parquet` through ``decoded``: the footer and every row group the statistics
+    keep come from the cache (decoded on a miss, on the calling thread through fsspec), then the
+    filter selects the rows."""
+    file = decoded.file_key(storage, path, size)
+
+    def read_footer() -> pq.FileMetaData:
+        with storage.open(path) as fh:
+            return pq.read_metadata(fh)
+
+    try:
+        footer = decoded.footer(file, read_footer)
+        columns, to_query = file_columns_to_read(schema, footer.schema, source_names)
+        pushed = to_query is None and _pushable(filter, filter_columns, footer.schema, schema)
+        groups = list(row_groups) if row_groups else list(range(footer.metadata.num_row_groups))
+        if pushed and filter is not None and len(groups) > 1:
+            groups = _row_groups_matching(footer.metadata, groups, filter)
+        for index in groups:
+
+            def read_group(index: int = index) -> pa.Table:
+                with storage.open(path) as fh:
+                    parquet_file = pq.ParquetFile(fh, metadata=footer.metadata, pre_buffer=False)
+                    return parquet_file.read_row_group(index, columns=columns, use_threads=False)
+
+            table = decoded.row_group(file, index, tuple(columns), read_group)
+            if pushed and filter is not None:
+                table = table.filter(filter)
+            yield from conform_batches(
+                table.to_batches(), schema, constants=constants, filter=None if pushed else filter,
+                rename=to_query, adapt=adapt,
+            )
+    except FileNotFoundError as err:  # e.g. cleaned after the plan was made
+        raise FileNotFoundError(f"base file missing: {storage.uri}/{path}") from err
+    except (ConnectionError, TimeoutError):
+        raise  # storage trouble, not a damaged file
+    except (pa.ArrowInvalid, OSError) as err:  # Arrow reports undecodable pages as OSError
+        raise CorruptTableError(f"cannot decode Parquet base file {storage.uri}/{path}: {err}") from err
 
 
 __all__ = [

@@ -9,6 +9,7 @@ binding is lazy: splits stream out while later partitions are still being listed
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
@@ -17,10 +18,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from catalog.errors import ColumnNotFoundError, UnsupportedTableError
+from catalog.format.row_groups import DecodedRowGroups
 from catalog.plan.cdc import check_cdc_table, plan_changes
 from catalog.plan.filters import BoundFilter, bind_filters, to_expression
 from catalog.plan.options import ReadOptions, ResolvedRead, resolve
-from catalog.plan.prune import PartitionValuePruner, index_pruners
+from catalog.plan.prune import PartitionValuePruner, index_pruners, record_key_values
 from catalog.plan.splits import FooterCache, SplitOptions, SplitPlanner
 from catalog.read.cdc_json import check_image_schema
 from catalog.read.context import COMMIT_TIME_COLUMN, ReadContext
@@ -55,9 +57,13 @@ def plan(
     options: ReadOptions,
     split_options: SplitOptions | None = None,
     footers: FooterCache | None = None,
+    decoded: DecodedRowGroups | None = None,
 ) -> ScanPlan:
     """Plan ``options`` on ``state``. Everything that can be wrong with the query (unknown
     column, bad filter value, instant before the first commit) fails here, before any data IO.
+
+    ``decoded`` is handed to the read context of point reads (filters pinning record keys) only:
+    they decode a whole row group for a few rows, which the next lookup may reuse.
 
     Raises:
         InvalidQueryError: bad options, filters or columns (``ValueError``).
@@ -72,6 +78,8 @@ def plan(
     schema = state.schema_as_of(None if options.incremental else resolved.instant)
     filters = bind_filters(list(options.filters), schema)
     context = _context(state, resolved, filters, schema)
+    if decoded is not None and record_key_values(state.config, filters) is not None:
+        context = dataclasses.replace(context, decoded=decoded)
     splits = _splits(state, resolved, filters, split_options, footers) if resolved.instant is not None else iter(())
     return ScanPlan(context.output_schema, context, resolved.options, splits)
 
