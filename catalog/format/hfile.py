@@ -41,6 +41,9 @@ _TAIL_READ = 64 * 1024
 _SCAN_WINDOW = 4 * 1024 * 1024
 #: read-ahead for lookups, so that walking on to the next block rarely costs a request
 _LOOKUP_WINDOW = 64 * 1024
+#: a cell's key length, value length and row length; then a tags length (HFile v3 with tags)
+_CELL_HEAD = struct.Struct(">iiH")
+_TAGS_LEN = struct.Struct(">H")
 
 
 def _row_key(key: str | bytes) -> bytes:
@@ -277,30 +280,34 @@ class HFileReader:
         return bytes(raw[:8]), body, full
 
     def _cells(self, body: bytes) -> list[tuple[bytes, bytes]]:
-        """(row, value) of every cell of a data block body (5.6)."""
-        out = []
+        """(row, value) of every cell of a data block body (5.6).
+
+        The hot loop of a record-index lookup (every cell of the block is walked): names are
+        bound once and each cell's fixed head is unpacked in one call.
+        """
+        out: list[tuple[bytes, bytes]] = []
+        append = out.append
+        head = _CELL_HEAD.unpack_from
+        tags, mvcc, mvcc_byte = self._has_tags, self._has_mvcc, self._mvcc_byte
         pos, end = 0, len(body)
-        unpack = struct.unpack_from
         try:
             while pos < end:
-                klen, vlen = unpack(">ii", body, pos)
-                pos += 8
-                (rlen,) = unpack(">H", body, pos)
-                if klen < rlen + 2 or vlen < 0 or pos + klen + vlen > end:
-                    raise CorruptTableError(f"{self.name}: cell at {pos} runs past its data block")
-                row = body[pos + 2 : pos + 2 + rlen]
-                value = body[pos + klen : pos + klen + vlen]
-                pos += klen + vlen
-                if self._has_tags:
-                    (tlen,) = unpack(">H", body, pos)
+                klen, vlen, rlen = head(body, pos)
+                key = pos + 8
+                stop = key + klen + vlen
+                if klen < rlen + 2 or vlen < 0 or stop > end:
+                    raise CorruptTableError(f"{self.name}: cell at {key} runs past its data block")
+                append((body[key + 2 : key + 2 + rlen], body[key + klen : stop]))
+                pos = stop
+                if tags:
+                    (tlen,) = _TAGS_LEN.unpack_from(body, pos)
                     pos += 2 + tlen
-                if self._has_mvcc:
+                if mvcc:
                     _, pos = _hadoop_vlong(body, pos)
-                elif self._mvcc_byte:
+                elif mvcc_byte:
                     if pos >= end or body[pos] != 0:
                         raise CorruptTableError(f"{self.name}: cell before {pos} lacks its 0x00 memstore byte")
                     pos += 1
-                out.append((row, value))
         except struct.error as err:
             raise CorruptTableError(f"{self.name}: data block truncated ({err})") from err
         return out
