@@ -303,7 +303,10 @@ class HFileReader:
                     (tlen,) = _TAGS_LEN.unpack_from(body, pos)
                     pos += 2 + tlen
                 if mvcc:
-                    _, pos = _hadoop_vlong(body, pos)
+                    if pos < end and (body[pos] < 0x80 or body[pos] >= 0x90):  # one byte: -112..127
+                        pos += 1
+                    else:
+                        _, pos = _hadoop_vlong(body, pos)
                 elif mvcc_byte:
                     if pos >= end or body[pos] != 0:
                         raise CorruptTableError(f"{self.name}: cell before {pos} lacks its 0x00 memstore byte")
