@@ -105,10 +105,11 @@ class PlannedQuery:
         return flight.FlightInfo(self.schema, descriptor, self.endpoints, self.rows, self.nbytes, ordered=False)
 
 
-@functools.lru_cache(maxsize=16)  # one expiry per plan, shared by all its endpoints
+@functools.lru_cache(maxsize=16)  # expiries are whole seconds: one scalar per second of plans
 def expiration_time(epoch_seconds: float) -> pa.TimestampScalar:
-    """An endpoint's ``expiration_time`` for a ticket expiring at ``epoch_seconds``."""
-    return pa.scalar(int(epoch_seconds * 1_000_000), type=pa.timestamp("us", tz="UTC"))
+    """An endpoint's ``expiration_time`` for a ticket expiring at ``epoch_seconds``: in the unit
+    ``FlightEndpoint`` keeps (nanoseconds since the epoch), so it is taken without a cast."""
+    return pa.scalar(int(epoch_seconds * 1_000_000) * 1000, type=pa.timestamp("ns"))
 
 
 def _key(pinned: PinnedScan) -> str:
