@@ -17,6 +17,7 @@ families, qualifiers or several versions of one row).
 from __future__ import annotations
 
 import bisect
+import itertools
 import struct
 import zlib
 from dataclasses import dataclass
@@ -62,6 +63,10 @@ def _hadoop_vlong(buf: bytes, pos: int) -> tuple[int, int]:
         raise ValueError("truncated variable-length integer")
     raw = int.from_bytes(buf[pos + 1 : pos + size], "big")
     return (~raw if negative else raw), pos + size
+
+
+def _cell_row_of(cell: tuple[bytes, bytes]) -> bytes:
+    return cell[0]
 
 
 def _cell_row(key: bytes | memoryview) -> bytes:
@@ -355,12 +360,21 @@ class HFileReader:
             rows = [e.row for e in entries]
         return None
 
-    def _cells_from(self, offset: int, size: int | None, read_ahead: int, cache: bool) -> Iterator[tuple[bytes, bytes]]:
-        """Cells from the data block at ``offset`` to the end of the data section."""
+    def _cells_from(
+        self, offset: int, size: int | None, read_ahead: int, cache: bool, row: bytes = b""
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Cells from the data block at ``offset`` to the end of the data section; with ``row``,
+        only those from the first cell whose row is >= ``row`` (cells are sorted: bisected)."""
         last = self.trailer.last_data_block_offset
         while offset < self.trailer.load_on_open_offset:
             cells, nxt = self._data_cells(offset, size, read_ahead, cache)
-            yield from cells
+            if row:
+                start = bisect.bisect_left(cells, row, key=_cell_row_of)
+                if start < len(cells):
+                    row = b""
+                yield from itertools.islice(cells, start, None)
+            else:
+                yield from cells
             if offset >= last:
                 return
             offset, size = nxt, None
@@ -439,9 +453,7 @@ class HFileReader:
         entry = self._start_block(row)
         if entry is None:
             return
-        for cell_row, value in self._cells_from(entry.offset, entry.size, _LOOKUP_WINDOW, cache=True):
-            if cell_row >= row:
-                yield cell_row, value
+        yield from self._cells_from(entry.offset, entry.size, _LOOKUP_WINDOW, cache=True, row=row)
 
 
 __all__ = ["HFileReader", "IndexEntry", "Trailer"]
