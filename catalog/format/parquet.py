@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from catalog.errors import CorruptTableError, UnsupportedTableError
 from catalog.format.hudi_types import is_vector, vector_from_bytes
-from catalog.format.row_groups import DecodedRowGroups
+from catalog.format.row_groups import PointLookup
 from catalog.storage import Storage
 
 BATCH_SIZE = 65536
@@ -183,7 +183,7 @@ def read_parquet(
     batch_size: int = BATCH_SIZE,
     source_names: Mapping[str, str] | None = None,
     adapt: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
-    decoded: DecodedRowGroups | None = None,
+    point: PointLookup | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Stream the rows of one Parquet file (relative ``path``) as batches of ``schema``.
 
@@ -192,12 +192,12 @@ def read_parquet(
     ``source_names`` (schema on read) maps the names of ``schema`` to the file's column names;
     columns it leaves out are absent from the file; ``adapt`` then maps nested fields.
     ``arrow_fs`` ``None``: read through fsspec on the calling thread (see the module docstring).
-    ``decoded``: decode whole row groups through this cache (point reads, see ``row_groups``).
+    ``point``: a record-key lookup, read through its cache of decoded row groups (``row_groups``).
     """
     check_base_format(path)
-    if decoded is not None:
-        yield from _read_decoded(
-            storage, path, schema, decoded, size=size, row_groups=row_groups, filter=filter,
+    if point is not None:
+        yield from _read_point(
+            storage, path, schema, point, size=size, row_groups=row_groups, filter=filter,
             filter_columns=filter_columns, constants=constants, source_names=source_names, adapt=adapt,
         )
         return
@@ -246,11 +246,11 @@ def read_parquet(
             fh.close()
 
 
-def _read_decoded(
+def _read_point(
     storage: Storage,
     path: str,
     schema: pa.Schema,
-    decoded: DecodedRowGroups,
+    point: PointLookup,
     *,
     size: int | None,
     row_groups: Sequence[int] | None,
@@ -260,9 +260,10 @@ def _read_decoded(
     source_names: Mapping[str, str] | None,
     adapt: Callable[[pa.RecordBatch], pa.RecordBatch] | None,
 ) -> Iterator[pa.RecordBatch]:
-    """:func:`read_parquet` through ``decoded``: the footer and every row group the statistics
-    keep come from the cache (decoded on a miss, on the calling thread through fsspec), then the
-    filter selects the rows."""
+    """:func:`read_parquet` for a point lookup: the footer and every row group the statistics keep
+    come from the lookup's cache (decoded on a miss, on the calling thread through fsspec); the
+    rows are narrowed to the looked-up keys, then the filter (unless the keys are all of it)."""
+    decoded = point.cache
     file = decoded.file_key(storage, path, size)
 
     def read_footer() -> pq.FileMetaData:
@@ -284,7 +285,16 @@ def _read_decoded(
                     return parquet_file.read_row_group(index, columns=columns, use_threads=False)
 
             table = decoded.row_group(file, index, tuple(columns), read_group)
-            if pushed and filter is not None:
+            if pushed and point.column in table.column_names:
+                keys = pa.array(point.keys, table.schema.field(point.column).type)
+                matched = pc.indices_nonzero(pc.is_in(table.column(point.column), value_set=keys))
+                if len(matched) == 0:
+                    continue
+                # one row (a key lookup): a zero-copy slice, not a copy of every column
+                table = table.slice(matched[0].as_py(), 1) if len(matched) == 1 else table.take(matched)
+                if filter is not None and not point.exact:
+                    table = rows_matching(table, filter)
+            elif pushed and filter is not None:
                 table = rows_matching(table, filter)
             yield from conform_batches(
                 table.to_batches(), schema, constants=constants, filter=None if pushed else filter,

@@ -81,4 +81,23 @@ class DecodedRowGroups:
         return self._lru.stats()
 
 
-__all__ = ["DecodedRowGroups", "ParquetFooter"]
+@dataclass(frozen=True)
+class PointLookup:
+    """A read of a few record keys, through a cache of decoded row groups.
+
+    Attributes:
+        cache: where the decoded row groups are kept.
+        column: the record key column.
+        keys: the record keys looked up; a row group's rows are narrowed to them first (a hash
+            lookup, no query plan).
+        exact: the keys are the whole row filter (only ``=`` / ``in`` on the record key; filter
+            values are never null): the narrowed rows are the answer, no filter runs after.
+    """
+
+    cache: DecodedRowGroups
+    column: str
+    keys: tuple[str, ...]
+    exact: bool
+
+
+__all__ = ["DecodedRowGroups", "ParquetFooter", "PointLookup"]

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from catalog.errors import ColumnNotFoundError, UnsupportedTableError
-from catalog.format.row_groups import DecodedRowGroups
+from catalog.format.row_groups import DecodedRowGroups, PointLookup
 from catalog.plan.cdc import check_cdc_table, plan_changes
 from catalog.plan.filters import BoundFilter, bind_filters, to_expression
 from catalog.plan.options import ReadOptions, ResolvedRead, resolve
@@ -78,8 +78,10 @@ def plan(
     schema = state.schema_as_of(None if options.incremental else resolved.instant)
     filters = bind_filters(list(options.filters), schema)
     context = _context(state, resolved, filters, schema)
-    if decoded is not None and record_key_values(state.config, filters) is not None:
-        context = dataclasses.replace(context, decoded=decoded)
+    if decoded is not None:
+        point = _point_lookup(state, options, filters, decoded)
+        if point is not None:
+            context = dataclasses.replace(context, point=point)
     splits = _splits(state, resolved, filters, split_options, footers) if resolved.instant is not None else iter(())
     return ScanPlan(context.output_schema, context, resolved.options, splits)
 
@@ -107,6 +109,18 @@ def _plan_cdc(state: TableState, options: ReadOptions) -> ScanPlan:
         cdc=changes,
     )
     return ScanPlan(context.output_schema, context, resolved.options, iter(splits))
+
+
+def _point_lookup(
+    state: TableState, options: ReadOptions, filters: list[BoundFilter], decoded: DecodedRowGroups
+) -> PointLookup | None:
+    """The point lookup of filters pinning record keys (``None``: any other read)."""
+    keys = record_key_values(state.config, filters)
+    if keys is None:
+        return None
+    column = state.config.record_key_fields[0]
+    exact = not options.incremental and all(f.column == column and f.op in ("=", "in") for f in filters)
+    return PointLookup(decoded, column, tuple(sorted(keys)), exact)
 
 
 def output_schema(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:

@@ -13,7 +13,7 @@ from functools import cached_property
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from catalog.format.row_groups import DecodedRowGroups
+from catalog.format.row_groups import PointLookup
 from catalog.storage import Storage
 from catalog.table.cdc import CdcPlan
 from catalog.table.config import TableConfig
@@ -44,8 +44,8 @@ class ReadContext:
             files written with older schemas by field id; ``None`` for other tables.
         cdc: the changes of a CDC query (``None`` for every other query); its splits name file
             groups, whose rows ``catalog.read.cdc`` builds from these changes.
-        decoded: base-file row groups are decoded through this cache (point reads; ``None``:
-            decoded for this read only).
+        point: a lookup of record keys, whose base-file row groups are decoded through a cache
+            (``None``: any other read, decoded for this read only).
     """
 
     storage: Storage
@@ -60,7 +60,7 @@ class ReadContext:
     filter_columns: tuple[str, ...] = ()
     schema_history: SchemaHistory | None = None
     cdc: CdcPlan | None = None
-    decoded: DecodedRowGroups | None = None
+    point: PointLookup | None = None
 
     @cached_property
     def partition_scheme(self) -> PartitionScheme:

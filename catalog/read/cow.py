@@ -58,7 +58,7 @@ def read_base(
         constants=constants,
         source_names=source_names,
         adapt=adapt,
-        decoded=ctx.decoded,
+        point=ctx.point,
     )
 
 __all__ = ["read_base"]

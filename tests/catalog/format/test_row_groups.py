@@ -23,7 +23,7 @@ def _read(path: str, filters: list, decoded: DecodedRowGroups | None) -> tuple[p
     scan = plan(HudiTable.open(path).state, ReadOptions(filters=filters), decoded=decoded)
     batches = list(read_splits(scan.context, list(scan.splits)))
     got = pa.Table.from_batches(batches, schema=scan.schema).sort_by("uuid")
-    return got, scan.context.decoded
+    return got, scan.context.point.cache if scan.context.point is not None else None
 
 
 def _live_keys(path: str, count: int) -> list[str]:
@@ -46,6 +46,29 @@ def test_point_reads_match_plain_reads_and_reuse_decoded_groups(generated_table,
             assert set(got["uuid"].to_pylist()) == set(wanted) & set(live)
     stats = cache.stats()
     assert stats.misses > 0 and stats.hits > 0 and 0 < stats.bytes <= stats.max_bytes
+
+
+@pytest.mark.parametrize("fare", [">", "<"])
+def test_a_lookup_with_more_conditions_still_applies_them(generated_table, fare):
+    path = generated_table(COW)
+    key = _live_keys(path, 3)[1]
+    filters = [("uuid", "in", [key, "trip-missing"]), ("fare", fare, -1.0)]
+    got, used = _read(path, filters, DecodedRowGroups(64 << 20))
+    assert used is not None
+    assert got.equals(_read(path, filters, None)[0])
+    assert got.num_rows == (1 if fare == ">" else 0)
+
+
+def test_only_key_filters_make_an_exact_lookup(generated_table):
+    path = generated_table(COW)
+    state, cache = HudiTable.open(path).state, DecodedRowGroups(1 << 20)
+    exact = plan(state, ReadOptions(filters=[("uuid", "in", ["b", "a"]), ("uuid", "=", "a")]), decoded=cache)
+    assert exact.context.point is not None and exact.context.point.exact and exact.context.point.keys == ("a",)
+    first = HudiTable.open(path).timeline.commits[0].requested_time
+    for options in (ReadOptions(filters=[("uuid", "=", "a"), ("fare", ">", 1.0)]),
+                    ReadOptions(filters=[("uuid", "=", "a")], query_type="incremental", start=first)):
+        point = plan(state, options, decoded=cache).context.point
+        assert point is not None and not point.exact
 
 
 def test_scans_and_other_filters_get_no_cache(generated_table):
