@@ -17,6 +17,7 @@ families, qualifiers or several versions of one row).
 from __future__ import annotations
 
 import bisect
+import itertools
 import struct
 import zlib
 from dataclasses import dataclass
@@ -41,6 +42,9 @@ _TAIL_READ = 64 * 1024
 _SCAN_WINDOW = 4 * 1024 * 1024
 #: read-ahead for lookups, so that walking on to the next block rarely costs a request
 _LOOKUP_WINDOW = 64 * 1024
+#: a cell's key length, value length and row length; then a tags length (HFile v3 with tags)
+_CELL_HEAD = struct.Struct(">iiH")
+_TAGS_LEN = struct.Struct(">H")
 
 
 def _row_key(key: str | bytes) -> bytes:
@@ -59,6 +63,10 @@ def _hadoop_vlong(buf: bytes, pos: int) -> tuple[int, int]:
         raise ValueError("truncated variable-length integer")
     raw = int.from_bytes(buf[pos + 1 : pos + size], "big")
     return (~raw if negative else raw), pos + size
+
+
+def _cell_row_of(cell: tuple[bytes, bytes]) -> bytes:
+    return cell[0]
 
 
 def _cell_row(key: bytes | memoryview) -> bytes:
@@ -277,30 +285,37 @@ class HFileReader:
         return bytes(raw[:8]), body, full
 
     def _cells(self, body: bytes) -> list[tuple[bytes, bytes]]:
-        """(row, value) of every cell of a data block body (5.6)."""
-        out = []
+        """(row, value) of every cell of a data block body (5.6).
+
+        The hot loop of a record-index lookup (every cell of the block is walked): names are
+        bound once and each cell's fixed head is unpacked in one call.
+        """
+        out: list[tuple[bytes, bytes]] = []
+        append = out.append
+        head = _CELL_HEAD.unpack_from
+        tags, mvcc, mvcc_byte = self._has_tags, self._has_mvcc, self._mvcc_byte
         pos, end = 0, len(body)
-        unpack = struct.unpack_from
         try:
             while pos < end:
-                klen, vlen = unpack(">ii", body, pos)
-                pos += 8
-                (rlen,) = unpack(">H", body, pos)
-                if klen < rlen + 2 or vlen < 0 or pos + klen + vlen > end:
-                    raise CorruptTableError(f"{self.name}: cell at {pos} runs past its data block")
-                row = body[pos + 2 : pos + 2 + rlen]
-                value = body[pos + klen : pos + klen + vlen]
-                pos += klen + vlen
-                if self._has_tags:
-                    (tlen,) = unpack(">H", body, pos)
+                klen, vlen, rlen = head(body, pos)
+                key = pos + 8
+                stop = key + klen + vlen
+                if klen < rlen + 2 or vlen < 0 or stop > end:
+                    raise CorruptTableError(f"{self.name}: cell at {key} runs past its data block")
+                append((body[key + 2 : key + 2 + rlen], body[key + klen : stop]))
+                pos = stop
+                if tags:
+                    (tlen,) = _TAGS_LEN.unpack_from(body, pos)
                     pos += 2 + tlen
-                if self._has_mvcc:
-                    _, pos = _hadoop_vlong(body, pos)
-                elif self._mvcc_byte:
+                if mvcc:
+                    if pos < end and (body[pos] < 0x80 or body[pos] >= 0x90):  # one byte: -112..127
+                        pos += 1
+                    else:
+                        _, pos = _hadoop_vlong(body, pos)
+                elif mvcc_byte:
                     if pos >= end or body[pos] != 0:
                         raise CorruptTableError(f"{self.name}: cell before {pos} lacks its 0x00 memstore byte")
                     pos += 1
-                out.append((row, value))
         except struct.error as err:
             raise CorruptTableError(f"{self.name}: data block truncated ({err})") from err
         return out
@@ -345,12 +360,21 @@ class HFileReader:
             rows = [e.row for e in entries]
         return None
 
-    def _cells_from(self, offset: int, size: int | None, read_ahead: int, cache: bool) -> Iterator[tuple[bytes, bytes]]:
-        """Cells from the data block at ``offset`` to the end of the data section."""
+    def _cells_from(
+        self, offset: int, size: int | None, read_ahead: int, cache: bool, row: bytes = b""
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Cells from the data block at ``offset`` to the end of the data section; with ``row``,
+        only those from the first cell whose row is >= ``row`` (cells are sorted: bisected)."""
         last = self.trailer.last_data_block_offset
         while offset < self.trailer.load_on_open_offset:
             cells, nxt = self._data_cells(offset, size, read_ahead, cache)
-            yield from cells
+            if row:
+                start = bisect.bisect_left(cells, row, key=_cell_row_of)
+                if start < len(cells):
+                    row = b""
+                yield from itertools.islice(cells, start, None)
+            else:
+                yield from cells
             if offset >= last:
                 return
             offset, size = nxt, None
@@ -429,9 +453,7 @@ class HFileReader:
         entry = self._start_block(row)
         if entry is None:
             return
-        for cell_row, value in self._cells_from(entry.offset, entry.size, _LOOKUP_WINDOW, cache=True):
-            if cell_row >= row:
-                yield cell_row, value
+        yield from self._cells_from(entry.offset, entry.size, _LOOKUP_WINDOW, cache=True, row=row)
 
 
 __all__ = ["HFileReader", "IndexEntry", "Trailer"]

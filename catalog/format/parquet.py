@@ -19,12 +19,14 @@ import posixpath
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
+import pyarrow.acero as acero
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from catalog.errors import CorruptTableError, UnsupportedTableError
 from catalog.format.hudi_types import is_vector, vector_from_bytes
+from catalog.format.row_groups import PointLookup
 from catalog.storage import Storage
 
 BATCH_SIZE = 65536
@@ -84,6 +86,19 @@ def conform_batch(
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+def rows_matching(table: pa.Table, expr: pc.Expression) -> pa.Table:
+    """The rows of ``table`` satisfying ``expr``, filtered on the calling thread.
+
+    ``pa.Table.filter`` runs an Acero plan on Arrow's CPU pool: for the small tables of a read
+    (one batch, one row group) the hand-over between threads costs more than the filtering.
+    """
+    plan = acero.Declaration.from_sequence(
+        [acero.Declaration("table_source", acero.TableSourceNodeOptions(table)),
+         acero.Declaration("filter", acero.FilterNodeOptions(expr))]
+    )
+    return plan.to_table(use_threads=False)
+
+
 def file_columns_to_read(
     schema: pa.Schema, physical: pa.Schema, source_names: Mapping[str, str] | None
 ) -> tuple[list[str], dict[str, str] | None]:
@@ -120,7 +135,7 @@ def conform_batches(
             batch = adapt(batch)
         out = conform_batch(batch, schema, constants)
         if filter is not None:
-            kept = pa.Table.from_batches([out]).filter(filter).combine_chunks().to_batches()
+            kept = rows_matching(pa.Table.from_batches([out]), filter).combine_chunks().to_batches()
             if not kept or kept[0].num_rows == 0:
                 continue
             out = kept[0]
@@ -168,6 +183,7 @@ def read_parquet(
     batch_size: int = BATCH_SIZE,
     source_names: Mapping[str, str] | None = None,
     adapt: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
+    point: PointLookup | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Stream the rows of one Parquet file (relative ``path``) as batches of ``schema``.
 
@@ -176,8 +192,15 @@ def read_parquet(
     ``source_names`` (schema on read) maps the names of ``schema`` to the file's column names;
     columns it leaves out are absent from the file; ``adapt`` then maps nested fields.
     ``arrow_fs`` ``None``: read through fsspec on the calling thread (see the module docstring).
+    ``point``: a record-key lookup, read through its cache of decoded row groups (``row_groups``).
     """
     check_base_format(path)
+    if point is not None:
+        yield from _read_point(
+            storage, path, schema, point, size=size, row_groups=row_groups, filter=filter,
+            filter_columns=filter_columns, constants=constants, source_names=source_names, adapt=adapt,
+        )
+        return
     storage.stats.add("open")
     full = storage.full_path(path)
     groups = list(row_groups) if row_groups else None
@@ -223,6 +246,68 @@ def read_parquet(
             fh.close()
 
 
+def _read_point(
+    storage: Storage,
+    path: str,
+    schema: pa.Schema,
+    point: PointLookup,
+    *,
+    size: int | None,
+    row_groups: Sequence[int] | None,
+    filter: pc.Expression | None,
+    filter_columns: Sequence[str],
+    constants: Mapping[str, pa.Scalar] | None,
+    source_names: Mapping[str, str] | None,
+    adapt: Callable[[pa.RecordBatch], pa.RecordBatch] | None,
+) -> Iterator[pa.RecordBatch]:
+    """:func:`read_parquet` for a point lookup: the footer and every row group the statistics keep
+    come from the lookup's cache (decoded on a miss, on the calling thread through fsspec); the
+    rows are narrowed to the looked-up keys, then the filter (unless the keys are all of it)."""
+    decoded = point.cache
+    file = decoded.file_key(storage, path, size)
+
+    def read_footer() -> pq.FileMetaData:
+        with storage.open(path) as fh:
+            return pq.read_metadata(fh)
+
+    try:
+        footer = decoded.footer(file, read_footer)
+        columns, to_query = file_columns_to_read(schema, footer.schema, source_names)
+        pushed = to_query is None and _pushable(filter, filter_columns, footer.schema, schema)
+        groups = list(row_groups) if row_groups else list(range(footer.metadata.num_row_groups))
+        if pushed and filter is not None and len(groups) > 1:
+            groups = _row_groups_matching(footer.metadata, groups, filter)
+        for index in groups:
+
+            def read_group(index: int = index) -> pa.Table:
+                with storage.open(path) as fh:
+                    parquet_file = pq.ParquetFile(fh, metadata=footer.metadata, pre_buffer=False)
+                    return parquet_file.read_row_group(index, columns=columns, use_threads=False)
+
+            table = decoded.row_group(file, index, tuple(columns), read_group)
+            if pushed and point.column in table.column_names:
+                keys = pa.array(point.keys, table.schema.field(point.column).type)
+                matched = pc.indices_nonzero(pc.is_in(table.column(point.column), value_set=keys))
+                if len(matched) == 0:
+                    continue
+                # one row (a key lookup): a zero-copy slice, not a copy of every column
+                table = table.slice(matched[0].as_py(), 1) if len(matched) == 1 else table.take(matched)
+                if filter is not None and not point.exact:
+                    table = rows_matching(table, filter)
+            elif pushed and filter is not None:
+                table = rows_matching(table, filter)
+            yield from conform_batches(
+                table.to_batches(), schema, constants=constants, filter=None if pushed else filter,
+                rename=to_query, adapt=adapt,
+            )
+    except FileNotFoundError as err:  # e.g. cleaned after the plan was made
+        raise FileNotFoundError(f"base file missing: {storage.uri}/{path}") from err
+    except (ConnectionError, TimeoutError):
+        raise  # storage trouble, not a damaged file
+    except (pa.ArrowInvalid, OSError) as err:  # Arrow reports undecodable pages as OSError
+        raise CorruptTableError(f"cannot decode Parquet base file {storage.uri}/{path}: {err}") from err
+
+
 __all__ = [
     "BATCH_SIZE",
     "cast_array",
@@ -231,4 +316,5 @@ __all__ = [
     "conform_batches",
     "file_columns_to_read",
     "read_parquet",
+    "rows_matching",
 ]

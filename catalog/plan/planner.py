@@ -17,11 +17,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from catalog.errors import ColumnNotFoundError, InvalidInstantError, UnsupportedTableError
+from catalog.format.row_groups import DecodedRowGroups, PointLookup
 from catalog.plan.cdc import check_cdc_table, plan_changes
 from catalog.plan.filters import BoundFilter, bind_filters, to_expression
 from catalog.plan.incremental import WrittenFiles
 from catalog.plan.options import ReadOptions, ResolvedRead, resolve
-from catalog.plan.prune import PartitionValuePruner, index_pruners
+from catalog.plan.prune import PartitionValuePruner, index_pruners, record_key_values
 from catalog.plan.splits import FooterCache, SplitOptions, SplitPlanner
 from catalog.read.cdc_json import check_image_schema
 from catalog.read.context import COMMIT_TIME_COLUMN, ReadContext
@@ -55,9 +56,13 @@ def plan(
     options: ReadOptions,
     split_options: SplitOptions | None = None,
     footers: FooterCache | None = None,
+    decoded: DecodedRowGroups | None = None,
 ) -> ScanPlan:
     """Plan ``options`` on ``state``. Everything that can be wrong with the query (unknown
     column, bad filter value, instant before the first commit) fails here, before any data IO.
+
+    ``decoded`` is handed to the read context of point reads (filters pinning record keys) only:
+    they decode a whole row group for a few rows, which the next lookup may reuse.
 
     Raises:
         InvalidQueryError: bad options, filters or columns (``ValueError``).
@@ -72,6 +77,10 @@ def plan(
     schema = state.schema_as_of(None if options.incremental else resolved.instant)
     filters = bind_filters(list(options.filters), schema)
     context = _context(state, resolved, filters, schema)
+    if decoded is not None:
+        point = _point_lookup(state, options, filters, decoded)
+        if point is not None:
+            context = replace(context, point=point)
     splits = (
         _splits(state, resolved, written, filters, split_options, footers) if resolved.instant is not None else iter(())
     )
@@ -129,6 +138,18 @@ def _plan_cdc(state: TableState, options: ReadOptions) -> ScanPlan:
         cdc=changes,
     )
     return ScanPlan(context.output_schema, context, resolved.options, iter(splits))
+
+
+def _point_lookup(
+    state: TableState, options: ReadOptions, filters: list[BoundFilter], decoded: DecodedRowGroups
+) -> PointLookup | None:
+    """The point lookup of filters pinning record keys (``None``: any other read)."""
+    keys = record_key_values(state.config, filters)
+    if keys is None:
+        return None
+    column = state.config.record_key_fields[0]
+    exact = not options.incremental and all(f.column == column and f.op in ("=", "in") for f in filters)
+    return PointLookup(decoded, column, tuple(sorted(keys)), exact)
 
 
 def output_schema(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:

@@ -13,6 +13,7 @@ from functools import cached_property
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from catalog.format.row_groups import PointLookup
 from catalog.storage import Storage
 from catalog.table.cdc import CdcPlan
 from catalog.table.config import TableConfig
@@ -43,6 +44,8 @@ class ReadContext:
             files written with older schemas by field id; ``None`` for other tables.
         cdc: the changes of a CDC query (``None`` for every other query); its splits name file
             groups, whose rows ``catalog.read.cdc`` builds from these changes.
+        point: a lookup of record keys, whose base-file row groups are decoded through a cache
+            (``None``: any other read, decoded for this read only).
     """
 
     storage: Storage
@@ -57,6 +60,7 @@ class ReadContext:
     filter_columns: tuple[str, ...] = ()
     schema_history: SchemaHistory | None = None
     cdc: CdcPlan | None = None
+    point: PointLookup | None = None
 
     @cached_property
     def partition_scheme(self) -> PartitionScheme:

@@ -62,6 +62,7 @@ def read_base(
         constants=constants,
         source_names=source_names,
         adapt=adapt,
+        point=ctx.point,
     )
 
 __all__ = ["read_base"]

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from catalog.format.log_file import collecting_corrupt_blocks, relay_corrupt_block_notes
-from catalog.format.parquet import conform_batch
+from catalog.format.parquet import conform_batch, rows_matching
 from catalog.parallel import bounded_parallel
 from catalog.read.cdc import read_cdc_split
 from catalog.read.context import ReadContext
@@ -108,7 +108,7 @@ class _Notes:
 
 
 def _filter_batch(batch: pa.RecordBatch, expr: pc.Expression) -> pa.RecordBatch:
-    table = pa.Table.from_batches([batch]).filter(expr)
+    table = rows_matching(pa.Table.from_batches([batch]), expr)
     return table.combine_chunks().to_batches()[0] if table.num_rows else batch.slice(0, 0)
 
 

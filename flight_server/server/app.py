@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow.flight as flight
 
+from catalog.format.row_groups import DecodedRowGroups
 from catalog.plan.splits import FooterCache
 from flight_server.server.actions import ActionServices
 from flight_server.server.cache.disk_cache import DiskCache
@@ -177,6 +178,7 @@ def compose(
         Placement(list(config.locations), cluster),
         split_results,
         ops,
+        DecodedRowGroups(config.point_read_cache_bytes, ops.cache_listener),
     )
     rescan = functools.partial(_scan_warehouses, config, policy, catalog)
     return App(

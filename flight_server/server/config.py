@@ -127,6 +127,7 @@ class ServerConfig:
     catalog_cache_seconds: float = 1.0  # how long a registry row is reused between calls
     split_cache_bytes: int = 0  # Arrow results of splits; 0: off
     split_cache_entry_bytes: int = 8 << 20  # larger split results are not cached
+    point_read_cache_bytes: int = 64 << 20  # decoded row groups of record-key lookups; 0: off
     disk_cache_bytes: int = 0  # local copy of remote file bytes under state_dir/disk-cache; 0: off
     metrics_port: int | None = None  # Prometheus text at http(s)://metrics_host:port/metrics
     health_port: int | None = None  # grpc.health.v1.Health

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from typing import Any, Iterator
 
 import pyarrow as pa
@@ -207,9 +208,19 @@ class HudiFlightServer(flight.FlightServerBase):
     def _until_cancelled(
         context: flight.ServerCallContext, batches: Iterator[pa.RecordBatch]
     ) -> Iterator[pa.RecordBatch]:
+        """The batches until the client goes away (then storage is read no further).
+
+        Asking is not free (gRPC polls its completion queue), so it is asked before a batch only
+        once ``CANCEL_CHECK_SECONDS`` passed since the stream began or was last asked: a point
+        read's single batch never asks, a long stream stops within that time of a cancel.
+        """
+        checked = time.monotonic()
         for batch in batches:
-            if context.is_cancelled():  # client went away: stop reading storage
-                return
+            now = time.monotonic()
+            if now - checked >= CANCEL_CHECK_SECONDS:
+                if context.is_cancelled():  # client went away: stop reading storage
+                    return
+                checked = now
             yield batch
 
     def list_actions(self, context: flight.ServerCallContext) -> list[tuple[str, str]]:
@@ -238,6 +249,9 @@ class HudiFlightServer(flight.FlightServerBase):
             raise NotImplementedError("DoPut takes only Flight SQL prepared-statement parameters (read-only server)")
         self.app.flight_sql.do_put(self.queries.call(context), message, reader, writer)
 
+
+#: how often a stream asks whether its client went away (see HudiFlightServer._until_cancelled)
+CANCEL_CHECK_SECONDS = 0.05
 
 #: gRPC clients other than pyarrow's (Go: the ADBC driver; Java: JDBC) refuse messages over 16 MiB
 #: by default, so a stream never sends a record batch much larger than this

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from catalog.errors import HudiError, UnknownTableError
+from catalog.format.row_groups import DecodedRowGroups
 from catalog.lru import BoundedLRU
 from catalog.plan.options import ReadOptions
 from catalog.plan.planner import ScanPlan, plan
@@ -104,10 +105,11 @@ class PlannedQuery:
         return flight.FlightInfo(self.schema, descriptor, self.endpoints, self.rows, self.nbytes, ordered=False)
 
 
-@functools.lru_cache(maxsize=16)  # one expiry per plan, shared by all its endpoints
+@functools.lru_cache(maxsize=16)  # expiries are whole seconds: one scalar per second of plans
 def expiration_time(epoch_seconds: float) -> pa.TimestampScalar:
-    """An endpoint's ``expiration_time`` for a ticket expiring at ``epoch_seconds``."""
-    return pa.scalar(int(epoch_seconds * 1_000_000), type=pa.timestamp("us", tz="UTC"))
+    """An endpoint's ``expiration_time`` for a ticket expiring at ``epoch_seconds``: in the unit
+    ``FlightEndpoint`` keeps (nanoseconds since the epoch), so it is taken without a cast."""
+    return pa.scalar(int(epoch_seconds * 1_000_000) * 1000, type=pa.timestamp("ns"))
 
 
 def _key(pinned: PinnedScan) -> str:
@@ -128,6 +130,7 @@ class Queries:
         placement: where endpoints are read.
         split_results: cached Arrow results of splits.
         ops: planning metrics.
+        decoded: decoded row groups of point reads (``None``: none kept).
     """
 
     def __init__(
@@ -142,6 +145,7 @@ class Queries:
         placement: Placement,
         split_results: SplitResultCache,
         ops: Operations,
+        decoded: DecodedRowGroups | None = None,
     ):
         self.catalog = catalog
         self.tables = tables
@@ -153,6 +157,7 @@ class Queries:
         self.placement = placement
         self.split_results = split_results
         self.ops = ops
+        self.decoded = decoded
         self._plans: BoundedLRU[str, _Reading] = BoundedLRU("plans", PLAN_CACHE_ENTRIES)
 
     def call(self, context: flight.ServerCallContext, fresh: bool = True) -> "Call":
@@ -195,7 +200,8 @@ class Queries:
     # -- planning ----------------------------------------------------------------------------
     def plan(self, table: OpenTable, options: ReadOptions) -> PlannedScan:
         with _table_path_hidden(table.entry):
-            return PlannedScan(table, plan(table.state, options, self.split_options, self.footers), self.limits)
+            scan = plan(table.state, options, self.split_options, self.footers, self.decoded)
+            return PlannedScan(table, scan, self.limits)
 
     def endpoints(self, call: "Call", identifier: str, options: ReadOptions) -> PlannedQuery:
         """Schema, endpoints, estimated rows and bytes of a scan for the caller ``call.user``

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar, overload
 
@@ -224,8 +225,9 @@ class TicketCodec:
         self.limits = limits
 
     def expiry(self) -> float:
-        """The absolute expiry of a ticket issued now."""
-        return self.signer.expiry()
+        """The absolute expiry of a ticket issued now, in whole seconds (the tickets and endpoints
+        planned within one second share it; see ``queries.expiration_time``)."""
+        return float(math.floor(self.signer.expiry()))
 
     def issue(self, ticket: Ticket, expires_at: float | None = None) -> bytes:
         doc = {"k": ticket.KIND, "u": ticket.user, **ticket.payload()}

@@ -22,6 +22,7 @@ from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
 from flight_server.server.security.tickets import TicketSigner
 from flight_server.server.security.users import Grant
+from flight_server.server.service import CANCEL_CHECK_SECONDS, HudiFlightServer
 from tests.support.auth import admin_client
 from tests.support.compare import assert_same_rows
 from tests.support.fixtures import all_table_names, is_lance, is_mor
@@ -346,6 +347,34 @@ def test_client_disconnect_mid_stream_keeps_serving(client, server, tables):
     expected = HudiTable.open(tables[1][identifier(name)]).read()
     assert_same_rows(_fetch_all(client, info), expected, exact_types=True)
     assert _action(client, "health")["status"] == "ok"
+
+
+class _GoneClient:
+    """A call context whose client has gone; counts how often it was asked."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def is_cancelled(self) -> bool:
+        self.asked += 1
+        return True
+
+
+def test_streams_ask_for_cancellation_only_after_a_while():
+    """Asking gRPC costs a completion-queue poll: a quick stream never asks, a slow one stops."""
+    batch = pa.RecordBatch.from_pylist([{"a": 1}])
+    quick = _GoneClient()
+    assert len(list(HudiFlightServer._until_cancelled(quick, iter([batch] * 3)))) == 3  # type: ignore[arg-type]
+    assert quick.asked == 0
+
+    def slow():
+        for _ in range(3):
+            yield batch
+            time.sleep(CANCEL_CHECK_SECONDS * 1.2)
+
+    gone = _GoneClient()
+    assert len(list(HudiFlightServer._until_cancelled(gone, slow()))) == 1  # type: ignore[arg-type]
+    assert gone.asked == 1
 
 
 def test_small_splits_align_to_row_groups(tables, tmp_path):

@@ -1,0 +1,111 @@
+"""Decoded row groups of point reads: the same rows as a plain read, decoded once per file version."""
+
+from __future__ import annotations
+
+import pickle
+
+import pyarrow as pa
+import pytest
+
+from catalog import HudiTable
+from catalog.format.row_groups import DecodedRowGroups
+from catalog.plan.options import ReadOptions
+from catalog.plan.planner import plan
+from catalog.read.split_reader import read_splits
+from hudi_generator.generator import MERGE_ON_READ, GeneratorSpec
+
+COW = GeneratorSpec(rows=2000, partitions=2, row_group_size=400, commits=2, record_index=True)
+MOR = GeneratorSpec(rows=2000, partitions=2, row_group_size=400, commits=3, table_type=MERGE_ON_READ,
+                    record_index=True)
+
+
+def _read(path: str, filters: list, decoded: DecodedRowGroups | None) -> tuple[pa.Table, DecodedRowGroups | None]:
+    scan = plan(HudiTable.open(path).state, ReadOptions(filters=filters), decoded=decoded)
+    batches = list(read_splits(scan.context, list(scan.splits)))
+    got = pa.Table.from_batches(batches, schema=scan.schema).sort_by("uuid")
+    return got, scan.context.point.cache if scan.context.point is not None else None
+
+
+def _live_keys(path: str, count: int) -> list[str]:
+    keys = HudiTable.open(path).read(columns=["uuid"])["uuid"].to_pylist()
+    return sorted(keys)[:: max(1, len(keys) // count)][:count]
+
+
+@pytest.mark.parametrize("spec", [COW, MOR], ids=["cow", "mor"])
+def test_point_reads_match_plain_reads_and_reuse_decoded_groups(generated_table, spec):
+    path = generated_table(spec)
+    cache = DecodedRowGroups(64 << 20)
+    live = _live_keys(path, 6)
+    for key in live + ["trip-missing"]:
+        for wanted in ([key], [key, live[0]]):
+            filters = [("uuid", "=", key)] if len(wanted) == 1 else [("uuid", "in", wanted)]
+            got, used = _read(path, filters, cache)
+            plain, _ = _read(path, filters, None)
+            assert used is cache
+            assert got.equals(plain)
+            assert set(got["uuid"].to_pylist()) == set(wanted) & set(live)
+    stats = cache.stats()
+    assert stats.misses > 0 and stats.hits > 0 and 0 < stats.bytes <= stats.max_bytes
+
+
+@pytest.mark.parametrize("fare", [">", "<"])
+def test_a_lookup_with_more_conditions_still_applies_them(generated_table, fare):
+    path = generated_table(COW)
+    key = _live_keys(path, 3)[1]
+    filters = [("uuid", "in", [key, "trip-missing"]), ("fare", fare, -1.0)]
+    got, used = _read(path, filters, DecodedRowGroups(64 << 20))
+    assert used is not None
+    assert got.equals(_read(path, filters, None)[0])
+    assert got.num_rows == (1 if fare == ">" else 0)
+
+
+def test_only_key_filters_make_an_exact_lookup(generated_table):
+    path = generated_table(COW)
+    state, cache = HudiTable.open(path).state, DecodedRowGroups(1 << 20)
+    exact = plan(state, ReadOptions(filters=[("uuid", "in", ["b", "a"]), ("uuid", "=", "a")]), decoded=cache)
+    assert exact.context.point is not None and exact.context.point.exact and exact.context.point.keys == ("a",)
+    first = HudiTable.open(path).timeline.commits[0].requested_time
+    for options in (ReadOptions(filters=[("uuid", "=", "a"), ("fare", ">", 1.0)]),
+                    ReadOptions(filters=[("uuid", "=", "a")], query_type="incremental", start=first)):
+        point = plan(state, options, decoded=cache).context.point
+        assert point is not None and not point.exact
+
+
+def test_scans_and_other_filters_get_no_cache(generated_table):
+    path = generated_table(COW)
+    cache = DecodedRowGroups(64 << 20)
+    for filters in ([], [("fare", ">", 500.0)], [("uuid", ">", "trip-0000000100")]):
+        _, used = _read(path, filters, cache)
+        assert used is None
+    assert cache.stats().entries == 0
+
+
+def test_a_cache_of_zero_bytes_keeps_nothing_and_reads_the_same(generated_table):
+    path = generated_table(COW)
+    key = _live_keys(path, 1)[0]
+    empty = DecodedRowGroups(0)
+    got, _ = _read(path, [("uuid", "=", key)], empty)
+    assert got.num_rows == 1 and got["uuid"][0].as_py() == key
+    assert empty.stats().entries == 0
+
+
+def test_a_rewritten_file_is_another_entry(generated_table):
+    """A COW update rewrites the file group under a new file name: the old decoded groups never answer."""
+    path = generated_table(COW)
+    key = _live_keys(path, 1)[0]
+    cache = DecodedRowGroups(64 << 20)
+    latest, _ = _read(path, [("uuid", "=", key)], cache)
+    first = HudiTable.open(path).timeline.commits[0].requested_time
+    scan = plan(HudiTable.open(path).state, ReadOptions(filters=[("uuid", "=", key)], as_of=first), decoded=cache)
+    old = pa.Table.from_batches(list(read_splits(scan.context, list(scan.splits))), schema=scan.schema)
+    plain = HudiTable.open(path).read(filters=[("uuid", "=", key)], as_of=first)
+    assert old.num_rows == latest.num_rows == 1
+    assert old["_hoodie_commit_time"].equals(plain["_hoodie_commit_time"])
+
+
+def test_a_pickled_cache_arrives_empty_with_its_bound():
+    cache = DecodedRowGroups(1 << 20)
+    cache.row_group(("f", 1), 0, ("a",), lambda: pa.table({"a": [1, 2]}))
+    copy = pickle.loads(pickle.dumps(cache))
+    assert copy.stats().max_bytes == 1 << 20 and copy.stats().entries == 0
+    assert cache.stats().entries == 1
