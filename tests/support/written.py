@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -61,14 +62,18 @@ def written_queries() -> list[tuple[WrittenTable, Query]]:
     return [(t, q) for t in written_tables() for q in t.manifest().queries if q.file is not None]
 
 
-def base_file_rows(base: str | Path, latest_only: bool = False) -> pa.Table:
+def base_file_rows(base: str | Path, latest_only: bool = False, instants: Iterable[str] | None = None) -> pa.Table:
     """The rows of a table's Parquet base files read straight from storage, with no Hudi logic:
-    every version of every file group, or (``latest_only``) each group's newest version only.
+    every version of every file group, or (``latest_only``) each group's newest version only; with
+    ``instants``, only the versions those instants wrote.
 
     Base file names are ``<file id>_<write token>_<instant>.parquet``; the newest version of a group
     is the one with the greatest instant.
     """
     files = sorted(p for p in Path(base).rglob("*.parquet") if ".hoodie" not in p.relative_to(base).parts)
+    if instants is not None:
+        wanted = set(instants)
+        files = [p for p in files if p.stem.split("_")[2] in wanted]
     if latest_only:
         newest: dict[str, Path] = {}
         for path in files:
