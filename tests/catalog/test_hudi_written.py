@@ -28,7 +28,8 @@ from tests.support.servers import running_server
 from tests.support.written import WRITTEN_DIR, WrittenTable, base_file_rows, written_queries, written_tables
 
 QUERIES = [(t, q) for t, q in written_queries() if q.query_type != "cdc"]  # CDC: test_cdc.py
-#: ``release/name:query`` -> the error of a Hudi reader bug: Hudi refuses a query we answer (pinned below)
+#: ``release/name:query type`` -> the error of a Hudi reader bug: Hudi refuses queries we answer,
+#: checked against what Hudi's own reads and the stored files say (``test_where_hudi_fails_we_answer``)
 HUDI_READ_BUGS = {
     # HUDI-7709: Hudi 0.15 puts the partition path (a string) in the long ``ts`` column of a table
     # partitioned by the timestamp key generator, and its read-optimized reader fails on the cast
@@ -37,7 +38,9 @@ HUDI_READ_BUGS = {
 #: queries Hudi refused on a table we read (Lance tables are refused whole, CDC belongs to its feature)
 REFUSED = [(t, q) for t in written_tables() for q in t.manifest().queries
            if q.error is not None and q.query_type != "cdc" and "lance" not in t.manifest().features
-           and f"{t.key}:{q.name}" not in HUDI_READ_BUGS]
+           and f"{t.key}:{q.query_type}" not in HUDI_READ_BUGS]
+BUGGED = [(t, q) for t in written_tables() for q in t.manifest().queries
+          if q.error is not None and f"{t.key}:{q.query_type}" in HUDI_READ_BUGS]
 SNAPSHOTS = [(t, q) for t, q in QUERIES if q.name == "snapshot"]
 
 
@@ -135,19 +138,26 @@ def _without_partition_path_values(table: WrittenTable, query: Query, path: str,
     return ours.drop_columns([column]), expected.drop_columns([column])
 
 
-def test_hudi_read_bugs_are_what_hudi_answered(written_table):
-    """Each pinned Hudi read bug is the error Hudi gave; our answer is the rows of the newest base
-    file of each file group, read straight from storage (``read_optimized``'s meaning)."""
-    for key, error in HUDI_READ_BUGS.items():
-        name, query_name = key.split(":")
-        table = WrittenTable(*name.split("/"))
-        query = next(q for q in table.manifest().queries if q.name == query_name)
-        assert query.error is not None and error in query.error, query.error
-        assert query.query_type == "read_optimized"
-        path = written_table(table)
-        ours = HudiTable.open(path).read(**query.read_kwargs())
-        assert ours.num_rows > 0
-        assert_same_rows(ours, base_file_rows(path, latest_only=True).select(ours.column_names), key)
+def test_every_pinned_hudi_read_bug_is_met():
+    assert {f"{t.key}:{q.query_type}" for t, q in BUGGED} == set(HUDI_READ_BUGS)
+
+
+@pytest.mark.parametrize("case", BUGGED, ids=_id)
+def test_where_hudi_fails_we_answer(written_table, case):
+    """A query a Hudi release fails on by a bug of its reader (``HUDI_READ_BUGS``): our answer is
+    the newest base file of each file group read straight from storage (read-optimized), or the
+    rows of Hudi's own time travel to ``end`` written in ``(start, end]`` (incremental)."""
+    table, query = case
+    assert query.error is not None and HUDI_READ_BUGS[f"{table.key}:{query.query_type}"] in query.error
+    path = written_table(table)
+    ours = HudiTable.open(path).read(**query.read_kwargs())
+    if query.query_type == "read_optimized":
+        expected = base_file_rows(path, latest_only=True)
+    else:
+        assert query.query_type == "incremental" and query.end is not None
+        end = next(i["requested"] for i in table.manifest().instants if i["completed"] == query.end)
+        expected = _in_range(table, _stored(table, f"as_of_{end}"), query.start, query.end)
+    assert_same_rows(ours, expected.select(ours.column_names), f"{table.key} {query.name}")
 
 
 @pytest.mark.parametrize("case", REFUSED, ids=_id)
