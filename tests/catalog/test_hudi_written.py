@@ -324,6 +324,8 @@ HUDI_RS_DEPARTURES: dict[str, str] = {
     "1.0.2/mor_merge_custom_payload": "refuses a table merging with a payload class of its own",
     "1.0.2/mor_bucket_consistent": "returns no rows from a consistent-hashing bucket index table",
     "1.0.2/cow_keygen_custom": "fails: takes 'part:simple' of hoodie.table.partition.fields for a column name",
+    "1.1.1/mor_bucket_consistent": "returns no rows from a consistent-hashing bucket index table",
+    "1.1.1/cow_keygen_custom": "fails: takes 'part:simple' of hoodie.table.partition.fields for a column name",
     "1.2.0/cow_keygen_custom": "fails: takes 'part:simple' of hoodie.table.partition.fields for a column name",
     "1.2.0/mor_bucket_consistent": "returns no rows from a consistent-hashing bucket index table",
 }
