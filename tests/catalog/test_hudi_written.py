@@ -22,6 +22,7 @@ from catalog import HudiTable, UnsupportedTableError
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
 from tests.data.factory.archive import Query, read_result
+from tests.data.factory.oracle import SCHEMA_ON_READ
 from tests.data.factory.specs import CDC_MODES, RELEASES, TABLE_VERSIONS
 from tests.support.compare import assert_same_rows, hudi_read, rows
 from tests.support.servers import running_server
@@ -67,6 +68,16 @@ def test_the_factory_tables_are_committed():
         refused = json.loads((WRITTEN_DIR / release / "refused.json").read_text())
         assert not {f"{release}/{name}" for name in refused} & keys, release
     assert {"1.2.0/cow_lance", "1.2.0/mor_lance"} <= keys
+
+
+def test_schema_on_read_tables_were_asked_with_schema_on_read():
+    """Hudi matches columns by name unless the read enables schema on read too: the stored answers
+    of every schema-evolution table come from reads that enabled it."""
+    evolved = [t for t in written_tables() if "schema_evolution" in t.manifest().features]
+    assert evolved
+    for table in evolved:
+        for query in table.manifest().queries:
+            assert SCHEMA_ON_READ.items() <= query.spark_options.items(), (table.key, query.name)
 
 
 @pytest.mark.parametrize("case", QUERIES, ids=_id)
