@@ -141,17 +141,22 @@ class TableState:
 
     def _schema_commits(self) -> list[InternalSchema]:
         """The history in the newest ``.hoodie/.schema/<instant>.schemacommit`` of a committed
-        instant (Java's FileBasedInternalSchemaStorageManager ignores uncommitted ones)."""
+        instant (Java's FileBasedInternalSchemaStorageManager ignores uncommitted ones). Table
+        version 8+ names the file ``<requested>_<completed>.schemacommit``, as its timeline does."""
         try:
             entries = self.storage.ls(SCHEMA_DIR)
         except FileNotFoundError:
             return []
         suffix = f".{SCHEMA_COMMIT}"
-        times = [e["name"][: -len(suffix)] for e in entries if e["type"] == "file" and e["name"].endswith(suffix)]
-        times = [t for t in times if t.isdigit() and self.timeline.is_committed(t)]
-        if not times:
+        stems = [e["name"][: -len(suffix)] for e in entries if e["type"] == "file" and e["name"].endswith(suffix)]
+        committed = {}
+        for stem in stems:
+            requested, _, completed = stem.partition("_")
+            if requested.isdigit() and (not completed or completed.isdigit()) and self.timeline.is_committed(requested):
+                committed[requested] = stem
+        if not committed:
             return []
-        path = f"{SCHEMA_DIR}/{max(times)}{suffix}"
+        path = f"{SCHEMA_DIR}/{committed[max(committed)]}{suffix}"
         return parse_internal_schemas(self.storage.read_bytes(path), f"{self.storage.uri}/{path}")
 
     def schema_as_of(self, instant: str | None) -> pa.Schema:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pickle
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -123,3 +124,18 @@ def test_hudi_package_on_evolved_tables(generated_table):
     mor = generated_table(_spec(MERGE_ON_READ, metadata_table=False))
     with pytest.raises(Exception, match="trip_count|location"):
         hudi_read(mor)
+
+
+def test_history_named_with_its_completion_time(generated_copy):
+    """Table version 8+ names the history ``<requested>_<completed>.schemacommit`` (Hudi 1.x): it
+    is found as the version 6 name ``<requested>.schemacommit`` is, so old files still map by id."""
+    spec = _spec(COPY_ON_WRITE)
+    path = Path(generated_copy(spec))
+    before = HudiTable.open(str(path)).read()
+    history = sorted((path / ".hoodie" / ".schema").glob("*.schemacommit"))
+    assert history
+    for file in history:
+        file.rename(file.with_name(f"{file.stem}_{int(file.stem) + 1}.schemacommit"))
+    table = HudiTable.open(str(path))
+    assert table.state.schema_history is not None and len(table.state.schema_history.versions) > 1
+    assert_same_rows(table.read(), before, "history named <requested>_<completed>")

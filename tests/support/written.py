@@ -6,6 +6,10 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from tests.data.factory.archive import EXPECTED_SUFFIX, TABLE_SUFFIX, Manifest, Query, read_manifest, unpack_table
 
@@ -56,3 +60,25 @@ def written_tables() -> list[WrittenTable]:
 def written_queries() -> list[tuple[WrittenTable, Query]]:
     """Every stored query of every table Hudi answered (its errors are listed by the report)."""
     return [(t, q) for t in written_tables() for q in t.manifest().queries if q.file is not None]
+
+
+def base_file_rows(base: str | Path, latest_only: bool = False, instants: Iterable[str] | None = None) -> pa.Table:
+    """The rows of a table's Parquet base files read straight from storage, with no Hudi logic:
+    every version of every file group, or (``latest_only``) each group's newest version only; with
+    ``instants``, only the versions those instants wrote.
+
+    Base file names are ``<file id>_<write token>_<instant>.parquet``; the newest version of a group
+    is the one with the greatest instant.
+    """
+    files = sorted(p for p in Path(base).rglob("*.parquet") if ".hoodie" not in p.relative_to(base).parts)
+    if instants is not None:
+        wanted = set(instants)
+        files = [p for p in files if p.stem.split("_")[2] in wanted]
+    if latest_only:
+        newest: dict[str, Path] = {}
+        for path in files:
+            file_id, _, instant = path.stem.split("_")
+            if file_id not in newest or newest[file_id].stem.split("_")[2] < instant:
+                newest[file_id] = path
+        files = sorted(newest.values())
+    return pa.concat_tables(pq.read_table(path) for path in files)

@@ -11,6 +11,7 @@ each release's ``hoodie.datasource.read.begin/end.instanttime`` compare.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -26,6 +27,9 @@ END = "hoodie.datasource.read.end.instanttime"
 CDC_FORMAT = "hoodie.datasource.query.incremental.format"
 #: the beginning of time for Spark's incremental read (``HudiTable.read`` says it with no ``start``)
 EARLIEST = "000"
+#: Hudi reads a schema-on-read table by column id only when the reader enables it too; without it a
+#: renamed column of the files written before the rename reads as null (columns matched by name)
+SCHEMA_ON_READ = {"hoodie.schema.on.read.enable": "true"}
 
 
 def plan(spec: TableSpec, instants: list[Instant], table_version: int) -> list[Query]:
@@ -48,6 +52,8 @@ def plan(spec: TableSpec, instants: list[Instant], table_version: int) -> list[Q
                 options[CDC_FORMAT] = "cdc"
             queries.append(Query(f"{kind}_{start}_{end}", kind, options, start=None if start == EARLIEST else start,
                                  end=end))
+    if "schema_evolution" in spec.features:
+        queries = [replace(q, spark_options={**q.spark_options, **SCHEMA_ON_READ}) for q in queries]
     return queries
 
 
