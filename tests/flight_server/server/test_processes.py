@@ -94,7 +94,6 @@ def test_many_clients_are_planned_and_served_by_both_processes(served, table_pat
         with HudiFlightClient(served.uri, timeout=60) as client:
             pid = client.health()["pid"]
             plan = client.plan(name)
-            assert all(ep.locations == () for ep in plan.endpoints)  # "this server": the one port
             got = pa.Table.from_batches([b for ep in plan.endpoints for b in client.fetch(ep)], schema=plan.schema)
             assert_same_rows(got, expected[name])
         with lock:
@@ -105,14 +104,65 @@ def test_many_clients_are_planned_and_served_by_both_processes(served, table_pat
     assert len(pids) == 2 and served.pid not in pids
 
 
+def _named(uri: str) -> dict[str, int]:
+    """The locations a plan of ``t.gen`` names first, each with the pid that answers there."""
+    with HudiFlightClient(uri, timeout=30) as client:
+        named = {ep.locations[0] for ep in client.plan("t.gen").endpoints if ep.locations}
+    pids = {}
+    for location in named:
+        try:
+            with HudiFlightClient(location, timeout=30) as direct:
+                pids[location] = direct.health()["pid"]
+        except ConnectionError:  # a process that died, named until the supervisor says so
+            pids[location] = 0
+    return pids
+
+
+def test_endpoints_name_the_process_that_streams_them(served, table_paths):
+    """The bulk of a scan bypasses the relay: endpoints name the serving processes' own ports
+    (each its own process, neither the public port), spread over both."""
+    with HudiFlightClient(served.uri, timeout=60) as client:
+        plan = client.plan("t.gen")
+        assert len(plan.endpoints) == 6 and all(len(ep.locations) == 2 for ep in plan.endpoints)
+        named = _named(served.uri)
+        assert len(named) == 2 and len(set(named.values())) == 2 and served.pid not in named.values()
+        assert all(f":{served.port}" not in location for location in named)
+        got = pa.Table.from_batches([b for ep in plan.endpoints for b in client.fetch(ep)], schema=plan.schema)
+    assert_same_rows(got, HudiTable.open(table_paths["t.gen"]).read())
+
+
 def test_a_process_that_dies_is_restarted(served, table_paths):
     before = poll(lambda: _two(served.uri), 30, "two serving processes")
     victim = min(before)
     os.kill(victim, signal.SIGKILL)
     after = poll(lambda: _two(served.uri, without=victim), 60, "a restarted serving process")
     assert len(after & before) == 1
+    # endpoints name the restarted process at its new port, and the dead one no more
+    def renamed() -> dict[str, int] | None:
+        named = _named(served.uri)
+        return named if set(named.values()) == after else None
+
+    assert len(poll(renamed, 30, "the restarted process named in endpoints")) == 2
     with HudiFlightClient(served.uri, timeout=60) as client:
         assert_same_rows(client.read("t.gen"), HudiTable.open(table_paths["t.gen"]).read())
+
+
+def test_without_process_endpoints_every_byte_goes_through_the_public_port(tmp_path, table_paths):
+    config = tmp_path / "serve.toml"
+    config.write_text("[server]\nprocess_endpoints = false\n")
+    catalog = f"sqlite:///{tmp_path / 'catalog.db'}"
+    registry = Registry(catalog)
+    registry.register_table("t.gen", table_paths["t.gen"])
+    registry.close()
+    server = ServeProcess("--port", "0", "--processes", "2", "--catalog-url", catalog, "--state-dir",
+                          str(tmp_path / "state"), "--config", str(config), log=tmp_path / "serve.log")
+    try:
+        with HudiFlightClient(server.uri, timeout=60) as client:
+            plan = client.plan("t.gen")
+            assert plan.endpoints and all(ep.locations == () for ep in plan.endpoints)  # this server
+            assert_same_rows(client.read("t.gen"), HudiTable.open(table_paths["t.gen"]).read())
+    finally:
+        server.stop()
 
 
 def test_sigterm_stops_every_process(served):
