@@ -15,6 +15,7 @@ import pytest
 from catalog import HudiTable
 from flight_server.client.session import HudiFlightClient
 from flight_server.server.registry import Registry
+from flight_server.server.security.users import Grant, UserStore
 from hudi_generator.generator import GeneratorSpec
 from tests.support.compare import assert_same_rows
 from tests.support.processes import ServeProcess, poll
@@ -145,6 +146,34 @@ def test_a_process_that_dies_is_restarted(served, table_paths):
     assert len(poll(renamed, 30, "the restarted process named in endpoints")) == 2
     with HudiFlightClient(served.uri, timeout=60) as client:
         assert_same_rows(client.read("t.gen"), HudiTable.open(table_paths["t.gen"]).read())
+
+
+def test_a_login_on_the_public_port_reads_from_every_process(tmp_path, table_paths):
+    """The handshake's bearer token (signed with the shared secret) and the tickets are valid on
+    the process that streams an endpoint, whichever process answered the login; another user's
+    token reads nothing there."""
+    catalog = f"sqlite:///{tmp_path / 'catalog.db'}"
+    registry = Registry(catalog)
+    registry.register_table("t.gen", table_paths["t.gen"])
+    users = UserStore(registry.engine)
+    for name in ("reader", "stranger"):
+        users.add_user(name, f"{name}-password-123")
+    users.grant("reader", Grant.parse("read", "t.gen"))
+    registry.close()
+    server = ServeProcess("--port", "0", "--processes", "2", "--catalog-url", catalog, "--state-dir",
+                          str(tmp_path / "state"), log=tmp_path / "serve.log")
+    try:
+        with HudiFlightClient(server.uri, user="reader", password="reader-password-123", timeout=60) as client:
+            plan = client.plan("t.gen")
+            named = {ep.locations[0] for ep in plan.endpoints}
+            assert len(named) == 2 and not any(f":{server.port}" in location for location in named)
+            assert_same_rows(client.read("t.gen"), HudiTable.open(table_paths["t.gen"]).read())
+        endpoint = plan.endpoints[0]
+        with HudiFlightClient(endpoint.locations[0], user="stranger", password="stranger-password-123",
+                              timeout=60) as stranger, pytest.raises(PermissionError):
+            list(stranger.fetch(endpoint))
+    finally:
+        server.stop()
 
 
 def test_without_process_endpoints_every_byte_goes_through_the_public_port(tmp_path, table_paths):
