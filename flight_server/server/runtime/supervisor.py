@@ -101,7 +101,10 @@ class Supervisor:
     def __init__(self, config: ServerConfig, discover: bool = True):
         if config.processes < 2:
             raise ValueError("a supervisor runs two or more serving processes")
-        self.relay = Relay(config.host, config.port, config.relay_limits())
+        self._host = process_host(config)
+        # the processes listen beside the public port when endpoints name them, else on loopback
+        self._listen_host = "127.0.0.1" if self._host is None or config.host in WILDCARD_HOSTS else config.host
+        self.relay = Relay(config.host, config.port, config.relay_limits(), backend_host=self._listen_host.strip("[]"))
         self.port = self.relay.port
         # every process reports the public address; only process 0 scans the warehouses
         self._config = config.updated({"port": self.port, "processes": 1})
@@ -111,7 +114,6 @@ class Supervisor:
         self._children: dict[int, _Child] = {}
         self._ports: dict[int, int] = {}  # slot -> own port of its live process
         self._scheme = config.location.split("://", 1)[0]
-        self._host = process_host(config)
         self._delay: dict[int, float] = {}
         self._stop = threading.Event()
         self.registry: Registry | None = None
@@ -124,11 +126,11 @@ class Supervisor:
         return self._config if slot == 0 else self._config.without_operation_ports()
 
     def _listen_at(self, slot: int) -> str:
-        """Where process ``slot`` listens: next to the public port when endpoints name it, else
-        on loopback (reached through the relay only)."""
-        host = _bracketed(self._config.host or "0.0.0.0") if self._host is not None else "127.0.0.1"
+        """Where process ``slot`` listens: on the public port's address when endpoints name it,
+        else on loopback (reached through the relay only)."""
+        host = (self._config.host or "0.0.0.0") if self._host is not None else self._listen_host
         port = self._config.process_ports[slot] if self._config.process_ports else 0
-        return f"{self._scheme}://{host}:{port}"
+        return f"{self._scheme}://{_bracketed(host)}:{port}"
 
     def locations(self) -> list[str]:
         """The locations endpoints name: the own ports of the live processes (empty: the relay)."""
