@@ -8,6 +8,7 @@ import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import adbc_driver_flightsql.dbapi as adbc
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
@@ -168,6 +169,15 @@ def test_a_login_on_the_public_port_reads_from_every_process(tmp_path, table_pat
             named = {ep.locations[0] for ep in plan.endpoints}
             assert len(named) == 2 and not any(f":{server.port}" in location for location in named)
             assert_same_rows(client.read("t.gen"), HudiTable.open(table_paths["t.gen"]).read())
+        # a generic Flight SQL client follows the same locations with the same login
+        with adbc.connect(server.uri, db_kwargs={"username": "reader", "password": "reader-password-123"}) as conn:
+            with conn.cursor() as cursor:
+                partitions, _ = cursor.adbc_execute_partitions("SELECT * FROM t.gen")
+                got = 0
+                for partition in partitions:
+                    cursor.adbc_read_partition(partition)
+                    got += cursor.fetch_arrow_table().num_rows
+        assert len(partitions) == len(plan.endpoints) and got == HudiTable.open(table_paths["t.gen"]).read().num_rows
         endpoint = plan.endpoints[0]
         with HudiFlightClient(endpoint.locations[0], user="stranger", password="stranger-password-123",
                               timeout=60) as stranger, pytest.raises(PermissionError):
