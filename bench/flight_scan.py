@@ -8,7 +8,9 @@
   - through a cluster: a coordinator with 1 and with 2 workers (each a process), the client
     planning at the coordinator and streaming from the workers its endpoints name,
   - by ``pyarrow.dataset`` over the same base files in this one process (the ceiling),
-  - by the ``hudi`` package's ``read()`` (hudi-rs) and by ``HudiTable.read`` (in-process library).
+  - by the ``hudi`` package's ``read_stream()`` (hudi-rs) and by ``HudiTable.read_batches``
+    (in-process library);
+  every reader streams its batches and counts their rows (none holds the table).
 * CPU time per GiB of Parquet read: the server's (its process tree) and this process's (the
   client, or the in-process reader).
 * Planning latency: ``get_flight_info`` on a warm server, for a fixture table and the big table.
@@ -25,8 +27,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.flight as flight
 
@@ -116,6 +119,12 @@ class CpuMeter:
                 for label, got in self.samples.items()}
 
 
+def _counted(batches: Iterable[pa.RecordBatch]) -> int:
+    """Rows of a stream of batches, none kept: every reader streams, as a client of the service
+    does (a whole 1 GiB table is ~5 GiB in memory, several of them more than a shared machine has)."""
+    return sum(b.num_rows for b in batches)
+
+
 def _service_read(uri: str, table: str, workers: int, columns: list[str] | None = None) -> int:
     from flight_server.client.session import connect
 
@@ -164,10 +173,10 @@ def run(size: str) -> list[dict]:
     clusters = {w: _Cluster(path.parent.parent, w) for w in (1, 2)}
     cpu = CpuMeter()
     competitors = {
-        "pyarrow.dataset (1 process)": cpu.metered("pyarrow.dataset (1 process)", None,
-                                                   lambda: ds.dataset(files, format="parquet").to_table().num_rows),
-        "hudi-rs (hudi package)": lambda: sum(b.num_rows for b in HudiTableBuilder.from_base_uri(str(path)).build().read()),
-        "hudi-flight library": cpu.metered("hudi-flight library", None, lambda: table.read().num_rows),
+        "pyarrow.dataset (1 process)": cpu.metered("pyarrow.dataset (1 process)", None, lambda: _counted(
+            ds.dataset(files, format="parquet").to_batches())),
+        "hudi-rs (hudi package)": lambda: _counted(HudiTableBuilder.from_base_uri(str(path)).build().read_stream()),
+        "hudi-flight library": cpu.metered("hudi-flight library", None, lambda: _counted(table.read_batches())),
         **{label: cpu.metered(label, servers[key].pid, lambda key=key: _service_read(servers[key].uri, "bench.trips", WORKERS))
            for label, key in (("hudi-flight", "p1"), ("hudi-flight --processes 2", "p2"),
                               ("hudi-flight --processes 2, relay only", "p2-relay"))},
