@@ -10,7 +10,7 @@
   - by ``pyarrow.dataset`` over the same base files in this one process (the ceiling),
   - by the ``hudi`` package's ``read_stream()`` (hudi-rs) and by ``HudiTable.read_batches``
     (in-process library);
-  every reader streams its batches and counts their rows (none holds the table).
+  every reader but ``pyarrow.dataset`` (``to_table``) streams its batches and counts their rows.
 * CPU time per GiB of Parquet read: the server's (its process tree) and this process's (the
   client, or the in-process reader).
 * Planning latency: ``get_flight_info`` on a warm server, for a fixture table and the big table.
@@ -120,8 +120,8 @@ class CpuMeter:
 
 
 def _counted(batches: Iterable[pa.RecordBatch]) -> int:
-    """Rows of a stream of batches, none kept: every reader streams, as a client of the service
-    does (a whole 1 GiB table is ~5 GiB in memory, several of them more than a shared machine has)."""
+    """Rows of a stream of batches, none kept, as a client of the service streams (a whole 1 GiB
+    table is ~5 GiB in memory: three held at once are more than a shared machine has)."""
     return sum(b.num_rows for b in batches)
 
 
@@ -173,9 +173,11 @@ def run(size: str) -> list[dict]:
     clusters = {w: _Cluster(path.parent.parent, w) for w in (1, 2)}
     cpu = CpuMeter()
     competitors = {
-        "pyarrow.dataset (1 process)": cpu.metered("pyarrow.dataset (1 process)", None, lambda: _counted(
-            ds.dataset(files, format="parquet").to_batches())),
-        "hudi-rs (hudi package)": lambda: _counted(HudiTableBuilder.from_base_uri(str(path)).build().read_stream()),
+        # to_table: Dataset.to_batches's read-ahead made it 3x slower, and burn twice the CPU, on a loaded machine
+        "pyarrow.dataset (1 process)": cpu.metered("pyarrow.dataset (1 process)", None, lambda: ds.dataset(
+            files, format="parquet").to_table().num_rows),
+        "hudi-rs (hudi package)": cpu.metered("hudi-rs (hudi package)", None, lambda: _counted(
+            HudiTableBuilder.from_base_uri(str(path)).build().read_stream())),
         "hudi-flight library": cpu.metered("hudi-flight library", None, lambda: _counted(table.read_batches())),
         **{label: cpu.metered(label, servers[key].pid, lambda key=key: _service_read(servers[key].uri, "bench.trips", WORKERS))
            for label, key in (("hudi-flight", "p1"), ("hudi-flight --processes 2", "p2"),
