@@ -2,11 +2,17 @@
 
 * Throughput: a copy-on-write table (generated; >= 1 GB of Parquet for ``full``) read
   - through the service (``hudi-flight serve --processes N`` in a subprocess, the Python client
-    fetching every endpoint in parallel over loopback),
+    fetching every endpoint in parallel over loopback); with 2 processes both as served (endpoints
+    name each process's own port) and with ``process_endpoints = false`` (every byte through the
+    one-port relay),
   - through a cluster: a coordinator with 1 and with 2 workers (each a process), the client
     planning at the coordinator and streaming from the workers its endpoints name,
   - by ``pyarrow.dataset`` over the same base files in this one process (the ceiling),
-  - by the ``hudi`` package's ``read()`` (hudi-rs) and by ``HudiTable.read`` (in-process library).
+  - by the ``hudi`` package's ``read_stream()`` (hudi-rs) and by ``HudiTable.read_batches``
+    (in-process library);
+  every reader but ``pyarrow.dataset`` (``to_table``) streams its batches and counts their rows.
+* CPU time per GiB of Parquet read: the server's (its process tree) and this process's (the
+  client, or the in-process reader).
 * Planning latency: ``get_flight_info`` on a warm server, for a fixture table and the big table.
 
 Run alone with ``python -m bench.flight_scan [quick|full]`` or through ``python -m bench``.
@@ -21,11 +27,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable, Iterable
 
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.flight as flight
 
 from bench.common import base_file_paths, check_size, percentile, round_robin, row
+from bench.point_query import tree_cpu_seconds
 
 # rows, partitions, parquet row-group rows; ~60 bytes of Parquet per generated row.
 SIZES = {"quick": (600_000, 4, 65_536), "full": (20_500_000, 8, 262_144)}
@@ -87,6 +96,35 @@ class _Cluster:
 
 
 
+class CpuMeter:
+    """CPU seconds of each metered call: the server's process tree and this process."""
+
+    def __init__(self) -> None:
+        self.samples: dict[str, list[tuple[float, float]]] = {}
+
+    def metered(self, label: str, server_pid: int | None, fn: Callable[[], int]) -> Callable[[], int]:
+        def call() -> int:
+            server = tree_cpu_seconds(server_pid) if server_pid is not None else 0.0
+            client = time.process_time()
+            result = fn()
+            client = time.process_time() - client
+            server = tree_cpu_seconds(server_pid) - server if server_pid is not None else 0.0
+            self.samples.setdefault(label, []).append((server, client))
+            return result
+
+        return call
+
+    def medians(self) -> dict[str, tuple[float, float]]:
+        return {label: (percentile([s for s, _ in got], 50), percentile([c for _, c in got], 50))
+                for label, got in self.samples.items()}
+
+
+def _counted(batches: Iterable[pa.RecordBatch]) -> int:
+    """Rows of a stream of batches, none kept, as a client of the service streams (a whole 1 GiB
+    table is ~5 GiB in memory: three held at once are more than a shared machine has)."""
+    return sum(b.num_rows for b in batches)
+
+
 def _service_read(uri: str, table: str, workers: int, columns: list[str] | None = None) -> int:
     from flight_server.client.session import connect
 
@@ -125,16 +163,25 @@ def run(size: str) -> list[dict]:
     from tests.support.processes import ServeProcess
 
     state = Path(tempfile.mkdtemp(prefix="hudi-flight-bench-"))
-    servers = {p: ServeProcess("--port", "0", "--warehouse", str(path.parent.parent), "--state-dir",
-                               str(state / f"p{p}"), "--processes", str(p), log=state / f"p{p}.log")
-               for p in (1, 2)}
+    relay_only = state / "relay-only.toml"
+    relay_only.write_text("process_endpoints = false\n")
+    setups = {"p1": ["--processes", "1"], "p2": ["--processes", "2"],
+              "p2-relay": ["--processes", "2", "--config", str(relay_only)]}
+    servers = {key: ServeProcess("--port", "0", "--warehouse", str(path.parent.parent), "--state-dir",
+                                 str(state / key), *args, log=state / f"{key}.log")
+               for key, args in setups.items()}
     clusters = {w: _Cluster(path.parent.parent, w) for w in (1, 2)}
+    cpu = CpuMeter()
     competitors = {
-        "pyarrow.dataset (1 process)": lambda: ds.dataset(files, format="parquet").to_table().num_rows,
-        "hudi-rs (hudi package)": lambda: sum(b.num_rows for b in HudiTableBuilder.from_base_uri(str(path)).build().read()),
-        "hudi-flight library": lambda: table.read().num_rows,
-        "hudi-flight": lambda: _service_read(servers[1].uri, "bench.trips", WORKERS),
-        "hudi-flight --processes 2": lambda: _service_read(servers[2].uri, "bench.trips", WORKERS),
+        # to_table: Dataset.to_batches's read-ahead made it 3x slower, and burn twice the CPU, on a loaded machine
+        "pyarrow.dataset (1 process)": cpu.metered("pyarrow.dataset (1 process)", None, lambda: ds.dataset(
+            files, format="parquet").to_table().num_rows),
+        "hudi-rs (hudi package)": cpu.metered("hudi-rs (hudi package)", None, lambda: _counted(
+            HudiTableBuilder.from_base_uri(str(path)).build().read_stream())),
+        "hudi-flight library": cpu.metered("hudi-flight library", None, lambda: _counted(table.read_batches())),
+        **{label: cpu.metered(label, servers[key].pid, lambda key=key: _service_read(servers[key].uri, "bench.trips", WORKERS))
+           for label, key in (("hudi-flight", "p1"), ("hudi-flight --processes 2", "p2"),
+                              ("hudi-flight --processes 2, relay only", "p2-relay"))},
         "hudi-flight coordinator + 1 worker": lambda: _service_read(clusters[1].uri, "bench.trips", WORKERS),
         "hudi-flight coordinator + 2 workers": lambda: _service_read(clusters[2].uri, "bench.trips", WORKERS),
     }
@@ -144,8 +191,12 @@ def run(size: str) -> list[dict]:
             median = percentile(times, 50)
             out.append(row(name, competitor, "median wall time", median, "s", repeats=len(times), params=params))
             out.append(row(name, competitor, "throughput", nbytes / median / 2**20, "MiB/s", params=params))
-        for processes, server in servers.items():
-            plan = _planning(server.uri, "bench.trips", 20)
+        gib = nbytes / 2**30
+        for competitor, (server, client) in cpu.medians().items():
+            out.append(row(name, competitor, "server CPU per GiB", server / gib, "s", params=params))
+            out.append(row(name, competitor, "client CPU per GiB", client / gib, "s", params=params))
+        for processes in (1, 2):
+            plan = _planning(servers[f"p{processes}"].uri, "bench.trips", 20)
             out.append(row(f"planning/{name}", f"hudi-flight --processes {processes}", "median latency",
                            1000 * percentile(plan, 50), "ms", repeats=len(plan)))
     finally:

@@ -3,7 +3,7 @@
 On the generated COW table of :mod:`bench.flight_scan` (>= 1 GiB of Parquet for ``full``), served
 by ``hudi-flight serve`` in a subprocess:
 
-* ``SELECT *``: ADBC ``adbc_execute_partitions`` with the partitions read in parallel, ADBC
+* ``SELECT *``: ADBC ``adbc_execute_partitions`` with the partitions streamed in parallel, ADBC
   ``execute`` + ``fetch_arrow_table``, the JSON-command path (Python client, endpoints in parallel),
   ``pyarrow.dataset`` over the same base files in this process (the ceiling);
 * ``SELECT count(*)`` and a filtered aggregate: Flight SQL (ADBC) vs DuckDB over the same Parquet
@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,7 +29,7 @@ import duckdb
 import pyarrow.dataset as ds
 
 from bench.common import ServedWarehouse, base_file_paths, percentile, round_robin, row
-from bench.flight_scan import WORKERS, _service_read, _table
+from bench.flight_scan import WORKERS, CpuMeter, _service_read, _table
 from bench.point_query import tree_cpu_seconds
 
 TABLE = "bench.trips"
@@ -40,21 +41,28 @@ CPU_CALLS = 20  # queries per CPU-time measurement
 
 def _adbc_partitions(conns: list[Any], sql: str) -> int:
     """Plan with ``adbc_execute_partitions``; read the partitions on ``WORKERS`` threads, one ADBC
-    connection each (reads of one connection's partitions do not run concurrently)."""
+    connection each (reads of one connection's partitions do not run concurrently). As the JSON
+    path's client does, each thread takes the next partition when it is free and streams its
+    batches (``fetch_record_batch``) rather than gathering them into a table."""
     cursor = conns[0].cursor()
     try:
         partitions, _ = cursor.adbc_execute_partitions(sql)
     finally:
         cursor.close()
+    todo = iter(partitions)
+    lock = threading.Lock()
 
     def read(worker: int) -> int:
         cursor = conns[worker].cursor()
         try:
             total = 0
-            for partition in partitions[worker::len(conns)]:
+            while True:
+                with lock:
+                    partition = next(todo, None)
+                if partition is None:
+                    return total
                 cursor.adbc_read_partition(partition)
-                total += cursor.fetch_arrow_table().num_rows
-            return total
+                total += sum(batch.num_rows for batch in cursor.fetch_record_batch())
         finally:
             cursor.close()
 
@@ -131,10 +139,13 @@ def run(size: str) -> list[dict]:
     streamed_conn = adbc.connect(streamed.uri)
     out: list[dict] = []
     try:
+        cpu, pid = CpuMeter(), server.process.pid
         scans = {
-            "ADBC partitions in parallel": lambda: _adbc_partitions(conns, f"SELECT * FROM {TABLE}"),
+            "ADBC partitions in parallel": cpu.metered(
+                "ADBC partitions in parallel", pid, lambda: _adbc_partitions(conns, f"SELECT * FROM {TABLE}")),
             "ADBC execute + fetch_arrow_table": lambda: _adbc_query(conn, f"SELECT * FROM {TABLE}").num_rows,
-            "JSON command (Python client)": lambda: _service_read(server.uri, TABLE, WORKERS),
+            "JSON command (Python client)": cpu.metered(
+                "JSON command (Python client)", pid, lambda: _service_read(server.uri, TABLE, WORKERS)),
             "pyarrow.dataset (1 process)": lambda: ds.dataset(files, format="parquet").to_table().num_rows,
         }
         for competitor, times in round_robin(scans, rows, repeat).items():
@@ -142,6 +153,11 @@ def run(size: str) -> list[dict]:
             out.append(row(f"{name} SELECT *", competitor, "median wall time", median, "s",
                            repeats=len(times), params=params))
             out.append(row(f"{name} SELECT *", competitor, "throughput", nbytes / median / 2**20, "MiB/s",
+                           params=params))
+        for competitor, (server_cpu, client_cpu) in cpu.medians().items():
+            out.append(row(f"{name} SELECT *", competitor, "server CPU per GiB", server_cpu / (nbytes / 2**30), "s",
+                           params=params))
+            out.append(row(f"{name} SELECT *", competitor, "client CPU per GiB", client_cpu / (nbytes / 2**30), "s",
                            params=params))
 
         def sql_scalar(sql: str) -> tuple:

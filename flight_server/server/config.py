@@ -65,6 +65,10 @@ class ServerConfig:
     anonymous_read: str = "auto"  # auto | on | off (security.access.Access)
     locations: list[str] = field(default_factory=list)  # data servers named in endpoints
     processes: int = 1  # serving processes sharing the port (flight_server.server.runtime.supervisor)
+    # endpoints of processes > 1 name the serving process that streams them (its own port), when
+    # clients can reach it: a loopback or named host, or advertise; false: every byte through the relay
+    process_endpoints: bool = True
+    process_ports: list[int] = field(default_factory=list)  # own ports of the processes (default: any free)
     max_connections: int = 1024  # connections relayed at once to the processes (processes > 1)
     max_connections_per_peer: int = 256  # ... from one peer host (0: no bound of its own)
     relay_handshake_seconds: float = 10.0  # a relayed connection its process has not answered by then is closed

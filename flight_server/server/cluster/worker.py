@@ -23,7 +23,7 @@ from flight_server.server.security.tickets import TicketSigner
 from flight_server.server.security.users import CLUSTER_MEMBER
 
 log = logging.getLogger(__name__)
-_WILDCARDS = ("", "0.0.0.0", "::", "[::]")
+WILDCARD_HOSTS = ("", "0.0.0.0", "::", "[::]")  # listening on every address
 
 
 def advertised_uri(config: ServerConfig, port: int) -> str:
@@ -31,7 +31,7 @@ def advertised_uri(config: ServerConfig, port: int) -> str:
     listens on every address) and bound ``port``."""
     if config.advertise:
         return check_uri(config.advertise, "advertise")
-    host = socket.gethostname() if config.host in _WILDCARDS else config.host
+    host = socket.gethostname() if config.host in WILDCARD_HOSTS else config.host
     return f"grpc+tcp://{host}:{port}"
 
 
@@ -98,4 +98,4 @@ class Registration:
             self._client.close()
 
 
-__all__ = ["Registration", "advertised_uri"]
+__all__ = ["WILDCARD_HOSTS", "Registration", "advertised_uri"]

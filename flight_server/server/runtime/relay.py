@@ -167,9 +167,10 @@ class Relay:
     Args:
         host, port: the public address (port 0: any free port; see :attr:`port`).
         limits: the bounds (default: :class:`RelayLimits`'s).
+        backend_host: where the backends listen (their ports: :meth:`set_backend`).
     """
 
-    def __init__(self, host: str, port: int, limits: RelayLimits | None = None):
+    def __init__(self, host: str, port: int, limits: RelayLimits | None = None, backend_host: str = "127.0.0.1"):
         limits = limits or RelayLimits()
         capacity = descriptor_capacity()
         if limits.max_connections > capacity:
@@ -186,6 +187,7 @@ class Relay:
         except OSError as err:
             raise OSError(f"cannot listen on {host}:{port} (address in use?)") from err
         self.port: int = self._sock.getsockname()[1]
+        self._backend_host = backend_host
         self._backends: dict[int, int] = {}  # slot -> private port
         self._active: dict[int, int] = {}  # slot -> relayed connections open
         self._last: dict[int, int] = {}  # slot -> turn it was last chosen
@@ -198,7 +200,7 @@ class Relay:
         self._last_complaint = 0.0
 
     def set_backend(self, slot: int, port: int | None) -> None:
-        """Route new connections to ``127.0.0.1:port`` for ``slot`` (``None``: slot is down)."""
+        """Route new connections to ``backend_host:port`` for ``slot`` (``None``: slot is down)."""
         with self._lock:
             if port is None:
                 self._backends.pop(slot, None)
@@ -227,7 +229,7 @@ class Relay:
         while (choice := self._choose(tried)) is not None:
             slot, port = choice
             try:
-                upstream = socket.create_connection(("127.0.0.1", port), timeout=5)
+                upstream = socket.create_connection((self._backend_host, port), timeout=5)
                 upstream.settimeout(None)
                 return slot, upstream
             except OSError:  # that process is gone (the supervisor restarts it), or no descriptor left

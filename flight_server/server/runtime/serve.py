@@ -52,6 +52,8 @@ def check_topology(config: ServerConfig) -> None:
         check_uri(config.advertise, "advertise")
     if config.processes < 1:
         raise ValueError("processes must be at least 1")
+    if config.process_ports and len(config.process_ports) != config.processes:
+        raise ValueError(f"process_ports names {len(config.process_ports)} ports for {config.processes} processes")
     if config.heartbeat_interval_seconds <= 0 or config.heartbeat_timeout_seconds <= config.heartbeat_interval_seconds:
         raise ValueError("heartbeat_timeout_seconds must exceed heartbeat_interval_seconds (> 0)")
 

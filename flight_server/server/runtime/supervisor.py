@@ -7,10 +7,20 @@ planned is served by any other. The supervisor (this process) owns the public po
 and scans the warehouses, and keeps the re-scan timer), then the others; a process that dies is
 started again (with a growing delay if it keeps dying at start-up) and connections go to the
 others meanwhile. :meth:`Supervisor.close` (SIGTERM, Ctrl-C) stops them all.
+
+The relay copies every byte it carries, so a scan's bulk does not go through it when the clients
+can reach the processes themselves (:func:`process_host`): each process then listens on a port of
+its own next to the public one, the supervisor tells every process the live processes' locations
+(over its pipe, again whenever one restarts), and endpoints name the process that streams them
+(:meth:`~flight_server.server.query.placement.Placement.serve_from`), as a coordinator names its
+workers. Tickets, bearer tokens and TLS certificates are the same on every port (one secret, one
+configuration); a client that cannot reach a process's port reads the endpoint through the public
+port instead (the next location).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -18,8 +28,12 @@ import threading
 import time
 from multiprocessing.connection import Connection, wait
 from typing import Any
+from urllib.parse import urlsplit
 
+from flight_server.server.cluster.membership import check_uri
+from flight_server.server.cluster.worker import WILDCARD_HOSTS
 from flight_server.server.config import ServerConfig
+from flight_server.server.query.placement import Placement
 from flight_server.server.registry import Registry
 from flight_server.server.runtime.relay import Relay
 
@@ -29,25 +43,43 @@ QUICK_DEATH_SECONDS = 5.0  # dying sooner than this after start-up doubles the r
 MAX_RESTART_DELAY = 10.0
 
 
-def _exit_with_parent(conn: Connection) -> None:
-    """Block until the supervisor closes its end of ``conn`` (or dies), then leave at once."""
+def _bracketed(host: str) -> str:
+    """``host`` as a URI spells it (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def process_host(config: ServerConfig) -> str | None:
+    """The host clients reach the serving processes' own ports at: ``advertise``'s host, else
+    the listening host; ``None`` (every byte through the relay) when ``process_endpoints`` is
+    off or the server listens on every address with nothing advertised (no name to give)."""
+    if not config.process_endpoints:
+        return None
+    if config.advertise:
+        return urlsplit(check_uri(config.advertise, "advertise")).netloc.rsplit(":", 1)[0]
+    return None if config.host in WILDCARD_HOSTS else _bracketed(config.host)
+
+
+def _follow_parent(conn: Connection, placement: Placement) -> None:
+    """Name the processes the supervisor sends in endpoints; when it closes its end of ``conn``
+    (or dies), leave at once."""
     try:
-        conn.recv()
+        while True:
+            placement.serve_from(conn.recv())
     except (EOFError, OSError):
         pass
     os._exit(0)
 
 
-def _serve_child(config: ServerConfig, discover: bool, conn: Connection) -> None:
-    """Body of one serving process: listen on a private loopback port, report it, serve."""
+def _serve_child(config: ServerConfig, discover: bool, conn: Connection, listen: str) -> None:
+    """Body of one serving process: listen at ``listen``, report the bound port, serve."""
     from flight_server.server.ops.call_log import configure_logging
     from flight_server.server.service import HudiFlightServer
 
     configure_logging(config.log_format)
-    scheme = config.location.split("://", 1)[0]
-    server = HudiFlightServer(config, discover=discover, location=f"{scheme}://127.0.0.1:0")
+    server = HudiFlightServer(config, discover=discover, location=listen)
     conn.send(server.port)
-    threading.Thread(target=_exit_with_parent, args=(conn,), name="hudi-flight-parent", daemon=True).start()
+    threading.Thread(target=_follow_parent, args=(conn, server.queries.placement), name="hudi-flight-parent",
+                     daemon=True).start()
     server.serve()
 
 
@@ -69,7 +101,10 @@ class Supervisor:
     def __init__(self, config: ServerConfig, discover: bool = True):
         if config.processes < 2:
             raise ValueError("a supervisor runs two or more serving processes")
-        self.relay = Relay(config.host, config.port, config.relay_limits())
+        self._host = process_host(config)
+        # the processes listen beside the public port when endpoints name them, else on loopback
+        self._listen_host = "127.0.0.1" if self._host is None or config.host in WILDCARD_HOSTS else config.host
+        self.relay = Relay(config.host, config.port, config.relay_limits(), backend_host=self._listen_host.strip("[]"))
         self.port = self.relay.port
         # every process reports the public address; only process 0 scans the warehouses
         self._config = config.updated({"port": self.port, "processes": 1})
@@ -77,6 +112,8 @@ class Supervisor:
         self._discover = discover
         self._ctx = multiprocessing.get_context("spawn")
         self._children: dict[int, _Child] = {}
+        self._ports: dict[int, int] = {}  # slot -> own port of its live process
+        self._scheme = config.location.split("://", 1)[0]
         self._delay: dict[int, float] = {}
         self._stop = threading.Event()
         self.registry: Registry | None = None
@@ -88,11 +125,31 @@ class Supervisor:
         such as health or metrics, belong there too)."""
         return self._config if slot == 0 else self._config.without_operation_ports()
 
+    def _listen_at(self, slot: int) -> str:
+        """Where process ``slot`` listens: on the public port's address when endpoints name it,
+        else on loopback (reached through the relay only)."""
+        host = (self._config.host or "0.0.0.0") if self._host is not None else self._listen_host
+        port = self._config.process_ports[slot] if self._config.process_ports else 0
+        return f"{self._scheme}://{_bracketed(host)}:{port}"
+
+    def locations(self) -> list[str]:
+        """The locations endpoints name: the own ports of the live processes (empty: the relay)."""
+        if self._host is None:
+            return []
+        return [f"{self._scheme}://{self._host}:{port}" for _, port in sorted(self._ports.items())]
+
+    def _announce(self) -> None:
+        """Tell every live process where the live processes are."""
+        locations = self.locations()
+        for slot in self._ports:
+            with contextlib.suppress(OSError):  # dead meanwhile: its restart announces again
+                self._children[slot].conn.send(locations)
+
     def _spawn(self, slot: int) -> _Child:
         parent, child = self._ctx.Pipe()
         process = self._ctx.Process(
             target=_serve_child,
-            args=(self._config_for(slot), self._discover and slot == 0, child),
+            args=(self._config_for(slot), self._discover and slot == 0, child, self._listen_at(slot)),
             name=f"hudi-flight-{slot}",
             daemon=True,
         )
@@ -111,7 +168,9 @@ class Supervisor:
             if remaining <= 0:
                 raise RuntimeError(f"serving process {slot} did not start within {START_SECONDS:.0f} s")
             wait([child.conn, child.process.sentinel], min(remaining, 1.0))
-        self.relay.set_backend(slot, child.conn.recv())
+        port = child.conn.recv()
+        self._ports[slot] = port
+        self.relay.set_backend(slot, port)
 
     def start(self) -> "Supervisor":
         """Start every serving process (process 0 first) and the relay; returns once all listen."""
@@ -122,6 +181,7 @@ class Supervisor:
                 self._children[slot] = self._spawn(slot)
             for slot in range(1, self._count):
                 self._await_ready(slot, self._children[slot])
+            self._announce()
         except BaseException:
             self.close()
             raise
@@ -136,6 +196,8 @@ class Supervisor:
     def _restart(self, slot: int) -> None:
         old = self._children[slot]
         self.relay.set_backend(slot, None)
+        self._ports.pop(slot, None)
+        self._announce()
         old.conn.close()
         quick = time.monotonic() - old.started < QUICK_DEATH_SECONDS
         delay = min(MAX_RESTART_DELAY, max(0.5, 2 * self._delay.get(slot, 0.25))) if quick else 0.0
@@ -149,6 +211,8 @@ class Supervisor:
             self._await_ready(slot, child)
         except RuntimeError as err:  # dies again: the next turn of run() sees its sentinel
             log.error("%s", err)
+            return
+        self._announce()
 
     def run(self) -> None:
         """Supervise until :meth:`close` (or an exception such as KeyboardInterrupt)."""
@@ -176,4 +240,4 @@ class Supervisor:
             self.registry.close()
 
 
-__all__ = ["Supervisor"]
+__all__ = ["Supervisor", "process_host"]

@@ -8,6 +8,7 @@ import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import adbc_driver_flightsql.dbapi as adbc
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from catalog import HudiTable
 from flight_server.client.session import HudiFlightClient
 from flight_server.server.registry import Registry
+from flight_server.server.security.users import Grant, UserStore
 from hudi_generator.generator import GeneratorSpec
 from tests.support.compare import assert_same_rows
 from tests.support.processes import ServeProcess, poll
@@ -94,7 +96,6 @@ def test_many_clients_are_planned_and_served_by_both_processes(served, table_pat
         with HudiFlightClient(served.uri, timeout=60) as client:
             pid = client.health()["pid"]
             plan = client.plan(name)
-            assert all(ep.locations == () for ep in plan.endpoints)  # "this server": the one port
             got = pa.Table.from_batches([b for ep in plan.endpoints for b in client.fetch(ep)], schema=plan.schema)
             assert_same_rows(got, expected[name])
         with lock:
@@ -105,14 +106,102 @@ def test_many_clients_are_planned_and_served_by_both_processes(served, table_pat
     assert len(pids) == 2 and served.pid not in pids
 
 
+def _named(uri: str) -> dict[str, int]:
+    """The locations a plan of ``t.gen`` names first, each with the pid that answers there."""
+    with HudiFlightClient(uri, timeout=30) as client:
+        named = {ep.locations[0] for ep in client.plan("t.gen").endpoints if ep.locations}
+    pids = {}
+    for location in named:
+        try:
+            with HudiFlightClient(location, timeout=30) as direct:
+                pids[location] = direct.health()["pid"]
+        except ConnectionError:  # a process that died, named until the supervisor says so
+            pids[location] = 0
+    return pids
+
+
+def test_endpoints_name_the_process_that_streams_them(served, table_paths):
+    """The bulk of a scan bypasses the relay: endpoints name the serving processes' own ports
+    (each its own process, neither the public port), spread over both."""
+    with HudiFlightClient(served.uri, timeout=60) as client:
+        plan = client.plan("t.gen")
+        assert len(plan.endpoints) == 6 and all(len(ep.locations) == 2 for ep in plan.endpoints)
+        named = _named(served.uri)
+        assert len(named) == 2 and len(set(named.values())) == 2 and served.pid not in named.values()
+        assert all(f":{served.port}" not in location for location in named)
+        got = pa.Table.from_batches([b for ep in plan.endpoints for b in client.fetch(ep)], schema=plan.schema)
+    assert_same_rows(got, HudiTable.open(table_paths["t.gen"]).read())
+
+
 def test_a_process_that_dies_is_restarted(served, table_paths):
     before = poll(lambda: _two(served.uri), 30, "two serving processes")
     victim = min(before)
     os.kill(victim, signal.SIGKILL)
     after = poll(lambda: _two(served.uri, without=victim), 60, "a restarted serving process")
     assert len(after & before) == 1
+    # endpoints name the restarted process at its new port, and the dead one no more
+    def renamed() -> dict[str, int] | None:
+        named = _named(served.uri)
+        return named if set(named.values()) == after else None
+
+    assert len(poll(renamed, 30, "the restarted process named in endpoints")) == 2
     with HudiFlightClient(served.uri, timeout=60) as client:
         assert_same_rows(client.read("t.gen"), HudiTable.open(table_paths["t.gen"]).read())
+
+
+def test_a_login_on_the_public_port_reads_from_every_process(tmp_path, table_paths):
+    """The handshake's bearer token (signed with the shared secret) and the tickets are valid on
+    the process that streams an endpoint, whichever process answered the login; another user's
+    token reads nothing there."""
+    catalog = f"sqlite:///{tmp_path / 'catalog.db'}"
+    registry = Registry(catalog)
+    registry.register_table("t.gen", table_paths["t.gen"])
+    users = UserStore(registry.engine)
+    for name in ("reader", "stranger"):
+        users.add_user(name, f"{name}-password-123")
+    users.grant("reader", Grant.parse("read", "t.gen"))
+    registry.close()
+    server = ServeProcess("--port", "0", "--processes", "2", "--catalog-url", catalog, "--state-dir",
+                          str(tmp_path / "state"), log=tmp_path / "serve.log")
+    try:
+        with HudiFlightClient(server.uri, user="reader", password="reader-password-123", timeout=60) as client:
+            plan = client.plan("t.gen")
+            named = {ep.locations[0] for ep in plan.endpoints}
+            assert len(named) == 2 and not any(f":{server.port}" in location for location in named)
+            assert_same_rows(client.read("t.gen"), HudiTable.open(table_paths["t.gen"]).read())
+        # a generic Flight SQL client follows the same locations with the same login
+        with adbc.connect(server.uri, db_kwargs={"username": "reader", "password": "reader-password-123"}) as conn:
+            with conn.cursor() as cursor:
+                partitions, _ = cursor.adbc_execute_partitions("SELECT * FROM t.gen")
+                got = 0
+                for partition in partitions:
+                    cursor.adbc_read_partition(partition)
+                    got += cursor.fetch_arrow_table().num_rows
+        assert len(partitions) == len(plan.endpoints) and got == HudiTable.open(table_paths["t.gen"]).read().num_rows
+        endpoint = plan.endpoints[0]
+        with HudiFlightClient(endpoint.locations[0], user="stranger", password="stranger-password-123",
+                              timeout=60) as stranger, pytest.raises(PermissionError):
+            list(stranger.fetch(endpoint))
+    finally:
+        server.stop()
+
+
+def test_without_process_endpoints_every_byte_goes_through_the_public_port(tmp_path, table_paths):
+    config = tmp_path / "serve.toml"
+    config.write_text("[server]\nprocess_endpoints = false\n")
+    catalog = f"sqlite:///{tmp_path / 'catalog.db'}"
+    registry = Registry(catalog)
+    registry.register_table("t.gen", table_paths["t.gen"])
+    registry.close()
+    server = ServeProcess("--port", "0", "--processes", "2", "--catalog-url", catalog, "--state-dir",
+                          str(tmp_path / "state"), "--config", str(config), log=tmp_path / "serve.log")
+    try:
+        with HudiFlightClient(server.uri, timeout=60) as client:
+            plan = client.plan("t.gen")
+            assert plan.endpoints and all(ep.locations == () for ep in plan.endpoints)  # this server
+            assert_same_rows(client.read("t.gen"), HudiTable.open(table_paths["t.gen"]).read())
+    finally:
+        server.stop()
 
 
 def test_sigterm_stops_every_process(served):
@@ -135,3 +224,22 @@ def test_sigterm_stops_every_process(served):
     with pytest.raises(ConnectionError):
         with HudiFlightClient(served.uri, timeout=5) as client:
             client.health()
+
+
+def test_on_a_named_address_the_processes_listen_and_are_named_there(tmp_path, table_paths):
+    """``--host`` a named address (not the default loopback one): the relay reaches the processes
+    there and endpoints name it (127.0.0.2 is loopback too on Linux, but a host of its own)."""
+    catalog = f"sqlite:///{tmp_path / 'catalog.db'}"
+    registry = Registry(catalog)
+    registry.register_table("t.gen", table_paths["t.gen"])
+    registry.close()
+    server = ServeProcess("--port", "0", "--processes", "2", "--catalog-url", catalog, "--state-dir",
+                          str(tmp_path / "state"), "--host", "127.0.0.2", log=tmp_path / "serve.log")
+    try:
+        with HudiFlightClient(f"grpc://127.0.0.2:{server.port}", timeout=60) as client:
+            assert len(_pids(f"grpc://127.0.0.2:{server.port}", 6)) == 2  # the relay reaches both
+            plan = client.plan("t.gen")
+            assert {loc.rsplit(":", 1)[0] for ep in plan.endpoints for loc in ep.locations} == {"grpc+tcp://127.0.0.2"}
+            assert_same_rows(client.read("t.gen"), HudiTable.open(table_paths["t.gen"]).read())
+    finally:
+        server.stop()

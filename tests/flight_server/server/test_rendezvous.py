@@ -85,6 +85,7 @@ def test_membership_refuses_foreign_expired_and_malformed_heartbeats():
         ({"coordinator": "grpc://c:1"}, "only for --role worker"),
         ({"advertise": "grpc://no-port"}, "host:port"),
         ({"processes": 0}, "at least 1"),
+        ({"processes": 2, "process_ports": [9001]}, "1 ports for 2 processes"),
         ({"heartbeat_interval_seconds": 5, "heartbeat_timeout_seconds": 5}, "must exceed"),
     ],
 )
