@@ -52,7 +52,7 @@ FILES, COLUMN_STATS, PARTITION_STATS, RECORD_INDEX = "files", "column_stats", "p
 #: MDT deltacommits of index (re)initialisation carry requested times with this prefix (6.5 rule 5)
 _INIT_PREFIX = "00000000000000"
 _HASH_SEED = 0xDABADABA - (1 << 32)  # Java int seed, sign-extended to 64 bits (6.7)
-_RLI_GROUP = re.compile(r"^record-index-(\d{4})-\d+$")
+_SHARD_NUMBER = re.compile(r"-(\d{4})-\d+$")
 
 
 #: data-table actions whose MDT deltacommit always writes the ``files`` partition (compaction and
@@ -567,16 +567,27 @@ class MetadataTable:
         for key, rec in decode_records(selection.cells(reader), schema, where):
             merged[key] = merge_record(merged.get(key), rec)
 
+    # -- hash-sharded partitions (record index, secondary indexes) --------------------------
+    def shards(self, partition: str) -> list[FileSlice] | None:
+        """The file slices of a hash-sharded MDT partition in shard order (6.2), or ``None`` if
+        its groups are not the plain ``<partition with - for _>-NNNN-<k>`` layout 0..N-1 (e.g.
+        a partitioned record index)."""
+        slices = self.file_slices(partition)
+        stem = partition.replace("_", "-")
+        numbers = []
+        for fs in slices:
+            match = _SHARD_NUMBER.search(fs.file_id)
+            numbers.append(int(match.group(1)) if match and fs.file_id[: match.start()] == stem else -1)
+        return slices if slices and numbers == list(range(len(slices))) else None
+
     # -- record index -----------------------------------------------------------------------
     def record_locations(self, record_keys: Sequence[str]) -> dict[str, tuple[str, str]] | None:
         """Record key -> (partition, file id) from the record index; ``None`` if its layout is unknown.
 
         Keys absent from the result are not in the table.
         """
-        slices = self.file_slices(RECORD_INDEX)
-        shards = [_RLI_GROUP.match(fs.file_id) for fs in slices]
-        numbers = [int(m.group(1)) if m else -1 for m in shards]
-        if not slices or numbers != list(range(len(slices))):
+        slices = self.shards(RECORD_INDEX)
+        if slices is None:
             return None  # not the plain hash-sharded layout (e.g. partitioned record index)
         wanted: dict[int, set[str]] = {}
         for key in record_keys:

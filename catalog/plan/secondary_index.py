@@ -1,0 +1,180 @@
+"""Secondary indexes of the metadata table (format doc 6.10): the record keys holding a value.
+
+An index ``secondary_index_<name>`` on one column stores one MDT key per row,
+``<escaped value>$<escaped record key>``, so the rows of a value are the keys starting with
+``<escaped value>$``: a prefix seek in the MDT HFiles (base and log blocks, merged like every
+MDT read, deletes applied). Escaping puts ``\\`` before ``\\``, ``$`` and NUL; a null value is the
+single character NUL.
+
+Index version 2 (``"version": "V2"`` in ``index.json``) shards a key by its ``<escaped value>$``
+part, so one shard holds all rows of a value. Version 1 (Hudi 1.0) shards by the whole key: every
+shard is searched. Hudi 1.0 escapes neither NUL nor null values, so under version 1 (and when the
+version is not stated) null values and values holding NUL are not looked up.
+
+Values are looked up only where this reader renders them exactly as Hudi's writer does (checked
+against Hudi-written indexes): strings as themselves, and under version 2 dates as their
+epoch-day number. Any other column type is not looked up (no pruning, never a wrong answer).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+import pyarrow as pa
+
+from catalog.errors import CorruptTableError
+from catalog.listing.metadata_table import KeySelection, MetadataTable, shard_of
+from catalog.plan.filters import BoundFilter
+from catalog.storage import Storage
+from catalog.table.config import TableConfig
+
+INDEX_DEFS_PROPERTY = "hoodie.table.index.defs.path"
+DEFAULT_INDEX_DEFS = ".hoodie/.index_defs/index.json"
+SECONDARY_INDEX_TYPE = "secondary_index"
+_ESCAPE, _SEPARATOR, _NULL = "\\", "$", "\x00"
+_EPOCH = datetime.date(1970, 1, 1)
+
+
+@dataclass(frozen=True)
+class SecondaryIndex:
+    """A complete secondary index of the table.
+
+    Attributes:
+        partition: its MDT partition (``secondary_index_<name>``).
+        column: the indexed (top-level) column.
+        version: the index version, 1 or 2 (1 when ``index.json`` does not say).
+    """
+
+    partition: str
+    column: str
+    version: int
+
+    def prefixes(self, f: BoundFilter) -> set[str] | None:
+        """The key prefixes of the values ``f`` admits (rows of other values cannot match it);
+        ``None`` when ``f`` is not an ``=`` / ``in`` / ``is null`` test this index can answer."""
+        if f.column != self.column:
+            return None
+        if f.op == "=":
+            values: list[Any] = [f.value.as_py()]
+        elif f.op == "in":
+            values = f.value.to_pylist()
+        elif f.op == "is null":
+            values = [None]
+        else:
+            return None
+        try:
+            return {escaped(self.rendered(value, f.type)) + _SEPARATOR for value in values}
+        except ValueError:
+            return None
+
+    def rendered(self, value: Any, dtype: pa.DataType) -> str | None:
+        """``value`` as Hudi writes it into this index's keys.
+
+        Raises:
+            ValueError: this reader does not know how Hudi renders it.
+        """
+        if value is None and self.version == 2:
+            return None
+        if isinstance(value, str) and (pa.types.is_string(dtype) or pa.types.is_large_string(dtype)):
+            if self.version == 2 or _NULL not in value:
+                return value
+        if isinstance(value, datetime.date) and pa.types.is_date32(dtype) and self.version == 2:
+            return str((value - _EPOCH).days)
+        raise ValueError(f"{dtype} value {value!r} is not looked up in index version {self.version}")
+
+
+def escaped(value: str | None) -> str:
+    """The key form of a secondary value (or of a record key)."""
+    if value is None:
+        return _NULL
+    return "".join(_ESCAPE + c if c in (_ESCAPE, _SEPARATOR, _NULL) else c for c in value)
+
+
+def record_key_of(key: str) -> str:
+    """The record key of an index key ``<escaped value>$<escaped record key>``."""
+    i, n = 0, len(key)
+    while i < n and key[i] != _SEPARATOR:
+        i += 2 if key[i] == _ESCAPE else 1
+    if i >= n:
+        raise CorruptTableError(f"secondary index key without separator: {key[:64]!r}")
+    out, escape = [], False
+    for c in key[i + 1 :]:
+        if escape or c != _ESCAPE:
+            out.append(c)
+            escape = False
+        else:
+            escape = True
+    return "".join(out)
+
+
+def secondary_indexes(storage: Storage, config: TableConfig) -> dict[str, SecondaryIndex]:
+    """Column -> the complete, single-column, identity secondary index on it.
+
+    Indexes listed in ``index.json`` but not (or not yet completely) in the MDT are left out.
+    Raises ``CorruptTableError`` / ``OSError`` when the definitions cannot be read.
+    """
+    usable = {p for p in config.usable_metadata_partitions if p.startswith(SECONDARY_INDEX_TYPE + "_")}
+    if not usable:
+        return {}
+    path = config.properties.get(INDEX_DEFS_PROPERTY) or DEFAULT_INDEX_DEFS
+    if path.startswith("/") or "://" in path or ".." in path.split("/"):
+        raise CorruptTableError(f"index definitions path {path!r} is not inside the table")
+    try:
+        definitions = json.loads(storage.read_bytes(path)).get("indexDefinitions") or {}
+    except (ValueError, AttributeError) as err:
+        raise CorruptTableError(f"index definitions do not parse: {err}") from err
+    out: dict[str, SecondaryIndex] = {}
+    for name, spec in _mappings(definitions):
+        fields = spec.get("sourceFields") or []
+        if (
+            name in usable
+            and spec.get("indexType") == SECONDARY_INDEX_TYPE
+            and (spec.get("indexFunction") or "identity") == "identity"
+            and len(fields) == 1
+            and isinstance(fields[0], str)
+            and fields[0] not in out
+        ):
+            out[fields[0]] = SecondaryIndex(name, fields[0], 2 if spec.get("version") == "V2" else 1)
+    return out
+
+
+def _mappings(definitions: Any) -> Iterable[tuple[str, Mapping[str, Any]]]:
+    if not isinstance(definitions, dict):
+        raise CorruptTableError("index definitions: indexDefinitions is not an object")
+    return ((k, v) for k, v in definitions.items() if isinstance(v, dict))
+
+
+def record_keys(mdt: MetadataTable, index: SecondaryIndex, prefixes: Iterable[str]) -> set[str] | None:
+    """Record keys of the rows whose value has one of ``prefixes``; ``None`` if the index's file
+    groups are not the plain sharded layout (version 2)."""
+    wanted = sorted(set(prefixes))
+    if index.version == 2:
+        slices = mdt.shards(index.partition)
+        if slices is None:
+            return None
+        by_shard: dict[int, list[str]] = {}
+        for prefix in wanted:
+            by_shard.setdefault(shard_of(prefix, len(slices)), []).append(prefix)
+        records: dict[str, dict[str, Any]] = {}
+        for shard, group in sorted(by_shard.items()):
+            records.update(mdt.read_slice(slices[shard], KeySelection(prefixes=tuple(group))))
+    else:
+        records = mdt.read(index.partition, KeySelection(prefixes=tuple(wanted)))
+    out = set()
+    for key, record in records.items():
+        info = record.get("SecondaryIndexMetadata")
+        if info is not None and not info.get("isDeleted"):
+            out.add(record_key_of(key))
+    return out
+
+
+__all__ = [
+    "SecondaryIndex",
+    "escaped",
+    "record_key_of",
+    "record_keys",
+    "secondary_indexes",
+]
