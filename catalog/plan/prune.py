@@ -417,9 +417,13 @@ class _IndexPartitions:
 
 
 def index_pruners(
-    mdt: MetadataTable | None, at_latest: bool, use_record_index: bool | None
+    mdt: MetadataTable | None, at_latest: bool, use_record_index: bool | None, read_optimized: bool = False
 ) -> tuple[list[PartitionPruner], list[SlicePruner]]:
-    """The MDT index pruners usable for a query; ``at_latest``: it reads the latest commit."""
+    """The MDT index pruners usable for a query; ``at_latest``: it reads the latest commit.
+
+    A read-optimized query reads base files only: a row a log file later updated or deleted is
+    still in them, while the record and secondary indexes already say where it is now (or that
+    it is gone), so they are not used for it."""
     if mdt is None:
         return [], []
     usable = mdt.data_config.usable_metadata_partitions
@@ -429,7 +433,7 @@ def index_pruners(
     # describe only its log files, so they cannot rule a partition out.
     if at_latest and PARTITION_STATS in usable and mdt.data_config.base_file_format == "PARQUET":
         partitions.append(PartitionStatsPruner(mdt))
-    if at_latest and RECORD_INDEX in usable:
+    if at_latest and not read_optimized and RECORD_INDEX in usable:
         record_index = RecordIndexPruner(mdt, use_record_index)
         secondary = SecondaryIndexPruner(mdt, record_index)
         partitions += [_IndexPartitions(record_index), _IndexPartitions(secondary)]

@@ -238,3 +238,16 @@ def test_time_travel_does_not_use_the_index(written_table):
     old = table.read(filters=filters, as_of=first)
     assert old.num_rows == 1
     assert old.equals(HudiTable.open(path, use_metadata_table=False).read(filters=filters, as_of=first))
+
+
+@pytest.mark.parametrize("release", sorted(WRITTEN))
+@pytest.mark.parametrize("filters", [[("name", "=", "name1_v1")], [("id", "=", "id001")]], ids=["secondary", "record"])
+def test_read_optimized_queries_do_not_use_the_key_indexes(written_table, release, filters):
+    """The base files still hold id001 (its delete is in a log file): a read-optimized query
+    returns it, although the record and secondary indexes no longer know it."""
+    path = written_table(WrittenTable(release, "mor_secondary_index"))
+    options = ReadOptions(filters=filters, query_type="read_optimized", columns=["id", "name"])
+    rows = HudiTable.open(path).read(options)
+    assert rows.to_pylist() == [{"id": "id001", "name": "name1_v1"}]
+    assert rows.equals(HudiTable.open(path, use_metadata_table=False).read(options))
+    assert HudiTable.open(path).read(filters=filters).num_rows == 0  # the snapshot: deleted
