@@ -46,6 +46,8 @@ from catalog.table.files import FileSlice
 from catalog.timeline import Timeline
 
 METADATA_DIR = ".hoodie/metadata"
+#: where the data table's index definitions are (relative to its base path)
+INDEX_DEFS_PROPERTY, DEFAULT_INDEX_DEFS = "hoodie.table.index.defs.path", ".hoodie/.index_defs/index.json"
 ALL_PARTITIONS_KEY = "__all_partitions__"
 NON_PARTITIONED_KEY = "."
 FILES, COLUMN_STATS, PARTITION_STATS, RECORD_INDEX = "files", "column_stats", "partition_stats", "record_index"
@@ -566,6 +568,26 @@ class MetadataTable:
         schema = block.header.get("SCHEMA") or reader.avro_schema
         for key, rec in decode_records(selection.cells(reader), schema, where):
             merged[key] = merge_record(merged.get(key), rec)
+
+    @cached_property
+    def index_definitions(self) -> dict[str, dict[str, Any]]:
+        """Index name -> definition, from the data table's ``index.json`` (6.10), read once per
+        MDT version.
+
+        Raises:
+            MetadataTableError: a definitions path outside the table, or a file that does not parse.
+            OSError: the file cannot be read.
+        """
+        path = self.data_config.properties.get(INDEX_DEFS_PROPERTY) or DEFAULT_INDEX_DEFS
+        if path.startswith("/") or "://" in path or ".." in path.split("/"):
+            raise MetadataTableError(f"index definitions path {path!r} is not inside the table")
+        try:
+            definitions = json.loads(self.data_storage.read_bytes(path)).get("indexDefinitions")
+        except (ValueError, AttributeError) as err:
+            raise MetadataTableError(f"index definitions do not parse: {err}") from err
+        if not isinstance(definitions, dict):
+            raise MetadataTableError("index definitions: indexDefinitions is not an object")
+        return {name: spec for name, spec in definitions.items() if isinstance(spec, dict)}
 
     # -- hash-sharded partitions (record index, secondary indexes) --------------------------
     def shards(self, partition: str) -> list[FileSlice] | None:

@@ -324,8 +324,10 @@ class SecondaryIndexPruner(FileGroupIndexPruner):
         self._indexes: dict[str, SecondaryIndex] | None = None
 
     def _locate(self, filters: Sequence[BoundFilter]) -> set[tuple[str, str]] | None:
+        if not any(f.op in ("=", "in", "is null") for f in filters):
+            return None
         if self._indexes is None:
-            self._indexes = secondary_indexes(self.mdt.data_storage, self.mdt.data_config)
+            self._indexes = secondary_indexes(self.mdt)
         groups: set[tuple[str, str]] | None = None
         for f in filters:
             index = self._indexes.get(f.column)

@@ -19,20 +19,15 @@ epoch-day number. Any other column type is not looked up (no pruning, never a wr
 from __future__ import annotations
 
 import datetime
-import json
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 import pyarrow as pa
 
 from catalog.errors import CorruptTableError
 from catalog.listing.metadata_table import KeySelection, MetadataTable, shard_of
 from catalog.plan.filters import BoundFilter
-from catalog.storage import Storage
-from catalog.table.config import TableConfig
 
-INDEX_DEFS_PROPERTY = "hoodie.table.index.defs.path"
-DEFAULT_INDEX_DEFS = ".hoodie/.index_defs/index.json"
 SECONDARY_INDEX_TYPE = "secondary_index"
 _ESCAPE, _SEPARATOR, _NULL = "\\", "$", "\x00"
 _EPOCH = datetime.date(1970, 1, 1)
@@ -110,24 +105,17 @@ def record_key_of(key: str) -> str:
     return "".join(out)
 
 
-def secondary_indexes(storage: Storage, config: TableConfig) -> dict[str, SecondaryIndex]:
+def secondary_indexes(mdt: MetadataTable) -> dict[str, SecondaryIndex]:
     """Column -> the complete, single-column, identity secondary index on it.
 
-    Indexes listed in ``index.json`` but not (or not yet completely) in the MDT are left out.
-    Raises ``CorruptTableError`` / ``OSError`` when the definitions cannot be read.
+    Indexes defined in ``index.json`` but not (or not yet completely) built in the MDT are left
+    out. Raises ``MetadataTableError`` / ``OSError`` when the definitions cannot be read.
     """
-    usable = {p for p in config.usable_metadata_partitions if p.startswith(SECONDARY_INDEX_TYPE + "_")}
+    usable = {p for p in mdt.data_config.usable_metadata_partitions if p.startswith(SECONDARY_INDEX_TYPE + "_")}
     if not usable:
         return {}
-    path = config.properties.get(INDEX_DEFS_PROPERTY) or DEFAULT_INDEX_DEFS
-    if path.startswith("/") or "://" in path or ".." in path.split("/"):
-        raise CorruptTableError(f"index definitions path {path!r} is not inside the table")
-    try:
-        definitions = json.loads(storage.read_bytes(path)).get("indexDefinitions") or {}
-    except (ValueError, AttributeError) as err:
-        raise CorruptTableError(f"index definitions do not parse: {err}") from err
     out: dict[str, SecondaryIndex] = {}
-    for name, spec in _mappings(definitions):
+    for name, spec in sorted(mdt.index_definitions.items()):
         fields = spec.get("sourceFields") or []
         if (
             name in usable
@@ -139,12 +127,6 @@ def secondary_indexes(storage: Storage, config: TableConfig) -> dict[str, Second
         ):
             out[fields[0]] = SecondaryIndex(name, fields[0], 2 if spec.get("version") == "V2" else 1)
     return out
-
-
-def _mappings(definitions: Any) -> Iterable[tuple[str, Mapping[str, Any]]]:
-    if not isinstance(definitions, dict):
-        raise CorruptTableError("index definitions: indexDefinitions is not an object")
-    return ((k, v) for k, v in definitions.items() if isinstance(v, dict))
 
 
 def record_keys(mdt: MetadataTable, index: SecondaryIndex, prefixes: Iterable[str]) -> set[str] | None:

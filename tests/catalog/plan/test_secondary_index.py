@@ -112,7 +112,7 @@ def test_hudi_written_tables_prune(written_table, release, filters, groups):
     keys are unique (upserts), so the default uses both indexes."""
     path = written_table(WrittenTable(release, "mor_secondary_index"))
     table = HudiTable.open(path)
-    indexes = secondary_indexes(table.storage, table.config)
+    indexes = secondary_indexes(table.state.metadata_table)
     assert indexes == {"name": SecondaryIndex("secondary_index_idx_name", "name", WRITTEN[release])}
     check(path, filters, groups)
 
@@ -251,3 +251,21 @@ def test_read_optimized_queries_do_not_use_the_key_indexes(written_table, releas
     assert rows.to_pylist() == [{"id": "id001", "name": "name1_v1"}]
     assert rows.equals(HudiTable.open(path, use_metadata_table=False).read(options))
     assert HudiTable.open(path).read(filters=filters).num_rows == 0  # the snapshot: deleted
+
+
+def test_definitions_are_read_once_per_metadata_table_version(written_table, monkeypatch):
+    path = written_table(WrittenTable("1.1.1", "mor_secondary_index"))
+    table = HudiTable.open(path)
+    storage_class = type(table.storage)
+    paths: list[str] = []
+    real = storage_class.read_bytes
+
+    def spy(self, rel):
+        paths.append(rel)
+        return real(self, rel)
+
+    monkeypatch.setattr(storage_class, "read_bytes", spy)
+    for value in ("name8_v2", "name4_v1", "missing"):
+        assert len(list(file_slices(table.state, ReadOptions(filters=[("name", "=", value)])))) <= 1
+    assert list(file_slices(table.state, ReadOptions(filters=[("price", ">", 0)])))  # no lookup
+    assert paths.count(".hoodie/.index_defs/index.json") == 1
