@@ -12,13 +12,16 @@ shard is searched. Hudi 1.0 escapes neither NUL nor null values, so under versio
 version is not stated) null values and values holding NUL are not looked up.
 
 Values are looked up only where this reader renders them exactly as Hudi's writer does (checked
-against Hudi-written indexes): strings as themselves, and under version 2 dates as their
-epoch-day number. Any other column type is not looked up (no pruning, never a wrong answer).
+against indexes Hudi 1.0.2 and 1.1.1 wrote through Spark): strings as themselves; under version 2
+also signed integers in decimal, dates as their epoch-day number and timestamps with a time zone
+as UTC epoch microseconds (Spark's internal values). Floating-point values (Java's
+``Double.toString``), timestamps without a zone or in other units, and every non-string type of a
+version 1 index are not looked up (no pruning, never a wrong answer); Hudi refuses secondary
+indexes on booleans and decimals.
 """
 
 from __future__ import annotations
 
-import datetime
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -30,7 +33,6 @@ from catalog.plan.filters import BoundFilter
 
 SECONDARY_INDEX_TYPE = "secondary_index"
 _ESCAPE, _SEPARATOR, _NULL = "\\", "$", "\x00"
-_EPOCH = datetime.date(1970, 1, 1)
 
 
 @dataclass(frozen=True)
@@ -53,32 +55,42 @@ class SecondaryIndex:
         if f.column != self.column:
             return None
         if f.op == "=":
-            values: list[Any] = [f.value.as_py()]
+            values = pa.array([f.value.as_py()], f.type)
         elif f.op == "in":
-            values = f.value.to_pylist()
+            values = f.value
         elif f.op == "is null":
-            values = [None]
+            values = pa.nulls(1, f.type)
         else:
             return None
         try:
-            return {escaped(self.rendered(value, f.type)) + _SEPARATOR for value in values}
+            return {escaped(text) + _SEPARATOR for text in self.rendered(values)}
         except ValueError:
             return None
 
-    def rendered(self, value: Any, dtype: pa.DataType) -> str | None:
-        """``value`` as Hudi writes it into this index's keys.
+    def rendered(self, values: pa.Array) -> list[str | None]:
+        """``values`` as Hudi writes them into this index's keys (``None``: a null value).
 
         Raises:
-            ValueError: this reader does not know how Hudi renders it.
+            ValueError: this reader does not know how Hudi renders them.
         """
-        if value is None and self.version == 2:
-            return None
-        if isinstance(value, str) and (pa.types.is_string(dtype) or pa.types.is_large_string(dtype)):
-            if self.version == 2 or _NULL not in value:
-                return value
-        if isinstance(value, datetime.date) and pa.types.is_date32(dtype) and self.version == 2:
-            return str((value - _EPOCH).days)
-        raise ValueError(f"{dtype} value {value!r} is not looked up in index version {self.version}")
+        dtype = values.type
+        if values.null_count and self.version != 2:
+            raise ValueError("Hudi 1.0 writes no secondary-index key for a null value")
+        if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
+            texts: list[str | None] = values.to_pylist()
+            if self.version != 2 and any(_NULL in t for t in texts if t is not None):
+                raise ValueError("Hudi 1.0 leaves NUL unescaped in secondary-index keys")
+            return texts
+        if self.version != 2:
+            raise ValueError(f"{dtype} values are not looked up in a version 1 index")
+        # Spark's internal value, as Hudi 1.1 writes it: epoch days, UTC epoch microseconds
+        if pa.types.is_date32(dtype):
+            values = values.cast(pa.int32())
+        elif pa.types.is_timestamp(dtype) and dtype.unit == "us" and dtype.tz is not None:
+            values = values.cast(pa.int64())
+        elif not pa.types.is_signed_integer(dtype):
+            raise ValueError(f"{dtype} values are not looked up in a secondary index")
+        return [None if v is None else str(v) for v in values.to_pylist()]
 
 
 def escaped(value: str | None) -> str:

@@ -169,11 +169,26 @@ def test_only_values_rendered_like_hudi_are_looked_up():
     assert prefixes(v1, ("c", "=", "x\x00")) is None  # Hudi 1.0 leaves NUL unescaped
     assert prefixes(v2, ("c", "!=", "x")) is None
     assert prefixes(v2, ("c", ">", "x")) is None
-    for dtype, value in ((pa.int64(), 5), (pa.float64(), 1.5), (pa.bool_(), True), (pa.timestamp("us"), 0)):
-        typed = bind_filters([("c", "=", value)], pa.schema([("c", dtype)]))[0]
-        assert v2.prefixes(typed) is None, dtype  # not checked against Hudi's rendering
-    day = bind_filters([("c", "=", "2024-01-21")], pa.schema([("c", pa.date32())]))[0]
-    assert v2.prefixes(day) == {"19743$"} and v1.prefixes(day) is None
+
+    def typed(dtype, value, index=v2):
+        return index.prefixes(bind_filters([("c", "=", value)], pa.schema([("c", dtype)]))[0])
+
+    # as Hudi 1.1.1 wrote them through Spark (dates and strings are also in the fixture tables)
+    assert typed(pa.int32(), -7) == {"-7$"} and typed(pa.int64(), 123456789012) == {"123456789012$"}
+    assert typed(pa.date32(), "2024-01-21") == {"19743$"} and typed(pa.date32(), "1960-01-01") == {"-3653$"}
+    assert typed(pa.timestamp("us", "UTC"), "2024-01-02T03:04:05.123456") == {"1704164645123456$"}
+    assert typed(pa.timestamp("us", "UTC"), "1969-12-31T23:59:59") == {"-1000000$"}
+    for dtype, value in (
+        (pa.float64(), 1.5),  # Java's Double.toString
+        (pa.bool_(), True),
+        (pa.timestamp("us"), "2024-01-02"),  # no zone: not checked
+        (pa.timestamp("ms", "UTC"), "2024-01-02"),
+        (pa.decimal128(10, 2), "1.50"),
+        (pa.binary(), b"x"),
+    ):
+        assert typed(dtype, value) is None, dtype
+    for dtype, value in ((pa.int64(), 5), (pa.date32(), "2024-01-21"), (pa.timestamp("us", "UTC"), "2024-01-02")):
+        assert typed(dtype, value, v1) is None, dtype  # not checked against Hudi 1.0
 
 
 def _copy(path: str, tmp_path: Path) -> str:
