@@ -9,7 +9,8 @@ single character NUL.
 Index version 2 (``"version": "V2"`` in ``index.json``) shards a key by its ``<escaped value>$``
 part, so one shard holds all rows of a value. Version 1 (Hudi 1.0) shards by the whole key: every
 shard is searched. Hudi 1.0 escapes neither NUL nor null values, so under version 1 (and when the
-version is not stated) null values and values holding NUL are not looked up.
+version is not stated) null values and values holding NUL are not looked up. An index of any
+other version is not used.
 
 Values are looked up only where this reader renders them exactly as Hudi's writer does (checked
 against indexes Hudi 1.0.2 and 1.1.1 wrote through Spark): strings as themselves; under version 2
@@ -33,6 +34,8 @@ from catalog.plan.filters import BoundFilter
 
 SECONDARY_INDEX_TYPE = "secondary_index"
 _ESCAPE, _SEPARATOR, _NULL = "\\", "$", "\x00"
+#: ``index.json`` version -> index version; Hudi 1.0 states none (a version not known: not used)
+_VERSIONS: dict[str | None, int] = {None: 1, "V1": 1, "V2": 2}
 
 
 @dataclass(frozen=True)
@@ -129,15 +132,17 @@ def secondary_indexes(mdt: MetadataTable) -> dict[str, SecondaryIndex]:
     out: dict[str, SecondaryIndex] = {}
     for name, spec in sorted(mdt.index_definitions.items()):
         fields = spec.get("sourceFields") or []
+        version = _VERSIONS.get(spec.get("version"))
         if (
-            name in usable
+            version is not None
+            and name in usable
             and spec.get("indexType") == SECONDARY_INDEX_TYPE
             and (spec.get("indexFunction") or "identity") == "identity"
             and len(fields) == 1
             and isinstance(fields[0], str)
             and fields[0] not in out
         ):
-            out[fields[0]] = SecondaryIndex(name, fields[0], 2 if spec.get("version") == "V2" else 1)
+            out[fields[0]] = SecondaryIndex(name, fields[0], version)
     return out
 
 

@@ -284,3 +284,13 @@ def test_definitions_are_read_once_per_metadata_table_version(written_table, mon
         assert len(list(file_slices(table.state, ReadOptions(filters=[("name", "=", value)])))) <= 1
     assert list(file_slices(table.state, ReadOptions(filters=[("price", ">", 0)])))  # no lookup
     assert paths.count(".hoodie/.index_defs/index.json") == 1
+
+
+def test_an_index_of_an_unknown_version_is_not_used(written_table, tmp_path):
+    path = _copy(written_table(WrittenTable("1.1.1", "mor_secondary_index")), tmp_path)
+    defs = Path(path) / ".hoodie" / ".index_defs" / "index.json"
+    data = json.loads(defs.read_text())
+    data["indexDefinitions"]["secondary_index_idx_name"]["version"] = "V3"
+    defs.write_text(json.dumps(data))
+    assert secondary_indexes(HudiTable.open(path).state.metadata_table) == {}
+    check(path, [("name", "=", "name8_v2")], None)
