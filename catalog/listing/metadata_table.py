@@ -46,13 +46,15 @@ from catalog.table.files import FileSlice
 from catalog.timeline import Timeline
 
 METADATA_DIR = ".hoodie/metadata"
+#: where the data table's index definitions are (relative to its base path)
+INDEX_DEFS_PROPERTY, DEFAULT_INDEX_DEFS = "hoodie.table.index.defs.path", ".hoodie/.index_defs/index.json"
 ALL_PARTITIONS_KEY = "__all_partitions__"
 NON_PARTITIONED_KEY = "."
 FILES, COLUMN_STATS, PARTITION_STATS, RECORD_INDEX = "files", "column_stats", "partition_stats", "record_index"
 #: MDT deltacommits of index (re)initialisation carry requested times with this prefix (6.5 rule 5)
 _INIT_PREFIX = "00000000000000"
 _HASH_SEED = 0xDABADABA - (1 << 32)  # Java int seed, sign-extended to 64 bits (6.7)
-_RLI_GROUP = re.compile(r"^record-index-(\d{4})-\d+$")
+_SHARD_NUMBER = re.compile(r"-(\d{4})-\d+$")
 
 
 #: data-table actions whose MDT deltacommit always writes the ``files`` partition (compaction and
@@ -567,16 +569,47 @@ class MetadataTable:
         for key, rec in decode_records(selection.cells(reader), schema, where):
             merged[key] = merge_record(merged.get(key), rec)
 
+    @cached_property
+    def index_definitions(self) -> dict[str, dict[str, Any]]:
+        """Index name -> definition, from the data table's ``index.json`` (6.10), read once per
+        MDT version.
+
+        Raises:
+            MetadataTableError: a definitions path outside the table, or a file that does not parse.
+            OSError: the file cannot be read.
+        """
+        path = self.data_config.properties.get(INDEX_DEFS_PROPERTY) or DEFAULT_INDEX_DEFS
+        if path.startswith("/") or "://" in path or ".." in path.split("/"):
+            raise MetadataTableError(f"index definitions path {path!r} is not inside the table")
+        try:
+            definitions = json.loads(self.data_storage.read_bytes(path)).get("indexDefinitions")
+        except (ValueError, AttributeError) as err:
+            raise MetadataTableError(f"index definitions do not parse: {err}") from err
+        if not isinstance(definitions, dict):
+            raise MetadataTableError("index definitions: indexDefinitions is not an object")
+        return {name: spec for name, spec in definitions.items() if isinstance(spec, dict)}
+
+    # -- hash-sharded partitions (record index, secondary indexes) --------------------------
+    def shards(self, partition: str) -> list[FileSlice] | None:
+        """The file slices of a hash-sharded MDT partition in shard order (6.2), or ``None`` if
+        its groups are not the plain ``<partition with - for _>-NNNN-<k>`` layout 0..N-1 (e.g.
+        a partitioned record index)."""
+        slices = self.file_slices(partition)
+        stem = partition.replace("_", "-")
+        numbers = []
+        for fs in slices:
+            match = _SHARD_NUMBER.search(fs.file_id)
+            numbers.append(int(match.group(1)) if match and fs.file_id[: match.start()] == stem else -1)
+        return slices if slices and numbers == list(range(len(slices))) else None
+
     # -- record index -----------------------------------------------------------------------
     def record_locations(self, record_keys: Sequence[str]) -> dict[str, tuple[str, str]] | None:
         """Record key -> (partition, file id) from the record index; ``None`` if its layout is unknown.
 
         Keys absent from the result are not in the table.
         """
-        slices = self.file_slices(RECORD_INDEX)
-        shards = [_RLI_GROUP.match(fs.file_id) for fs in slices]
-        numbers = [int(m.group(1)) if m else -1 for m in shards]
-        if not slices or numbers != list(range(len(slices))):
+        slices = self.shards(RECORD_INDEX)
+        if slices is None:
             return None  # not the plain hash-sharded layout (e.g. partitioned record index)
         wanted: dict[int, set[str]] = {}
         for key in record_keys:

@@ -231,7 +231,9 @@ def _slices(
     instant = resolved.instant
     latest = state.timeline.latest_commit
     at_latest = latest is not None and instant is not None and instant >= latest.requested_time
-    partition_pruners, slice_pruners = index_pruners(state.metadata_table, at_latest, state.use_record_index)
+    partition_pruners, slice_pruners = index_pruners(
+        state.metadata_table, at_latest, state.use_record_index, options.read_optimized
+    )
     partitions = state.listing.list_partitions()
     if filters:
         partitions = PartitionValuePruner(state.config, state.schema).prune(partitions, filters)

@@ -8,6 +8,9 @@ be read is skipped with a :class:`MetadataTableFallbackWarning`, never trusted h
 * :class:`PartitionStatsPruner`: the MDT ``partition_stats`` ranges (6.7), latest commit only;
 * :class:`RecordIndexPruner`: the MDT ``record_index`` for ``=`` / ``in`` on a plain record key,
   latest commit only, and only where the timeline proves keys unique (:func:`keys_are_unique`);
+* :class:`SecondaryIndexPruner`: an MDT secondary index for ``=`` / ``in`` / ``is null`` on its
+  column, then the record index for the groups of the keys found (latest commit only, and only
+  where the record index is used; ``catalog.plan.secondary_index``);
 * :class:`ColumnStatsPruner`: the MDT ``column_stats`` ranges per file (time-travel safe: stats
   are per file name; a slice is dropped only if *every* one of its files is proven empty).
 
@@ -41,6 +44,7 @@ from catalog.listing.metadata_table import (
     stats_value,
 )
 from catalog.plan.filters import BoundFilter, filter_table, stats_may_match
+from catalog.plan.secondary_index import SecondaryIndex, record_keys, secondary_indexes
 from catalog.table.config import TableConfig
 from catalog.table.files import FileSlice
 from catalog.table.partitions import PARTITION_PATH_COLUMN, PartitionScheme
@@ -235,33 +239,33 @@ class ColumnStatsPruner:
         return kept
 
 
-class RecordIndexPruner:
-    """Keeps the file groups the MDT ``record_index`` locates for the query's record keys."""
+class FileGroupIndexPruner:
+    """Keeps the file groups an MDT index locates for the query's filters (latest commit only).
 
-    def __init__(self, mdt: MetadataTable, use_record_index: bool | None = None):
+    Subclasses say where the rows are (:meth:`_locate`); the answer is asked once per plan (the
+    partition and the slice pruning share it).
+    """
+
+    #: how warnings name the index
+    name = "index"
+
+    def __init__(self, mdt: MetadataTable):
         self.mdt = mdt
-        self._use = use_record_index
         self._memo: tuple[Sequence[BoundFilter], set[tuple[str, str]] | None] | None = None
 
-    @property
-    def enabled(self) -> bool:
-        if self._use is None:
-            self._use = keys_are_unique(self.mdt.data_timeline)
-        return self._use
+    def _locate(self, filters: Sequence[BoundFilter]) -> set[tuple[str, str]] | None:
+        raise NotImplementedError
 
     def located(self, filters: Sequence[BoundFilter]) -> set[tuple[str, str]] | None:
-        """(partition, file id) of the query's record keys; ``None``: the index does not apply.
-        Asked once per plan (the partition and the slice pruning share the answer)."""
+        """(partition, file id) of every group that may hold matching rows; ``None``: the index
+        does not apply (an unreadable index warns and does not apply)."""
         if self._memo is not None and self._memo[0] is filters:
             return self._memo[1]
-        keys = record_key_values(self.mdt.data_config, filters)
-        groups: set[tuple[str, str]] | None = None
-        if keys is not None and self.enabled:
-            try:
-                located = self.mdt.record_locations(sorted(keys))
-                groups = set(located.values()) if located is not None else None
-            except (HudiError, OSError) as err:
-                warnings.warn(MetadataTableFallbackWarning(f"record index not used: {err}"), stacklevel=4)
+        try:
+            groups = self._locate(filters)
+        except (HudiError, OSError) as err:
+            warnings.warn(MetadataTableFallbackWarning(f"{self.name} not used: {err}"), stacklevel=4)
+            groups = None
         self._memo = (filters, groups)
         return groups
 
@@ -272,12 +276,69 @@ class RecordIndexPruner:
         return [fs for fs in slices if (fs.partition, fs.file_id) in groups]
 
     def prune_partitions(self, partitions: Sequence[str], filters: Sequence[BoundFilter]) -> list[str]:
-        """Only the partitions holding the keys: their slices alone need to be built."""
+        """Only the partitions holding located groups: their slices alone need to be built."""
         groups = self.located(filters)
         if groups is None:
             return list(partitions)
         wanted = {p for p, _ in groups}
         return [p for p in partitions if p in wanted]
+
+
+class RecordIndexPruner(FileGroupIndexPruner):
+    """Keeps the file groups the MDT ``record_index`` locates for the query's record keys."""
+
+    name = "record index"
+
+    def __init__(self, mdt: MetadataTable, use_record_index: bool | None = None):
+        super().__init__(mdt)
+        self._use = use_record_index
+
+    @property
+    def enabled(self) -> bool:
+        if self._use is None:
+            self._use = keys_are_unique(self.mdt.data_timeline)
+        return self._use
+
+    def _locate(self, filters: Sequence[BoundFilter]) -> set[tuple[str, str]] | None:
+        keys = record_key_values(self.mdt.data_config, filters)
+        if keys is None or not self.enabled:
+            return None
+        return self.groups_of(keys)
+
+    def groups_of(self, keys: Iterable[str]) -> set[tuple[str, str]] | None:
+        """(partition, file id) of the groups holding ``keys``; ``None`` for an unknown layout."""
+        located = self.mdt.record_locations(sorted(keys))
+        return set(located.values()) if located is not None else None
+
+
+class SecondaryIndexPruner(FileGroupIndexPruner):
+    """Keeps the file groups holding the rows an MDT secondary index finds for ``=`` / ``in`` /
+    ``is null`` filters on its column: their record keys, then their groups by the record index
+    (so only where the record index is used, see :class:`RecordIndexPruner`)."""
+
+    name = "secondary index"
+
+    def __init__(self, mdt: MetadataTable, record_index: RecordIndexPruner):
+        super().__init__(mdt)
+        self.record_index = record_index
+        self._indexes: dict[str, SecondaryIndex] | None = None
+
+    def _locate(self, filters: Sequence[BoundFilter]) -> set[tuple[str, str]] | None:
+        if not any(f.op in ("=", "in", "is null") for f in filters):
+            return None
+        if self._indexes is None:
+            self._indexes = secondary_indexes(self.mdt)
+        groups: set[tuple[str, str]] | None = None
+        for f in filters:
+            index = self._indexes.get(f.column)
+            prefixes = index.prefixes(f) if index is not None else None
+            if index is None or prefixes is None or not self.record_index.enabled:
+                continue
+            keys = record_keys(self.mdt, index, prefixes)
+            found = self.record_index.groups_of(keys) if keys is not None else None
+            if found is not None:
+                groups = found if groups is None else groups & found
+        return groups
 
 
 def record_key_values(config: TableConfig, filters: Sequence[BoundFilter]) -> set[str] | None:
@@ -347,20 +408,24 @@ def keys_are_unique(timeline: Timeline) -> bool:
 
 
 
-class _RecordIndexPartitions:
-    """The record index as a partition pruner (see :meth:`RecordIndexPruner.prune_partitions`)."""
+class _IndexPartitions:
+    """A file-group index as a partition pruner (see :meth:`FileGroupIndexPruner.prune_partitions`)."""
 
-    def __init__(self, record_index: RecordIndexPruner):
-        self.record_index = record_index
+    def __init__(self, index: FileGroupIndexPruner):
+        self.index = index
 
     def prune(self, partitions: Sequence[str], filters: Sequence[BoundFilter]) -> list[str]:
-        return self.record_index.prune_partitions(partitions, filters)
+        return self.index.prune_partitions(partitions, filters)
 
 
 def index_pruners(
-    mdt: MetadataTable | None, at_latest: bool, use_record_index: bool | None
+    mdt: MetadataTable | None, at_latest: bool, use_record_index: bool | None, read_optimized: bool = False
 ) -> tuple[list[PartitionPruner], list[SlicePruner]]:
-    """The MDT index pruners usable for a query; ``at_latest``: it reads the latest commit."""
+    """The MDT index pruners usable for a query; ``at_latest``: it reads the latest commit.
+
+    A read-optimized query reads base files only: a row a log file later updated or deleted is
+    still in them, while the record and secondary indexes already say where it is now (or that
+    it is gone), so they are not used for it."""
     if mdt is None:
         return [], []
     usable = mdt.data_config.usable_metadata_partitions
@@ -370,10 +435,11 @@ def index_pruners(
     # describe only its log files, so they cannot rule a partition out.
     if at_latest and PARTITION_STATS in usable and mdt.data_config.base_file_format == "PARQUET":
         partitions.append(PartitionStatsPruner(mdt))
-    if at_latest and RECORD_INDEX in usable:
+    if at_latest and not read_optimized and RECORD_INDEX in usable:
         record_index = RecordIndexPruner(mdt, use_record_index)
-        partitions.append(_RecordIndexPartitions(record_index))
-        slices.append(record_index)
+        secondary = SecondaryIndexPruner(mdt, record_index)
+        partitions += [_IndexPartitions(record_index), _IndexPartitions(secondary)]
+        slices += [record_index, secondary]
     if COLUMN_STATS in usable:
         slices.append(ColumnStatsPruner(mdt))
     return partitions, slices
@@ -381,10 +447,12 @@ def index_pruners(
 
 __all__ = [
     "ColumnStatsPruner",
+    "FileGroupIndexPruner",
     "PartitionPruner",
     "PartitionStatsPruner",
     "PartitionValuePruner",
     "RecordIndexPruner",
+    "SecondaryIndexPruner",
     "SlicePruner",
     "TimestampPathFilters",
     "index_pruners",

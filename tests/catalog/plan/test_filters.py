@@ -216,7 +216,7 @@ def test_index_pruners_are_called(fixture_table, monkeypatch):
             calls.append(("slices", len(slices)))
             return slices[:1]
 
-    def index_pruners(mdt, at_latest, use_record_index):
+    def index_pruners(mdt, at_latest, use_record_index, read_optimized=False):
         calls.append(("at_latest", at_latest))
         return [PartitionPruner()], [SlicePruner()]
 

@@ -1,0 +1,296 @@
+"""Pruning by MDT secondary indexes: only the file groups holding the value's rows are planned,
+the rows equal a read without the metadata table, and anything unusable falls back to no pruning."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from catalog.errors import MetadataTableFallbackWarning
+from catalog.hudi_table import HudiTable
+from catalog.listing.metadata_table import MetadataTable
+from catalog.plan.filters import BoundFilter, bind_filters
+from catalog.plan.options import ReadOptions
+from catalog.plan.planner import file_slices
+from catalog.plan.prune import SecondaryIndexPruner, index_pruners
+from catalog.plan.secondary_index import SecondaryIndex, escaped, record_key_of, secondary_indexes
+from tests.support.written import WrittenTable
+
+FIXTURES = [
+    "sample_table/cow/v9_txns_simple_meta",
+    "sample_table/cow/v9_txns_complex_meta",
+    "sample_table/mor/avro/v9_txns_simple_meta",
+    "sample_table/mor/avro/v9_txns_nonpart_meta",
+]
+WRITTEN = {"1.0.2": 1, "1.1.1": 2}  # release -> index version of its mor_secondary_index table
+KEYS = ("_hoodie_record_key", "_hoodie_partition_path")
+
+
+def planned(path: str, filters, **open_options) -> tuple[pa.Table, int]:
+    """(rows sorted by key, file groups planned), failing on any metadata-table fallback."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MetadataTableFallbackWarning)
+        table = HudiTable.open(path, **open_options)
+        groups = len(list(file_slices(table.state, ReadOptions(filters=filters))))
+        rows = table.read(filters=filters)
+    return rows.sort_by([(k, "ascending") for k in KEYS]), groups
+
+
+def located(path: str, filters, **open_options) -> set[tuple[str, str]] | None:
+    """What the secondary-index pruner of a table finds for ``filters`` (``None``: not used)."""
+    table = HudiTable.open(path, **open_options)
+    for pruner in index_pruners(table.state.metadata_table, True, table.state.use_record_index)[1]:
+        if isinstance(pruner, SecondaryIndexPruner):
+            return pruner.located(bind_filters(filters, table.schema))
+    return None
+
+
+def check(path: str, filters, pruned: int | None, **open_options) -> None:
+    """Same rows as a read without the metadata table; ``pruned``: the file groups expected
+    (``None``: the secondary index is not used)."""
+    rows, groups = planned(path, filters, **open_options)
+    plain, all_groups = planned(path, filters, use_metadata_table=False)
+    assert rows.equals(plain)
+    full = HudiTable.open(path, use_metadata_table=False)
+    mask = None
+    for f in bind_filters(filters, full.schema):
+        mask = f.expression() if mask is None else mask & f.expression()
+    assert rows.num_rows == full.read().filter(mask).num_rows
+    if pruned is None:
+        assert located(path, filters, **open_options) is None
+    else:
+        assert groups == pruned < all_groups
+        assert len(located(path, filters, **open_options) or ()) == pruned
+
+
+FIXTURE_CASES = [
+    # (filters, file groups holding the rows in cow simple / cow complex / mor simple / mor nonpart)
+    ([("merchant_name", "=", "Uber")], (1, 1, 1, 1)),
+    ([("merchant_name", "in", ["Uber", "Spotify", "Grab"])], (3, 3, 3, 1)),
+    ([("merchant_name", "is null", None)], (1, 1, 1, 1)),
+    ([("txn_date", "=", "2024-01-21")], (2, 2, 2, 0)),  # dates: epoch days (nonpart has none)
+    ([("txn_date", "in", ["2024-01-15", "2024-01-16"])], (2, 2, 2, 1)),
+    ([("merchant_name", "=", "Nobody")], (0, 0, 0, 0)),  # a missing value: nothing to read
+    ([("merchant_name", "=", "A$B\\C")], (0, 0, 0, 0)),  # escaped, still missing
+    ([("merchant_name", "=", "Uber"), ("txn_date", "=", "2024-01-21")], (0, 0, 0, 0)),  # AND
+]
+
+
+@pytest.mark.parametrize("index", range(len(FIXTURES)), ids=[n.split("/", 1)[1] for n in FIXTURES])
+@pytest.mark.parametrize("filters,groups", FIXTURE_CASES, ids=[str(c[0]) for c in FIXTURE_CASES])
+def test_fixture_tables_prune_to_the_groups_of_the_value(fixture_table, index, filters, groups):
+    path = fixture_table(FIXTURES[index])
+    # later plain INSERTs: keys are not provably unique, so the record index (and with it the
+    # secondary index) is opted into
+    check(path, filters, groups[index], use_record_index=True)
+
+
+def test_fixture_tables_do_not_prune_without_the_record_index(fixture_table):
+    path = fixture_table(FIXTURES[0])
+    check(path, [("merchant_name", "=", "Uber")], None)  # keys not provably unique
+    check(path, [("merchant_name", "=", "Uber")], None, use_record_index=False)
+
+
+WRITTEN_CASES = [
+    ([("name", "=", "name8_v2")], 1),  # updated in a log file: the index's log blocks say so
+    ([("name", "=", "name8_v1")], 0),  # the value before the update: deleted from the index
+    ([("name", "in", ["name8_v2", "name4_v1"])], 2),
+    ([("name", "=", "name1_v1")], 0),  # a deleted record
+    ([("name", "=", "missing")], 0),
+]
+
+
+@pytest.mark.parametrize("release", sorted(WRITTEN))
+@pytest.mark.parametrize("filters,groups", WRITTEN_CASES, ids=[str(c[0]) for c in WRITTEN_CASES])
+def test_hudi_written_tables_prune(written_table, release, filters, groups):
+    """Hudi 1.0.2 writes a version 1 index (no version in index.json), Hudi 1.1.1 version 2; their
+    keys are unique (upserts), so the default uses both indexes."""
+    path = written_table(WrittenTable(release, "mor_secondary_index"))
+    table = HudiTable.open(path)
+    indexes = secondary_indexes(table.state.metadata_table)
+    assert indexes == {"name": SecondaryIndex("secondary_index_idx_name", "name", WRITTEN[release])}
+    check(path, filters, groups)
+
+
+@pytest.mark.parametrize("release", sorted(WRITTEN))
+def test_null_is_looked_up_in_version_2_only(written_table, release):
+    """Hudi 1.0 writes no key for a null value: a version 1 index cannot answer ``is null``."""
+    path = written_table(WrittenTable(release, "mor_secondary_index"))
+    check(path, [("name", "is null", None)], 0 if WRITTEN[release] == 2 else None)
+
+
+@pytest.mark.parametrize("release", sorted(WRITTEN))
+def test_version_2_reads_one_shard_version_1_all(written_table, monkeypatch, release):
+    path = written_table(WrittenTable(release, "mor_secondary_index"))
+    read: list[str] = []
+    real = MetadataTable.read_slice
+
+    def spy(self, fs, selection):
+        if fs.partition.startswith("secondary_index_"):
+            read.append(fs.file_id)
+        return real(self, fs, selection)
+
+    monkeypatch.setattr(MetadataTable, "read_slice", spy)
+    planned(path, [("name", "=", "name8_v2")])
+    shards = len(HudiTable.open(path).state.metadata_table.file_slices("secondary_index_idx_name"))
+    assert shards == 10
+    assert len(set(read)) == (1 if WRITTEN[release] == 2 else shards)
+
+
+def test_key_encoding_round_trips():
+    assert escaped("a$b\\c\x00d") == "a\\$b\\\\c\\\x00d"
+    assert escaped(None) == "\x00"
+    for value in ("plain", "a$b", "a\\$", "\\", "$", "x\x00y"):
+        for record_key in ("TXN-1", "k$1", "k\\2", "txn_id:TXN-1,account_id:A"):
+            key = escaped(value) + "$" + escaped(record_key)
+            assert key.startswith(escaped(value) + "$")
+            assert record_key_of(key) == record_key
+    assert record_key_of("\x00$TXN-003") == "TXN-003"
+
+
+def test_only_values_rendered_like_hudi_are_looked_up():
+    v1, v2 = SecondaryIndex("secondary_index_i", "c", 1), SecondaryIndex("secondary_index_i", "c", 2)
+    schema = pa.schema([("c", pa.string())])
+
+    def prefixes(index, *filters):
+        return index.prefixes(bind_filters(list(filters), schema)[0])
+
+    assert prefixes(v2, ("c", "=", "a$b")) == {"a\\$b$"}
+    assert prefixes(v2, ("c", "is null", None)) == {"\x00$"}
+    assert prefixes(v1, ("c", "in", ["x", "y"])) == {"x$", "y$"}
+    assert prefixes(v1, ("c", "is null", None)) is None  # Hudi 1.0: no key for null
+    with_null = BoundFilter("c", "in", pa.array(["x", None]), pa.string())  # not from the binder
+    assert v2.prefixes(with_null) == {"x$", "\x00$"} and v1.prefixes(with_null) is None
+    assert prefixes(v1, ("c", "=", "x\x00")) is None  # Hudi 1.0 leaves NUL unescaped
+    assert prefixes(v2, ("c", "!=", "x")) is None
+    assert prefixes(v2, ("c", ">", "x")) is None
+
+    def typed(dtype, value, index=v2):
+        return index.prefixes(bind_filters([("c", "=", value)], pa.schema([("c", dtype)]))[0])
+
+    # as Hudi 1.1.1 wrote them through Spark (dates and strings are also in the fixture tables)
+    assert typed(pa.int32(), -7) == {"-7$"} and typed(pa.int64(), 123456789012) == {"123456789012$"}
+    assert typed(pa.date32(), "2024-01-21") == {"19743$"} and typed(pa.date32(), "1960-01-01") == {"-3653$"}
+    assert typed(pa.timestamp("us", "UTC"), "2024-01-02T03:04:05.123456") == {"1704164645123456$"}
+    assert typed(pa.timestamp("us", "UTC"), "1969-12-31T23:59:59") == {"-1000000$"}
+    for dtype, value in (
+        (pa.float64(), 1.5),  # Java's Double.toString
+        (pa.bool_(), True),
+        (pa.timestamp("us"), "2024-01-02"),  # no zone: not checked
+        (pa.timestamp("ms", "UTC"), "2024-01-02"),
+        (pa.decimal128(10, 2), "1.50"),
+        (pa.binary(), b"x"),
+    ):
+        assert typed(dtype, value) is None, dtype
+    for dtype, value in ((pa.int64(), 5), (pa.date32(), "2024-01-21"), (pa.timestamp("us", "UTC"), "2024-01-02")):
+        assert typed(dtype, value, v1) is None, dtype  # not checked against Hudi 1.0
+
+
+def _copy(path: str, tmp_path: Path) -> str:
+    dest = tmp_path / "t"
+    shutil.copytree(path, dest)
+    return str(dest)
+
+
+def _edit_properties(base: str, old: str, new: str) -> None:
+    props = Path(base) / ".hoodie" / "hoodie.properties"
+    text = props.read_text()
+    assert old in text
+    props.write_text(text.replace(old, new))
+
+
+def test_an_index_not_yet_complete_is_not_used(written_table, tmp_path):
+    path = _copy(written_table(WrittenTable("1.1.1", "mor_secondary_index")), tmp_path)
+    _edit_properties(path, "partitions.inflight=\n", "partitions.inflight=secondary_index_idx_name\n")
+    check(path, [("name", "=", "name8_v2")], None)
+
+
+def test_an_index_defined_on_another_function_is_not_used(written_table, tmp_path):
+    path = _copy(written_table(WrittenTable("1.1.1", "mor_secondary_index")), tmp_path)
+    defs = Path(path) / ".hoodie" / ".index_defs" / "index.json"
+    data = json.loads(defs.read_text())
+    data["indexDefinitions"]["secondary_index_idx_name"]["indexFunction"] = "lower"
+    defs.write_text(json.dumps(data))
+    check(path, [("name", "=", "name8_v2")], None)
+
+
+def test_unreadable_definitions_warn_and_do_not_prune(written_table, tmp_path):
+    path = _copy(written_table(WrittenTable("1.1.1", "mor_secondary_index")), tmp_path)
+    (Path(path) / ".hoodie" / ".index_defs" / "index.json").write_text("{not json")
+    table = HudiTable.open(path)
+    with pytest.warns(MetadataTableFallbackWarning, match="secondary index not used"):
+        assert located(path, [("name", "=", "name8_v2")]) is None
+    with pytest.warns(MetadataTableFallbackWarning):
+        assert table.read(filters=[("name", "=", "name8_v2")]).column("id").to_pylist() == ["id008"]
+
+
+def test_an_unplain_shard_layout_is_not_used(written_table, tmp_path):
+    """Version 2 lookups hash to a shard: only the plain ``-NNNN-`` layout 0..N-1 is trusted."""
+    path = _copy(written_table(WrittenTable("1.1.1", "mor_secondary_index")), tmp_path)
+    folder = Path(path) / ".hoodie" / "metadata" / "secondary_index_idx_name"
+    for f in folder.iterdir():
+        if "-0009-0" in f.name:
+            f.rename(f.with_name(f.name.replace("-0009-0", "-0010-0")))
+    table = HudiTable.open(path)
+    mdt = table.state.metadata_table
+    assert mdt is not None and mdt.shards("secondary_index_idx_name") is None
+    pruner = next(p for p in index_pruners(mdt, True, True)[1] if isinstance(p, SecondaryIndexPruner))
+    assert pruner.located(bind_filters([("name", "=", "name8_v2")], table.schema)) is None
+
+
+def test_time_travel_does_not_use_the_index(written_table):
+    path = written_table(WrittenTable("1.1.1", "mor_secondary_index"))
+    table = HudiTable.open(path)
+    _, slice_pruners = index_pruners(table.state.metadata_table, False, True)
+    assert not any(isinstance(p, SecondaryIndexPruner) for p in slice_pruners)
+    first = table.timeline.commits[0].requested_time
+    filters = [("name", "=", "name8_v1")]
+    old = table.read(filters=filters, as_of=first)
+    assert old.num_rows == 1
+    assert old.equals(HudiTable.open(path, use_metadata_table=False).read(filters=filters, as_of=first))
+
+
+@pytest.mark.parametrize("release", sorted(WRITTEN))
+@pytest.mark.parametrize("filters", [[("name", "=", "name1_v1")], [("id", "=", "id001")]], ids=["secondary", "record"])
+def test_read_optimized_queries_do_not_use_the_key_indexes(written_table, release, filters):
+    """The base files still hold id001 (its delete is in a log file): a read-optimized query
+    returns it, although the record and secondary indexes no longer know it."""
+    path = written_table(WrittenTable(release, "mor_secondary_index"))
+    options = ReadOptions(filters=filters, query_type="read_optimized", columns=["id", "name"])
+    rows = HudiTable.open(path).read(options)
+    assert rows.to_pylist() == [{"id": "id001", "name": "name1_v1"}]
+    assert rows.equals(HudiTable.open(path, use_metadata_table=False).read(options))
+    assert HudiTable.open(path).read(filters=filters).num_rows == 0  # the snapshot: deleted
+
+
+def test_definitions_are_read_once_per_metadata_table_version(written_table, monkeypatch):
+    path = written_table(WrittenTable("1.1.1", "mor_secondary_index"))
+    table = HudiTable.open(path)
+    storage_class = type(table.storage)
+    paths: list[str] = []
+    real = storage_class.read_bytes
+
+    def spy(self, rel):
+        paths.append(rel)
+        return real(self, rel)
+
+    monkeypatch.setattr(storage_class, "read_bytes", spy)
+    for value in ("name8_v2", "name4_v1", "missing"):
+        assert len(list(file_slices(table.state, ReadOptions(filters=[("name", "=", value)])))) <= 1
+    assert list(file_slices(table.state, ReadOptions(filters=[("price", ">", 0)])))  # no lookup
+    assert paths.count(".hoodie/.index_defs/index.json") == 1
+
+
+def test_an_index_of_an_unknown_version_is_not_used(written_table, tmp_path):
+    path = _copy(written_table(WrittenTable("1.1.1", "mor_secondary_index")), tmp_path)
+    defs = Path(path) / ".hoodie" / ".index_defs" / "index.json"
+    data = json.loads(defs.read_text())
+    data["indexDefinitions"]["secondary_index_idx_name"]["version"] = "V3"
+    defs.write_text(json.dumps(data))
+    assert secondary_indexes(HudiTable.open(path).state.metadata_table) == {}
+    check(path, [("name", "=", "name8_v2")], None)
