@@ -32,6 +32,11 @@ LANCE_SCHEMA = (
 )
 #: VARIANT needs Spark 4 (Hudi refuses it on Spark 3.5): its own table, so the others are written
 LANCE_VARIANT_SCHEMA = f"{LANCE_SCHEMA}, doc struct<metadata:binary not null,value:binary not null>"
+#: columns a secondary index is built on, holding values that need escaping in its keys (issue 21)
+SECONDARY_INDEX_SCHEMA = "id string, name string, price double, ts long, part string, code int, day date, at timestamp"
+#: the ``name`` values of ``SECONDARY_INDEX_SCHEMA`` rows: ``$`` and ``\\`` are escaped in index keys,
+#: null is a key of its own (Hudi 1.1+)
+SECONDARY_INDEX_NAMES = ("a$b", "x\\y", "$", "", None, "plain")
 #: Hudi 1.2 type of the Lance specs' columns, given to Spark as the field metadata ``hudi_type``
 HUDI_TYPES = {"embedding": "VECTOR(3)", "payload": "BLOB", "doc": "VARIANT"}
 PARTITIONS = ("p0", "p1", "p2")
@@ -139,6 +144,17 @@ def row(record_id: int, version: int, schema: str) -> tuple:
             [f"t{record_id}", f"v{version}"][: 1 + record_id % 2],
             {"k": record_id, "v": version},
             (record_id * version, f"label{record_id}") if record_id % 4 else None,
+        )
+    if schema == SECONDARY_INDEX_SCHEMA:
+        # few distinct values per column (rows share them), signed and around the epoch
+        return (
+            "k$2" if record_id == 2 else base[0],
+            SECONDARY_INDEX_NAMES[(record_id + version) % len(SECONDARY_INDEX_NAMES)],
+            *base[2:],
+            (record_id % 5 - 2) * version,
+            datetime.date(1969, 12, 30) + datetime.timedelta(days=record_id % 4 + version),
+            datetime.datetime(1969, 12, 31, 23, 59, 59, tzinfo=datetime.timezone.utc)
+            + datetime.timedelta(microseconds=1500001 * (record_id % 3), hours=version - 1),
         )
     if schema in (LANCE_SCHEMA, LANCE_VARIANT_SCHEMA):
         lance = base + (
@@ -274,6 +290,16 @@ def _indexes() -> list[TableSpec]:
             Sql("CREATE INDEX idx_ts ON {table} USING column_stats(ts) OPTIONS(expr='from_unixtime', format='yyyy')"),
             UPSERT, DELETE,
         ), RECORD_INDEX, ("secondary_index", "expression_index", "record_index"), releases=ONE_X, types=(MOR,)),
+        TableSpec("mor_secondary_index_values", MOR, (
+            INSERT,
+            Sql("SET hoodie.write.lock.provider=org.apache.hudi.client.transaction.lock.InProcessLockProvider"),
+            *(Sql(f"CREATE INDEX idx_{column} ON {{table}} ({column})") for column in ("name", "code", "day", "at")),
+            UPSERT,
+            # updates only: the changed values go to log files (UPSERT's inserts rewrite base files)
+            Write("upsert", (3, 6, 10, 13), 3),
+            Write("delete", (0, 5), 4),
+        ), RECORD_INDEX, schema=SECONDARY_INDEX_SCHEMA, features=("secondary_index", "record_index"),
+            releases=ONE_X),
     ]
 
 
