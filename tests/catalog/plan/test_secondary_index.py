@@ -404,3 +404,17 @@ def test_hudi_1_1_typed_indexes_render_like_us_and_miss_log_writes(written_table
         assert (key in keys) == in_base, key
     deleted = {"id000", "id005"}  # deleted through a log file: still in the index
     assert deleted <= {record_key_of(k) for k in keys}
+
+
+def test_hudi_1_0_typed_index_keys_differ_from_version_2(written_table):
+    """Hudi 1.0.2 follows log-file writes in every index, but writes dates as ISO text (Hudi 1.1:
+    epoch days) and no key for a null: a version 1 index is looked up for strings only."""
+    written = WrittenTable("1.0.2", "mor_secondary_index_values")
+    path = written_table(written)
+    mdt = HudiTable.open(path).state.metadata_table
+    hudi = _hudi_snapshot(written)
+    rows = list(zip(hudi["_hoodie_record_key"].to_pylist(), hudi["day"].to_pylist()))
+    keys = set(mdt.read(secondary_indexes(mdt)["day"].partition))
+    assert keys == {f"{day.isoformat()}${escaped(key)}" for key, day in rows}
+    names = {record_key_of(k) for k in mdt.read(secondary_indexes(mdt)["name"].partition)}
+    assert names == {k for k, v in zip(hudi["_hoodie_record_key"].to_pylist(), hudi["name"].to_pylist()) if v is not None}
