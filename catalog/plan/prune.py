@@ -425,7 +425,10 @@ def index_pruners(
 
     A read-optimized query reads base files only: a row a log file later updated or deleted is
     still in them, while the record and secondary indexes already say where it is now (or that
-    it is gone), so they are not used for it."""
+    it is gone), so they are not used for it. Nor are a merge-on-read table's secondary indexes:
+    Hudi 1.1 leaves updates and deletes written to log files out of every secondary index but the
+    first one created (pinned on Hudi-written tables in the tests), so an index may still name a
+    value's old rows and miss its new ones."""
     if mdt is None:
         return [], []
     usable = mdt.data_config.usable_metadata_partitions
@@ -437,9 +440,12 @@ def index_pruners(
         partitions.append(PartitionStatsPruner(mdt))
     if at_latest and not read_optimized and RECORD_INDEX in usable:
         record_index = RecordIndexPruner(mdt, use_record_index)
-        secondary = SecondaryIndexPruner(mdt, record_index)
-        partitions += [_IndexPartitions(record_index), _IndexPartitions(secondary)]
-        slices += [record_index, secondary]
+        partitions.append(_IndexPartitions(record_index))
+        slices.append(record_index)
+        if not mdt.data_config.is_mor:
+            secondary = SecondaryIndexPruner(mdt, record_index)
+            partitions.append(_IndexPartitions(secondary))
+            slices.append(secondary)
     if COLUMN_STATS in usable:
         slices.append(ColumnStatsPruner(mdt))
     return partitions, slices

@@ -48,14 +48,11 @@ class SecondaryIndex:
         partition: its MDT partition (``secondary_index_<name>``).
         column: the indexed (top-level) column.
         version: the index version, 1 or 2 (1 when ``index.json`` does not say).
-        typed: whether values other than strings may be looked up (not on merge-on-read tables,
-            whose log-file writes Hudi leaves out of those indexes).
     """
 
     partition: str
     column: str
     version: int
-    typed: bool = True
 
     def prefixes(self, f: BoundFilter) -> set[str] | None:
         """The key prefixes of the values ``f`` admits (rows of other values cannot match it);
@@ -91,8 +88,6 @@ class SecondaryIndex:
             return texts
         if self.version != 2:
             raise ValueError(f"{dtype} values are not looked up in a version 1 index")
-        if not self.typed:
-            raise ValueError(f"{dtype} values are not looked up in a merge-on-read table's index")
         # Spark's internal value, as Hudi 1.1 writes it: epoch days, UTC epoch microseconds
         if pa.types.is_date32(dtype):
             values = values.cast(pa.int32())
@@ -149,7 +144,7 @@ def secondary_indexes(mdt: MetadataTable) -> dict[str, SecondaryIndex]:
             and isinstance(fields[0], str)
             and fields[0] not in out
         ):
-            out[fields[0]] = SecondaryIndex(name, fields[0], version, typed=not mdt.data_config.is_mor)
+            out[fields[0]] = SecondaryIndex(name, fields[0], version)
     return out
 
 

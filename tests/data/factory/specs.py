@@ -300,6 +300,16 @@ def _indexes() -> list[TableSpec]:
             Write("delete", (0, 5), 4),
         ), RECORD_INDEX, schema=SECONDARY_INDEX_SCHEMA, features=("secondary_index", "record_index"),
             releases=ONE_X),
+        # copy-on-write, the string index created last: every write rewrites base files
+        TableSpec("cow_secondary_index_values", COW, (
+            INSERT,
+            Sql("SET hoodie.write.lock.provider=org.apache.hudi.client.transaction.lock.InProcessLockProvider"),
+            *(Sql(f"CREATE INDEX idx_{column} ON {{table}} ({column})") for column in ("code", "day", "at", "name")),
+            UPSERT,
+            Write("upsert", (3, 6, 10, 13), 3),
+            Write("delete", (0, 5), 4),
+        ), RECORD_INDEX, schema=SECONDARY_INDEX_SCHEMA, features=("secondary_index", "record_index"),
+            releases=("1.0.2", "1.1.1")),
     ]
 
 
