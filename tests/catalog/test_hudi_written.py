@@ -493,12 +493,18 @@ HUDI_RS_DEPARTURES: dict[str, str] = {
     "1.2.0/cow_keygen_custom": "fails: takes 'part:simple' of hoodie.table.partition.fields for a column name",
     "1.2.0/mor_bucket_consistent": "returns no rows from a consistent-hashing bucket index table",
 }
+#: the table versions the ``hudi`` package opens: it refuses Hudi 0.13's version 5 by name
+HUDI_RS_TABLE_VERSIONS = (6, 8, 9)
 
 
 @pytest.mark.parametrize("case", [c for c in SNAPSHOTS if "lance" not in c[0].manifest().features], ids=_id)
 def test_hudi_package_snapshot_agrees_with_hudi_or_is_pinned(written_table, case):
     table, query = case
     expected = read_result(table.expected, query)
+    if table.manifest().table_version not in HUDI_RS_TABLE_VERSIONS:
+        with pytest.raises(Exception, match=f"Found: {table.manifest().table_version}"):
+            hudi_read(written_table(table))
+        return
     if table.key in HUDI_RS_DEPARTURES:
         with pytest.raises(Exception):  # noqa: B017 - a wrong answer or an error: either departs
             theirs = hudi_read(written_table(table))
