@@ -63,8 +63,8 @@ def session(release: str, jars: Path):
     return spark
 
 
-def writer_options(spec: TableSpec) -> dict[str, str]:
-    """The factory's writer defaults (tiny, single-task, deterministic) under ``spec.options``."""
+def writer_options(spec: TableSpec, release: str) -> dict[str, str]:
+    """The factory's writer defaults (tiny, single-task, deterministic) under ``spec``'s options."""
     options = {
         "hoodie.table.name": spec.name,
         "hoodie.datasource.write.table.type": spec.table_type,
@@ -85,7 +85,7 @@ def writer_options(spec: TableSpec) -> dict[str, str]:
     else:
         options["hoodie.datasource.write.partitionpath.field"] = ""
         options["hoodie.datasource.write.keygenerator.class"] = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
-    options.update(spec.options)
+    options.update(spec.options_for(release))
     return options
 
 
@@ -189,9 +189,9 @@ def _hudi_typed_struct(schema: str):
     return struct
 
 
-def run_steps(spark, spec: TableSpec, base: Path) -> None:
-    """Run every step of ``spec``; the first write creates the table at ``base``."""
-    options = writer_options(spec)
+def run_steps(spark, spec: TableSpec, release: str, base: Path) -> None:
+    """Run every step of ``spec`` with Hudi ``release``; the first write creates the table at ``base``."""
+    options = writer_options(spec, release)
     registered = False
     try:
         for index, step in enumerate(spec.steps):
