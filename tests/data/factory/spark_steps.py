@@ -109,7 +109,7 @@ def _bootstrap(spark, spec: TableSpec, step: Bootstrap, options: dict[str, str],
     else:
         frame.coalesce(1).write.mode("overwrite").parquet(str(source))
     keygen = options.get("hoodie.datasource.write.keygenerator.class", "org.apache.hudi.keygen.SimpleKeyGenerator")
-    (spark.createDataFrame([], spec.schema).write.format("hudi").options(**options)
+    (_dataframe(spark, spec, []).write.format("hudi").options(**options)
      .option("hoodie.datasource.write.operation", "bootstrap")
      .option("hoodie.bootstrap.base.path", str(source))
      .option("hoodie.bootstrap.keygen.class", keygen)
@@ -119,7 +119,11 @@ def _bootstrap(spark, spec: TableSpec, step: Bootstrap, options: dict[str, str],
 
 
 def _frame(spark, spec: TableSpec, step: Write | Bootstrap):
-    rows = [row(i, step.version, spec.schema) for i in step.ids]
+    return _dataframe(spark, spec, [row(i, step.version, spec.schema) for i in step.ids])
+
+
+def _dataframe(spark, spec: TableSpec, rows: list[tuple]):
+    """``rows`` as a DataFrame of ``spec.schema``."""
     if "lance" in spec.features:
         return spark.createDataFrame(rows, _hudi_typed_struct(spec.schema))
     if spark.version.startswith("3.2"):

@@ -399,7 +399,8 @@ _ALSO_BEFORE_0_14 = frozenset({
     "cow_savepoint_restore", "mor_rollback", "mor_bucket_simple", "mor_bucket_consistent",
     "mor_payload_overwrite_latest", "mor_payload_default", "cow_types", "mor_types", "mor_parquet_log",
     "mor_nonpartitioned", "cow_keygen_complex", "mor_keygen_timestamp", "cow_keygen_custom",
-    "cow_schema_evolution", "mor_schema_evolution",
+    "cow_schema_evolution", "mor_schema_evolution", "mor_merge_custom_payload",
+    "cow_bootstrap_metadata_only", "cow_bootstrap_full_record", "cow_bootstrap_hive_source",
 })
 
 
