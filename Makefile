@@ -59,16 +59,25 @@ $(JDBC_DRIVER):
 
 # Tables written by Hudi's own Spark writer, with Spark's Hudi read results beside them
 # (tests/data/tables/<release>/); see tests/data/factory. Needs Java 17 and Maven; the writer gets
-# its own venv (pyspark 3.5) and Hudi's Spark bundles. TABLES=a,b limits it to those specs.
+# its own venv (pyspark 3.5; pyspark 3.2 for Hudi 0.13, whose newest bundle is for Spark 3.2) and
+# Hudi's Spark bundles. TABLES=a,b limits it to those specs.
 SPARK_VENV := .cache/spark35
 SPARK_PY := $(SPARK_VENV)/bin/python
 JARS := .cache/jars
-HUDI_RELEASES ?= 0.15.0 1.0.2 1.1.1 1.2.0
+HUDI_RELEASES ?= 0.13.1 0.15.0 1.0.2 1.1.1 1.2.0
 TABLES ?=
+# a Hudi release's writer venv and Spark bundle (as specs.spark_bundle): Spark 3.2 for 0.13, else 3.5
+venv_of = .cache/spark$(if $(filter 0.13.%,$(1)),32,35)
+bundle_of = $(JARS)/hudi-spark$(if $(filter 0.13.%,$(1)),3.2,3.5)-bundle_2.12-$(1).jar
 
 .cache/spark35.installed: tests/data/factory/requirements.txt
 	$(PYTHON) -m venv $(SPARK_VENV)
 	$(SPARK_PY) -m pip install --quiet -r $<
+	touch $@
+
+.cache/spark32.installed: tests/data/factory/requirements-spark32.txt
+	$(PYTHON) -m venv .cache/spark32
+	.cache/spark32/bin/python -m pip install --quiet -r $<
 	touch $@
 
 # Hudi's writer and reader for bench/spark_hudi.py (the JVM peer)
@@ -77,13 +86,17 @@ hudi-writer: .cache/spark35.installed $(JARS)/hudi-spark3.5-bundle_2.12-1.1.1.ja
 $(JARS)/hudi-spark3.5-bundle_2.12-%.jar:
 	$(MVN_DEPENDENCY):copy -Dartifact=org.apache.hudi:hudi-spark3.5-bundle_2.12:$* -DoutputDirectory=$(JARS)
 
+$(JARS)/hudi-spark3.2-bundle_2.12-%.jar:
+	$(MVN_DEPENDENCY):copy -Dartifact=org.apache.hudi:hudi-spark3.2-bundle_2.12:$* -DoutputDirectory=$(JARS)
+
 # Hudi 1.2's Lance writer needs lance-core and its Arrow, which the bundle leaves out.
 $(JARS)/lance/.fetched: tests/data/factory/lance-jars.pom.xml
 	$(MVN_DEPENDENCY):copy-dependencies -f $< -DoutputDirectory=$(abspath $(JARS))/lance -DincludeScope=runtime
 	touch $@
 
-tables: .cache/spark35.installed $(JARS)/lance/.fetched $(foreach r,$(HUDI_RELEASES),$(JARS)/hudi-spark3.5-bundle_2.12-$(r).jar)
-	for r in $(HUDI_RELEASES); do \
-		SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(SPARK_PY)) PYTHONPATH=$(CURDIR) \
-		$(SPARK_PY) -m tests.data.factory.writer --release $$r --out tests/data/tables $(if $(TABLES),--tables $(TABLES)) || exit 1; \
-	done
+tables: $(sort $(foreach r,$(HUDI_RELEASES),$(call venv_of,$(r)).installed)) $(JARS)/lance/.fetched \
+		$(foreach r,$(HUDI_RELEASES),$(call bundle_of,$(r)))
+	set -e; $(foreach r,$(HUDI_RELEASES),\
+		SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(call venv_of,$(r)))/bin/python PYTHONPATH=$(CURDIR) \
+		$(call venv_of,$(r))/bin/python -m tests.data.factory.writer --release $(r) --out tests/data/tables \
+		$(if $(TABLES),--tables $(TABLES));)

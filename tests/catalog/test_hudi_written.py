@@ -34,8 +34,9 @@ QUERIES = [(t, q) for t, q in written_queries() if q.query_type != "cdc"]  # CDC
 #: ``release/name:query type`` -> the error of a Hudi reader bug: Hudi refuses queries we answer,
 #: checked against what Hudi's own reads and the stored files say (``test_where_hudi_fails_we_answer``)
 HUDI_READ_BUGS = {
-    # HUDI-7709: Hudi 0.15 puts the partition path (a string) in the long ``ts`` column of a table
-    # partitioned by the timestamp key generator, and its read-optimized reader fails on the cast
+    # HUDI-7709: Hudi 0.15 (and 0.13) puts the partition path (a string) in the long ``ts`` column of
+    # a table partitioned by the timestamp key generator, and its read-optimized reader fails on the cast
+    "0.13.1/mor_keygen_timestamp:read_optimized": "ClassCastException: class java.lang.Long cannot be cast",
     "0.15.0/mor_keygen_timestamp:read_optimized": "ClassCastException: class java.lang.Long cannot be cast",
     # Hudi 0.15 reads a merge-on-read instant older than the first internal schema (schema on read)
     # with the latest schema by name: its time travel fails on the renamed column (see
@@ -45,7 +46,7 @@ HUDI_READ_BUGS = {
 #: tables whose incremental query ending at the first commit (older than the first internal schema)
 #: Hudi answers with the renamed columns null (by name, as above); checked against Hudi's time
 #: travel to a later instant with the same rows instead (``_same_rows_later``)
-BEFORE_SCHEMA_HISTORY = {"0.15.0/mor_schema_evolution"}
+BEFORE_SCHEMA_HISTORY = {"0.13.1/mor_schema_evolution", "0.15.0/mor_schema_evolution"}
 #: queries Hudi refused on a table we read (Lance tables are refused whole, CDC belongs to its feature)
 REFUSED = [(t, q) for t in written_tables() for q in t.manifest().queries
            if q.error is not None and q.query_type != "cdc" and "lance" not in t.manifest().features
@@ -127,13 +128,13 @@ def _reaches_v6_archive(table: WrittenTable, query: Query) -> bool:
 
 
 #: Hudi releases whose Spark reader moves partition columns to the end of some answers
-PARTITION_COLUMNS_LAST_RELEASES = ("0.15.0",)
+PARTITION_COLUMNS_LAST_RELEASES = ("0.13.1", "0.15.0")
 
 
 def _in_order(table: WrittenTable, expected: pa.Table, names: list[str]) -> pa.Table:
-    """Hudi 0.15's Spark reader returns partition columns last in copy-on-write and read-optimized
-    answers; we (like Hudi 1.x and the ``hudi`` package) keep the table schema's order. The same
-    columns are compared in our order; ``test_hudi_0_15_puts_partition_columns_last`` pins it."""
+    """Hudi 0.13's and 0.15's Spark readers return partition columns last in copy-on-write and
+    read-optimized answers; we (like Hudi 1.x and the ``hudi`` package) keep the table schema's order. The same
+    columns are compared in our order; ``test_hudi_0_13_and_0_15_put_partition_columns_last`` pins it."""
     if table.release in PARTITION_COLUMNS_LAST_RELEASES and sorted(expected.column_names) == sorted(names):
         return expected.select(names)
     return expected
@@ -272,13 +273,16 @@ def _as_hudi_read_it(table: WrittenTable, query: Query) -> dict[str, str | None]
 
 
 #: Hudi releases whose log reader applies a log-compaction block by itself: their default is the
-#: legacy scan (``hoodie.optimized.log.blocks.scan.enable=false``), 1.2 always scans optimized
-LEGACY_LOG_SCAN_RELEASES = ("1.1.1",)
+#: legacy scan (``hoodie.optimized.log.blocks.scan.enable=false``; 0.13 has no other), 1.2 always
+#: scans optimized
+LEGACY_LOG_SCAN_RELEASES = ("0.13.1", "1.1.1")
 
 
 def _log_compactions(path: str) -> set[str]:
-    """Requested times of the table's log-compaction instants (table version 8+ timeline folder)."""
-    return {p.name.split(".")[0] for p in Path(path, ".hoodie", "timeline").glob("*.logcompaction.requested")}
+    """Requested times of the table's log-compaction instants (in ``.hoodie/``, or its ``timeline/``
+    folder on table version 8+)."""
+    return {p.name.split(".")[0] for folder in (Path(path, ".hoodie"), Path(path, ".hoodie", "timeline"))
+            for p in folder.glob("*.logcompaction.requested")}
 
 
 def _only_log_compaction(table: WrittenTable, path: str, query: Query) -> bool:
@@ -289,7 +293,9 @@ def _only_log_compaction(table: WrittenTable, path: str, query: Query) -> bool:
     are in older log files). Hudi 1.2 (and we, as its optimized scan does) applies a compacted block
     only with a block it compacted, so the range has no rows; Hudi 1.1's legacy scan applies it as
     an ordinary data block and returns its records, which 1.1 stamps with the log compaction's
-    instant. ``test_hudi_1_1_applies_a_log_compaction_block_by_itself`` pins that difference."""
+    instant (0.13's scan, which completes a log compaction as a deltacommit, returns them too, with
+    the commit times they were written at).
+    ``test_legacy_log_scan_applies_a_log_compaction_block_by_itself`` pins that difference."""
     if table.release not in LEGACY_LOG_SCAN_RELEASES or query.query_type != "incremental":
         return False
     if query.start is None or query.end is None:
@@ -298,11 +304,13 @@ def _only_log_compaction(table: WrittenTable, path: str, query: Query) -> bool:
     return bool(in_range) and in_range <= _log_compactions(path)
 
 
-def test_hudi_1_1_applies_a_log_compaction_block_by_itself(written_table):
-    """Hudi 1.1's answer for the log compaction's own range is the compacted block's records: the
-    rows its own snapshot stamps with the log compaction's instant. Ours (and Hudi 1.2's, and the
-    ``hudi`` package's) is empty."""
-    table = WrittenTable("1.1.1", "mor_log_compaction")
+@pytest.mark.parametrize("release", LEGACY_LOG_SCAN_RELEASES)
+def test_legacy_log_scan_applies_a_log_compaction_block_by_itself(written_table, release):
+    """Hudi 1.1's and 0.13's answer for the log compaction's own range is the compacted block's
+    records, as their own snapshot holds them: 1.1 stamps them with the log compaction's instant,
+    0.13 keeps the commit times they were written at, before the range. Ours (and Hudi 1.2's,
+    and the ``hudi`` package's) is empty."""
+    table = WrittenTable(release, "mor_log_compaction")
     if not table.expected.exists():
         pytest.skip("the table is not written yet (make tables)")
     path = written_table(table)
@@ -311,11 +319,14 @@ def test_hudi_1_1_applies_a_log_compaction_block_by_itself(written_table):
     expected = read_result(table.expected, query)
     (compaction,) = _log_compactions(path)
     snapshot = read_result(table.expected, queries["snapshot"])
-    stamped = snapshot.filter(pc.equal(snapshot["_hoodie_commit_time"], compaction))
     assert expected.num_rows > 0
-    assert_same_rows(expected, stamped, "Hudi 1.1: the log compaction's records")
+    same_keys = snapshot.filter(pc.is_in(snapshot["_hoodie_record_key"], expected["_hoodie_record_key"]))
+    assert_same_rows(expected, same_keys, f"Hudi {release}: the log compaction's records")
+    stamps = set(expected["_hoodie_commit_time"].to_pylist())
+    assert stamps == {compaction} if release == "1.1.1" else max(stamps) <= str(query.start), stamps
     assert HudiTable.open(path).read(**query.read_kwargs()).num_rows == 0
-    assert hudi_read(path, start=query.start, end=query.end) is None  # no batch: no rows
+    if table.manifest().table_version in HUDI_RS_TABLE_VERSIONS:
+        assert hudi_read(path, start=query.start, end=query.end) is None  # no batch: no rows
 
 
 def _in_range(table: WrittenTable, answer: pa.Table, start: str | None, end: str, inclusive: bool = False) -> pa.Table:
@@ -493,12 +504,18 @@ HUDI_RS_DEPARTURES: dict[str, str] = {
     "1.2.0/cow_keygen_custom": "fails: takes 'part:simple' of hoodie.table.partition.fields for a column name",
     "1.2.0/mor_bucket_consistent": "returns no rows from a consistent-hashing bucket index table",
 }
+#: the table versions the ``hudi`` package opens: it refuses Hudi 0.13's version 5 by name
+HUDI_RS_TABLE_VERSIONS = (6, 8, 9)
 
 
 @pytest.mark.parametrize("case", [c for c in SNAPSHOTS if "lance" not in c[0].manifest().features], ids=_id)
 def test_hudi_package_snapshot_agrees_with_hudi_or_is_pinned(written_table, case):
     table, query = case
     expected = read_result(table.expected, query)
+    if table.manifest().table_version not in HUDI_RS_TABLE_VERSIONS:
+        with pytest.raises(Exception, match=f"Found: {table.manifest().table_version}"):
+            hudi_read(written_table(table))
+        return
     if table.key in HUDI_RS_DEPARTURES:
         with pytest.raises(Exception):  # noqa: B017 - a wrong answer or an error: either departs
             theirs = hudi_read(written_table(table))
@@ -525,11 +542,14 @@ def test_hudi_1_0_incremental_begin_is_inclusive(written_table):
     assert ours.num_rows < expected.num_rows
 
 
-def test_hudi_0_15_puts_partition_columns_last(written_table):
-    """Hudi 0.15's copy-on-write snapshot returns the partition column ``part`` after the columns
-    declared after it; our schema (and Hudi 1.x's answer) keeps the declared order."""
-    table = WrittenTable("0.15.0", "cow_types")
+@pytest.mark.parametrize(("release", "name", "partition_columns"),
+                         [("0.15.0", "cow_types", ["part"]), ("0.13.1", "cow_keygen_complex", ["part", "ts"])])
+def test_hudi_0_13_and_0_15_put_partition_columns_last(written_table, release, name, partition_columns):
+    """Hudi 0.13's and 0.15's copy-on-write snapshots return the partition columns after the
+    columns declared after them; our schema (and Hudi 1.x's answer) keeps the declared order."""
+    table = WrittenTable(release, name)
     expected = read_result(table.expected, next(q for q in table.manifest().queries if q.name == "snapshot"))
     ours = HudiTable.open(written_table(table)).schema.names
-    assert expected.column_names[-1] == "part" and ours[-1] != "part"
+    width = len(partition_columns)
+    assert expected.column_names[-width:] == partition_columns and ours[-width:] != partition_columns
     assert sorted(expected.column_names) == sorted(ours)

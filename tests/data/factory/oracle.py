@@ -82,4 +82,16 @@ def ask_hudi(spark, spec: TableSpec, base: Path, instants: list[Instant],
         file_name = f"q{number:03d}.arrow"
         results[file_name] = rows
         answered.append(Query(**{**query.__dict__, "file": file_name, "rows": rows.num_rows}))
+    _forget_query_schema(spark)
     return answered, results
+
+
+#: where Hudi 0.13's copy-on-write reader leaves a schema-on-read table's query schema, in the
+#: session's Hadoop configuration: the next table read in the session would be read with it
+_QUERY_SCHEMA_KEYS = ("hoodie.schema.internal.querySchema", "hoodie.tablePath", "hoodie.valid.commits.list")
+
+
+def _forget_query_schema(spark) -> None:
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for key in _QUERY_SCHEMA_KEYS:
+        hadoop.unset(key)

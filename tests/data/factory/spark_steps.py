@@ -5,19 +5,34 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.data.factory.archive import SOURCE_FOLDER
-from tests.data.factory.specs import HUDI_TYPES, PARTITIONS, Bootstrap, Sql, TableSpec, Write, row
+from tests.data.factory.specs import (
+    HUDI_TYPES,
+    PARTITIONS,
+    SPARK_32_RELEASES,
+    Bootstrap,
+    Sql,
+    TableSpec,
+    Write,
+    row,
+    spark_bundle,
+)
 from tests.data.factory.timeline import data_instants
 
 #: Lance jars that must come before Spark's own Arrow on the class path (Hudi 1.2's Lance writer
 #: needs a newer Arrow than Spark 3.5 ships); the rest of ``jars/lance`` duplicates Spark's jars
 _LANCE_CLASSPATH_PREFIXES = ("lance-", "arrow-", "flatbuffers-java-", "jar-jni-")
+#: the JDK packages Spark 3.2 reaches into by reflection: Java 17 refuses it unless they are opened
+_SPARK_32_OPENS = " ".join(f"--add-opens=java.base/{package}=ALL-UNNAMED" for package in (
+    "java.lang", "java.lang.invoke", "java.lang.reflect", "java.io", "java.net", "java.nio", "java.util",
+    "java.util.concurrent", "java.util.concurrent.atomic", "sun.nio.ch", "sun.nio.cs", "sun.security.action",
+    "sun.util.calendar"))
 
 
 def session(release: str, jars: Path):
     """A local[1] Spark session with Hudi ``release``'s Spark bundle (and Lance for 1.2)."""
     from pyspark.sql import SparkSession
 
-    bundle = jars / f"hudi-spark3.5-bundle_2.12-{release}.jar"
+    bundle = jars / f"{spark_bundle(release)}-{release}.jar"
     if not bundle.is_file():
         raise SystemExit(f"{bundle} is missing: run `make tables` (it fetches the bundle)")
     builder = (
@@ -41,13 +56,15 @@ def session(release: str, jars: Path):
     if release.startswith("1.2") and lance.is_dir():
         prefix = sorted(str(j.resolve()) for j in lance.glob("*.jar") if j.name.startswith(_LANCE_CLASSPATH_PREFIXES))
         builder = builder.config("spark.driver.extraClassPath", ":".join(prefix))
+    if release in SPARK_32_RELEASES:
+        builder = builder.config("spark.driver.extraJavaOptions", _SPARK_32_OPENS)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
 
-def writer_options(spec: TableSpec) -> dict[str, str]:
-    """The factory's writer defaults (tiny, single-task, deterministic) under ``spec.options``."""
+def writer_options(spec: TableSpec, release: str) -> dict[str, str]:
+    """The factory's writer defaults (tiny, single-task, deterministic) under ``spec``'s options."""
     options = {
         "hoodie.table.name": spec.name,
         "hoodie.datasource.write.table.type": spec.table_type,
@@ -68,7 +85,7 @@ def writer_options(spec: TableSpec) -> dict[str, str]:
     else:
         options["hoodie.datasource.write.partitionpath.field"] = ""
         options["hoodie.datasource.write.keygenerator.class"] = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
-    options.update(spec.options)
+    options.update(spec.options_for(release))
     return options
 
 
@@ -92,7 +109,7 @@ def _bootstrap(spark, spec: TableSpec, step: Bootstrap, options: dict[str, str],
     else:
         frame.coalesce(1).write.mode("overwrite").parquet(str(source))
     keygen = options.get("hoodie.datasource.write.keygenerator.class", "org.apache.hudi.keygen.SimpleKeyGenerator")
-    (spark.createDataFrame([], spec.schema).write.format("hudi").options(**options)
+    (_dataframe(spark, spec, []).write.format("hudi").options(**options)
      .option("hoodie.datasource.write.operation", "bootstrap")
      .option("hoodie.bootstrap.base.path", str(source))
      .option("hoodie.bootstrap.keygen.class", keygen)
@@ -102,10 +119,63 @@ def _bootstrap(spark, spec: TableSpec, step: Bootstrap, options: dict[str, str],
 
 
 def _frame(spark, spec: TableSpec, step: Write | Bootstrap):
-    rows = [row(i, step.version, spec.schema) for i in step.ids]
+    return _dataframe(spark, spec, [row(i, step.version, spec.schema) for i in step.ids])
+
+
+def _dataframe(spark, spec: TableSpec, rows: list[tuple]):
+    """``rows`` as a DataFrame of ``spec.schema``."""
     if "lance" in spec.features:
         return spark.createDataFrame(rows, _hudi_typed_struct(spec.schema))
+    if spark.version.startswith("3.2"):
+        return _frame_from_sql(spark, rows, spec.schema)
     return spark.createDataFrame(rows, spec.schema)
+
+
+def _frame_from_sql(spark, rows: list[tuple], schema: str):
+    """``rows`` in ``schema`` built by Spark SQL alone: PySpark 3.2 cannot pickle a Python function
+    on Python 3.11, which ``createDataFrame`` of Python rows does.
+
+    A row of nulls, filtered out by the extra column ``keep``, keeps every column nullable as
+    ``createDataFrame`` makes them (Hudi writes a non-nullable column without a null branch).
+    """
+    from pyspark.sql.types import _parse_datatype_string
+
+    struct = _parse_datatype_string(schema)
+    width = len(struct.fields)
+    values = [f"({', '.join(_sql_literal(v) for v in r)}, true)" for r in rows] + [f"({'NULL, ' * width}false)"]
+    columns = ", ".join(f"c{n}" for n in range(width))
+    projection = ", ".join(f"CAST(c{n} AS {f.dataType.simpleString()}) AS {f.name}" for n, f in enumerate(struct.fields))
+    return spark.sql(f"SELECT {projection} FROM VALUES {', '.join(values)} AS t({columns}, keep) WHERE keep")
+
+
+def _sql_literal(value) -> str:
+    """A Spark SQL literal of a ``row`` value (strings, numbers, dates, lists, dicts, structs)."""
+    import datetime
+    import decimal
+
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if isinstance(value, int):
+        return f"{value}L"
+    if isinstance(value, float):
+        return f"{value!r}D"
+    if isinstance(value, decimal.Decimal):
+        return f"{value}BD"
+    if isinstance(value, datetime.datetime):
+        return f"TIMESTAMP '{value.astimezone(datetime.timezone.utc):%Y-%m-%d %H:%M:%S}'"
+    if isinstance(value, datetime.date):
+        return f"DATE '{value.isoformat()}'"
+    if isinstance(value, list):
+        return f"array({', '.join(_sql_literal(v) for v in value)})"
+    if isinstance(value, dict):
+        return f"map({', '.join(f'{_sql_literal(k)}, {_sql_literal(v)}' for k, v in value.items())})"
+    if isinstance(value, tuple):  # a struct: its field names come from the schema's cast
+        return f"struct({', '.join(_sql_literal(v) for v in value)})"
+    raise TypeError(f"no Spark SQL literal for {type(value).__name__}")
 
 
 def _hudi_typed_struct(schema: str):
@@ -123,9 +193,9 @@ def _hudi_typed_struct(schema: str):
     return struct
 
 
-def run_steps(spark, spec: TableSpec, base: Path) -> None:
-    """Run every step of ``spec``; the first write creates the table at ``base``."""
-    options = writer_options(spec)
+def run_steps(spark, spec: TableSpec, release: str, base: Path) -> None:
+    """Run every step of ``spec`` with Hudi ``release``; the first write creates the table at ``base``."""
+    options = writer_options(spec, release)
     registered = False
     try:
         for index, step in enumerate(spec.steps):

@@ -7,15 +7,27 @@ step ``version``, so every run writes the same data (only Hudi's instant times d
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from itertools import product
 from typing import Mapping
 
 COW = "COPY_ON_WRITE"
 MOR = "MERGE_ON_READ"
 
-RELEASES = ("0.15.0", "1.0.2", "1.1.1", "1.2.0")
+RELEASES = ("0.13.1", "0.15.0", "1.0.2", "1.1.1", "1.2.0")
 #: table version each release writes
-TABLE_VERSIONS = {"0.15.0": 6, "1.0.2": 8, "1.1.1": 9, "1.2.0": 9}
+TABLE_VERSIONS = {"0.13.1": 5, "0.15.0": 6, "1.0.2": 8, "1.1.1": 9, "1.2.0": 9}
+#: Hudi 0.13 has no Spark 3.5 bundle: its writer runs on Spark 3.2 (the newest 0.13 bundle published)
+SPARK_32_RELEASES = ("0.13.1",)
+#: the releases whose writer runs on Spark 3.5, which every spec writes unless it names its releases
+SPARK_35_RELEASES = tuple(r for r in RELEASES if r not in SPARK_32_RELEASES)
+
+
+def spark_bundle(release: str) -> str:
+    """The artifact id of Hudi ``release``'s Spark bundle the factory writes with."""
+    spark = "3.2" if release in SPARK_32_RELEASES else "3.5"
+    return f"hudi-spark{spark}-bundle_2.12"
+
 
 #: column sets; ``basic`` is what most specs write
 BASIC_SCHEMA = "id string, name string, price double, ts long, part string"
@@ -106,8 +118,20 @@ class TableSpec:
     options: Mapping[str, str] = field(default_factory=dict)
     schema: str = BASIC_SCHEMA
     features: tuple[str, ...] = ()
-    releases: tuple[str, ...] = RELEASES
+    releases: tuple[str, ...] = SPARK_35_RELEASES
     partitioned: bool = True
+
+    def options_for(self, release: str) -> dict[str, str]:
+        """``options`` under the names ``release`` reads (Hudi 0.14 renamed some)."""
+        if release not in BEFORE_0_14:
+            return dict(self.options)
+        renamed = {}
+        for key, value in self.options.items():
+            for new, old in RENAMED_IN_0_14.items():
+                if key.startswith(new):
+                    key = old + key[len(new):]
+            renamed[key] = value
+        return renamed
 
     @property
     def is_mor(self) -> bool:
@@ -180,26 +204,36 @@ RECORD_INDEX = {"hoodie.metadata.record.index.enable": "true", "hoodie.index.typ
 INLINE_COMPACT = {"hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": "2"}
 #: tables that write the supplemental CDC logs; the modes are Hudi's names since 0.14
 CDC_MODES = ("OP_KEY_ONLY", "DATA_BEFORE", "DATA_BEFORE_AFTER")
+#: Hudi 0.13 has no record index (it came with 0.14) and takes a CDC mode by its lower-case name
+BEFORE_0_14 = ("0.13.1",)
+SINCE_0_14 = tuple(r for r in RELEASES if r not in BEFORE_0_14)
+#: option names (or name prefixes) since Hudi 0.14 -> their 0.13 names, which 0.13 alone reads
+RENAMED_IN_0_14 = {"hoodie.clean.commits.retained": "hoodie.cleaner.commits.retained",
+                   "hoodie.keygen.timebased.": "hoodie.deltastreamer.keygen.timebased."}
 
 
 def _core() -> list[TableSpec]:
     return [
-        TableSpec("cow_core", COW, CORE_STEPS, RECORD_INDEX, features=("core", "record_index")),
-        TableSpec("mor_core", MOR, CORE_STEPS, RECORD_INDEX, features=("core", "record_index")),
+        TableSpec(f"{prefix}_core", table_type, CORE_STEPS, options, features=features, releases=releases)
+        for table_type, prefix in ((COW, "cow"), (MOR, "mor"))
+        for options, features, releases in ((RECORD_INDEX, ("core", "record_index"), SINCE_0_14),
+                                            ({}, ("core",), BEFORE_0_14))
     ]
 
 
 def _cdc() -> list[TableSpec]:
     specs = []
-    for table_type, prefix in ((COW, "cow"), (MOR, "mor")):
-        for mode in CDC_MODES:
-            options = {"hoodie.table.cdc.enabled": "true", "hoodie.table.cdc.supplemental.logging.mode": mode}
-            steps: tuple[Step, ...] = CORE_STEPS
-            if table_type == MOR:
-                # compaction turns the log files into a base file: CDC must still see every change
-                options = {**options, **INLINE_COMPACT}
-                steps = (INSERT, UPSERT, Write("upsert", ids(4, 6), 3), DELETE)
-            specs.append(TableSpec(f"{prefix}_cdc_{mode.lower()}", table_type, steps, options, features=("cdc",)))
+    for (table_type, prefix), mode, releases in product(((COW, "cow"), (MOR, "mor")), CDC_MODES,
+                                                         (SINCE_0_14, BEFORE_0_14)):
+        options = {"hoodie.table.cdc.enabled": "true",
+                   "hoodie.table.cdc.supplemental.logging.mode": mode.lower() if releases == BEFORE_0_14 else mode}
+        steps: tuple[Step, ...] = CORE_STEPS
+        if table_type == MOR:
+            # compaction turns the log files into a base file: CDC must still see every change
+            options = {**options, **INLINE_COMPACT}
+            steps = (INSERT, UPSERT, Write("upsert", ids(4, 6), 3), DELETE)
+        specs.append(TableSpec(f"{prefix}_cdc_{mode.lower()}", table_type, steps, options, features=("cdc",),
+                               releases=releases))
     return specs
 
 
@@ -222,7 +256,7 @@ LATE_ARRIVAL = Write("upsert", ids(4, 8), 0)
 
 
 def _both(name: str, steps: tuple[Step, ...], options: Mapping[str, str], features: tuple[str, ...],
-          releases: tuple[str, ...] = RELEASES, schema: str = BASIC_SCHEMA,
+          releases: tuple[str, ...] = SPARK_35_RELEASES, schema: str = BASIC_SCHEMA,
           types: tuple[str, ...] = (COW, MOR)) -> list[TableSpec]:
     """The COW and/or the MOR table of one feature (``cow_<name>``, ``mor_<name>``)."""
     prefixes = {COW: "cow", MOR: "mor"}
@@ -394,9 +428,22 @@ def _bootstrap() -> list[TableSpec]:
                   partitioned=False)]
 
 
+#: the breadth specs Hudi 0.13 writes too (the others stay on the Spark 3.5 releases)
+_ALSO_BEFORE_0_14 = frozenset({
+    "mor_inline_compaction", "mor_scheduled_compaction", "mor_log_compaction", "cow_clustering", "mor_clustering",
+    "cow_insert_overwrite", "mor_insert_overwrite",
+    "cow_savepoint_restore", "mor_rollback", "mor_bucket_simple", "mor_bucket_consistent",
+    "mor_payload_overwrite_latest", "mor_payload_default", "cow_types", "mor_types", "mor_parquet_log",
+    "mor_nonpartitioned", "cow_keygen_complex", "mor_keygen_timestamp", "cow_keygen_custom",
+    "cow_schema_evolution", "mor_schema_evolution", "mor_merge_custom_payload",
+    "cow_bootstrap_metadata_only", "cow_bootstrap_full_record", "cow_bootstrap_hive_source",
+})
+
+
 def _breadth() -> list[TableSpec]:
     """Every other feature, one small table each (after the core, CDC and Lance tables)."""
-    return _table_services() + _indexes() + _merging() + _schemas_and_keys() + _bootstrap()
+    specs = _table_services() + _indexes() + _merging() + _schemas_and_keys() + _bootstrap()
+    return [replace(s, releases=BEFORE_0_14 + s.releases) if s.name in _ALSO_BEFORE_0_14 else s for s in specs]
 
 
 def all_specs() -> list[TableSpec]:

@@ -31,7 +31,7 @@ def build_table(spark, spec: TableSpec, release: str, work: Path, out: Path) -> 
     root = work / spec.name
     base = root / archive.TABLE_FOLDER if spec.bootstraps else root
     try:
-        spark_steps.run_steps(spark, spec, base)
+        spark_steps.run_steps(spark, spec, release, base)
     except Exception as exc:  # noqa: BLE001 - any refusal by Hudi is recorded, the matrix goes on
         return spark_steps.java_error(exc)
     instants = data_instants(base)
