@@ -277,7 +277,7 @@ def resolve(options: ReadOptions, timeline: Timeline) -> ResolvedRead:
     Raises:
         InvalidInstantError: ``as_of`` lies before the table's first commit, or before the oldest
             instant whose files the cleaner kept (Hudi refuses both).
-        UnsupportedTableError: an incremental range of a table version 6 table reaching archived
+        UnsupportedTableError: an incremental range of a table version 5 or 6 table reaching archived
             commits.
     """
     options = _in_timeline_zone(options, timeline)
@@ -293,7 +293,7 @@ def resolve(options: ReadOptions, timeline: Timeline) -> ResolvedRead:
             pinned = options.replace(end=max(timeline.range_time(i) for i in chosen))
         if requested and timeline.needs_archive(min(requested)) and not timeline.completion_times:
             raise UnsupportedTableError(
-                "incremental queries reaching archived commits of a table version 6 table are not supported "
+                "incremental queries reaching archived commits of a table version 5 or 6 table are not supported "
                 "(Hudi 0.x answers them from the active timeline only)"
             )
         if horizon is not None and requested and timeline.needs_archive(min(requested)):

@@ -94,10 +94,10 @@ def _resolve(state: TableState, options: ReadOptions) -> tuple[ResolvedRead, Wri
     A range some of whose files the cleaner removed is read as Hudi 1.x reads it (its default
     ``hoodie.datasource.read.incr.fallback.fulltablescan.enable=true``): a full table scan as
     of the latest commit. Hudi 0.x does not fall back (the option is off) and fails when it
-    reads a missing file: on a table version 6 table we refuse such a range.
+    reads a missing file: on a table version 5 or 6 table we refuse such a range.
 
     Raises:
-        InvalidInstantError: a table version 6 range that would read files the cleaner removed.
+        InvalidInstantError: a table version 5 or 6 range that would read files the cleaner removed.
     """
     resolved = resolve(options, state.timeline)
     if not options.incremental or resolved.full_table_scan or resolved.instant is None:
@@ -110,7 +110,7 @@ def _resolve(state: TableState, options: ReadOptions) -> tuple[ResolvedRead, Wri
     if written.reads_missing(resolved.instant):
         raise InvalidInstantError(
             f"the incremental range ({options.start or 'beginning'}, {resolved.options.end}] reads files the "
-            "cleaner removed (Hudi 0.x fails on it for a table version 6 table): start the range later"
+            "cleaner removed (Hudi 0.x fails on it for a table version 5 or 6 table): start the range later"
         )
     return resolved, written
 
