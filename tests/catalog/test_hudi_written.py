@@ -25,7 +25,7 @@ from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
 from tests.data.factory.archive import Query, read_result
 from tests.data.factory.oracle import SCHEMA_ON_READ
-from tests.data.factory.specs import CDC_MODES, RELEASES, TABLE_VERSIONS
+from tests.data.factory.specs import CDC_MODES, RELEASES, TABLE_VERSIONS, specs_for
 from tests.support.compare import assert_same_rows, hudi_read, rows
 from tests.support.servers import running_server
 from tests.support.written import WRITTEN_DIR, WrittenTable, base_file_rows, written_queries, written_tables
@@ -62,14 +62,16 @@ def _id(case: tuple[WrittenTable, Query]) -> str:
 
 
 def test_the_factory_tables_are_committed():
-    """Every release has its core and CDC tables, 1.2.0 its Lance tables, and no table is both
-    written and listed as refused."""
+    """Every release has its core and CDC tables, 1.2.0 its Lance tables, no table is both
+    written and listed as refused, and every spec of the factory's matrix is one or the other."""
     keys = {t.key for t in written_tables()}
     core = {"cow_core", "mor_core"} | {f"{p}_cdc_{m.lower()}" for p in ("cow", "mor") for m in CDC_MODES}
     for release in RELEASES:
         assert {f"{release}/{name}" for name in core} <= keys, release
         refused = json.loads((WRITTEN_DIR / release / "refused.json").read_text())
         assert not {f"{release}/{name}" for name in refused} & keys, release
+        written = {k.split("/", 1)[1] for k in keys if k.startswith(f"{release}/")}
+        assert {s.name for s in specs_for(release)} == written | set(refused), release
     assert {"1.2.0/cow_lance", "1.2.0/mor_lance"} <= keys
 
 

@@ -324,27 +324,25 @@ def _indexes() -> list[TableSpec]:
             Sql("CREATE INDEX idx_ts ON {table} USING column_stats(ts) OPTIONS(expr='from_unixtime', format='yyyy')"),
             UPSERT, DELETE,
         ), RECORD_INDEX, ("secondary_index", "expression_index", "record_index"), releases=ONE_X, types=(MOR,)),
-        TableSpec("mor_secondary_index_values", MOR, (
-            INSERT,
-            Sql("SET hoodie.write.lock.provider=org.apache.hudi.client.transaction.lock.InProcessLockProvider"),
-            *(Sql(f"CREATE INDEX idx_{column} ON {{table}} ({column})") for column in ("name", "code", "day", "at")),
-            UPSERT,
-            # updates only: the changed values go to log files (UPSERT's inserts rewrite base files)
-            Write("upsert", (3, 6, 10, 13), 3),
-            Write("delete", (0, 5), 4),
-        ), RECORD_INDEX, schema=SECONDARY_INDEX_SCHEMA, features=("secondary_index", "record_index"),
-            releases=ONE_X),
+        _index_values(MOR, ("name", "code", "day", "at"), ONE_X),
         # copy-on-write, the string index created last: every write rewrites base files
-        TableSpec("cow_secondary_index_values", COW, (
-            INSERT,
-            Sql("SET hoodie.write.lock.provider=org.apache.hudi.client.transaction.lock.InProcessLockProvider"),
-            *(Sql(f"CREATE INDEX idx_{column} ON {{table}} ({column})") for column in ("code", "day", "at", "name")),
-            UPSERT,
-            Write("upsert", (3, 6, 10, 13), 3),
-            Write("delete", (0, 5), 4),
-        ), RECORD_INDEX, schema=SECONDARY_INDEX_SCHEMA, features=("secondary_index", "record_index"),
-            releases=("1.0.2", "1.1.1")),
+        _index_values(COW, ("code", "day", "at", "name"), ("1.0.2", "1.1.1")),
     ]
+
+
+def _index_values(table_type: str, indexed: tuple[str, ...], releases: tuple[str, ...]) -> TableSpec:
+    """``<cow|mor>_secondary_index_values``: secondary indexes created on ``indexed`` in that order
+    over values whose index keys need escaping, then an upsert, updates only (on merge-on-read
+    they go to log files) and a delete."""
+    return TableSpec(f"{'cow' if table_type == COW else 'mor'}_secondary_index_values", table_type, (
+        INSERT,
+        Sql("SET hoodie.write.lock.provider=org.apache.hudi.client.transaction.lock.InProcessLockProvider"),
+        *(Sql(f"CREATE INDEX idx_{column} ON {{table}} ({column})") for column in indexed),
+        UPSERT,
+        Write("upsert", (3, 6, 10, 13), 3),  # updates only (UPSERT's inserts rewrite base files)
+        Write("delete", (0, 5), 4),
+    ), RECORD_INDEX, schema=SECONDARY_INDEX_SCHEMA, features=("secondary_index", "record_index"),
+        releases=releases)
 
 
 def _merging() -> list[TableSpec]:
