@@ -46,6 +46,7 @@ import gc
 import json
 import math
 import platform
+import shutil
 import statistics
 import tempfile
 import time
@@ -53,7 +54,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hudi_generator.generator import GeneratorSpec
 
 SIZES = ("quick", "full")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -181,6 +185,18 @@ def base_file_paths(table_path: str | Path) -> list[str]:
 
     table = HudiTable.open(str(table_path))
     return [str(Path(table_path) / fs.base_file_path) for fs in file_slices(table.state, ReadOptions()) if fs.base_file_path]
+
+
+def generated_once(path: Path, spec: GeneratorSpec, marker: Path) -> None:
+    """Generate the table of ``spec`` at ``path`` unless ``marker`` shows an
+    earlier run finished that exact table; a half-written table of a killed run is replaced."""
+    from hudi_generator.generator import generate
+
+    if marker.exists():
+        return
+    shutil.rmtree(path, ignore_errors=True)
+    generate(str(path), spec)
+    marker.touch()
 
 
 def table_dir(benchmark: str, size: str) -> Path:

@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.flight as flight
 
-from bench.common import base_file_paths, check_size, percentile, round_robin, row
+from bench.common import base_file_paths, check_size, generated_once, percentile, round_robin, row
 from bench.point_query import tree_cpu_seconds
 
 # rows, partitions, parquet row-group rows; ~60 bytes of Parquet per generated row.
@@ -50,16 +50,13 @@ def _data_dir(size: str) -> Path:
 
 def _table(size: str) -> Path:
     """The generated table (reused between runs), under ``<data>/wh/bench/trips``."""
-    from hudi_generator.generator import GeneratorSpec, generate
+    from hudi_generator.generator import GeneratorSpec
 
     rows, partitions, rg = SIZES[size]
     path = _data_dir(size) / "wh" / "bench" / "trips"
-    marker = path.parent / f"trips-{rows}-{partitions}-{rg}.done"
-    if not marker.exists():
-        spec = GeneratorSpec(rows=rows, partitions=partitions, files_per_partition=1, row_group_size=rg,
-                             commits=1, metadata_table=True, table_name="trips")
-        generate(str(path), spec)
-        marker.touch()
+    spec = GeneratorSpec(rows=rows, partitions=partitions, files_per_partition=1, row_group_size=rg,
+                         commits=1, metadata_table=True, table_name="trips")
+    generated_once(path, spec, path.parent / f"trips-{rows}-{partitions}-{rg}.done")
     return path
 
 

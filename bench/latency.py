@@ -20,7 +20,6 @@ import json
 import multiprocessing
 import os
 import random
-import shutil
 import sys
 import tempfile
 import time
@@ -29,7 +28,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.flight as flight
 
-from bench.common import percentile, row, table_dir
+from bench.common import generated_once, percentile, row, table_dir
 
 # rows, partitions, files per partition, requests per client count (spread over the clients)
 SIZES = {"quick": (200_000, 20, 2, 64), "full": (2_000_000, 200, 4, 640)}
@@ -40,18 +39,13 @@ NAMESPACE, TABLE = "bench", "trips"
 
 
 def _table(size: str) -> tuple[Path, "GeneratorSpec"]:  # noqa: F821 - imported lazily
-    from hudi_generator.generator import GeneratorSpec, generate
+    from hudi_generator.generator import GeneratorSpec
 
     rows, partitions, files, _ = SIZES[size]
     spec = GeneratorSpec(rows=rows, partitions=partitions, files_per_partition=files, commits=1, table_name=TABLE,
                          record_index=True)
     warehouse = table_dir("latency", size) / "wh"
-    path = warehouse / NAMESPACE / TABLE
-    marker = warehouse / f"{TABLE}-{rows}-{partitions}-{files}-rli.done"
-    if not marker.exists():
-        shutil.rmtree(path, ignore_errors=True)
-        generate(str(path), spec)
-        marker.touch()
+    generated_once(warehouse / NAMESPACE / TABLE, spec, warehouse / f"{TABLE}-{rows}-{partitions}-{files}-rli.done")
     return warehouse, spec
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import random
-import shutil
 import socket
 import statistics
 import threading
@@ -31,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from bench.common import ServedWarehouse, percentile, row, table_dir
+from bench.common import ServedWarehouse, generated_once, percentile, row, table_dir
 
 # rows, partitions, legitimate clients, seconds per phase
 SIZES = {"quick": (50_000, 8, 8, 8.0), "full": (500_000, 32, 32, 60.0)}
@@ -48,18 +47,13 @@ HOSTILE_SQL = {
 
 def _warehouse(size: str) -> tuple[Path, list[str]]:
     """The generated table's warehouse and its region (partition) values."""
-    from hudi_generator.generator import GeneratorSpec, generate
+    from hudi_generator.generator import GeneratorSpec
 
     rows, partitions, _, _ = SIZES[size]
     spec = GeneratorSpec(rows=rows, partitions=partitions, files_per_partition=1, commits=1, table_name=TABLE,
                          record_index=True)
     warehouse = table_dir("soak", size) / "wh"
-    path = warehouse / NAMESPACE / TABLE
-    marker = warehouse / f"{TABLE}-{rows}-{partitions}.done"
-    if not marker.exists():
-        shutil.rmtree(path, ignore_errors=True)
-        generate(str(path), spec)
-        marker.touch()
+    generated_once(warehouse / NAMESPACE / TABLE, spec, warehouse / f"{TABLE}-{rows}-{partitions}.done")
     return warehouse, [spec.partition_path(i).split("=", 1)[-1] for i in range(partitions)]
 
 

@@ -27,11 +27,9 @@ from catalog.plan.options import parse_instant
 from catalog.read.bootstrap import _aligned
 from catalog.table.bootstrap import FILE_ID_INDEX, METADATA_BOOTSTRAP_INSTANT
 from catalog.table.files import FileSlice
-from flight_server.server.config import ServerConfig
-from flight_server.server.registry import Registry
 from tests.data.factory.archive import SOURCE_FOLDER, read_result, relocate_bootstrap_source
 from tests.support.compare import assert_same_rows
-from tests.support.servers import running_server
+from tests.support.servers import serving_tables
 from tests.support.written import WrittenTable, written_tables
 
 BOOTSTRAPPED = [t for t in written_tables() if "bootstrap_metadata_only" in t.manifest().features]
@@ -143,23 +141,15 @@ def test_source_file_of_other_length_is_corrupt(written_table, table, tmp_path, 
 
 @pytest.fixture(scope="module")
 def bootstrap_server(written_table, tmp_path_factory):
-    registry = Registry("sqlite://")
-    for table in BOOTSTRAPPED:
-        registry.register_table(_identifier(table), written_table(table))
-    config = ServerConfig(port=0, state_dir=str(tmp_path_factory.mktemp("bootstrap-state")), secret="bc" * 32,
-                          sql_memory_limit="256MB", sql_threads=1)
-    with running_server(config, registry=registry) as srv:
+    tables = {t.identifier: written_table(t) for t in BOOTSTRAPPED}
+    with serving_tables(tables, str(tmp_path_factory.mktemp("bootstrap-state"))) as srv:
         yield srv
-
-
-def _identifier(table: WrittenTable) -> str:
-    return f"b_{table.release.replace('.', '_')}.{table.name}"
 
 
 @pytest.mark.parametrize("table", BOOTSTRAPPED, ids=_id)
 def test_served_time_travel_to_the_bootstrap_commit_equals_hudi(bootstrap_server, table):
     """Each endpoint's ticket carries its skeleton's source file: ``do_get`` stitches the same rows."""
-    command = {"table": _identifier(table), "as_of": METADATA_BOOTSTRAP_INSTANT}
+    command = {"table": table.identifier, "as_of": METADATA_BOOTSTRAP_INSTANT}
     with flight.connect(f"grpc://127.0.0.1:{bootstrap_server.port}") as client:
         info = client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(command)))
         parts = [client.do_get(endpoint.ticket).read_all() for endpoint in info.endpoints]
@@ -172,7 +162,7 @@ def test_flight_sql_time_travel_to_the_bootstrap_commit_equals_hudi(bootstrap_se
     """Through Flight SQL: every column, the skeleton's columns alone (the engine may scan those
     files natively), a count, and a filter on a source column."""
     expected = _bootstrap_answer(table)
-    at = f"{_identifier(table)} TIMESTAMP AS OF '{METADATA_BOOTSTRAP_INSTANT}'"
+    at = f"{table.identifier} TIMESTAMP AS OF '{METADATA_BOOTSTRAP_INSTANT}'"
     with adbc.connect(f"grpc://127.0.0.1:{bootstrap_server.port}") as conn, conn.cursor() as cursor:
         def sql(text: str) -> pa.Table:
             cursor.execute(text)

@@ -26,11 +26,9 @@ import pytest
 
 from catalog import HudiTable, InvalidQueryError, ReadOptions, UnsupportedTableError
 from catalog.plan.options import resolve
-from flight_server.server.config import ServerConfig
-from flight_server.server.registry import Registry
 from tests.data.factory.archive import Query, read_result
 from tests.support.compare import cdc_rows
-from tests.support.servers import running_server
+from tests.support.servers import serving_tables
 from tests.support.written import WrittenTable, written_tables
 
 #: releases whose Spark CDC query writes image fields in schema order
@@ -126,10 +124,6 @@ def test_a_range_reaching_archived_commits_is_refused(written_table):
 # -- served: Flight JSON commands and Flight SQL ------------------------------------------------
 
 
-def _identifier(table: WrittenTable) -> str:
-    return f"cdc_{table.release.replace('.', '_')}.{table.name}"
-
-
 #: the widest stored range of each CDC table (from the beginning to the last commit)
 WIDEST = [
     (t, max((q for q in t.manifest().queries if q.query_type == "cdc" and q.file), key=lambda q: q.rows))
@@ -139,17 +133,13 @@ WIDEST = [
 
 @pytest.fixture(scope="module")
 def cdc_server(written_table, tmp_path_factory):
-    registry = Registry("sqlite://")
-    for table in CDC_TABLES:
-        registry.register_table(_identifier(table), written_table(table))
-    config = ServerConfig(port=0, state_dir=str(tmp_path_factory.mktemp("cdc-state")), secret="cd" * 32,
-                          sql_memory_limit="256MB", sql_threads=1, split_cache_bytes=1 << 24)
-    with running_server(config, registry=registry) as srv:
+    tables = {t.identifier: written_table(t) for t in CDC_TABLES}
+    with serving_tables(tables, str(tmp_path_factory.mktemp("cdc-state")), split_cache_bytes=1 << 24) as srv:
         yield srv
 
 
 def _flight_cdc(server, table: WrittenTable, query: Query) -> tuple[pa.Table, int]:
-    command = {"table": _identifier(table), **_kwargs(query)}
+    command = {"table": table.identifier, **_kwargs(query)}
     with flight.connect(f"grpc://127.0.0.1:{server.port}") as client:
         info = client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(command)))
         with ThreadPoolExecutor(4) as pool:
@@ -174,10 +164,10 @@ def test_flight_sql_table_changes_equal_spark(cdc_server, case):
     end = f", '{query.end}'" if query.end else ""
     start = "earliest" if "start" not in _kwargs(query) else query.start
     with adbc.connect(f"grpc://127.0.0.1:{cdc_server.port}") as conn, conn.cursor() as cursor:
-        cursor.execute(f"SELECT * FROM hudi_table_changes('{_identifier(table)}', 'cdc', '{start}'{end})")
+        cursor.execute(f"SELECT * FROM hudi_table_changes('{table.identifier}', 'cdc', '{start}'{end})")
         ours = cursor.fetch_arrow_table()
         cursor.execute(
-            f"SELECT op, count(*) AS n FROM hudi_table_changes('{_identifier(table)}', 'cdc', '{start}'{end}) "
+            f"SELECT op, count(*) AS n FROM hudi_table_changes('{table.identifier}', 'cdc', '{start}'{end}) "
             "GROUP BY op"
         )
         counts = {r["op"]: r["n"] for r in cursor.fetch_arrow_table().to_pylist()}
@@ -188,7 +178,7 @@ def test_flight_sql_table_changes_equal_spark(cdc_server, case):
 
 def test_served_cdc_refusal_names_the_table(cdc_server):
     disabled = next(t for t in CDC_TABLES if "cdc_disabled" in t.manifest().features)
-    command = {"table": _identifier(disabled), "query_type": "cdc"}
+    command = {"table": disabled.identifier, "query_type": "cdc"}
     with flight.connect(f"grpc://127.0.0.1:{cdc_server.port}") as client:
         with pytest.raises(pa.ArrowNotImplementedError, match="not a CDC table"):  # Flight UNIMPLEMENTED
             client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(command)))

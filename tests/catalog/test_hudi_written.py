@@ -21,13 +21,11 @@ import pytest
 
 from catalog import HudiTable, UnsupportedTableError
 from catalog.table.bootstrap import METADATA_BOOTSTRAP_INSTANT
-from flight_server.server.config import ServerConfig
-from flight_server.server.registry import Registry
 from tests.data.factory.archive import Query, read_result
 from tests.data.factory.oracle import SCHEMA_ON_READ
 from tests.data.factory.specs import CDC_MODES, RELEASES, TABLE_VERSIONS, specs_for
 from tests.support.compare import assert_same_rows, hudi_read, rows
-from tests.support.servers import running_server
+from tests.support.servers import serving_tables
 from tests.support.written import WRITTEN_DIR, WrittenTable, base_file_rows, written_queries, written_tables
 
 QUERIES = [(t, q) for t, q in written_queries() if q.query_type != "cdc"]  # CDC: test_cdc.py
@@ -411,27 +409,18 @@ def _we_refuse(path: str) -> bool:
     return False
 
 
-def _identifier(table: WrittenTable) -> str:
-    """``1.2.0/cow_core`` -> ``hudi_1_2_0.cow_core``."""
-    return f"hudi_{table.release.replace('.', '_')}.{table.name}"
-
-
 @pytest.fixture(scope="module")
 def written_server(written_table, tmp_path_factory):
-    registry = Registry("sqlite://")
-    for table in written_tables():
-        registry.register_table(_identifier(table), written_table(table))
-    config = ServerConfig(port=0, state_dir=str(tmp_path_factory.mktemp("written-state")), secret="ef" * 32,
-                          sql_memory_limit="512MB", sql_threads=1,
-                          # ADBC fetches every endpoint at once; partitioned-by-two-fields tables have dozens
-                          max_streams_per_connection=64)
-    with running_server(config, registry=registry) as srv:
+    tables = {t.identifier: written_table(t) for t in written_tables()}
+    # ADBC fetches every endpoint at once; partitioned-by-two-fields tables have dozens
+    with serving_tables(tables, str(tmp_path_factory.mktemp("written-state")), sql_memory_limit="512MB",
+                        max_streams_per_connection=64) as srv:
         yield srv
 
 
 def _served_snapshot(server, table: WrittenTable) -> pa.Table:
     with flight.connect(f"grpc://127.0.0.1:{server.port}") as client:
-        info = client.get_flight_info(flight.FlightDescriptor.for_path(*_identifier(table).split(".")))
+        info = client.get_flight_info(flight.FlightDescriptor.for_path(*table.identifier.split(".")))
         with ThreadPoolExecutor(4) as pool:
             parts = list(pool.map(lambda ep: client.do_get(ep.ticket).read_all(), info.endpoints))
     return pa.concat_tables(parts) if parts else info.schema.empty_table()
@@ -439,7 +428,7 @@ def _served_snapshot(server, table: WrittenTable) -> pa.Table:
 
 def _sql_snapshot(server, table: WrittenTable) -> pa.Table:
     with adbc.connect(f"grpc://127.0.0.1:{server.port}") as conn, conn.cursor() as cursor:
-        cursor.execute(f"SELECT * FROM {_identifier(table)}")
+        cursor.execute(f"SELECT * FROM {table.identifier}")
         return cursor.fetch_arrow_table()
 
 
@@ -465,7 +454,7 @@ SERVED_RANGES = [(t, q) for t, q in QUERIES if t.key in RANGE_TABLES and q.query
 
 
 def _served_range(server, table: WrittenTable, query: Query) -> pa.Table:
-    command = {"table": _identifier(table), "query_type": "incremental", "start": query.start, "end": query.end}
+    command = {"table": table.identifier, "query_type": "incremental", "start": query.start, "end": query.end}
     with flight.connect(f"grpc://127.0.0.1:{server.port}") as client:
         info = client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(command)))
         parts = [client.do_get(ep.ticket).read_all() for ep in info.endpoints]
@@ -474,7 +463,7 @@ def _served_range(server, table: WrittenTable, query: Query) -> pa.Table:
 
 def _sql_range(server, table: WrittenTable, query: Query) -> pa.Table:
     with adbc.connect(f"grpc://127.0.0.1:{server.port}") as conn, conn.cursor() as cursor:
-        cursor.execute(f"SELECT * FROM hudi_table_changes('{_identifier(table)}', 'latest_state', "
+        cursor.execute(f"SELECT * FROM hudi_table_changes('{table.identifier}', 'latest_state', "
                        f"'{query.start}', '{query.end}')")
         return cursor.fetch_arrow_table()
 

@@ -6,7 +6,7 @@ import contextlib
 import socket
 import tempfile
 import threading
-from typing import Iterator
+from typing import Iterator, Mapping
 
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
@@ -60,3 +60,16 @@ def running_server(config: ServerConfig, registry: Registry | None = None, **kwa
     finally:
         server.shutdown()
         thread.join(10)
+
+
+@contextlib.contextmanager
+def serving_tables(tables: Mapping[str, str], state_dir: str, **settings) -> Iterator[HudiFlightServer]:
+    """``running_server`` over ``tables`` (identifier -> base path) in an in-memory registry, with
+    a test secret, one SQL thread and 256 MB for the engine unless ``settings`` say otherwise."""
+    registry = Registry("sqlite://")
+    for name, path in tables.items():
+        registry.register_table(name, path)
+    config = ServerConfig(**{"port": 0, "state_dir": state_dir, "secret": "ab" * 32, "sql_memory_limit": "256MB",
+                             "sql_threads": 1, **settings})
+    with running_server(config, registry=registry) as server:
+        yield server

@@ -28,6 +28,11 @@ class WrittenTable:
         return f"{self.release}/{self.name}"
 
     @property
+    def identifier(self) -> str:
+        """Where the tests serve it: ``1.2.0/cow_core`` -> ``hudi_1_2_0.cow_core``."""
+        return f"hudi_{self.release.replace('.', '_')}.{self.name}"
+
+    @property
     def table_archive(self) -> Path:
         return WRITTEN_DIR / self.release / f"{self.name}{TABLE_SUFFIX}"
 

@@ -251,6 +251,14 @@ def test_the_copy_on_write_index_prunes(written_table):
     check(path, PLAIN, len(_holding(_hudi_snapshot(COW_VALUES).filter(pc.equal(pc.field("name"), "plain")))))
 
 
+def _edit_name_index(base: str, **fields: str) -> None:
+    """Set ``fields`` in the definition of the table's ``idx_name`` secondary index (index.json)."""
+    defs = Path(base) / ".hoodie" / ".index_defs" / "index.json"
+    data = json.loads(defs.read_text())
+    data["indexDefinitions"]["secondary_index_idx_name"].update(fields)
+    defs.write_text(json.dumps(data))
+
+
 def test_an_index_not_yet_complete_is_not_used(written_table, tmp_path):
     path = _copy(written_table(COW_VALUES), tmp_path)
     _edit_properties(path, "partitions.inflight=\n", "partitions.inflight=secondary_index_idx_name\n")
@@ -259,10 +267,7 @@ def test_an_index_not_yet_complete_is_not_used(written_table, tmp_path):
 
 def test_an_index_defined_on_another_function_is_not_used(written_table, tmp_path):
     path = _copy(written_table(COW_VALUES), tmp_path)
-    defs = Path(path) / ".hoodie" / ".index_defs" / "index.json"
-    data = json.loads(defs.read_text())
-    data["indexDefinitions"]["secondary_index_idx_name"]["indexFunction"] = "lower"
-    defs.write_text(json.dumps(data))
+    _edit_name_index(path, indexFunction="lower")
     check(path, PLAIN, None)
 
 
@@ -339,10 +344,7 @@ def test_definitions_are_read_once_per_metadata_table_version(written_table, mon
 
 def test_an_index_of_an_unknown_version_is_not_used(written_table, tmp_path):
     path = _copy(written_table(COW_VALUES), tmp_path)
-    defs = Path(path) / ".hoodie" / ".index_defs" / "index.json"
-    data = json.loads(defs.read_text())
-    data["indexDefinitions"]["secondary_index_idx_name"]["version"] = "V3"
-    defs.write_text(json.dumps(data))
+    _edit_name_index(path, version="V3")
     assert "name" not in secondary_indexes(HudiTable.open(path).state.metadata_table)
     check(path, PLAIN, None)
 
