@@ -2,9 +2,9 @@
 
 * Throughput: a copy-on-write table (generated; >= 1 GB of Parquet for ``full``) read
   - through the service (``hudi-flight serve --processes N`` in a subprocess, the Python client
-    fetching every endpoint in parallel over loopback); with 2 processes both as served (endpoints
-    name each process's own port) and with ``process_endpoints = false`` (every byte through the
-    one-port relay),
+    fetching every endpoint in parallel over loopback); with 2 processes both with
+    ``--process-endpoints`` (endpoints name each process's own port) and as served by default
+    (every byte through the one-port relay),
   - through a cluster: a coordinator with 1 and with 2 workers (each a process), the client
     planning at the coordinator and streaming from the workers its endpoints name,
   - by ``pyarrow.dataset`` over the same base files in this one process (the ceiling),
@@ -160,10 +160,8 @@ def run(size: str) -> list[dict]:
     from tests.support.processes import ServeProcess
 
     state = Path(tempfile.mkdtemp(prefix="hudi-flight-bench-"))
-    relay_only = state / "relay-only.toml"
-    relay_only.write_text("process_endpoints = false\n")
-    setups = {"p1": ["--processes", "1"], "p2": ["--processes", "2"],
-              "p2-relay": ["--processes", "2", "--config", str(relay_only)]}
+    setups = {"p1": ["--processes", "1"], "p2": ["--processes", "2", "--process-endpoints"],
+              "p2-relay": ["--processes", "2"]}
     servers = {key: ServeProcess("--port", "0", "--warehouse", str(path.parent.parent), "--state-dir",
                                  str(state / key), *args, log=state / f"{key}.log")
                for key, args in setups.items()}
@@ -177,8 +175,8 @@ def run(size: str) -> list[dict]:
             HudiTableBuilder.from_base_uri(str(path)).build().read_stream())),
         "hudi-flight library": cpu.metered("hudi-flight library", None, lambda: _counted(table.read_batches())),
         **{label: cpu.metered(label, servers[key].pid, lambda key=key: _service_read(servers[key].uri, "bench.trips", WORKERS))
-           for label, key in (("hudi-flight", "p1"), ("hudi-flight --processes 2", "p2"),
-                              ("hudi-flight --processes 2, relay only", "p2-relay"))},
+           for label, key in (("hudi-flight", "p1"), ("hudi-flight --processes 2 --process-endpoints", "p2"),
+                              ("hudi-flight --processes 2 (relay)", "p2-relay"))},
         "hudi-flight coordinator + 1 worker": lambda: _service_read(clusters[1].uri, "bench.trips", WORKERS),
         "hudi-flight coordinator + 2 workers": lambda: _service_read(clusters[2].uri, "bench.trips", WORKERS),
     }

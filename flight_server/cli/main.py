@@ -99,6 +99,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         state_dir=args.state_dir,
         secret_file=args.secret_file,
         processes=args.processes,
+        process_endpoints=True if args.process_endpoints else None,
         insecure=True if args.insecure else None,
         anonymous_read=args.anonymous_read,
         refresh_interval_seconds=args.refresh_interval,
@@ -399,6 +400,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state-dir", help="where the embedded catalog and the ticket secret live")
     p.add_argument("--secret-file", help="ticket signing secret (hex); generated when missing")
     p.add_argument("--processes", type=int, help="serving processes sharing the port (default 1)")
+    p.add_argument("--process-endpoints", action="store_true",
+                   help="with --processes N: endpoints name each process's own port, so scans skip the relay "
+                        "(those ports have a single process's bounds, not the relay's; see docs/flight.md)")
     p.add_argument("--insecure", action="store_true",
                    help="serve a non-loopback address with no users or tokens (anonymous read-only)")
     p.add_argument("--anonymous-read", choices=("auto", "on", "off"),

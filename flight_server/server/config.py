@@ -67,7 +67,8 @@ class ServerConfig:
     processes: int = 1  # serving processes sharing the port (flight_server.server.runtime.supervisor)
     # endpoints of processes > 1 name the serving process that streams them (its own port), when
     # clients can reach it: a loopback or named host, or advertise; false: every byte through the relay
-    process_endpoints: bool = True
+    # endpoints name each serving process's own port (opt-in: those ports lack the relay's bounds)
+    process_endpoints: bool = False
     process_ports: list[int] = field(default_factory=list)  # own ports of the processes (default: any free)
     max_connections: int = 1024  # connections relayed at once to the processes (processes > 1)
     max_connections_per_peer: int = 256  # ... from one peer host (0: no bound of its own)

@@ -48,8 +48,14 @@ def test_configured_locations_win_over_the_processes():
         ({"host": "0.0.0.0"}, None),  # every address and no name to give: through the relay
         ({"host": "0.0.0.0", "advertise": "grpc+tls://flight.example:443"}, "flight.example"),
         ({"host": "::", "advertise": "grpc://[fd00::5]:8815"}, "[fd00::5]"),
-        ({"process_endpoints": False}, None),
     ],
 )
 def test_the_processes_are_reached_at_the_advertised_or_listening_host(settings, host):
-    assert process_host(ServerConfig().updated(settings)) == host
+    assert process_host(ServerConfig().updated({"process_endpoints": True, **settings})) == host
+
+
+def test_process_endpoints_are_opt_in():
+    """By default every connection goes through the relay, whose bounds the processes' own ports
+    lack (request sizes, connection counts, handshake and idle timeouts)."""
+    assert process_host(ServerConfig()) is None
+    assert process_host(ServerConfig().updated({"host": "db7.example"})) is None

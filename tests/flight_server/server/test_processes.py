@@ -55,8 +55,8 @@ def served(tmp_path_factory, table_paths):
     for name, path in table_paths.items():
         registry.register_table(name, path)
     registry.close()
-    server = ServeProcess("--port", "0", "--processes", "2", "--catalog-url", catalog, "--state-dir",
-                          str(root / "state"), log=root / "serve.log")
+    server = ServeProcess("--port", "0", "--processes", "2", "--process-endpoints", "--catalog-url", catalog,
+                          "--state-dir", str(root / "state"), log=root / "serve.log")
     try:
         yield server
     finally:
@@ -161,8 +161,8 @@ def test_a_login_on_the_public_port_reads_from_every_process(tmp_path, table_pat
         users.add_user(name, f"{name}-password-123")
     users.grant("reader", Grant.parse("read", "t.gen"))
     registry.close()
-    server = ServeProcess("--port", "0", "--processes", "2", "--catalog-url", catalog, "--state-dir",
-                          str(tmp_path / "state"), log=tmp_path / "serve.log")
+    server = ServeProcess("--port", "0", "--processes", "2", "--process-endpoints", "--catalog-url", catalog,
+                          "--state-dir", str(tmp_path / "state"), log=tmp_path / "serve.log")
     try:
         with HudiFlightClient(server.uri, user="reader", password="reader-password-123", timeout=60) as client:
             plan = client.plan("t.gen")
@@ -187,14 +187,13 @@ def test_a_login_on_the_public_port_reads_from_every_process(tmp_path, table_pat
 
 
 def test_without_process_endpoints_every_byte_goes_through_the_public_port(tmp_path, table_paths):
-    config = tmp_path / "serve.toml"
-    config.write_text("[server]\nprocess_endpoints = false\n")
+    """The default (``--process-endpoints`` not given): every connection stays behind the relay."""
     catalog = f"sqlite:///{tmp_path / 'catalog.db'}"
     registry = Registry(catalog)
     registry.register_table("t.gen", table_paths["t.gen"])
     registry.close()
     server = ServeProcess("--port", "0", "--processes", "2", "--catalog-url", catalog, "--state-dir",
-                          str(tmp_path / "state"), "--config", str(config), log=tmp_path / "serve.log")
+                          str(tmp_path / "state"), log=tmp_path / "serve.log")
     try:
         with HudiFlightClient(server.uri, timeout=60) as client:
             plan = client.plan("t.gen")
@@ -233,8 +232,8 @@ def test_on_a_named_address_the_processes_listen_and_are_named_there(tmp_path, t
     registry = Registry(catalog)
     registry.register_table("t.gen", table_paths["t.gen"])
     registry.close()
-    server = ServeProcess("--port", "0", "--processes", "2", "--catalog-url", catalog, "--state-dir",
-                          str(tmp_path / "state"), "--host", "127.0.0.2", log=tmp_path / "serve.log")
+    server = ServeProcess("--port", "0", "--processes", "2", "--process-endpoints", "--catalog-url", catalog,
+                          "--state-dir", str(tmp_path / "state"), "--host", "127.0.0.2", log=tmp_path / "serve.log")
     try:
         with HudiFlightClient(f"grpc://127.0.0.2:{server.port}", timeout=60) as client:
             assert len(_pids(f"grpc://127.0.0.2:{server.port}", 6)) == 2  # the relay reaches both

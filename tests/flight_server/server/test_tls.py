@@ -186,7 +186,7 @@ def test_processes_serve_tls_behind_one_port(pki, fixture_table, tmp_path):
     warehouse.mkdir(parents=True)
     shutil.copytree(fixture_table(TABLE), warehouse / "t")
     server = ServeProcess("--port", "0", "--warehouse", str(warehouse.parent), "--state-dir", str(tmp_path / "state"),
-                          "--processes", "2", "--tls-cert", str(ca.server_cert), "--tls-key", str(ca.server_key),
+                          "--processes", "2", "--process-endpoints", "--tls-cert", str(ca.server_cert), "--tls-key", str(ca.server_key),
                           log=tmp_path / "serve.log")
     try:
         with HudiFlightClient(f"grpc+tls://127.0.0.1:{server.port}", tls_root_certs=str(ca.ca_cert)) as client:
