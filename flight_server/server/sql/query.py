@@ -94,13 +94,23 @@ def analyze(
 def analyze_bound(statement: Template, literals: Sequence[str], resolve: Resolver, limits: Limits) -> Analysis:
     """:func:`analyze` of a statement already tokenized and checked, with the SQL ``literals``
     of its parameters (:meth:`Template.literals`)."""
+    return analyze_parsed(statement, literals, resolve, limits)[0]
+
+
+def analyze_parsed(
+    statement: Template, literals: Sequence[str], resolve: Resolver, limits: Limits
+) -> tuple[Analysis, exp.Query]:
+    """:func:`analyze_bound`, and the query it rewrote to read the views (its literals where the
+    statement has them; not to be changed: the plan writes its SQL from it)."""
     try:
         return _analyze(statement, literals, resolve, limits)
     except RecursionError as err:  # a tree the depth check let through but sqlglot cannot walk
         raise InvalidQueryError(f"SQL is nested too deeply (at most {MAX_SQL_NESTING} levels)") from err
 
 
-def _analyze(statement: Template, literals: Sequence[str], resolve: Resolver, limits: Limits) -> Analysis:
+def _analyze(
+    statement: Template, literals: Sequence[str], resolve: Resolver, limits: Limits
+) -> tuple[Analysis, exp.Query]:
     query = parse_query(statement.sql, statement.bound(literals))
     if query.find(exp.Placeholder, exp.Parameter):
         raise InvalidQueryError("only positional '?' parameters are supported (not named or numbered ones)")
@@ -112,7 +122,7 @@ def _analyze(statement: Template, literals: Sequence[str], resolve: Resolver, li
     scan = _plain_scan(query, plan.scans)
     if count_star is not None and _conjunct_count(query) != len(plan.scans[0].options.filters):
         count_star = None  # a condition the scan does not carry: only the engine counts it
-    return Analysis(plan, scan, count_star)
+    return Analysis(plan, scan, count_star), query
 
 
 # -- parameters ----------------------------------------------------------------------------
@@ -157,7 +167,7 @@ class Template:
             if literal is None:
                 out.append(_copy(token, token.token_type, token.text, token.comments))
                 continue
-            spliced = _tokens(literal)
+            spliced = sql_tokens(literal)
             for j, part in enumerate(spliced):
                 comments = token.comments if j == len(spliced) - 1 else part.comments
                 out.append(_copy(token, part.token_type, part.text, comments))
@@ -171,14 +181,15 @@ def _copy(at: Token, token_type: TokenType, text: str, comments: list[str]) -> T
 
 def template(sql: str, limits: Limits) -> Template:
     """``sql`` tokenized and checked before parsing (:func:`.bounds.check_tokens`, nesting)."""
-    tokens = _tokens(sql)
+    tokens = sql_tokens(sql)
     bounds.check_tokens(tokens, limits)
     _check_nesting(tokens)
     marks = tuple(i for i, t in enumerate(tokens) if t.token_type == TokenType.PLACEHOLDER and t.text == "?")
     return Template(sql, tuple(tokens), marks)
 
 
-def _tokens(sql: str) -> list[Token]:
+def sql_tokens(sql: str) -> list[Token]:
+    """The tokens of ``sql`` (``InvalidQueryError`` when it does not tokenize)."""
     try:
         return Dialect.get_or_raise(DIALECT).tokenize(sql)
     except SqlglotError as err:
@@ -200,7 +211,7 @@ def _check_nesting(tokens: list[Token]) -> None:
 
 def _placeholders(sql: str) -> list[Token]:
     """The ``?`` tokens of ``sql``, in the order they are written (not in strings or comments)."""
-    return [t for t in _tokens(sql) if t.token_type == TokenType.PLACEHOLDER and t.text == "?"]
+    return [t for t in sql_tokens(sql) if t.token_type == TokenType.PLACEHOLDER and t.text == "?"]
 
 
 def placeholder_count(sql: str) -> int:
@@ -458,5 +469,5 @@ def _plain_scan(query: exp.Query, scans: list[ScanSpec]) -> ScanSpec | None:
     return ScanSpec(scan.view, scan.table, scan.options.replace(columns=ordered))
 
 
-__all__ = ["Analysis", "TABLE_CHANGES", "Template", "analyze", "analyze_bound", "bind", "hudi_options",
-           "instant_literal", "placeholder_count", "template"]
+__all__ = ["Analysis", "TABLE_CHANGES", "Template", "analyze", "analyze_bound", "analyze_parsed", "bind",
+           "hudi_options", "instant_literal", "placeholder_count", "sql_tokens", "template"]

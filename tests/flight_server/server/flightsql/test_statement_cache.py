@@ -59,15 +59,23 @@ def test_a_kept_analysis_is_reused_only_while_its_tables_resolve_the_same():
     analyses, resolve = Analyses(Limits()), _Resolver()
     sql = "SELECT name FROM ns.t WHERE id = ?"
     first = analyses.analyze(sql, resolve, [1])
-    assert analyses.analyze(sql, resolve, [1]) is first
-    assert resolve.calls == 2  # the reference was resolved (and its right checked) again
-    assert analyses.analyze(sql, resolve, [2]) is not first  # other values: another statement
-    resolve.schema = pa.schema([("id", pa.int32()), ("name", pa.string())])
+    calls = resolve.calls
+    assert analyses.analyze(sql, resolve, [1]) == first
+    assert resolve.calls == calls + 1  # the reference was resolved (and its right checked) again
+    assert analyses.analyze(sql, resolve, [2]) == analyze(sql, resolve, [2])  # other values: their own filters
+    resolve.schema = pa.schema([("name", pa.string()), ("id", pa.int32())])  # a new schema: other columns
     changed = analyses.analyze(sql, resolve, [1])
-    assert changed is not first and changed == analyze(sql, resolve, [1])
+    assert changed != first and changed == analyze(sql, resolve, [1])
     resolve.refused = True
     with pytest.raises(PermissionError):
         analyses.analyze(sql, resolve, [1])
+
+
+def test_a_statement_without_parameters_is_kept_whole():
+    analyses, resolve = Analyses(Limits()), _Resolver()
+    sql = "SELECT name FROM ns.t WHERE id = 1"
+    first = analyses.analyze(sql, resolve, None)
+    assert analyses.analyze(sql, resolve, None) is first
 
 
 def test_bound_values_are_kept_apart_by_their_literals():
