@@ -129,3 +129,18 @@ def test_engine_sql_that_cannot_be_written_is_refused_when_it_is_needed(cursor):
         assert not analysis.plan.sql
     with pytest.raises(Exception, match="unsupported SQL"):  # and so over Flight SQL
         cursor.execute("SELECT approx_top_k(txn_id, 2) AS top FROM sample_table_cow.v9_txns_simple_meta")
+
+
+def test_a_result_description_is_kept_per_schema_metadata_included():
+    from flight_server.server.flightsql.statements import _described
+
+    def schema(tag: str) -> pa.Schema:
+        return pa.schema([pa.field("id", pa.int64(), metadata={"tag": tag})], metadata={"tag": tag})
+
+    first, other = schema("1"), schema("2")
+    assert first == other  # schemas compare without their metadata
+    described = _described(first, (("ns.t", first),))
+    assert _described(schema("1"), (("ns.t", first),)) is described  # kept
+    for tag, result in (("1", described), ("2", _described(other, (("ns.t", other),)))):
+        assert result.metadata[b"tag"] == tag.encode() and result.field("id").metadata[b"tag"] == tag.encode()
+        assert result.field("id").metadata[b"ARROW:FLIGHT:SQL:TABLE_NAME"] == b"t"
