@@ -106,12 +106,13 @@ class Analyses:
         """The analysis of ``sql`` with ``parameters`` bound, every table reference resolved by
         ``resolve`` (see the module docstring); raises as :func:`.query.analyze`."""
         statement = self.template(sql)
-        literals = statement.literals(parameters)
-        slot_kinds = kinds(parameters or (), literals) if statement.marks else None
+        values = list(parameters) if parameters is not None else []
+        slot_kinds = kinds(values) if statement.marks and len(values) == len(statement.marks) else None
         if slot_kinds is not None:
             generic = self._generic_analysis(statement, slot_kinds, resolve)
             if generic is not None:
-                return generic.bind(parameters or (), literals)
+                return generic.bind(values)
+        literals = statement.literals(parameters)
         key = (sql, literals)
         kept = self._analyses.get(key)
         if kept is not None and kept.holds(resolve):

@@ -26,6 +26,7 @@ the literal) and, when the engine SQL is needed, the stand-ins' literals in that
 
 from __future__ import annotations
 
+import math
 import re
 import secrets
 from dataclasses import dataclass
@@ -37,56 +38,63 @@ from sqlglot.tokens import TokenType
 from catalog.plan.options import ReadOptions
 from flight_server.server.security.limits import Limits
 from flight_server.server.sql.planner import Resolver, ScanSpec, SelectPlan
-from flight_server.server.sql.query import Analysis, Template, analyze_parsed, sql_tokens
+from flight_server.server.sql.query import Analysis, Template, analyze_parsed, sql_literal, sql_tokens
 
 #: kinds whose literal is the same for every value: nothing to put in place
 _CONSTANTS = ("NULL", "TRUE", "FALSE")
 #: where a value's operand may stand without any decision of the analysis reading it
 _VALUE_PLACES = (exp.EQ, exp.NEQ, exp.NullSafeEQ, exp.NullSafeNEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.In,
                  exp.Between)
-_INTEGER = re.compile(r"[0-9]+")
 _DECIMAL = re.compile(r"[0-9]+\.[0-9]+")
+#: strings written as quoted text with their quotes doubled, and read back as they are
+_PLAIN_TEXT = re.compile(r"[^\\\x00-\x1f\x7f]*")
 
 
-def kinds(values: Sequence[Any], literals: Sequence[str]) -> tuple[str, ...] | None:
-    """The kind of each bound value (its SQL literal in ``literals``); ``None`` when one has no
-    kind that an analysis holds for (it is then analysed with its very values)."""
+def kinds(values: Sequence[Any]) -> tuple[str, ...] | None:
+    """The kind of each bound value; ``None`` when one has no kind that an analysis holds for
+    (it is then analysed with its very values, or refused: NaN, a type without a literal)."""
     out = []
-    for value, literal in zip(values, literals):
-        kind = _kind(value, literal)
+    for value in values:
+        kind = _kind(value)
         if kind is None:
             return None
         out.append(kind)
     return tuple(out)
 
 
-def _kind(value: Any, literal: str) -> str | None:
-    if value is None or isinstance(value, bool):
-        return literal if literal in _CONSTANTS else None
+def _kind(value: Any) -> str | None:
+    """The kind of ``value``: its literal's tokens and the Python type the planner reads it as."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
     if isinstance(value, str):
-        found = sql_tokens(literal)
-        single = len(found) == 1 and found[0].token_type == TokenType.STRING and found[0].text == value
-        return "string" if single else None
-    sign, digits = ("-", literal[1:]) if literal.startswith("-") else ("", literal)
+        return "string" if _PLAIN_TEXT.fullmatch(value) or _read_back(value) else None
     if isinstance(value, int):
-        return sign + "integer" if _INTEGER.fullmatch(digits) and int(literal) == value else None
-    if isinstance(value, float):
-        return sign + "float" if _DECIMAL.fullmatch(digits) and float(literal) == value else None
+        return "-integer" if value < 0 else "integer"
+    if isinstance(value, float) and math.isfinite(value) and _DECIMAL.fullmatch(repr(abs(value))):
+        return "-float" if math.copysign(1.0, value) < 0 else "float"
     return None
+
+
+def _read_back(text: str) -> bool:
+    """Whether the literal of ``text`` is one string token reading ``text``."""
+    found = sql_tokens(sql_literal(text))
+    return len(found) == 1 and found[0].token_type == TokenType.STRING and found[0].text == text
 
 
 @dataclass(frozen=True)
 class _Slot:
-    """One ``?``'s value as the analysis sees it: its Python value in pushed filters and its
-    literal's text in the engine SQL (without a sign: a negative value's ``-`` is the statement's)."""
+    """A stand-in for one ``?``: its Python value in pushed filters and its literal's text in the
+    engine SQL (without a sign: a negative value's ``-`` is the statement's)."""
 
     kind: str
     value: Any
     text: str
 
 
-def _slot(kind: str, value: Any, literal: str) -> _Slot:
-    return _Slot(kind, value, literal[1:] if kind.startswith("-") else literal)
+def _text(kind: str, literal: str) -> str:
+    return literal[1:] if kind.startswith("-") else literal
 
 
 class _StandIns:
@@ -111,7 +119,7 @@ class _StandIns:
                 literal = repr(value)
             if kind.startswith("-"):
                 value, literal = -value, "-" + literal
-            self.slots.append(_slot(kind, value, literal))
+            self.slots.append(_Slot(kind, value, _text(kind, literal)))
 
     @property
     def literals(self) -> list[str]:
@@ -127,17 +135,15 @@ class GenericAnalysis:
     sql: str  # the engine SQL with the stand-ins' literals
     pattern: re.Pattern[str]  # any stand-in's literal text in ``sql``
 
-    def bind(self, values: Sequence[Any], literals: Sequence[str]) -> Analysis:
-        """The analysis of the statement with ``values`` (of this analysis's kinds; their SQL
-        ``literals``), equal to analysing it with them."""
+    def bind(self, values: Sequence[Any]) -> Analysis:
+        """The analysis of the statement with ``values`` (of this analysis's kinds), equal to
+        analysing it with them."""
         by_value: dict[tuple[type, Any], Any] = {}
-        by_text: dict[str, str] = {}
-        for stand_in, value, literal in zip(self.slots, values, literals):
-            if stand_in.kind in _CONSTANTS:
-                continue
-            bound = _slot(stand_in.kind, value, literal)
-            by_value[(type(stand_in.value), stand_in.value)] = bound.value
-            by_text[stand_in.text] = bound.text
+        by_text: dict[str, tuple[str, Any]] = {}
+        for stand_in, value in zip(self.slots, values):
+            if stand_in.kind not in _CONSTANTS:
+                by_value[(type(stand_in.value), stand_in.value)] = value
+                by_text[stand_in.text] = (stand_in.kind, value)
         analysis = self.analysis
         scans = [_bound_scan(spec, by_value) for spec in analysis.plan.scans]
         scan = _bound_scan(analysis.scan, by_value) if analysis.scan is not None else None
@@ -147,14 +153,15 @@ class GenericAnalysis:
 
 @dataclass(frozen=True)
 class _Writer:
-    """Writes the engine SQL of a binding: the stand-ins' literals replaced, in one pass."""
+    """Writes the engine SQL of a binding: the stand-ins' literals replaced by the values', in one pass."""
 
     sql: str
     pattern: re.Pattern[str]
-    texts: dict[str, str]
+    values: dict[str, tuple[str, Any]]  # a stand-in's text -> the kind and value in its place
 
     def __call__(self) -> str:
-        return self.pattern.sub(lambda found: self.texts[found.group()], self.sql)
+        texts = {text: _text(kind, sql_literal(value)) for text, (kind, value) in self.values.items()}
+        return self.pattern.sub(lambda found: texts[found.group()], self.sql)
 
 
 def _bound_scan(spec: ScanSpec, by_value: dict[tuple[type, Any], Any]) -> ScanSpec:
@@ -199,7 +206,7 @@ def analyze_generic(
         return None
     pattern = re.compile("|".join(re.escape(s.text) for s in placed))
     generic = GenericAnalysis(analysis, tuple(first.slots), sql, pattern)
-    exchanged = generic.bind([s.value for s in second.slots], second.literals)
+    exchanged = generic.bind([s.value for s in second.slots])
     same = (
         exchanged.plan.sql == other_sql
         and _same_scans(exchanged.plan.scans, other.plan.scans)

@@ -155,7 +155,7 @@ class Template:
         given = list(parameters) if parameters is not None else []
         if len(self.marks) != len(given):
             raise InvalidQueryError(f"the query has {len(self.marks)} parameter(s) but {len(given)} value(s) are bound")
-        return tuple(_literal(value) for value in given)
+        return tuple(sql_literal(value) for value in given)
 
     def bound(self, literals: Sequence[str]) -> list[Token]:
         """Fresh tokens of the statement with ``literals`` in place of its ``?`` (the parser
@@ -219,8 +219,12 @@ def placeholder_count(sql: str) -> int:
     return len(_placeholders(sql))
 
 
-def _literal(value: Any) -> str:
-    """The SQL literal of a bound value."""
+def sql_literal(value: Any) -> str:
+    """The SQL literal of a bound value.
+
+    Raises:
+        InvalidQueryError: NaN, an infinity, or a type without a literal.
+    """
     if isinstance(value, float) and not math.isfinite(value):
         raise InvalidQueryError(f"cannot bind {value!r}: NaN and infinite parameters are not supported")
     try:
@@ -237,7 +241,7 @@ def bind(sql: str, parameters: Sequence[Any]) -> str:
     out, pos = [], 0
     for token, value in zip(marks, parameters):
         out.append(sql[pos:token.start])
-        out.append(f" {_literal(value)} ")  # spaces: a literal never merges with its neighbours (as in "- -1")
+        out.append(f" {sql_literal(value)} ")  # spaces: a literal never merges with its neighbours (as in "- -1")
         pos = token.end + 1
     out.append(sql[pos:])
     return "".join(out)
@@ -470,4 +474,4 @@ def _plain_scan(query: exp.Query, scans: list[ScanSpec]) -> ScanSpec | None:
 
 
 __all__ = ["Analysis", "TABLE_CHANGES", "Template", "analyze", "analyze_bound", "analyze_parsed", "bind",
-           "hudi_options", "instant_literal", "placeholder_count", "sql_tokens", "template"]
+           "hudi_options", "instant_literal", "placeholder_count", "sql_literal", "sql_tokens", "template"]
