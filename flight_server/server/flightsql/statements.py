@@ -51,7 +51,7 @@ from flight_server.server.security.limits import Limits
 from flight_server.server.sql import engine
 from flight_server.server.sql.analyses import Analyses
 from flight_server.server.sql.native_scan import Fragments, native_dataset, native_read_error
-from flight_server.server.sql.parameters import parameter_schema
+from flight_server.server.sql.parameters import parameter_types
 from flight_server.server.sql.query import Analysis, hudi_options
 from flight_server.server.sql.show import CatalogStatement, catalog_statement
 from flight_server.server.sql.stats_count import count_by_stats
@@ -172,7 +172,7 @@ class Statements:
             ref = resolve_name(call, table.catalog or None, table.db or None, table.name)
             return call.plan(ref.identifier, _combine(ref.options, hudi_options(table), table.name)).schema
 
-        return parameter_schema(text, schema_of)
+        return parameter_types(self.analyses.parameter_places(text), schema_of)
 
     def _catalog_statement(self, call: Call, text: str, owner: Ticket | None) -> CatalogStatement | None:
         """The catalog statement ``text`` is (the caller may read), ``None`` for anything else."""

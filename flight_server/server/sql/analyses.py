@@ -2,14 +2,16 @@
 
 Analysing a statement (:func:`.query.analyze`) costs a token pass, a parse, the planner's walks and
 the generation of the engine SQL: about a millisecond for a one-line query, paid on every
-GetFlightInfo, GetSchema and prepare. Three bounded caches take most of it away:
+GetFlightInfo, GetSchema and prepare. Four bounded caches take most of it away:
 
 - templates, by SQL text: the statement tokenized and checked (token bounds, nesting), so a
   prepared statement executed with one binding after another is tokenized once;
 - generic analyses, by SQL text and the kinds of the bound values (:mod:`.generic`): one analysis
   for every binding of a prepared statement, each binding putting its values in place;
 - analyses, by SQL text and the literals of the bound values: the whole :class:`.query.Analysis`,
-  for statements without parameters and bindings no generic analysis holds for.
+  for statements without parameters and bindings no generic analysis holds for;
+- the places of a statement's ``?`` parameters, by SQL text (:mod:`.parameters`: a prepare
+  answers their types).
 
 An analysis is a function of the statement, its bound literals and what each table reference
 resolves to (the table's identifier, schema and read options): the resolver is a call's, so it
@@ -31,6 +33,7 @@ from catalog.lru import BoundedLRU
 from catalog.plan.options import ReadOptions
 from flight_server.server.security.limits import Limits
 from flight_server.server.sql.generic import GenericAnalysis, analyze_generic, kinds
+from flight_server.server.sql.parameters import Places, parameter_places
 from flight_server.server.sql.planner import Resolver
 from flight_server.server.sql.query import Analysis, Template, analyze_bound, template
 
@@ -93,6 +96,7 @@ class Analyses:
         self._generic: BoundedLRU[tuple[str, tuple[str, ...]], _Kept[GenericAnalysis | None]] = BoundedLRU(
             "sql generic analyses", max_bytes
         )
+        self._places: BoundedLRU[str, Places] = BoundedLRU("sql parameter places", max_bytes)
 
     def template(self, sql: str) -> Template:
         """``sql`` tokenized and checked (:func:`.query.template`), once per text."""
@@ -100,6 +104,15 @@ class Analyses:
         if known is None:
             known = template(sql, self.limits)
             self._templates.put(sql, known, 2 * len(sql) + 160 * len(known.tokens))
+        return known
+
+    def parameter_places(self, sql: str) -> Places:
+        """Where the ``?`` parameters of ``sql`` stand (:func:`.parameters.parameter_places`),
+        once per text."""
+        known = self._places.get(sql)
+        if known is None:
+            known = parameter_places(self.template(sql).sql)
+            self._places.put(sql, known, 64 * len(sql) + 2048)
         return known
 
     def analyze(self, sql: str, resolve: Resolver, parameters: Sequence[Any] | None) -> Analysis:

@@ -144,3 +144,20 @@ def test_a_result_description_is_kept_per_schema_metadata_included():
     for tag, result in (("1", described), ("2", _described(other, (("ns.t", other),)))):
         assert result.metadata[b"tag"] == tag.encode() and result.field("id").metadata[b"tag"] == tag.encode()
         assert result.field("id").metadata[b"ARROW:FLIGHT:SQL:TABLE_NAME"] == b"t"
+
+
+def test_parameter_places_are_parsed_once_per_text_and_typed_by_the_schema_asked(monkeypatch):
+    from flight_server.server.sql import parameters
+
+    parsed = []
+    original = parameters.parse_query
+    monkeypatch.setattr(parameters, "parse_query", lambda *a: parsed.append(a[0]) or original(*a))
+    analyses = Analyses(Limits())
+    sql = "SELECT * FROM ns.t WHERE id = ? AND name LIKE ? LIMIT ?"
+    places = analyses.parameter_places(sql)
+    assert analyses.parameter_places(sql) is places and len(parsed) == 1
+    assert parameters.parameter_types(places, lambda table: SCHEMA).types == [pa.int64(), pa.utf8(), pa.int64()]
+    narrower = pa.schema([("id", pa.int32()), ("name", pa.string())])  # the table's schema now
+    assert parameters.parameter_types(places, lambda table: narrower).types == [pa.int32(), pa.utf8(), pa.int64()]
+    assert parameters.parameter_types(places, lambda table: narrower) == parameters.parameter_schema(
+        sql, lambda table: narrower)
