@@ -156,10 +156,10 @@ def test_a_resolution_that_fails_is_not_taken_for_a_property_of_the_statement():
     with pytest.raises(PermissionError):
         analyses.analyze(KEY, resolve, ["a"])
     resolve.refused = False
-    parsed_before = resolve.calls
+    calls = resolve.calls
     analyses.analyze(KEY, resolve, ["a"])
     analyses.analyze(KEY, resolve, ["b"])
-    assert resolve.calls == parsed_before + 2  # analysed generically once, then reused
+    assert resolve.calls == calls + 2  # analysed generically (resolved once), then reused (resolved again)
 
 
 def test_kept_analyses_stay_within_their_byte_bound():
