@@ -21,6 +21,7 @@ from google.protobuf.message import Message
 from catalog.errors import InvalidQueryError, InvalidTicketError
 from flight_server.protocol import pack, sql, type_name, unpack
 from flight_server.server.flightsql import catalog
+from flight_server.server.flightsql.handles import PreparedHandles
 from flight_server.server.flightsql.single_endpoint import single_endpoint
 from flight_server.server.flightsql.statements import Statements
 from flight_server.server.query.queries import Call
@@ -90,6 +91,7 @@ class FlightSqlService:
 
     def __init__(self, settings: engine.EngineSettings, limits: Limits):
         self.statements = Statements(settings, limits)
+        self.handles = PreparedHandles()
 
     def stop(self) -> None:
         """Interrupt every running SQL query (the server is shutting down)."""
@@ -105,7 +107,7 @@ class FlightSqlService:
             _no_transactions(message)
             return self.statements.flight_info(call, descriptor, message.query, None, single_endpoint=one)
         if isinstance(message, sql.CommandPreparedStatementQuery):
-            prepared = _prepared(call, message.prepared_statement_handle)
+            prepared = self._prepared(call, message.prepared_statement_handle)
             return self.statements.flight_info(
                 call,
                 descriptor,
@@ -124,7 +126,7 @@ class FlightSqlService:
             return flight.SchemaResult(self.statements.result_schema(call, message.query, None))
         if isinstance(message, sql.CommandPreparedStatementQuery):
             try:
-                prepared = _prepared(call, message.prepared_statement_handle)
+                prepared = self._prepared(call, message.prepared_statement_handle)
             except InvalidTicketError as err:
                 # pyarrow's GetSchema sends Flight status errors as UNKNOWN with a traceback
                 raise InvalidQueryError(f"invalid prepared statement handle: {err}") from err
@@ -162,7 +164,7 @@ class FlightSqlService:
         one for an update) and the parameters' types (it binds only into declared parameters)."""
         schema = self.statements.result_schema(call, text, [None] * self.statements.placeholder_count(text))
         parameters = self.statements.parameter_schema(call, text)
-        handle = call.queries.codec.issue(PreparedHandle(call.user, text))
+        handle = self.handles.issue(call.queries.codec, PreparedHandle(call.user, text))
         return sql.ActionCreatePreparedStatementResult(
             prepared_statement_handle=handle,
             dataset_schema=schema.serialize().to_pybytes(),
@@ -181,12 +183,16 @@ class FlightSqlService:
             if isinstance(message, (sql.CommandStatementUpdate, sql.CommandPreparedStatementUpdate)):
                 raise NotImplementedError("hudi-flight is read-only: Flight SQL updates are not implemented")
             raise _unimplemented(message)
-        prepared = _prepared(call, message.prepared_statement_handle)
+        prepared = self._prepared(call, message.prepared_statement_handle)
         batch = _parameters(reader, call.queries.limits.max_body_bytes)
-        bound = PreparedHandle(prepared.user, prepared.sql, batch)
-        result = sql.DoPutPreparedStatementResult(prepared_statement_handle=call.queries.codec.issue(bound))
+        bound = self.handles.issue(call.queries.codec, PreparedHandle(prepared.user, prepared.sql, batch))
+        result = sql.DoPutPreparedStatementResult(prepared_statement_handle=bound)
         # the app_metadata is the bare message (clients unmarshal it directly, not as an Any)
         writer.write(pa.py_buffer(result.SerializeToString()))
+
+    def _prepared(self, call: Call, handle: bytes) -> PreparedHandle:
+        """A genuine, unexpired prepared statement handle (its user is checked when it is analysed)."""
+        return self.handles.redeem(call.queries.codec, handle)
 
 
 def _action_body(call: Call, body: bytes, cls: type[M]) -> M:
@@ -195,11 +201,6 @@ def _action_body(call: Call, body: bytes, cls: type[M]) -> M:
     if not isinstance(message, cls):
         raise ValueError(f"action body must be a packed {cls.__name__}")
     return message
-
-
-def _prepared(call: Call, handle: bytes) -> PreparedHandle:
-    """A genuine, unexpired prepared statement handle (its user is checked when it is analysed)."""
-    return call.queries.codec.redeem(handle, (PreparedHandle,), None)
 
 
 def _parameters(reader: flight.MetadataRecordBatchReader, limit: int) -> pa.RecordBatch | None:
@@ -217,7 +218,7 @@ def _parameters(reader: flight.MetadataRecordBatchReader, limit: int) -> pa.Reco
         return None
     if rows > 1:
         raise ValueError(f"a query binds one parameter row per execution, got {rows} rows")
-    batch = pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+    batch = batches[0] if len(batches) == 1 else pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
     if len(parameters_ipc(batch)) > limit:
         raise LimitExceededError("max_body_bytes", limit, "bound parameters are larger")
     return batch

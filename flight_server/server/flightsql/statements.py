@@ -26,6 +26,7 @@ a ticket is only served to the user it was issued to (tickets: ``query.tickets``
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
@@ -50,7 +51,7 @@ from flight_server.server.security.limits import Limits
 from flight_server.server.sql import engine
 from flight_server.server.sql.analyses import Analyses
 from flight_server.server.sql.native_scan import Fragments, native_dataset, native_read_error
-from flight_server.server.sql.parameters import parameter_schema
+from flight_server.server.sql.parameters import parameter_types
 from flight_server.server.sql.query import Analysis, hudi_options
 from flight_server.server.sql.show import CatalogStatement, catalog_statement
 from flight_server.server.sql.stats_count import count_by_stats
@@ -171,7 +172,7 @@ class Statements:
             ref = resolve_name(call, table.catalog or None, table.db or None, table.name)
             return call.plan(ref.identifier, _combine(ref.options, hudi_options(table), table.name)).schema
 
-        return parameter_schema(text, schema_of)
+        return parameter_types(self.analyses.parameter_places(text), schema_of)
 
     def _catalog_statement(self, call: Call, text: str, owner: Ticket | None) -> CatalogStatement | None:
         """The catalog statement ``text`` is (the caller may read), ``None`` for anything else."""
@@ -189,9 +190,9 @@ class Statements:
             return describe(_count_schema(analysis.count_star))
         if analysis.scan is not None:
             schema = call.plan(analysis.scan.table, analysis.scan.options).schema
-            return _described(schema, [(analysis.scan.table, schema)])
+            return _described(schema, ((analysis.scan.table, schema),))
         views = {spec.view: call.plan(spec.table, spec.options).schema for spec in analysis.plan.scans}
-        sources = [(spec.table, views[spec.view]) for spec in analysis.plan.scans]
+        sources = tuple((spec.table, views[spec.view]) for spec in analysis.plan.scans)
         return _described(self.engine.result_schema(analysis.plan.sql, views, call.context.is_cancelled), sources)
 
     def flight_info(
@@ -215,7 +216,7 @@ class Statements:
         analysis = self.analyze(call, text, parameters, owner)
         if analysis.scan is not None and not single_endpoint:
             planned = call.queries.endpoints(call, analysis.scan.table, analysis.scan.options)
-            schema = _described(planned.schema, [(analysis.scan.table, planned.schema)])
+            schema = _described(planned.schema, ((analysis.scan.table, planned.schema),))
             return flight.FlightInfo(schema, descriptor, planned.endpoints, planned.rows, planned.nbytes, ordered=False)
         if analysis.count_star is not None:
             counted = self._metadata_count(call, analysis)
@@ -228,7 +229,7 @@ class Statements:
             planned_scan = call.plan(spec.table, spec.options)
             views.append((spec.view, planned_scan.pinned))
             schemas[spec.view] = planned_scan.schema
-        sources = [(spec.table, schemas[spec.view]) for spec in analysis.plan.scans]
+        sources = tuple((spec.table, schemas[spec.view]) for spec in analysis.plan.scans)
         schema = _described(self.engine.result_schema(analysis.plan.sql, schemas, call.context.is_cancelled), sources)
         ticket = codec.issue(StatementTicket(call.user, analysis.plan.sql, tuple(views)), expires_at)
         return _single_endpoint(descriptor, schema, ticket, expires_at, -1)
@@ -303,7 +304,7 @@ class Statements:
             if source is None:
                 raise
             raise source from err
-        described = _described(schema, sources)
+        described = _described(schema, tuple(sources))
         results = _source_errors_first(results, failures, native_tables)
         return described, _with_schema(notes.relayed(results), described)
 
@@ -377,9 +378,29 @@ def _source_errors_first(
         raise source from err
 
 
-def _described(schema: pa.Schema, sources: list[tuple[str, pa.Schema]]) -> pa.Schema:
+def _described(schema: pa.Schema, sources: tuple[tuple[str, pa.Schema], ...]) -> pa.Schema:
     """``schema`` with its Flight SQL column metadata; with one source table, a column of that
-    table's name and type is said to come from it."""
+    table's name and type is said to come from it (a column's name and type: the sources'
+    metadata plays no part)."""
+    return _describing(_Exactly(schema), sources)
+
+
+@dataclass(frozen=True, eq=False)
+class _Exactly:
+    """A schema equal only to one with the same metadata too (``==`` of schemas ignores it)."""
+
+    schema: pa.Schema
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.schema.names))  # cheaper than a schema's own hash (its text)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Exactly) and self.schema.equals(other.schema, check_metadata=True)
+
+
+@functools.lru_cache(maxsize=256)  # a statement executed again asks for the very same description
+def _describing(exactly: _Exactly, sources: tuple[tuple[str, pa.Schema], ...]) -> pa.Schema:
+    schema = exactly.schema
     origins = {}
     if len(sources) == 1:
         table, source = sources[0]

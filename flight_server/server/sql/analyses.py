@@ -2,11 +2,16 @@
 
 Analysing a statement (:func:`.query.analyze`) costs a token pass, a parse, the planner's walks and
 the generation of the engine SQL: about a millisecond for a one-line query, paid on every
-GetFlightInfo, GetSchema and prepare. Two bounded caches take most of it away:
+GetFlightInfo, GetSchema and prepare. Four bounded caches take most of it away:
 
 - templates, by SQL text: the statement tokenized and checked (token bounds, nesting), so a
   prepared statement executed with one binding after another is tokenized once;
-- analyses, by SQL text and the literals of the bound values: the whole :class:`.query.Analysis`.
+- generic analyses, by SQL text and the kinds of the bound values (:mod:`.generic`): one analysis
+  for every binding of a prepared statement, each binding putting its values in place;
+- analyses, by SQL text and the literals of the bound values: the whole :class:`.query.Analysis`,
+  for statements without parameters and bindings no generic analysis holds for;
+- the places of a statement's ``?`` parameters, by SQL text (:mod:`.parameters`: a prepare
+  answers their types).
 
 An analysis is a function of the statement, its bound literals and what each table reference
 resolves to (the table's identifier, schema and read options): the resolver is a call's, so it
@@ -19,7 +24,7 @@ analyses the statement again. Only successful analyses are kept.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Generic, Sequence, TypeVar
 
 import pyarrow as pa
 from sqlglot import exp
@@ -27,12 +32,15 @@ from sqlglot import exp
 from catalog.lru import BoundedLRU
 from catalog.plan.options import ReadOptions
 from flight_server.server.security.limits import Limits
+from flight_server.server.sql.generic import GenericAnalysis, analyze_generic, kinds
+from flight_server.server.sql.parameters import Places, parameter_places
 from flight_server.server.sql.planner import Resolver
 from flight_server.server.sql.query import Analysis, Template, analyze_bound, template
 
 #: bytes of templates and of analyses kept (each a few kilobytes for a one-line query)
 CACHE_BYTES = 16 << 20
 _Resolved = tuple[str, pa.Schema, ReadOptions]
+A = TypeVar("A")
 
 
 @dataclass(frozen=True)
@@ -49,9 +57,31 @@ class _Reference:
 
 
 @dataclass(frozen=True)
-class _Kept:
-    analysis: Analysis
+class _Kept(Generic[A]):
+    """An analysis (or a generic one) and the table references it was made with."""
+
+    analysis: A
     references: tuple[_Reference, ...]
+
+    def holds(self, resolve: Resolver) -> bool:
+        return all(reference.holds(resolve) for reference in self.references)
+
+
+class _Recording:
+    """``resolve``, keeping each reference it resolved and what to."""
+
+    def __init__(self, resolve: Resolver):
+        self.resolve = resolve
+        self.references: list[_Reference] = []
+
+    def __call__(self, table: exp.Table) -> _Resolved:
+        resolved = self.resolve(table)
+        self.references.append(_Reference(table.copy(), resolved))
+        return resolved
+
+
+#: a statement and kinds of bindings that no generic analysis holds for
+_PER_BINDING = _Kept[GenericAnalysis | None](None, ())
 
 
 class Analyses:
@@ -60,7 +90,13 @@ class Analyses:
     def __init__(self, limits: Limits, max_bytes: int = CACHE_BYTES):
         self.limits = limits
         self._templates: BoundedLRU[str, Template] = BoundedLRU("sql templates", max_bytes)
-        self._analyses: BoundedLRU[tuple[str, tuple[str, ...]], _Kept] = BoundedLRU("sql analyses", max_bytes)
+        self._analyses: BoundedLRU[tuple[str, tuple[str, ...]], _Kept[Analysis]] = BoundedLRU(
+            "sql analyses", max_bytes
+        )
+        self._generic: BoundedLRU[tuple[str, tuple[str, ...]], _Kept[GenericAnalysis | None]] = BoundedLRU(
+            "sql generic analyses", max_bytes
+        )
+        self._places: BoundedLRU[str, Places] = BoundedLRU("sql parameter places", max_bytes)
 
     def template(self, sql: str) -> Template:
         """``sql`` tokenized and checked (:func:`.query.template`), once per text."""
@@ -70,27 +106,61 @@ class Analyses:
             self._templates.put(sql, known, 2 * len(sql) + 160 * len(known.tokens))
         return known
 
+    def parameter_places(self, sql: str) -> Places:
+        """Where the ``?`` parameters of ``sql`` stand (:func:`.parameters.parameter_places`),
+        once per text."""
+        known = self._places.get(sql)
+        if known is None:
+            known = parameter_places(self.template(sql).sql)
+            self._places.put(sql, known, 64 * len(sql) + 2048)
+        return known
+
     def analyze(self, sql: str, resolve: Resolver, parameters: Sequence[Any] | None) -> Analysis:
         """The analysis of ``sql`` with ``parameters`` bound, every table reference resolved by
         ``resolve`` (see the module docstring); raises as :func:`.query.analyze`."""
         statement = self.template(sql)
+        values = list(parameters) if parameters is not None else []
+        slot_kinds = kinds(values) if statement.marks and len(values) == len(statement.marks) else None
+        if slot_kinds is not None:
+            generic = self._generic_analysis(statement, slot_kinds, resolve)
+            if generic is not None:
+                return generic.bind(values)
         literals = statement.literals(parameters)
         key = (sql, literals)
         kept = self._analyses.get(key)
-        if kept is not None and all(reference.holds(resolve) for reference in kept.references):
+        if kept is not None and kept.holds(resolve):
             return kept.analysis
-        references: list[_Reference] = []
-
-        def recording(table: exp.Table) -> _Resolved:
-            resolved = resolve(table)
-            references.append(_Reference(table.copy(), resolved))
-            return resolved
-
+        recording = _Recording(resolve)
         analysis = analyze_bound(statement, literals, recording, self.limits)
-        # the parsed tree behind the engine SQL is kept too: tens of bytes per character of SQL
-        size = 64 * (len(sql) + sum(map(len, literals))) + 2048 * (1 + len(references))
-        self._analyses.put(key, _Kept(analysis, tuple(references)), size)
+        size = _size(len(sql) + sum(map(len, literals)), recording)
+        self._analyses.put(key, _Kept(analysis, tuple(recording.references)), size)
         return analysis
+
+    def _generic_analysis(
+        self, statement: Template, slot_kinds: tuple[str, ...], resolve: Resolver
+    ) -> GenericAnalysis | None:
+        """The generic analysis of ``statement`` for bindings of ``slot_kinds`` (``None``: the
+        statement is analysed per binding)."""
+        key = (statement.sql, slot_kinds)
+        kept = self._generic.get(key)
+        if kept is _PER_BINDING:
+            return None
+        if kept is not None and kept.holds(resolve):
+            return kept.analysis
+        recording = _Recording(resolve)
+        generic = analyze_generic(statement, slot_kinds, recording, self.limits)
+        if generic is None:
+            self._generic.put(key, _PER_BINDING, 2 * len(statement.sql) + 64)
+            return None
+        size = _size(len(statement.sql) + len(generic.sql), recording)
+        self._generic.put(key, _Kept(generic, tuple(recording.references)), size)
+        return generic
+
+
+def _size(characters: int, recording: _Recording) -> int:
+    """What a kept analysis of this many characters of SQL costs: the parsed tree behind the
+    engine SQL is kept too (tens of bytes per character), and each reference."""
+    return 64 * characters + 2048 * (1 + len(recording.references))
 
 
 __all__ = ["Analyses"]

@@ -16,6 +16,7 @@ Timestamps are declared in milliseconds (zone kept): the JDBC driver writes a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import pyarrow as pa
@@ -48,24 +49,52 @@ _CAST_TYPES: dict[str, pa.DataType] = {
 }
 
 
-def parameter_schema(sql: str, schema_of: SchemaOf) -> pa.Schema:
-    """One nullable field per ``?`` of ``sql``, in the order they are written (``parameter_1``, ...)."""
+@dataclass(frozen=True)
+class Places:
+    """Where each ``?`` of a statement stands (parsed once per text): the type its place says
+    (a cast, ``LIMIT``, ``LIKE``, anywhere else ``utf8``) or the column it is compared with,
+    typed by the table's schema when asked (:func:`parameter_types`).
+
+    Attributes:
+        tables: the statement's table references.
+        places: one per ``?``, in the order they are written.
+    """
+
+    tables: tuple[exp.Table, ...]
+    places: tuple[pa.DataType | exp.Column, ...]
+
+
+def parameter_places(sql: str) -> Places:
+    """The places of the ``?`` parameters of ``sql``."""
     count = placeholder_count(sql)
     if not count:
-        return pa.schema([])
+        return Places((), ())
     query = parse_query(bind(sql, [_MARK.format(i) for i in range(count)]))
     marks = {node.this: node for node in query.find_all(exp.Literal) if node.is_string}
-    columns = _ColumnTypes(query, schema_of)
-    types = [_type_of(marks.get(_MARK.format(i)), columns) for i in range(count)]
+    return Places(tuple(table_references(query)), tuple(_place(marks.get(_MARK.format(i))) for i in range(count)))
+
+
+def parameter_types(places: Places, schema_of: SchemaOf) -> pa.Schema:
+    """One nullable field per ``?`` (``parameter_1``, ...), a compared column's type read from
+    ``schema_of`` its table."""
+    if not places.places:
+        return pa.schema([])
+    columns = _ColumnTypes(places.tables, schema_of)
+    types = [place if isinstance(place, pa.DataType) else _column_type(place, columns) for place in places.places]
     return pa.schema([pa.field(f"parameter_{i + 1}", t) for i, t in enumerate(types)])
+
+
+def parameter_schema(sql: str, schema_of: SchemaOf) -> pa.Schema:
+    """One nullable field per ``?`` of ``sql``, in the order they are written (``parameter_1``, ...)."""
+    return parameter_types(parameter_places(sql), schema_of)
 
 
 class _ColumnTypes:
     """Arrow types of the query's column references (by alias or table name; unqualified when unique)."""
 
-    def __init__(self, query: exp.Query, schema_of: SchemaOf):
+    def __init__(self, tables: tuple[exp.Table, ...], schema_of: SchemaOf):
         self.by_alias: dict[str, pa.Schema] = {}
-        for table in table_references(query):
+        for table in tables:
             schema = schema_of(table)
             if schema is not None:
                 self.by_alias[table.alias_or_name.lower()] = schema
@@ -78,7 +107,7 @@ class _ColumnTypes:
         return found[0]
 
 
-def _type_of(mark: exp.Literal | None, columns: _ColumnTypes) -> pa.DataType:
+def _place(mark: exp.Literal | None) -> pa.DataType | exp.Column:
     if mark is None:
         return pa.utf8()
     node: exp.Expression = mark
@@ -97,10 +126,14 @@ def _type_of(mark: exp.Literal | None, columns: _ColumnTypes) -> pa.DataType:
         column = other if isinstance(other, exp.Column) else None
     elif isinstance(parent, (exp.In, exp.Between)) and parent.this is not node:
         column = parent.this if isinstance(parent.this, exp.Column) else None
-    found = columns.type_of(column) if column is not None else None
+    return column if column is not None else pa.utf8()
+
+
+def _column_type(column: exp.Column, columns: _ColumnTypes) -> pa.DataType:
+    found = columns.type_of(column)
     if found is not None and pa.types.is_timestamp(found):
         return pa.timestamp("ms", tz=found.tz)
     return found if found is not None else pa.utf8()
 
 
-__all__ = ["SchemaOf", "parameter_schema"]
+__all__ = ["Places", "SchemaOf", "parameter_places", "parameter_schema", "parameter_types"]

@@ -53,17 +53,23 @@ class ScanSpec:
 class SelectPlan:
     """The DuckDB SQL to run over the fetched views, and the scans that feed it.
 
-    The SQL is written from the rewritten query when first asked for: a plain scan answered by
-    the split endpoints never needs it.
+    The SQL is written when first asked for: a plain scan answered by the split endpoints never
+    needs it.
 
     Args:
-        query: the query rewritten to read the views (not changed afterwards).
         scans: the scans feeding the views.
+        write: writes the SQL (:meth:`of`: from the rewritten query; or a statement's SQL with
+            the values of another binding, :mod:`.generic`).
     """
 
-    def __init__(self, query: exp.Query, scans: list[ScanSpec]):
-        self._query = query
+    def __init__(self, scans: list[ScanSpec], write: Callable[[], str]):
         self.scans = scans
+        self._write = write
+
+    @classmethod
+    def of(cls, query: exp.Query, scans: list[ScanSpec]) -> "SelectPlan":
+        """The plan of ``query`` rewritten to read the views (not changed afterwards)."""
+        return cls(scans, functools.partial(_engine_sql, query))
 
     @functools.cached_property
     def sql(self) -> str:
@@ -72,16 +78,20 @@ class SelectPlan:
         Raises:
             ValueError: a clause sqlglot parsed but cannot write back (never silently dropped).
         """
-        try:
-            return self._query.sql(dialect=DIALECT, unsupported_level=ErrorLevel.RAISE)
-        except sqlglot.errors.UnsupportedError as err:
-            raise ValueError(f"unsupported SQL: {str(err).splitlines()[0][:200]}") from err
+        return self._write()
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SelectPlan) and (self.sql, self.scans) == (other.sql, other.scans)
 
     def __hash__(self) -> int:
         return hash(self.sql)
+
+
+def _engine_sql(query: exp.Query) -> str:
+    try:
+        return query.sql(dialect=DIALECT, unsupported_level=ErrorLevel.RAISE)
+    except sqlglot.errors.UnsupportedError as err:
+        raise ValueError(f"unsupported SQL: {str(err).splitlines()[0][:200]}") from err
 
 
 # -- parsing -----------------------------------------------------------------------------------
@@ -160,7 +170,7 @@ def plan_select(query: exp.Query, resolve: Resolver) -> SelectPlan:
         # ns.table.column -> table.column: the view is aliased by the bare table name.
         column.set("db", None)
         column.set("catalog", None)
-    return SelectPlan(query, scans)
+    return SelectPlan.of(query, scans)
 
 
 def _mentioned_columns(query: exp.Query) -> set[str] | None:

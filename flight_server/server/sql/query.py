@@ -94,13 +94,23 @@ def analyze(
 def analyze_bound(statement: Template, literals: Sequence[str], resolve: Resolver, limits: Limits) -> Analysis:
     """:func:`analyze` of a statement already tokenized and checked, with the SQL ``literals``
     of its parameters (:meth:`Template.literals`)."""
+    return analyze_parsed(statement, literals, resolve, limits)[0]
+
+
+def analyze_parsed(
+    statement: Template, literals: Sequence[str], resolve: Resolver, limits: Limits
+) -> tuple[Analysis, exp.Query]:
+    """:func:`analyze_bound`, and the query it rewrote to read the views (its literals where the
+    statement has them; not to be changed: the plan writes its SQL from it)."""
     try:
         return _analyze(statement, literals, resolve, limits)
     except RecursionError as err:  # a tree the depth check let through but sqlglot cannot walk
         raise InvalidQueryError(f"SQL is nested too deeply (at most {MAX_SQL_NESTING} levels)") from err
 
 
-def _analyze(statement: Template, literals: Sequence[str], resolve: Resolver, limits: Limits) -> Analysis:
+def _analyze(
+    statement: Template, literals: Sequence[str], resolve: Resolver, limits: Limits
+) -> tuple[Analysis, exp.Query]:
     query = parse_query(statement.sql, statement.bound(literals))
     if query.find(exp.Placeholder, exp.Parameter):
         raise InvalidQueryError("only positional '?' parameters are supported (not named or numbered ones)")
@@ -112,7 +122,7 @@ def _analyze(statement: Template, literals: Sequence[str], resolve: Resolver, li
     scan = _plain_scan(query, plan.scans)
     if count_star is not None and _conjunct_count(query) != len(plan.scans[0].options.filters):
         count_star = None  # a condition the scan does not carry: only the engine counts it
-    return Analysis(plan, scan, count_star)
+    return Analysis(plan, scan, count_star), query
 
 
 # -- parameters ----------------------------------------------------------------------------
@@ -145,7 +155,7 @@ class Template:
         given = list(parameters) if parameters is not None else []
         if len(self.marks) != len(given):
             raise InvalidQueryError(f"the query has {len(self.marks)} parameter(s) but {len(given)} value(s) are bound")
-        return tuple(_literal(value) for value in given)
+        return tuple(sql_literal(value) for value in given)
 
     def bound(self, literals: Sequence[str]) -> list[Token]:
         """Fresh tokens of the statement with ``literals`` in place of its ``?`` (the parser
@@ -157,7 +167,7 @@ class Template:
             if literal is None:
                 out.append(_copy(token, token.token_type, token.text, token.comments))
                 continue
-            spliced = _tokens(literal)
+            spliced = sql_tokens(literal)
             for j, part in enumerate(spliced):
                 comments = token.comments if j == len(spliced) - 1 else part.comments
                 out.append(_copy(token, part.token_type, part.text, comments))
@@ -171,14 +181,15 @@ def _copy(at: Token, token_type: TokenType, text: str, comments: list[str]) -> T
 
 def template(sql: str, limits: Limits) -> Template:
     """``sql`` tokenized and checked before parsing (:func:`.bounds.check_tokens`, nesting)."""
-    tokens = _tokens(sql)
+    tokens = sql_tokens(sql)
     bounds.check_tokens(tokens, limits)
     _check_nesting(tokens)
     marks = tuple(i for i, t in enumerate(tokens) if t.token_type == TokenType.PLACEHOLDER and t.text == "?")
     return Template(sql, tuple(tokens), marks)
 
 
-def _tokens(sql: str) -> list[Token]:
+def sql_tokens(sql: str) -> list[Token]:
+    """The tokens of ``sql`` (``InvalidQueryError`` when it does not tokenize)."""
     try:
         return Dialect.get_or_raise(DIALECT).tokenize(sql)
     except SqlglotError as err:
@@ -200,7 +211,7 @@ def _check_nesting(tokens: list[Token]) -> None:
 
 def _placeholders(sql: str) -> list[Token]:
     """The ``?`` tokens of ``sql``, in the order they are written (not in strings or comments)."""
-    return [t for t in _tokens(sql) if t.token_type == TokenType.PLACEHOLDER and t.text == "?"]
+    return [t for t in sql_tokens(sql) if t.token_type == TokenType.PLACEHOLDER and t.text == "?"]
 
 
 def placeholder_count(sql: str) -> int:
@@ -208,8 +219,12 @@ def placeholder_count(sql: str) -> int:
     return len(_placeholders(sql))
 
 
-def _literal(value: Any) -> str:
-    """The SQL literal of a bound value."""
+def sql_literal(value: Any) -> str:
+    """The SQL literal of a bound value.
+
+    Raises:
+        InvalidQueryError: NaN, an infinity, or a type without a literal.
+    """
     if isinstance(value, float) and not math.isfinite(value):
         raise InvalidQueryError(f"cannot bind {value!r}: NaN and infinite parameters are not supported")
     try:
@@ -226,7 +241,7 @@ def bind(sql: str, parameters: Sequence[Any]) -> str:
     out, pos = [], 0
     for token, value in zip(marks, parameters):
         out.append(sql[pos:token.start])
-        out.append(f" {_literal(value)} ")  # spaces: a literal never merges with its neighbours (as in "- -1")
+        out.append(f" {sql_literal(value)} ")  # spaces: a literal never merges with its neighbours (as in "- -1")
         pos = token.end + 1
     out.append(sql[pos:])
     return "".join(out)
@@ -458,5 +473,5 @@ def _plain_scan(query: exp.Query, scans: list[ScanSpec]) -> ScanSpec | None:
     return ScanSpec(scan.view, scan.table, scan.options.replace(columns=ordered))
 
 
-__all__ = ["Analysis", "TABLE_CHANGES", "Template", "analyze", "analyze_bound", "bind", "hudi_options",
-           "instant_literal", "placeholder_count", "template"]
+__all__ = ["Analysis", "TABLE_CHANGES", "Template", "analyze", "analyze_bound", "analyze_parsed", "bind",
+           "hudi_options", "instant_literal", "placeholder_count", "sql_literal", "sql_tokens", "template"]

@@ -115,6 +115,34 @@ def test_prepared_statements_serve_only_their_user(server, client):
         client.get_flight_info(command)
 
 
+def test_a_prepared_statement_is_authorized_at_every_execution(server, client, monkeypatch):
+    from tests.support.flight_sql import bind
+
+    result = next(iter(client.do_action(flight.Action("CreatePreparedStatement", pack(
+        sql.ActionCreatePreparedStatementRequest(query=f"SELECT * FROM {A} WHERE txn_id = ?"))))))
+    handle = unpack(result.body.to_pybytes()).prepared_statement_handle
+
+    def execute(key: str) -> flight.FlightInfo:
+        bound = bind(client, handle, pa.record_batch([pa.array([key])], names=["p0"]))
+        return client.get_flight_info(flight.FlightDescriptor.for_command(pack(sql.CommandPreparedStatementQuery(
+            prepared_statement_handle=bound))))
+
+    for key in ("TXN-1", "TXN-2"):  # the statement's analysis is kept and reused
+        server.calls.clear()
+        execute(key)
+        assert ("read", A) in server.calls
+    authorize = server.queries.authorize
+
+    def revoked(context, right, table=None):
+        if table == A:
+            raise flight.FlightUnauthorizedError(f"alice may no longer read {table}")
+        return authorize(context, right, table)
+
+    monkeypatch.setattr(server.queries, "authorize", revoked)
+    with pytest.raises(flight.FlightUnauthorizedError, match="no read right"):
+        execute("TXN-3")
+
+
 def test_large_batches_are_cut_for_generic_grpc_clients():
     batch = pa.record_batch([pa.array(["x" * 1000] * 30_000)], names=["s"])  # ~30 MB
     parts = list(_message_sized(iter([batch])))

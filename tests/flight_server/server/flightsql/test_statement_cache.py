@@ -59,15 +59,23 @@ def test_a_kept_analysis_is_reused_only_while_its_tables_resolve_the_same():
     analyses, resolve = Analyses(Limits()), _Resolver()
     sql = "SELECT name FROM ns.t WHERE id = ?"
     first = analyses.analyze(sql, resolve, [1])
-    assert analyses.analyze(sql, resolve, [1]) is first
-    assert resolve.calls == 2  # the reference was resolved (and its right checked) again
-    assert analyses.analyze(sql, resolve, [2]) is not first  # other values: another statement
-    resolve.schema = pa.schema([("id", pa.int32()), ("name", pa.string())])
+    calls = resolve.calls
+    assert analyses.analyze(sql, resolve, [1]) == first
+    assert resolve.calls == calls + 1  # the reference was resolved (and its right checked) again
+    assert analyses.analyze(sql, resolve, [2]) == analyze(sql, resolve, [2])  # other values: their own filters
+    resolve.schema = pa.schema([("name", pa.string()), ("id", pa.int32())])  # a new schema: other columns
     changed = analyses.analyze(sql, resolve, [1])
-    assert changed is not first and changed == analyze(sql, resolve, [1])
+    assert changed != first and changed == analyze(sql, resolve, [1])
     resolve.refused = True
     with pytest.raises(PermissionError):
         analyses.analyze(sql, resolve, [1])
+
+
+def test_a_statement_without_parameters_is_kept_whole():
+    analyses, resolve = Analyses(Limits()), _Resolver()
+    sql = "SELECT name FROM ns.t WHERE id = 1"
+    first = analyses.analyze(sql, resolve, None)
+    assert analyses.analyze(sql, resolve, None) is first
 
 
 def test_bound_values_are_kept_apart_by_their_literals():
@@ -121,3 +129,35 @@ def test_engine_sql_that_cannot_be_written_is_refused_when_it_is_needed(cursor):
         assert not analysis.plan.sql
     with pytest.raises(Exception, match="unsupported SQL"):  # and so over Flight SQL
         cursor.execute("SELECT approx_top_k(txn_id, 2) AS top FROM sample_table_cow.v9_txns_simple_meta")
+
+
+def test_a_result_description_is_kept_per_schema_metadata_included():
+    from flight_server.server.flightsql.statements import _described
+
+    def schema(tag: str) -> pa.Schema:
+        return pa.schema([pa.field("id", pa.int64(), metadata={"tag": tag})], metadata={"tag": tag})
+
+    first, other = schema("1"), schema("2")
+    assert first == other  # schemas compare without their metadata
+    described = _described(first, (("ns.t", first),))
+    assert _described(schema("1"), (("ns.t", first),)) is described  # kept
+    for tag, result in (("1", described), ("2", _described(other, (("ns.t", other),)))):
+        assert result.metadata[b"tag"] == tag.encode() and result.field("id").metadata[b"tag"] == tag.encode()
+        assert result.field("id").metadata[b"ARROW:FLIGHT:SQL:TABLE_NAME"] == b"t"
+
+
+def test_parameter_places_are_parsed_once_per_text_and_typed_by_the_schema_asked(monkeypatch):
+    from flight_server.server.sql import parameters
+
+    parsed = []
+    original = parameters.parse_query
+    monkeypatch.setattr(parameters, "parse_query", lambda *a: parsed.append(a[0]) or original(*a))
+    analyses = Analyses(Limits())
+    sql = "SELECT * FROM ns.t WHERE id = ? AND name LIKE ? LIMIT ?"
+    places = analyses.parameter_places(sql)
+    assert analyses.parameter_places(sql) is places and len(parsed) == 1
+    assert parameters.parameter_types(places, lambda table: SCHEMA).types == [pa.int64(), pa.utf8(), pa.int64()]
+    narrower = pa.schema([("id", pa.int32()), ("name", pa.string())])  # the table's schema now
+    assert parameters.parameter_types(places, lambda table: narrower).types == [pa.int32(), pa.utf8(), pa.int64()]
+    assert parameters.parameter_types(places, lambda table: narrower) == parameters.parameter_schema(
+        sql, lambda table: narrower)
