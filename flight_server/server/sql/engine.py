@@ -58,6 +58,7 @@ class EngineSettings:
     memory_budget: str = "2GB"  # all running queries together (admission; process growth)
     admission_wait_seconds: float = 5.0  # how long a query waits for the budget before refused
     native_scan: bool = True  # plain Parquet base files are scanned by the engine (.native_scan)
+    native_reader: bool = True  # ... local ones by its own Parquet reader (.native_files); False: through Arrow
 
     def check(self) -> None:
         """Refuse unusable values at start-up (a clear message naming the key)."""
@@ -218,7 +219,7 @@ class Engine:
         Raises:
             ServerBusyError: the SQL memory budget stayed spent (UNAVAILABLE, retryable).
         """
-        files = {name: found for name, view in views.items() if (found := native_files.parquet_files(view))}
+        files = native_files.parquet_views(views) if self.settings.native_reader else {}
         stack = contextlib.ExitStack()
         try:
             db, watch, lease = self._start(stack, cancelled, native_files.file_set(files))

@@ -104,6 +104,11 @@ def parquet_files(view: pa.RecordBatchReader | ds.Dataset) -> ParquetFiles | Non
     return ParquetFiles(paths, view.schema)
 
 
+def parquet_views(views: Mapping[str, pa.RecordBatchReader | ds.Dataset]) -> dict[str, ParquetFiles]:
+    """The views the engine reads itself (:func:`parquet_files`), by name."""
+    return {name: found for name, view in views.items() if (found := parquet_files(view)) is not None}
+
+
 def _distinct_names(names: list[str]) -> bool:
     return len({name.lower() for name in names}) == len(names)
 
@@ -218,6 +223,7 @@ __all__ = [
     "check_table_names",
     "file_set",
     "parquet_files",
+    "parquet_views",
     "read_failure",
     "sql_identifier",
     "sql_string",

@@ -249,3 +249,14 @@ def test_flight_sql_refuses_every_other_way_to_a_file(sql_server, sql_tables):
             _query(sql_server, sql)
         assert any(code in str(caught.value) for code in ("INVALID_ARGUMENT", "NOT_FOUND")), sql
     assert os.path.getsize(path) == size
+
+
+def test_sql_native_reader_false_scans_through_arrow(files):
+    a, b, _ = files
+    engine = Engine(EngineSettings(memory_limit="256MB", memory_budget="512MB", threads=1, native_reader=False))
+    try:
+        answer = _run(engine, "SELECT sum(x) AS t FROM v", {"v": _dataset([a, b], SCHEMA)})
+        assert answer.column("t").to_pylist() == [55]
+        assert engine.file_views.read == 0 and engine.databases.created == 1  # the database that reads no file
+    finally:
+        engine.stop_all()
