@@ -23,6 +23,7 @@ from flight_server.server.sql.native_files import parquet_files
 from flight_server.server.sql.native_scan import Fragments, native_dataset, native_read_error
 from hudi_generator.generator import COPY_ON_WRITE, MERGE_ON_READ, GeneratorSpec, generate
 from tests.support.compare import assert_same_rows
+from tests.support.written import written_tables
 
 COW = "sample_table_cow.v9_txns_simple_meta"
 MOR = "sample_table_mor_avro.v9_txns_simple_meta"
@@ -258,5 +259,35 @@ def test_sql_native_reader_false_scans_through_arrow(files):
         answer = _run(engine, "SELECT sum(x) AS t FROM v", {"v": _dataset([a, b], SCHEMA)})
         assert answer.column("t").to_pylist() == [55]
         assert engine.file_views.read == 0 and engine.databases.created == 1  # the database that reads no file
+    finally:
+        engine.stop_all()
+
+
+# -- tables Hudi's Spark writer wrote: every type it writes ---------------------------------------
+
+WRITTEN = [t for t in written_tables() if t.name in ("cow_types", "cow_core", "mor_types", "mor_core")]
+
+
+@pytest.mark.parametrize("table", WRITTEN, ids=lambda t: t.key)
+def test_hudi_written_tables_read_natively_answer_as_the_stream(written_table, table):
+    options = {"query_type": "read_optimized"} if table.name.startswith("mor_") else {}
+    path = written_table(table)
+    everything = HudiTable.open(path).scan(**options)
+    # the columns every base file stores with the table's type (the others the reader casts: not native)
+    stored = [pq.read_schema(everything.context.storage.full_path(s.file_slice.base_file_path))
+              for s in everything.splits]
+    columns = [f.name for f in everything.schema
+               if all(f.name in schema.names and schema.field(f.name).type == f.type for schema in stored)]
+    plan = HudiTable.open(path).scan(columns=columns, **options)
+    splits = list(plan.splits)
+    dataset = native_dataset(plan.context, splits, plan.options)
+    assert dataset is not None and len(columns) > 5, table.key
+    engine = Engine(EngineSettings(memory_limit="256MB", memory_budget="256MB", threads=1))
+    try:
+        for sql in ("SELECT * FROM t", "SELECT count(*) AS n FROM t"):
+            native = _run(engine, sql, {"t": dataset})
+            stream = pa.RecordBatchReader.from_batches(plan.schema, read_splits(plan.context, splits, None))
+            assert_same_rows(native, _run(engine, sql, {"t": stream}), f"{table.key}: {sql}", exact_types=True)
+        assert engine.file_views.read == 2  # DuckDB's own reader types every Spark-written column as Arrow does
     finally:
         engine.stop_all()
