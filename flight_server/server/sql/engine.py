@@ -228,12 +228,12 @@ class Engine:
             raise
         try:
             with watch.busy():
+                if files:
+                    native_files.check_table_names(db, sql)
                 for name, reader in views.items():
                     native = files.get(name)
                     if native is None or not self.file_views.create(db, name, native):
                         db.register(name, reader)
-                if files:
-                    native_files.check_table_names(db, sql)
                 result = db.sql(sql).to_arrow_reader(BATCH_ROWS)
         except duckdb.Error as err:
             stack.close()

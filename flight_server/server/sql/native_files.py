@@ -16,8 +16,8 @@ What DuckDB still allows on an allowed file (``read_blob``, ``parquet_metadata``
 a replacement scan such as ``FROM "/path/file.parquet"``) never reaches it: statements other
 than queries, table functions and file functions are refused before the engine
 (:mod:`.query`), and :func:`check_table_names` refuses, with DuckDB's own parser, any table
-name in the engine SQL that is not one of the query's views (a CTE's scope can hide a name
-from the rewrite; DuckDB then resolves it as a file).
+name in the engine SQL that could name a file (a CTE's scope can hide a name from the rewrite
+to views; DuckDB then resolves it as a file).
 
 A view is read natively only when DuckDB's types of its columns are exactly the types the Arrow
 dataset would give it (so the result schema announced at planning holds, and no value is read
