@@ -231,13 +231,18 @@ def test_flight_sql_reads_local_tables_with_the_engines_reader(sql_server):
 def test_flight_sql_refuses_every_other_way_to_a_file(sql_server, sql_tables):
     plan = HudiTable.open(sql_tables[1][COW]).scan()
     path = plan.context.storage.full_path(next(iter(plan.splits)).file_slice.base_file_path)
+    other = HudiTable.open(sql_tables[1][MOR]).scan(query_type="read_optimized")
+    other_path = other.context.storage.full_path(next(iter(other.splits)).file_slice.base_file_path)
     statements = [
         f"SELECT * FROM read_blob('{path}')",
         f"SELECT * FROM parquet_metadata('{path}')",
         f"SELECT * FROM read_parquet('{path}')",
         f"SELECT * FROM glob('{os.path.dirname(path)}/*')",
         f"SELECT * FROM '{path}'",
+        # a name out of its CTE's scope reaches the engine as written (refused: test above)
         f"SELECT count(*) FROM {COW}, (WITH \"{path}\" AS (SELECT 1 AS x) SELECT x FROM \"{path}\") q, \"{path}\"",
+        f"SELECT count(*) FROM {COW}, (WITH \"{other_path}\" AS (SELECT 1 AS x) SELECT x FROM \"{other_path}\") q, "
+        f"\"{other_path}\"",
         f"ATTACH '{path}' AS stolen",
         f"SET allowed_paths = ['{path}']",
         "SET enable_external_access = true",
