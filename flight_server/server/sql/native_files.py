@@ -226,6 +226,4 @@ __all__ = [
     "parquet_files",
     "parquet_views",
     "read_failure",
-    "sql_identifier",
-    "sql_string",
 ]
