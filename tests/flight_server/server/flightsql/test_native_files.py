@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import datetime
 import os
+import time
 
 import adbc_driver_flightsql.dbapi as adbc
 import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.flight as flight
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
@@ -294,5 +296,18 @@ def test_hudi_written_tables_read_natively_answer_as_the_stream(written_table, t
             stream = pa.RecordBatchReader.from_batches(plan.schema, read_splits(plan.context, splits, None))
             assert_same_rows(native, _run(engine, sql, {"t": stream}), f"{table.key}: {sql}", exact_types=True)
         assert engine.file_views.read == 2  # DuckDB's own reader types every Spark-written column as Arrow does
+    finally:
+        engine.stop_all()
+
+
+def test_the_deadline_interrupts_a_query_over_files_the_engine_reads(tmp_path):
+    path = str(tmp_path / "big.parquet")
+    pq.write_table(pa.table({"x": pa.array(range(200_000), pa.int64()), "s": ["v"] * 200_000}), path)
+    engine = Engine(EngineSettings(memory_limit="256MB", memory_budget="256MB", threads=1, timeout_seconds=0.5))
+    try:
+        started = time.monotonic()
+        with pytest.raises(flight.FlightTimedOutError, match="sql_timeout_seconds"):
+            _run(engine, "SELECT count(*) FROM v a, v b WHERE a.x + b.x > -1", {"v": _dataset([path], SCHEMA)})
+        assert engine.file_views.read == 1 and time.monotonic() - started < 30
     finally:
         engine.stop_all()
