@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import adbc_driver_flightsql.dbapi as adbc
 import duckdb
@@ -311,3 +312,18 @@ def test_the_deadline_interrupts_a_query_over_files_the_engine_reads(tmp_path):
         assert engine.file_views.read == 1 and time.monotonic() - started < 30
     finally:
         engine.stop_all()
+
+
+def test_concurrent_queries_each_get_a_database_of_their_files(engine, files):
+    a, b, _ = files
+    sets = [[a], [b], [a, b]]
+    expected = {0: 45, 1: 10, 2: 55}
+
+    def query(i: int) -> int:
+        table = _run(engine, "SELECT sum(x) AS t FROM v", {"v": _dataset(sets[i % 3], SCHEMA)})
+        return table.column("t")[0].as_py()
+
+    with ThreadPoolExecutor(2) as pool:  # as many as the budget admits at once: none waits
+        answers = list(pool.map(query, range(24)))
+    assert answers == [expected[i % 3] for i in range(24)]
+    assert len(engine.databases.idle()) <= 2 and engine.file_views.read == 24
