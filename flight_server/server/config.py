@@ -118,6 +118,7 @@ class ServerConfig:
     sql_memory_budget: str = EngineSettings.memory_budget
     sql_admission_wait_seconds: float = EngineSettings.admission_wait_seconds
     sql_native_scan: bool = EngineSettings.native_scan  # False: every view is fed through Python
+    sql_native_reader: bool = EngineSettings.native_reader  # False: local base files scanned through Arrow
     # transport security (flight_server.server.security.tls): PEM files; tls_client_ca turns on mutual TLS
     tls_cert: str | None = None
     tls_key: str | None = None

@@ -6,7 +6,9 @@ installation and autoloading, community and unsigned extensions and Python repla
 thread count and a spill bound from the server configuration, spilling only into the server's
 private temp folder, and then the configuration locked, so SQL cannot change any of it. The only
 data it sees are the query's views: Arrow ``RecordBatchReader`` s, or Arrow datasets naming exactly
-a plan's base files (:mod:`.native_scan`).
+a plan's base files (:mod:`.native_scan`). The local files of such a dataset are read by DuckDB's
+own Parquet reader, on a database that may read exactly those files and nothing else
+(:mod:`.native_files`).
 
 Every query of an :class:`Engine` runs on a fresh connection of a pooled database
 (:mod:`.databases`), is admitted against the process-wide memory budget
@@ -30,8 +32,10 @@ from catalog.errors import InvalidQueryError
 from catalog.lru import BoundedLRU
 from flight_server.server.security.budgets import ServerBusyError
 from flight_server.server.security.limits import LimitExceededError
+from flight_server.server.sql import native_files
 from flight_server.server.sql.admission import RETRY_SECONDS, MemoryBudget, parse_bytes
-from flight_server.server.sql.databases import DatabasePool
+from flight_server.server.sql.databases import DatabasePool, Files
+from flight_server.server.sql.native_files import FileViews, ParquetFiles
 from flight_server.server.sql.watchdog import CANCELLED, DEADLINE, MEMORY, Watch, Watchdog
 
 BATCH_ROWS = 64 * 1024
@@ -54,6 +58,7 @@ class EngineSettings:
     memory_budget: str = "2GB"  # all running queries together (admission; process growth)
     admission_wait_seconds: float = 5.0  # how long a query waits for the budget before refused
     native_scan: bool = True  # plain Parquet base files are scanned by the engine (.native_scan)
+    native_reader: bool = True  # ... local ones by its own Parquet reader (.native_files); False: through Arrow
 
     def check(self) -> None:
         """Refuse unusable values at start-up (a clear message naming the key)."""
@@ -68,10 +73,11 @@ class EngineSettings:
             raise ValueError("sql_timeout_seconds, sql_threads and sql_max_result_bytes must be positive")
 
 
-def connect(settings: EngineSettings) -> duckdb.DuckDBPyConnection:
-    """A new locked-down in-memory DuckDB."""
+def connect(settings: EngineSettings, files: Files = frozenset()) -> duckdb.DuckDBPyConnection:
+    """A new locked-down in-memory DuckDB that may read exactly ``files`` (local paths) and
+    nothing else: their ``allowed_paths`` are set before external access is switched off and
+    the configuration locked, so no SQL can widen them."""
     config: dict[str, Any] = {
-        "enable_external_access": False,
         "autoinstall_known_extensions": False,
         "autoload_known_extensions": False,
         "allow_community_extensions": False,
@@ -83,18 +89,34 @@ def connect(settings: EngineSettings) -> duckdb.DuckDBPyConnection:
     }
     if settings.temp_dir:
         config["max_temp_directory_size"] = settings.max_temp_size
+    if not files:
+        config["enable_external_access"] = False
     db = duckdb.connect(":memory:", config=config)
-    db.execute("SET lock_configuration = true")
+    try:
+        if files:
+            # read data stays out of idle databases (the operating system caches the files anyway)
+            db.execute("SET enable_external_file_cache = false")
+            db.execute(native_files.allowed_paths_sql(files))
+            db.execute("SET enable_external_access = false")
+        db.execute("SET lock_configuration = true")
+    except BaseException:
+        db.close()
+        raise
     return db
 
 
-def _engine_error(err: duckdb.Error, settings: EngineSettings) -> Exception:
+def _engine_error(
+    err: duckdb.Error, settings: EngineSettings, files: Mapping[str, ParquetFiles] | None = None
+) -> Exception:
+    """The client's error for an engine error (no server path: a failure reading a native
+    view's file is told in :func:`.native_files.read_failure`'s words)."""
     text = str(err)
     if isinstance(err, duckdb.OutOfMemoryException) or "Out of Memory" in text:
         return InvalidQueryError(
             f"limit sql_memory_limit ({settings.memory_limit}) exceeded: the query needs more memory"
         )
-    first = text.splitlines()[0] if text else type(err).__name__
+    failure = native_files.read_failure(err, files) if files else None
+    first = failure or (text.splitlines()[0] if text else type(err).__name__)
     return InvalidQueryError(f"SQL engine: {first[:300]}")
 
 
@@ -135,7 +157,8 @@ class Engine:
         growth = parse_bytes(settings.memory_budget) + parse_bytes(settings.memory_limit)
         self.watchdog = Watchdog(memory_bytes=growth)
         idle = max(1, parse_bytes(settings.memory_budget) // parse_bytes(settings.memory_limit))
-        self.databases = DatabasePool(lambda: connect(settings), idle)
+        self.databases = DatabasePool(lambda files: connect(settings, files), idle)
+        self.file_views = FileViews()
         self._schemas: BoundedLRU[tuple[str, tuple[tuple[str, bytes], ...]], pa.Schema] = BoundedLRU(
             "sql result schemas", SCHEMA_CACHE_BYTES
         )
@@ -187,7 +210,8 @@ class Engine:
         cancelled: Callable[[], bool] | None = None,
     ) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
         """Run ``sql`` over the ``views`` (streamed readers, or datasets the engine scans with
-        its projection and filters pushed); the result schema and its batches (streamed).
+        its projection and filters pushed: by its own Parquet reader when their files are
+        local, :mod:`.native_files`); the result schema and its batches (streamed).
 
         The connection, its watch and its share of the budget live as long as the batch
         iterator and are given back when it ends or is dropped.
@@ -195,39 +219,45 @@ class Engine:
         Raises:
             ServerBusyError: the SQL memory budget stayed spent (UNAVAILABLE, retryable).
         """
+        files = native_files.parquet_views(views) if self.settings.native_reader else {}
         stack = contextlib.ExitStack()
         try:
-            db, watch, lease = self._start(stack, cancelled)
+            db, watch, lease = self._start(stack, cancelled, native_files.file_set(files))
         except BaseException:
             stack.close()
             raise
         try:
-            for name, reader in views.items():
-                db.register(name, reader)
             with watch.busy():
+                if files:
+                    native_files.check_table_names(db, sql)
+                for name, reader in views.items():
+                    native = files.get(name)
+                    if native is None or not self.file_views.create(db, name, native):
+                        db.register(name, reader)
                 result = db.sql(sql).to_arrow_reader(BATCH_ROWS)
         except duckdb.Error as err:
             stack.close()
-            raise (_stopped(watch, self.settings) or _engine_error(err, self.settings)) from err
+            raise (_stopped(watch, self.settings) or _engine_error(err, self.settings, files)) from err
         except BaseException:
             stack.close()
             raise
-        batches = self._batches(stack, watch, lease, result)
+        batches = self._batches(stack, watch, lease, result, files)
         # a stream refused before its first batch never runs the generator's ``with``: give back
         # the connection, the watch and the budget share when it is dropped
         weakref.finalize(batches, stack.close)
         return result.schema, batches
 
     def _start(
-        self, stack: contextlib.ExitStack, cancelled: Callable[[], bool] | None
+        self, stack: contextlib.ExitStack, cancelled: Callable[[], bool] | None, files: Files = frozenset()
     ) -> tuple[duckdb.DuckDBPyConnection, Watch, _Lease]:
-        """Admit, connect (a fresh connection of a pooled database: :mod:`.databases`) and
-        watch a query; closing ``stack`` undoes it all in reverse order."""
+        """Admit, connect (a fresh connection of a pooled database that may read exactly
+        ``files``: :mod:`.databases`) and watch a query; closing ``stack`` undoes it all in
+        reverse order."""
         if self.watchdog.closed:
             raise flight.FlightUnavailableError(_SHUTTING_DOWN)
         stack.enter_context(self.budget.admitted())
-        database, lease = self.databases.take(), _Lease()
-        stack.callback(lambda: self.databases.give_back(database, lease.ok))
+        database, lease = self.databases.take(files), _Lease()
+        stack.callback(lambda: self.databases.give_back(database, lease.ok, files))
         db = database.cursor()
         stack.callback(db.close)
         watch = self.watchdog.watch(db, self.settings.timeout_seconds, cancelled)
@@ -235,7 +265,12 @@ class Engine:
         return db, watch, lease
 
     def _batches(
-        self, stack: contextlib.ExitStack, watch: Watch, lease: _Lease, result: pa.RecordBatchReader
+        self,
+        stack: contextlib.ExitStack,
+        watch: Watch,
+        lease: _Lease,
+        result: pa.RecordBatchReader,
+        files: Mapping[str, ParquetFiles],
     ) -> Iterator[pa.RecordBatch]:
         limit = self.settings.max_result_bytes
         streamed = 0
@@ -251,7 +286,7 @@ class Engine:
                     lease.ok = watch.reason is None
                     return
                 except duckdb.Error as err:
-                    raise (_stopped(watch, self.settings) or _engine_error(err, self.settings)) from err
+                    raise (_stopped(watch, self.settings) or _engine_error(err, self.settings, files)) from err
                 except pa.ArrowException as err:
                     stopped = _stopped(watch, self.settings)
                     if stopped is not None:

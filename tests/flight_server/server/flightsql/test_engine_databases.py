@@ -23,7 +23,7 @@ def _run(engine: Engine, sql: str, views: dict) -> pa.Table:
 
 
 def _idle(engine: Engine) -> list:
-    return list(engine.databases._idle)
+    return engine.databases.idle()
 
 
 def test_a_database_is_reused_after_a_query_that_ended_well(engine):
