@@ -3,7 +3,7 @@
 A thread per direction of every connection (what the relay had first) pays a thread wake-up, a
 GIL hand-over and a context switch per read; a point query is about six reads (two requests,
 their answers, HTTP/2 window and ping frames), which cost more than the relay's own work. Here
-one thread waits on every socket at once (``epoll`` through :mod:`selectors`) and moves whatever
+one thread waits on every socket at once (``epoll``) and moves whatever
 is ready, so under load one wake-up serves many reads:
 
 * server to client, bytes move in the kernel (``splice(2)`` through a pipe; user space off Linux);
@@ -24,7 +24,7 @@ import contextlib
 import fcntl
 import logging
 import os
-import selectors
+import select
 import socket
 import threading
 import time
@@ -39,7 +39,9 @@ _READ = 1 << 18  # bytes one read of the client direction takes at most
 _F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ (Python 3.10+ on Linux; spelled out for older stubs)
 _SPLICE = hasattr(os, "splice")
 _NONBLOCK = getattr(os, "SPLICE_F_NONBLOCK", 0)
-_READABLE, _WRITABLE = selectors.EVENT_READ, selectors.EVENT_WRITE
+_IN, _OUT = select.EPOLLIN, select.EPOLLOUT
+_READ_EVENTS = select.EPOLLIN | select.EPOLLHUP | select.EPOLLERR  # an end or an error shows in a read
+_WRITE_EVENTS = select.EPOLLOUT | select.EPOLLHUP | select.EPOLLERR
 
 
 class Link:
@@ -85,9 +87,12 @@ class _Flow:
     """One direction of a relayed connection: what was read and not yet written, and whether
     its source ended."""
 
+    __slots__ = ("src", "dst", "dst_fd", "link", "from_upstream", "guard", "pipe", "held", "pending",
+                 "source_ended", "ended")
+
     def __init__(self, src: socket.socket, dst: socket.socket, link: Link, from_upstream: bool,
                  guard: H2Guard | None, pipe: tuple[int, int] | None):
-        self.src, self.dst, self.link = src, dst, link
+        self.src, self.dst, self.dst_fd, self.link = src, dst, dst.fileno(), link
         self.from_upstream = from_upstream
         self.guard = guard
         self.pipe = pipe  # (read end, write end): bytes move in the kernel
@@ -96,11 +101,9 @@ class _Flow:
         self.source_ended = False
         self.ended = False  # source ended and everything written
 
-    @property
     def wants_read(self) -> bool:
-        return not self.source_ended and not self.held and not self.pending
+        return not (self.source_ended or self.held or self.pending)
 
-    @property
     def wants_write(self) -> bool:
         return bool(self.held or self.pending)
 
@@ -130,14 +133,14 @@ class _Flow:
         sending half once the source ended and nothing is left."""
         try:
             while self.held:
-                self.held -= os.splice(self.pipe[0], self.dst.fileno(), self.held, flags=_NONBLOCK)  # type: ignore[index]
+                self.held -= os.splice(self.pipe[0], self.dst_fd, self.held, flags=_NONBLOCK)  # type: ignore[index]
             while self.pending:
                 self.pending = self.pending[self.dst.send(self.pending):]
         except BlockingIOError:
-            pass
-        if isinstance(self.pending, memoryview):  # the loop's buffer is reused by the next read
-            self.pending = bytes(self.pending)
-        if self.source_ended and not self.wants_write and not self.ended:
+            if isinstance(self.pending, memoryview):  # the loop's buffer is reused by the next read
+                self.pending = bytes(self.pending)
+            return
+        if self.source_ended and not self.ended:
             self.ended = True
             self.link.ended_one_way()
             with contextlib.suppress(OSError):
@@ -145,7 +148,7 @@ class _Flow:
 
 
 class _Pair:
-    """A relayed connection in the loop: both directions and the sockets' registrations."""
+    """A relayed connection in the loop: both directions and what each socket waits for."""
 
     def __init__(self, link: Link, upstream: socket.socket, guard: H2Guard | None, on_close: Callable[[], None]):
         self.link = link
@@ -160,17 +163,20 @@ class _Pair:
                 os.set_blocking(fd, False)
         self.up = _Flow(self.client, upstream, link, False, guard, None)
         self.down = _Flow(upstream, self.client, link, True, None, self.pipe)
-        self.masks = {self.client: 0, upstream: 0}
+        self.fds = (self.client.fileno(), upstream.fileno())
+        self.masks = [0, 0]  # epoll events registered, client's then upstream's
 
-    def wanted(self, sock: socket.socket) -> int:
-        out, into = (self.up, self.down) if sock is self.client else (self.down, self.up)
-        return (_READABLE if out.wants_read else 0) | (_WRITABLE if into.wants_write else 0)
+    def wanted(self) -> tuple[int, int]:
+        """The events each socket waits for: reading its way out, writing its way in."""
+        up, down = self.up, self.down
+        return ((_IN if up.wants_read() else 0) | (_OUT if down.wants_write() else 0),
+                (_IN if down.wants_read() else 0) | (_OUT if up.wants_write() else 0))
 
-    def ready(self, sock: socket.socket, events: int, view: memoryview) -> None:
-        out, into = (self.up, self.down) if sock is self.client else (self.down, self.up)
-        if events & _WRITABLE:
+    def ready(self, client_side: bool, events: int, view: memoryview) -> None:
+        out, into = (self.up, self.down) if client_side else (self.down, self.up)
+        if events & _WRITE_EVENTS and into.wants_write():
             into.write()
-        if events & _READABLE and out.wants_read:
+        if events & _READ_EVENTS and out.wants_read():
             out.read(view)
 
     @property
@@ -192,11 +198,12 @@ class RelayLoop:
     """The thread that moves the bytes of every relayed connection (:meth:`add` from any thread)."""
 
     def __init__(self) -> None:
-        self._selector = selectors.DefaultSelector()
+        self._epoll = select.epoll()
         self._wake_r, self._wake_w = socket.socketpair()
         for s in (self._wake_r, self._wake_w):
             s.setblocking(False)
-        self._selector.register(self._wake_r, _READABLE)
+        self._epoll.register(self._wake_r.fileno(), _IN)
+        self._sides: dict[int, tuple[_Pair, bool]] = {}  # registered descriptor -> (pair, client side?)
         self._added: collections.deque[_Pair] = collections.deque()
         self._pairs: set[_Pair] = set()
         self._view = memoryview(bytearray(_READ))
@@ -234,36 +241,39 @@ class RelayLoop:
         self._wake()
         if self._thread.is_alive():
             self._thread.join(5)
-        self._selector.close()
+        self._epoll.close()
         self._wake_r.close()
         self._wake_w.close()
 
     def _run(self) -> None:
+        sides, view = self._sides, self._view
         while not self._stopping:
-            for key, events in self._selector.select():
-                if key.data is None:
+            for fd, events in self._epoll.poll():
+                side = sides.get(fd)
+                if side is None:  # the wake-up socket
                     with contextlib.suppress(OSError):
                         self._wake_r.recv(4096)
-                    continue
-                self._step(key.data, key.fileobj, events)  # type: ignore[arg-type]
+                else:
+                    self._step(side[0], side[1], events, view)
             while self._added:
                 pair = self._added.popleft()
                 self._pairs.add(pair)
-                self._step(pair, None, 0)
+                self._step(pair, True, 0, view)
         for pair in [*self._pairs, *self._added]:
             self._close(pair)
 
-    def _step(self, pair: _Pair, sock: socket.socket | None, events: int) -> None:
-        """Move what ``sock`` is ready for (``None``: a new connection), then close ``pair`` or
-        register what its sockets wait for."""
+    def _step(self, pair: _Pair, client_side: bool, events: int, view: memoryview) -> None:
+        """Move what one of ``pair``'s sockets is ready for, then close ``pair`` or update what
+        its sockets wait for."""
         if pair not in self._pairs:  # closed earlier in this round
             return
         try:
-            if sock is not None:
-                pair.ready(sock, events, self._view)
+            if events:
+                pair.ready(client_side, events, view)
             if not pair.done:
-                for sock in (pair.client, pair.upstream):
-                    self._interest(pair, sock, pair.wanted(sock))
+                for i, mask in enumerate(pair.wanted()):
+                    if mask != pair.masks[i]:
+                        self._interest(pair, i, mask)
                 return
         except MessageTooLarge as err:
             log.warning("relay: closing a connection of %s: %s", pair.link.peer, err)
@@ -274,23 +284,25 @@ class RelayLoop:
             log.exception("relay: closing a connection of %s", pair.link.peer)
         self._close(pair)
 
-    def _interest(self, pair: _Pair, sock: socket.socket, mask: int) -> None:
-        if mask == pair.masks[sock]:
-            return
-        if not pair.masks[sock]:
-            self._selector.register(sock, mask, pair)
+    def _interest(self, pair: _Pair, i: int, mask: int) -> None:
+        fd = pair.fds[i]
+        if not pair.masks[i]:
+            self._epoll.register(fd, mask)
+            self._sides[fd] = (pair, i == 0)
         elif not mask:
-            self._selector.unregister(sock)
+            self._epoll.unregister(fd)
+            del self._sides[fd]
         else:
-            self._selector.modify(sock, mask, pair)
-        pair.masks[sock] = mask
+            self._epoll.modify(fd, mask)
+        pair.masks[i] = mask
 
     def _close(self, pair: _Pair) -> None:
         self._pairs.discard(pair)
-        for sock, mask in pair.masks.items():
-            if mask:
-                with contextlib.suppress(KeyError, ValueError, OSError):
-                    self._selector.unregister(sock)
+        for i, fd in enumerate(pair.fds):
+            if pair.masks[i]:
+                self._sides.pop(fd, None)
+                with contextlib.suppress(OSError, ValueError):
+                    self._epoll.unregister(fd)
         try:
             pair.close()
         except Exception:  # pragma: no cover - on_close must not stop the loop
