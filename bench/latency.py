@@ -20,7 +20,9 @@ touch) and every partition with keys and values the measured phase does not reus
 
 Clients are separate processes (1, 4 and 16 of them, a pool started once and reused, each with
 connections of its own per run), so what is measured is the server, not one client process's GIL.
-Every client warms its connection up, then all run queries for the same fixed span. Besides the
+Every client warms its connection up, then all run queries for the same fixed span; the
+competitors take turns in a few interleaved rounds (the machine is shared: a change of load falls
+on all of them alike), the rounds of one competitor pooled into its row. Besides the
 latency percentiles and the throughput (queries over the span), each row carries the CPU time
 (user + system, from ``/proc``) spent per query by the server's process tree, by the supervisor
 alone (its relay: ``--processes 2`` only) and by the client processes: the machine has a few cores
@@ -49,8 +51,9 @@ from bench.common import generated_once, percentile, row, table_dir
 if TYPE_CHECKING:
     from hudi_generator.generator import GeneratorSpec
 
-# rows, partitions, files per partition, seconds of queries per measured run
-SIZES = {"quick": (200_000, 20, 2, 2.0), "full": (2_000_000, 200, 4, 8.0)}
+# rows, partitions, files per partition, seconds of queries per competitor and client count
+SIZES = {"quick": (200_000, 20, 2, 2.4), "full": (2_000_000, 200, 4, 9.0)}
+ROUNDS = 3  # the seconds are split over this many interleaved rounds
 CLIENTS = (1, 4, 16)
 KINDS = ("key =", "partition + column")
 CLIENT_WARMUP = 5  # queries per client connection before the measured span
@@ -266,34 +269,40 @@ def _check_answers(uri: str, spec: GeneratorSpec) -> None:
         raise AssertionError(f"wrong answers: key query {key_rows} rows, partition query {part_rows} (expected {exp_part})")
 
 
-class _CpuMeter:
-    """CPU seconds of a server's process tree and of its serving processes over a measured span;
-    what the supervisor (the relay) spent is the difference."""
+class _Tally:
+    """What one competitor did over the rounds of one measurement: latencies, measured span and
+    CPU seconds of the server's process tree, of its serving processes (the rest is the
+    supervisor's: the relay) and of the client processes."""
 
     def __init__(self, server_pid: int, serving_pids: list[int]):
         from bench.point_query import tree_cpu_seconds  # bench.point_query imports this module
 
         self._tree = tree_cpu_seconds
-        self._server = server_pid
-        self._serving = serving_pids
-        self._before = self._after = (0.0, 0.0)
+        self._pids = server_pid, serving_pids
+        self._before = (0.0, 0.0)
+        self.samples: list[float] = []
+        self.span = self.server = self.serving = self.clients = 0.0
 
     def _now(self) -> tuple[float, float]:
-        return self._tree(self._server), sum(self._tree(pid) for pid in self._serving)
+        server, serving = self._pids
+        return self._tree(server), sum(self._tree(pid) for pid in serving)
 
     def start(self) -> None:
         self._before = self._now()
 
     def stop(self) -> None:
-        self._after = self._now()
+        after = self._now()
+        self.server += after[0] - self._before[0]
+        self.serving += after[1] - self._before[1]
 
-    @property
-    def server(self) -> float:
-        return self._after[0] - self._before[0]
+    def add(self, samples: list[float], span: float, client_cpu: float) -> None:
+        self.samples.extend(samples)
+        self.span += span
+        self.clients += client_cpu
 
     @property
     def relay(self) -> float:
-        return self.server - (self._after[1] - self._before[1])
+        return self.server - self.serving
 
 
 def run(size: str) -> list[dict]:
@@ -326,29 +335,36 @@ def run(size: str) -> list[dict]:
                     params = {"rows": spec.rows, "partitions": spec.partitions, "clients": clients,
                               "seconds": seconds, "cpus": os.cpu_count(),
                               "load_average": round(os.getloadavg()[0], 2)}
-                    for competitor, server in servers.items():  # side by side, same table, same clients
-                        meter = _CpuMeter(server.pid, serving[competitor])
-                        runs = [_Run(server.uri, kind, seed=1000 * clients + i) for i in range(clients)]
-                        samples, span, client_cpu = pool.run(runs, seconds, meter.start, meter.stop)
-                        n = len(samples)
-                        throughput = n / span
+                    tallies = {competitor: _Tally(server.pid, serving[competitor])
+                               for competitor, server in servers.items()}
+                    # side by side, same table, same clients, in interleaved rounds: a change of
+                    # load on the shared machine falls on every competitor alike
+                    for turn in range(ROUNDS):
+                        for competitor, server in servers.items():
+                            tally = tallies[competitor]
+                            runs = [_Run(server.uri, kind, seed=10_000 * turn + 100 * clients + i)
+                                    for i in range(clients)]
+                            tally.add(*pool.run(runs, seconds / ROUNDS, tally.start, tally.stop))
+                    for competitor, tally in tallies.items():
+                        n = len(tally.samples)
+                        throughput = n / tally.span
                         single = single or throughput
                         for q in (50, 99):
-                            out.append(row(name, competitor, f"p{q} latency", 1000 * percentile(samples, q), "ms",
-                                           repeats=n, params=params))
+                            out.append(row(name, competitor, f"p{q} latency", 1000 * percentile(tally.samples, q),
+                                           "ms", repeats=n, params=params))
                         out.append(row(name, competitor, "throughput", throughput, "queries/s", repeats=n,
                                        params=params))
                         out.append(row(name, competitor, "throughput / 1 client, 1 process", throughput / single,
                                        "x", repeats=n, params=params))
-                        out.append(row(name, competitor, "server CPU per query", 1000 * meter.server / n, "ms",
+                        out.append(row(name, competitor, "server CPU per query", 1000 * tally.server / n, "ms",
                                        repeats=n, params=params))
                         if len(serving[competitor]) > 1:
-                            out.append(row(name, competitor, "relay CPU per query", 1000 * meter.relay / n, "ms",
+                            out.append(row(name, competitor, "relay CPU per query", 1000 * tally.relay / n, "ms",
                                            repeats=n, params=params))
-                        out.append(row(name, competitor, "client CPU per query", 1000 * client_cpu / n, "ms",
+                        out.append(row(name, competitor, "client CPU per query", 1000 * tally.clients / n, "ms",
                                        repeats=n, params=params))
                         # every core busy with this server and these clients: the most it could do
-                        ceiling = (os.cpu_count() or 1) / ((meter.server + client_cpu) / n)
+                        ceiling = (os.cpu_count() or 1) / ((tally.server + tally.clients) / n)
                         out.append(row(name, competitor, "CPU-bound ceiling", ceiling, "queries/s", repeats=n,
                                        params=params))
         finally:
