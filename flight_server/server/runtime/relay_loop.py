@@ -3,8 +3,8 @@
 A thread per direction of every connection (what the relay had first) pays a thread wake-up, a
 GIL hand-over and a context switch per read; a point query is about six reads (two requests,
 their answers, HTTP/2 window and ping frames), which cost more than the relay's own work. Here
-one thread waits on every socket at once (``epoll``) and moves whatever
-is ready, so under load one wake-up serves many reads:
+one thread waits on every socket at once (``epoll``) and moves whatever is ready, so under load
+one wake-up serves many reads:
 
 * server to client, bytes move in the kernel (``splice(2)`` through a pipe; user space off Linux);
 * client to server, bytes are read once into a buffer the loop owns, shown to the connection's
@@ -33,7 +33,7 @@ from typing import Callable
 from flight_server.server.runtime.h2_guard import H2Guard, MessageTooLarge
 from flight_server.server.security.limits import RelayLimits
 
-log = logging.getLogger("flight_server.server.runtime.relay")
+log = logging.getLogger("flight_server.server.runtime.relay")  # the relay's messages, one logger
 _CHUNK = 1 << 20  # bytes one splice moves at most (and the pipe's size)
 _READ = 1 << 18  # bytes one read of the client direction takes at most
 _F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ (Python 3.10+ on Linux; spelled out for older stubs)
