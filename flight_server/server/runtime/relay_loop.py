@@ -107,15 +107,16 @@ class _Flow:
     def wants_write(self) -> bool:
         return bool(self.held or self.pending)
 
-    def read(self, view: memoryview) -> None:
-        """Move what the source has (``view``: the loop's buffer), as far as the destination takes it."""
+    def read(self, view: memoryview) -> bool:
+        """Move what the source has (``view``: the loop's buffer), as far as the destination takes
+        it; whether the flow now waits for something else (to write, or nothing: its source ended)."""
         try:
             if self.pipe is not None:
                 n = os.splice(self.src.fileno(), self.pipe[1], _CHUNK, flags=_NONBLOCK)
             else:
                 n = self.src.recv_into(view)
         except BlockingIOError:
-            return
+            return False
         if not n:
             self.source_ended = True
         else:
@@ -127,6 +128,7 @@ class _Flow:
                     self.guard.feed(view[:n])
                 self.pending = view[:n]
         self.write()
+        return self.source_ended or self.wants_write()
 
     def write(self) -> None:
         """Write what is held until done or the destination would block; end the destination's
@@ -172,12 +174,17 @@ class _Pair:
         return ((_IN if up.wants_read() else 0) | (_OUT if down.wants_write() else 0),
                 (_IN if down.wants_read() else 0) | (_OUT if up.wants_write() else 0))
 
-    def ready(self, client_side: bool, events: int, view: memoryview) -> None:
+    def ready(self, client_side: bool, events: int, view: memoryview) -> bool:
+        """Move what one socket is ready for; whether what the sockets wait for may have changed
+        (not when a read was written on at once: the common case, with nothing to re-register)."""
         out, into = (self.up, self.down) if client_side else (self.down, self.up)
+        changed = False
         if events & _WRITE_EVENTS and into.wants_write():
             into.write()
+            changed = True
         if events & _READ_EVENTS and out.wants_read():
-            out.read(view)
+            changed = out.read(view) or changed
+        return changed
 
     @property
     def done(self) -> bool:
@@ -268,8 +275,8 @@ class RelayLoop:
         if pair not in self._pairs:  # closed earlier in this round
             return
         try:
-            if events:
-                pair.ready(client_side, events, view)
+            if events and not pair.ready(client_side, events, view):
+                return
             if not pair.done:
                 for i, mask in enumerate(pair.wanted()):
                     if mask != pair.masks[i]:
