@@ -112,7 +112,7 @@ class _Keys:
     keyed by a request's values (a plan cache, say) is warmed for the measured phase."""
 
     rows: int
-    groups: int  # file groups: key i lives in group i % groups
+    groups: int  # file groups: keys 0 .. groups - 1 are their first rows, one each
     partitions: tuple[str, ...]
 
     def warmup(self, kind: str) -> list[list]:
