@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, cast
 
 import pyarrow.compute as pc
 import pyarrow.flight as flight
@@ -194,7 +194,8 @@ class _ClientPool:
         assert what == expected, (what, expected)
         return value
 
-    def run(self, runs: list[_Run], seconds: float, on_start, on_end) -> tuple[list[float], float, float]:
+    def run(self, runs: list[_Run], seconds: float, on_start: Callable[[], None],
+            on_end: Callable[[], None]) -> tuple[list[float], float, float]:
         """Run ``runs`` (one per client process) for ``seconds`` together; all latencies, the span
         and the client processes' CPU seconds. ``on_start``/``on_end`` bracket the measured span."""
         conns = self._conns[:len(runs)]
@@ -209,7 +210,8 @@ class _ClientPool:
         samples: list[float] = []
         span = cpu = 0.0
         for conn in conns:
-            got_samples, got_span, got_cpu = self._answer(conn, "done")  # type: ignore[misc]
+            report = cast("tuple[list[float], float, float]", self._answer(conn, "done"))
+            got_samples, got_span, got_cpu = report
             samples.extend(got_samples)
             span, cpu = max(span, got_span), cpu + got_cpu
         on_end()
