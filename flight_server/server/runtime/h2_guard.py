@@ -30,20 +30,26 @@ class MessageTooLarge(Exception):
 
 class H2Guard:
     """Follows the client side of one HTTP/2 connection; :meth:`feed` raises on a message over
-    ``max_message_bytes``. Anything that is not cleartext HTTP/2 turns the guard off."""
+    ``max_message_bytes``. Anything that is not cleartext HTTP/2 turns the guard off.
+
+    Only frame headers and gRPC message prefixes are decoded; payloads are skipped by counting,
+    in place (no copy of what was fed), so a small RPC costs a few integer steps per read. Bytes
+    are kept only while a frame header or a message prefix is split between two reads.
+    """
 
     def __init__(self, max_message_bytes: int):
         self.bound = max_message_bytes
         self.active = True
-        self._buf = b""
-        self._preface_seen = False
-        self._frame_left = 0  # payload bytes of the current DATA frame still to come
+        self._preface_at = 0  # bytes of the client preface matched so far
+        self._header = bytearray()  # a frame header split between reads
+        self._skip = 0  # payload bytes of a non-DATA frame still to come
+        self._frame_left = 0  # bytes of the current DATA frame still to come (padding included)
         self._frame_stream = 0
         self._pad = 0  # padding at the end of the current DATA frame
-        self._skip = 0  # payload bytes of a non-DATA frame still to come
+        self._pad_length_due = False  # a padded DATA frame whose pad length byte is next
         self._streams: dict[int, tuple[int, bytes]] = {}  # stream -> (message bytes left, prefix so far)
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes | memoryview) -> None:
         """Account for ``data`` (the next bytes from the client).
 
         Raises:
@@ -51,77 +57,79 @@ class H2Guard:
         """
         if not self.active:
             return
-        self._buf += data
-        if not self._preface_seen:
-            if len(self._buf) < len(_PREFACE):
-                if not _PREFACE.startswith(self._buf):
-                    self.active = False  # TLS or not HTTP/2: pass through
+        at, end = 0, len(data)
+        if self._preface_at < len(_PREFACE):
+            at = min(len(_PREFACE) - self._preface_at, end)
+            if data[:at] != _PREFACE[self._preface_at:self._preface_at + at]:
+                self.active = False  # TLS or not HTTP/2: pass through
                 return
-            if not self._buf.startswith(_PREFACE):
-                self.active = False
-                return
-            self._buf = self._buf[len(_PREFACE):]
-            self._preface_seen = True
-        self._parse()
-
-    def _parse(self) -> None:
-        while self._buf:
+            self._preface_at += at
+        while at < end:
             if self._skip:
-                n = min(self._skip, len(self._buf))
-                self._skip -= n
-                self._buf = self._buf[n:]
-                continue
-            if self._frame_left:
-                self._data_bytes()
-                continue
-            if len(self._buf) < _FRAME_HEADER:
-                return
-            header, self._buf = self._buf[:_FRAME_HEADER], self._buf[_FRAME_HEADER:]
-            length = int.from_bytes(header[:3], "big")
-            kind, flags = header[3], header[4]
-            stream = int.from_bytes(header[5:9], "big") & 0x7FFFFFFF
-            if kind != _DATA:
-                self._skip = length
-                continue
-            self._frame_stream, self._frame_left, self._pad = stream, length, 0
-            if flags & _PADDED and length:
-                if not self._buf:  # the pad length byte has not arrived yet
-                    self._buf = header + self._buf
-                    self._frame_left = 0
-                    return
-                self._pad = self._buf[0]
-                self._buf = self._buf[1:]
+                step = min(self._skip, end - at)
+                self._skip -= step
+                at += step
+            elif self._pad_length_due:
+                self._pad = data[at]
+                self._pad_length_due = False
                 self._frame_left -= 1
+                at += 1
+            elif self._frame_left:
+                at = self._data_bytes(data, at, end)
+            elif self._header or end - at < _FRAME_HEADER:
+                step = min(_FRAME_HEADER - len(self._header), end - at)
+                self._header += data[at:at + step]
+                at += step
+                if len(self._header) == _FRAME_HEADER:
+                    self._frame(self._header, 0)
+                    self._header.clear()
+            else:
+                self._frame(data, at)
+                at += _FRAME_HEADER
 
-    def _data_bytes(self) -> None:
-        """Consume payload of the current DATA frame: gRPC message prefixes and bodies."""
+    def _frame(self, header: bytes | bytearray | memoryview, at: int) -> None:
+        """Start the frame whose 9-byte header begins at ``header[at]``."""
+        length = int.from_bytes(header[at:at + 3], "big")
+        if header[at + 3] != _DATA:
+            self._skip = length
+            return
+        self._frame_stream = int.from_bytes(header[at + 5:at + 9], "big") & 0x7FFFFFFF
+        self._frame_left, self._pad = length, 0
+        self._pad_length_due = bool(header[at + 4] & _PADDED and length)
+
+    def _data_bytes(self, data: bytes | memoryview, at: int, end: int) -> int:
+        """Consume payload of the current DATA frame from ``data[at:end]`` (gRPC message prefixes
+        and bodies, then padding); where the next unconsumed byte is."""
         payload = self._frame_left - self._pad
         if payload <= 0:  # only padding left
-            n = min(self._frame_left, len(self._buf))
-            self._frame_left -= n
-            self._buf = self._buf[n:]
-            return
-        n = min(payload, len(self._buf))
-        chunk, self._buf = self._buf[:n], self._buf[n:]
-        self._frame_left -= n
-        left, prefix = self._streams.get(self._frame_stream, (0, b""))
-        while chunk:
+            step = min(self._frame_left, end - at)
+            self._frame_left -= step
+            return at + step
+        stop = at + min(payload, end - at)
+        self._frame_left -= stop - at
+        left, prefix = self._streams.pop(self._frame_stream, (0, b""))
+        while at < stop:
             if left:
-                step = min(left, len(chunk))
+                step = min(left, stop - at)
                 left -= step
-                chunk = chunk[step:]
+                at += step
                 continue
-            need = _GRPC_PREFIX - len(prefix)
-            prefix, chunk = prefix + chunk[:need], chunk[need:]
-            if len(prefix) == _GRPC_PREFIX:
-                declared = int.from_bytes(prefix[1:5], "big")
-                if declared > self.bound:
-                    raise MessageTooLarge(declared, self.bound)
-                left, prefix = declared, b""
-        if left or prefix:
+            if not prefix and stop - at >= _GRPC_PREFIX:  # a whole prefix in this read
+                declared = int.from_bytes(data[at + 1:at + _GRPC_PREFIX], "big")
+                at += _GRPC_PREFIX
+            else:
+                step = min(_GRPC_PREFIX - len(prefix), stop - at)
+                prefix += bytes(data[at:at + step])
+                at += step
+                if len(prefix) < _GRPC_PREFIX:
+                    break
+                declared, prefix = int.from_bytes(prefix[1:], "big"), b""
+            if declared > self.bound:
+                raise MessageTooLarge(declared, self.bound)
+            left = declared
+        if left or prefix:  # inside a message: remember where
             self._streams[self._frame_stream] = (left, prefix)
-        else:  # at a message boundary: nothing to remember
-            self._streams.pop(self._frame_stream, None)
+        return stop
 
 
 __all__ = ["H2Guard", "MessageTooLarge"]

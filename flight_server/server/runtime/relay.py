@@ -5,9 +5,9 @@ that option off (``GRPC_ARG_ALLOW_REUSEPORT = 0`` in its server builder) and pya
 hook to turn it back on: a second ``FlightServerBase`` on a bound port fails with "address in
 use" (tests/flight_server/server/test_processes.py pins this). So the supervisor owns the public
 socket and hands each accepted connection to one serving process (the one with the fewest
-relayed connections, round robin among equals), which listens on a private loopback port. Bytes move between the two
-sockets with ``splice(2)`` through a pipe, in the kernel; TLS, when configured, passes through
-untouched and ends in the serving process.
+relayed connections, round robin among equals), which listens on a private loopback port. One
+thread moves the bytes of every connection (``relay_loop``: the way back in the kernel with
+``splice(2)``); TLS, when configured, passes through untouched and ends in the serving process.
 
 The kernel balanced ``SO_REUSEPORT`` per connection too, so what a client sees is the same: one
 HTTP/2 connection is served by one process, many connections spread over all of them.
@@ -27,125 +27,29 @@ A hostile client must not lock the port (:class:`RelayLimits`):
 * running out of file descriptors (EMFILE) while accepting is logged, relieved by displacing
   an idle connection, and retried with a growing pause: the accept loop never dies. At start the
   soft descriptor limit is raised to the hard one, and ``max_connections`` is lowered to what
-  the descriptors allow (six per connection: two sockets, two pipes).
+  the descriptors allow (four per connection: two sockets, one pipe).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import logging
-import os
 import resource
 import socket
 import threading
 import time
 
-from flight_server.server.runtime.h2_guard import H2Guard, MessageTooLarge
+from flight_server.server.runtime.h2_guard import H2Guard
+from flight_server.server.runtime.relay_loop import Link, RelayLoop
 from flight_server.server.security.limits import RelayLimits
 
 log = logging.getLogger(__name__)
-_CHUNK = 1 << 20
-_F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ (Python 3.10+ on Linux; spelled out for older stubs)
-_SPLICE = hasattr(os, "splice")
-FDS_PER_CONNECTION = 6  # client and upstream sockets, one pipe (two descriptors) per direction
+FDS_PER_CONNECTION = 4  # client and upstream sockets, one pipe (two descriptors) for the way back
 RESERVED_FDS = 64  # for the supervisor itself: logs, pipes to the processes, the catalog
 #: accept() errors that mean "out of something for now", not "the socket is closed"
 _TRANSIENT = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.ECONNABORTED, errno.EPERM,
               errno.EPROTO, errno.EINTR, errno.EAGAIN}
-
-
-class _Link:
-    """One relayed connection and what the relay knows of its traffic."""
-
-    def __init__(self, client: socket.socket, peer: str):
-        self.client = client
-        self.upstream: socket.socket | None = None
-        self.peer = peer
-        self.started = self.last = time.monotonic()
-        self.answered = False  # the serving process has sent bytes
-        self.half_closed: float | None = None
-
-    def moved(self, from_upstream: bool) -> None:
-        self.last = time.monotonic()
-        if from_upstream:
-            self.answered = True
-
-    def ended_one_way(self) -> None:
-        if self.half_closed is None:
-            self.half_closed = time.monotonic()
-
-    def cut(self) -> None:
-        """End both sockets: the pumps return, the relaying thread closes them."""
-        for s in (self.client, self.upstream):
-            if s is not None:
-                with contextlib.suppress(OSError):
-                    s.shutdown(socket.SHUT_RDWR)
-
-    def expired(self, now: float, limits: RelayLimits) -> str | None:
-        if not self.answered and now - self.started > limits.handshake_seconds:
-            return "no handshake"
-        if now - self.last > limits.idle_seconds:
-            return "idle"
-        if self.half_closed is not None and now - self.half_closed > limits.half_open_seconds:
-            return "half open"
-        return None
-
-
-def _pump(src: socket.socket, dst: socket.socket, link: _Link, from_upstream: bool) -> None:
-    """Copy ``src`` to ``dst`` until end of stream or an error, then end ``dst``'s sending side."""
-    try:
-        if _SPLICE:
-            r, w = os.pipe()
-            try:
-                with contextlib.suppress(OSError):
-                    fcntl.fcntl(w, _F_SETPIPE_SZ, _CHUNK)
-                while True:
-                    n = os.splice(src.fileno(), w, _CHUNK)
-                    if n == 0:
-                        break
-                    link.moved(from_upstream)
-                    while n > 0:
-                        n -= os.splice(r, dst.fileno(), n)
-            finally:
-                os.close(r)
-                os.close(w)
-        else:  # pragma: no cover - non-Linux
-            buf = bytearray(1 << 16)
-            while n := src.recv_into(buf):
-                link.moved(from_upstream)
-                dst.sendall(memoryview(buf)[:n])
-    except OSError:  # reset by either side, or out of descriptors: the other side learns it below
-        pass
-    finally:
-        link.ended_one_way()
-        with contextlib.suppress(OSError):
-            dst.shutdown(socket.SHUT_WR)
-
-
-def _guarded_pump(src: socket.socket, dst: socket.socket, link: _Link, guard: H2Guard) -> None:
-    """:func:`_pump` from the client, in user space: ``guard`` sees every byte before it is sent
-    on, and a message over its bound cuts the connection before its body reaches the process."""
-    buf = bytearray(1 << 16)
-    try:
-        while n := src.recv_into(buf):
-            link.moved(False)
-            data = bytes(buf[:n])
-            guard.feed(data)
-            dst.sendall(data)
-            if not guard.active:  # TLS or not HTTP/2: nothing to watch, move bytes in the kernel
-                _pump(src, dst, link, False)
-                return
-    except MessageTooLarge as err:
-        log.warning("relay: closing a connection of %s: %s", link.peer, err)
-        link.cut()
-    except OSError:
-        pass
-    finally:
-        link.ended_one_way()
-        with contextlib.suppress(OSError):
-            dst.shutdown(socket.SHUT_WR)
 
 
 def descriptor_capacity() -> int:
@@ -193,9 +97,10 @@ class Relay:
         self._last: dict[int, int] = {}  # slot -> turn it was last chosen
         self._turn = 0
         self._lock = threading.Lock()
-        self._links: set[_Link] = set()
+        self._links: set[Link] = set()
         self._per_peer: dict[str, int] = {}
         self._closing = threading.Event()
+        self._loop = RelayLoop()
         self._threads: list[threading.Thread] = []
         self._last_complaint = 0.0
 
@@ -242,7 +147,7 @@ class Relay:
         with self._lock:
             return len(self._links)
 
-    def _victim(self, peer: str | None) -> _Link | None:
+    def _victim(self, peer: str | None) -> Link | None:
         """The connection to displace (of ``peer`` only, when given): never answered first, then
         idle longest; ``None`` when every candidate moved bytes a moment ago."""
         now = time.monotonic()
@@ -252,7 +157,7 @@ class Relay:
             return None
         return min(candidates, key=lambda lk: (lk.answered, lk.last))
 
-    def _drop(self, link: _Link) -> bool:
+    def _drop(self, link: Link) -> bool:
         """Forget ``link`` (under the lock); ``False`` when it was forgotten already."""
         if link not in self._links:
             return False
@@ -264,7 +169,7 @@ class Relay:
             self._per_peer.pop(link.peer, None)
         return True
 
-    def _admit(self, link: _Link) -> bool:
+    def _admit(self, link: Link) -> bool:
         limits = self.limits
         with self._lock:
             for bound, full, peer in (
@@ -282,37 +187,35 @@ class Relay:
             return True
 
     # -- relaying --------------------------------------------------------------------------------
-    def _relay(self, link: _Link) -> None:
-        chosen = self._connect()
-        if chosen is None:
-            return
-        slot, upstream = chosen
-        link.upstream = upstream
+    def _relayed(self, link: Link) -> None:
+        """Connect ``link`` to a serving process (on a thread of its own: connecting may take a
+        moment) and hand both sockets to the loop."""
         try:
-            for s in (link.client, upstream):
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if link not in self._links:  # displaced or closed meanwhile
-                return
-            back = threading.Thread(target=_pump, args=(upstream, link.client, link, True), daemon=True)
-            back.start()
-            if self.limits.max_message_bytes:
-                _guarded_pump(link.client, upstream, link, H2Guard(self.limits.max_message_bytes))
-            else:
-                _pump(link.client, upstream, link, False)
-            back.join()
-        finally:
-            upstream.close()
-            self._release(slot)
-
-    def _relayed(self, link: _Link) -> None:
-        try:
-            self._relay(link)
-        except OSError as err:  # e.g. no descriptor left for a thread's pipe
+            chosen = self._connect()
+            if chosen is not None:
+                slot, upstream = chosen
+                link.upstream = upstream
+                limit = self.limits.max_message_bytes
+                try:
+                    if link in self._links:  # not displaced or closed meanwhile
+                        self._loop.add(link, upstream, H2Guard(limit) if limit else None,
+                                       lambda: self._closed(link, slot))
+                        return
+                except OSError as err:  # e.g. no descriptor left for its pipe
+                    log.debug("relayed connection ended: %s", err)
+                upstream.close()
+                self._release(slot)
+        except OSError as err:
             log.debug("relayed connection ended: %s", err)
-        finally:
-            with self._lock:
-                self._drop(link)
-            link.client.close()
+        self._closed(link, None)
+
+    def _closed(self, link: Link, slot: int | None) -> None:
+        """``link`` is over: forget it, free its process's slot, close the client's socket."""
+        if slot is not None:
+            self._release(slot)
+        with self._lock:
+            self._drop(link)
+        link.client.close()
 
     def _accept_loop(self) -> None:
         pause = 0.01
@@ -328,12 +231,12 @@ class Relay:
                 pause = min(1.0, 2 * pause)
                 continue
             pause = 0.01
-            link = _Link(client, str(address[0]))
+            link = Link(client, str(address[0]))
             if not self._admit(link):
                 client.close()  # past a bound, and nobody idle to displace
                 continue
             try:
-                threading.Thread(target=self._relayed, args=(link,), name="hudi-flight-relay", daemon=True).start()
+                threading.Thread(target=self._relayed, args=(link,), name="hudi-flight-connect", daemon=True).start()
             except RuntimeError:  # no thread left: as if out of descriptors
                 with self._lock:
                     self._drop(link)
@@ -368,6 +271,7 @@ class Relay:
                 lk.cut()
 
     def start(self) -> "Relay":
+        self._loop.start()
         for target, name in ((self._accept_loop, "hudi-flight-accept"), (self._reap_loop, "hudi-flight-reaper")):
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
@@ -386,6 +290,7 @@ class Relay:
             link.cut()
         for thread in self._threads:
             thread.join(5)
+        self._loop.stop()
 
 
 __all__ = ["FDS_PER_CONNECTION", "Relay", "descriptor_capacity"]

@@ -5,6 +5,7 @@ than the bound, before the body reaches the serving process."""
 from __future__ import annotations
 
 import json
+import random
 import struct
 
 import pyarrow.flight as flight
@@ -39,6 +40,39 @@ def test_guard_follows_frames_split_anywhere():
     assert guard.active
     with pytest.raises(MessageTooLarge):
         guard.feed(_frame(0, 7, _message(0, declared=101)))
+
+
+def _reads(wire: bytes, rnd: random.Random, most: int = 40):
+    """``wire`` cut in reads of random sizes, each a view of one reused buffer (as the relay
+    reads); yields where each read ends and the read."""
+    buffer, at = bytearray(most), 0
+    while at < len(wire):
+        chunk = wire[at:at + rnd.randint(1, most)]
+        buffer[:len(chunk)] = chunk
+        at += len(chunk)
+        yield at, memoryview(buffer)[:len(chunk)]
+
+
+def test_guard_raises_in_the_read_that_completes_an_oversized_prefix():
+    """Reads of any size: a message over the bound is refused in the read holding the last byte
+    of its 5-byte prefix (so no byte of its body is sent on), wherever frame headers, pad lengths
+    and prefixes fall; messages up to the bound pass."""
+    ok = PREFACE + _frame(4, 0, b"s" * 6) + _frame(1, 1, b"h" * 20, flags=4)
+    ok += _frame(0, 1, _message(64)[:3]) + _frame(0, 3, b"\x01" + _message(64) + b"\x00", flags=0x8)
+    ok += _frame(0, 1, _message(64)[3:] + _message(100)) + _frame(8, 0, b"w" * 4)
+    wire = ok + _frame(0, 5, b"\x00" + _message(0, declared=101) + b"body", flags=0x8)
+    prefix_end = len(ok) + 9 + 1 + 5  # frame header, pad length, gRPC prefix
+    rnd = random.Random(5)
+    for _ in range(200):
+        passing = H2Guard(100)
+        for _, read in _reads(ok, rnd):
+            passing.feed(read)
+        assert passing.active
+        guard, fed = H2Guard(100), 0
+        with pytest.raises(MessageTooLarge):
+            for fed, read in _reads(wire, rnd):  # noqa: B007 - where the refusal came is checked below
+                guard.feed(read)
+        assert fed - len(read) < prefix_end <= fed
 
 
 def test_guard_steps_aside_for_tls():

@@ -45,16 +45,22 @@ def test_metrics_and_health_follow_the_servers_tls(tmp_path, pki):
 
 
 def test_plaintext_opt_out_and_own_address(tmp_path, pki):
+    """Tests listen on 127.0.0.1 only, so "an address of its own" is shown twice over: the health
+    service answers at the name it was given, and an address this machine does not have (a
+    documentation address, RFC 5737) fails its start, where the server's own host would not."""
     metrics, health = free_port(), free_port()
-    config = ServerConfig(port=0, state_dir=str(tmp_path / "s"), tls_cert=str(pki.server_cert),
-                          tls_key=str(pki.server_key), metrics_port=metrics, health_port=health,
-                          health_tls=False, metrics_tls=False, health_host="127.0.0.2")
+    tls = {"tls_cert": str(pki.server_cert), "tls_key": str(pki.server_key)}
+    config = ServerConfig(port=0, state_dir=str(tmp_path / "s"), metrics_port=metrics, health_port=health,
+                          health_tls=False, metrics_tls=False, health_host="localhost", **tls)
     with running_server(config):
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10) as resp:
             assert resp.status == 200
-        assert _check(grpc.insecure_channel(f"127.0.0.2:{health}")) == health_pb2.HealthCheckResponse.SERVING
-        with pytest.raises(grpc.RpcError):
-            _check(grpc.insecure_channel(f"127.0.0.1:{health}"))
+        assert _check(grpc.insecure_channel(f"localhost:{health}")) == health_pb2.HealthCheckResponse.SERVING
+    elsewhere = ServerConfig(port=0, state_dir=str(tmp_path / "s2"), health_port=free_port(), health_tls=False,
+                             health_host="192.0.2.1", **tls)
+    with pytest.raises((OSError, RuntimeError), match="192.0.2.1"):  # grpcio raises, or returns port 0
+        with running_server(elsewhere):
+            pass
 
 
 def test_tls_for_operations_needs_the_servers_certificate(tmp_path):

@@ -226,19 +226,19 @@ def test_sigterm_stops_every_process(served):
 
 
 def test_on_a_named_address_the_processes_listen_and_are_named_there(tmp_path, table_paths):
-    """``--host`` a named address (not the default loopback one): the relay reaches the processes
-    there and endpoints name it (127.0.0.2 is loopback too on Linux, but a host of its own)."""
+    """``--host`` a name (not the default ``127.0.0.1``): the relay reaches the processes at that
+    name and endpoints name it (``localhost``: tests listen on 127.0.0.1 only)."""
     catalog = f"sqlite:///{tmp_path / 'catalog.db'}"
     registry = Registry(catalog)
     registry.register_table("t.gen", table_paths["t.gen"])
     registry.close()
     server = ServeProcess("--port", "0", "--processes", "2", "--process-endpoints", "--catalog-url", catalog,
-                          "--state-dir", str(tmp_path / "state"), "--host", "127.0.0.2", log=tmp_path / "serve.log")
+                          "--state-dir", str(tmp_path / "state"), "--host", "localhost", log=tmp_path / "serve.log")
     try:
-        with HudiFlightClient(f"grpc://127.0.0.2:{server.port}", timeout=60) as client:
-            assert len(_pids(f"grpc://127.0.0.2:{server.port}", 6)) == 2  # the relay reaches both
+        with HudiFlightClient(f"grpc://localhost:{server.port}", timeout=60) as client:
+            assert len(_pids(f"grpc://localhost:{server.port}", 6)) == 2  # the relay reaches both
             plan = client.plan("t.gen")
-            assert {loc.rsplit(":", 1)[0] for ep in plan.endpoints for loc in ep.locations} == {"grpc+tcp://127.0.0.2"}
+            assert {loc.rsplit(":", 1)[0] for ep in plan.endpoints for loc in ep.locations} == {"grpc+tcp://localhost"}
             assert_same_rows(client.read("t.gen"), HudiTable.open(table_paths["t.gen"]).read())
     finally:
         server.stop()

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import logging
+import os
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
-from flight_server.server.runtime.relay import Relay
+from flight_server.server.runtime.relay import FDS_PER_CONNECTION, Relay
+from flight_server.server.runtime.relay_loop import Link, RelayLoop
 from flight_server.server.security.limits import RelayLimits
 
 
@@ -186,6 +190,120 @@ def test_max_connections_fits_the_descriptor_limit():
     relay = Relay("127.0.0.1", 0, RelayLimits(max_connections=10**9))
     try:
         now_soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        assert now_soft >= soft and relay.limits.max_connections * 6 < now_soft
+        assert now_soft >= soft and relay.limits.max_connections * FDS_PER_CONNECTION < now_soft
     finally:
         relay.close()
+
+
+def _digest_backend(reply_bytes: int) -> tuple[socket.socket, int]:
+    """A backend that reads a connection to its end, then answers the SHA-256 of what it read
+    followed by ``reply_bytes`` bytes of a known pattern, and closes."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def answer(conn: socket.socket) -> None:
+        with conn:
+            digest = hashlib.sha256()
+            for data in iter(lambda: conn.recv(1 << 16), b""):
+                digest.update(data)
+            conn.sendall(digest.digest() + _pattern(reply_bytes))
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server, server.getsockname()[1]
+
+
+def _pattern(n: int) -> bytes:
+    return (bytes(range(251)) * (n // 251 + 1))[:n]
+
+
+def _upload_and_read(port: int, upload: bytes, reply_bytes: int, slow: bool) -> tuple[bytes, bytes]:
+    """Send ``upload``, end the sending half, read the answer to its end (a slow reader when
+    ``slow``: the relay must hold back, not drop or reorder)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+        sock.sendall(upload)
+        sock.shutdown(socket.SHUT_WR)  # half close: the answer still comes back
+        got = bytearray()
+        while data := sock.recv(1 << 12 if slow else 1 << 16):
+            got += data
+            if slow and len(got) < (1 << 20):
+                time.sleep(0.001)
+    return bytes(got[:32]), bytes(got[32:])
+
+
+def test_bytes_cross_intact_both_ways_with_slow_readers_and_half_closes():
+    """Megabytes each way over several connections at once, one of them read slowly: every
+    byte arrives, in order, and an answer sent after the client's half close comes back."""
+    backend, port = _digest_backend(reply_bytes=3 << 20)
+    relay = Relay("127.0.0.1", 0, RelayLimits(max_message_bytes=1 << 20))  # not HTTP/2: the guard steps aside
+    relay.set_backend(0, port)
+    relay.start()
+    try:
+        uploads = [os.urandom((2 << 20) + i) for i in range(4)]
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(lambda i: _upload_and_read(relay.port, uploads[i], 3 << 20, slow=i == 0),
+                                    range(4)))
+        for upload, (digest, reply) in zip(uploads, answers):
+            assert digest == hashlib.sha256(upload).digest()
+            assert reply == _pattern(3 << 20)
+        assert _wait_for(lambda: relay.open_connections() == 0)
+    finally:
+        relay.close()
+        backend.close()
+
+
+def _tcp_pair(buffer_bytes: int) -> tuple[socket.socket, socket.socket]:
+    """Two ends of a loopback TCP connection with small buffers (so writes fill them quickly)."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        near = socket.socket()
+        for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+            near.setsockopt(socket.SOL_SOCKET, option, buffer_bytes)
+        near.connect(listener.getsockname())
+        far, _ = listener.accept()
+    for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+        far.setsockopt(socket.SOL_SOCKET, option, buffer_bytes)
+    return near, far
+
+
+def test_the_loop_holds_back_for_a_slow_reader_in_both_directions():
+    """Destinations that take little at a time (small socket buffers, slow readers): the loop
+    keeps what it read, waits until they take more, and loses or reorders nothing."""
+    client_app, client_side = _tcp_pair(1 << 16)
+    upstream_side, backend_app = _tcp_pair(1 << 16)
+    closed = threading.Event()
+    loop = RelayLoop()
+    loop.start()
+    try:
+        loop.add(Link(client_side, "127.0.0.1"), upstream_side, None, closed.set)
+        up, down = os.urandom(2 << 20), os.urandom(2 << 20)
+
+        def send_and_end(sock: socket.socket, data: bytes) -> None:
+            sock.sendall(data)
+            sock.shutdown(socket.SHUT_WR)
+
+        def read_slowly(sock: socket.socket) -> bytes:
+            sock.settimeout(20)
+            got = bytearray()
+            while data := sock.recv(1 << 14):
+                got += data
+                if len(got) < (256 << 10):
+                    time.sleep(0.001)
+            return bytes(got)
+
+        with ThreadPoolExecutor(4) as pool:
+            sent = [pool.submit(send_and_end, client_app, up), pool.submit(send_and_end, backend_app, down)]
+            at_backend, at_client = pool.submit(read_slowly, backend_app), pool.submit(read_slowly, client_app)
+            assert at_backend.result() == up and at_client.result() == down
+            for future in sent:
+                future.result()
+        assert closed.wait(5)  # both directions ended: the loop closed the connection
+    finally:
+        loop.stop()
+        for s in (client_app, backend_app, client_side):
+            s.close()
