@@ -13,6 +13,7 @@ Missing files and refused permissions are answers, not transient failures: never
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import threading
 import time
@@ -150,6 +151,14 @@ class Storage:
             out.append({"name": name, "size": e.get("size") or 0, "type": e.get("type", "file")})
         return out
 
+    def ls_names(self, rel: str = "") -> list[str]:
+        """The base names in one directory (files and folders alike): one listing request, as
+        :meth:`ls`, without the per-entry details (a local listing then stats no entry)."""
+        path = self.full_path(rel)
+        self.fs.invalidate_cache(path)
+        entries = self._request("list", rel, lambda: self.fs.ls(path, detail=False))
+        return [posixpath.basename(str(e).rstrip("/")) for e in entries]
+
     def exists(self, rel: str) -> bool:
         return self._request("info", rel, lambda: self.fs.exists(self.full_path(rel)))
 
@@ -199,11 +208,10 @@ class Storage:
         caller-registered filesystems are read through fsspec file objects on Python threads
         (:func:`catalog.format.parquet.read_parquet`), and every request still goes through fsspec.
         """
-        import pyarrow.fs as pafs
         from fsspec.implementations.local import LocalFileSystem
 
         if type(self.fs) is LocalFileSystem:  # exactly fsspec's own: a registered subclass stays on fsspec
-            return pafs.LocalFileSystem()
+            return _local_arrow_filesystem()
         return None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -212,6 +220,15 @@ class Storage:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         type(self).__init__(self, state["uri"], state["storage_options"])
+
+
+@functools.lru_cache(maxsize=1)
+def _local_arrow_filesystem() -> Any:
+    """One Arrow ``LocalFileSystem`` for every local read (stateless and thread safe; making one
+    per read costs a point query more than its footer lookup)."""
+    import pyarrow.fs as pafs
+
+    return pafs.LocalFileSystem()
 
 
 def open_table_storage(uri: str, storage_options: Mapping[str, Any] | None = None) -> Storage:

@@ -246,6 +246,25 @@ def read_parquet(
             fh.close()
 
 
+def _rows_of_keys(column: pa.ChunkedArray, keys: tuple[str, ...]) -> list[int]:
+    """The rows of ``column`` holding one of ``keys``, in row order. One key (a point query) is
+    found by a scan for equality (``pc.index``); a record key is unique in a base file, but a
+    duplicate is still found (the scan goes on past the first match)."""
+    if len(keys) != 1:
+        values = pa.array(keys, column.type)
+        return pc.indices_nonzero(pc.is_in(column, value_set=values)).to_pylist()
+    key = pa.scalar(keys[0], column.type)
+    rows: list[int] = []
+    start = 0
+    while start < len(column):
+        found = pc.index(column, key, start=start).as_py()
+        if found < 0:
+            break
+        rows.append(found)
+        start = found + 1
+    return rows
+
+
 def _read_point(
     storage: Storage,
     path: str,
@@ -285,13 +304,13 @@ def _read_point(
                     return parquet_file.read_row_group(index, columns=columns, use_threads=False)
 
             table = decoded.row_group(file, index, tuple(columns), read_group)
-            if pushed and point.column in table.column_names:
-                keys = pa.array(point.keys, table.schema.field(point.column).type)
-                matched = pc.indices_nonzero(pc.is_in(table.column(point.column), value_set=keys))
-                if len(matched) == 0:
+            key_index = table.schema.get_field_index(point.column) if pushed else -1
+            if key_index >= 0:
+                rows = _rows_of_keys(table.column(key_index), point.keys)
+                if not rows:
                     continue
                 # one row (a key lookup): a zero-copy slice, not a copy of every column
-                table = table.slice(matched[0].as_py(), 1) if len(matched) == 1 else table.take(matched)
+                table = table.slice(rows[0], 1) if len(rows) == 1 else table.take(rows)
                 if filter is not None and not point.exact:
                     table = rows_matching(table, filter)
             elif pushed and filter is not None:
