@@ -32,6 +32,8 @@ RequestListener = Callable[[str, int], None]
 _listeners: list[RequestListener] = []
 #: seconds slept before the 2nd, 3rd ... attempt of a failed idempotent request
 RETRY_BACKOFF = (0.05, 0.2)
+#: normalised file URIs a Storage keeps (``Storage.file_uri``; a few hundred bytes each)
+FILE_URIS_KEPT = 4096
 _ANSWERS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError)
 
 
@@ -110,12 +112,25 @@ class Storage:
             raise missing_filesystem(uri, err) from err
         self.root = root.rstrip("/") if root not in ("/", "") else root
         self.stats = RequestStats()
+        self._file_uris: dict[str, str] = {}
 
     # -- paths -------------------------------------------------------------------------
     def full_path(self, rel: str) -> str:
         if not rel:
             return self.root
         return posixpath.join(self.root, rel) if self.root else rel
+
+    def file_uri(self, rel: str) -> str:
+        """The normalised full URI of ``rel``, one for all its aliases (``a//b``, ``a/./b``,
+        ``a/x/../b``): the key of the caches of immutable files' contents. The last
+        ``FILE_URIS_KEPT`` are kept (every read of a point query asks for one)."""
+        uri = self._file_uris.get(rel)
+        if uri is None:
+            uri = self.fs.unstrip_protocol(posixpath.normpath(self.full_path(rel)))
+            if len(self._file_uris) >= FILE_URIS_KEPT:
+                self._file_uris.clear()
+            self._file_uris[rel] = uri
+        return uri
 
     def child(self, rel: str) -> "Storage":
         """A Storage rooted at ``rel`` that shares this one's filesystem and counters."""
@@ -125,6 +140,7 @@ class Storage:
         clone.fs = self.fs
         clone.root = self.full_path(rel)
         clone.stats = self.stats
+        clone._file_uris = {}
         return clone
 
     # -- counted requests ----------------------------------------------------------------
@@ -243,6 +259,7 @@ def open_table_storage(uri: str, storage_options: Mapping[str, Any] | None = Non
 
 
 __all__ = [
+    "FILE_URIS_KEPT",
     "RequestListener",
     "RequestStats",
     "Storage",

@@ -11,7 +11,6 @@ it to point reads only, so scans never churn it).
 
 from __future__ import annotations
 
-import posixpath
 from dataclasses import dataclass
 from typing import Callable, Hashable
 
@@ -53,7 +52,7 @@ class DecodedRowGroups:
     @staticmethod
     def file_key(storage: Storage, path: str, size: int | None) -> tuple[str, int | None]:
         """One key per file version: the normalised full path (aliases share it) and the size."""
-        return storage.fs.unstrip_protocol(posixpath.normpath(storage.full_path(path))), size
+        return storage.file_uri(path), size
 
     def footer(self, file: tuple[str, int | None], read: Callable[[], pq.FileMetaData]) -> ParquetFooter:
         """The footer of ``file``, ``read`` on a miss."""

@@ -154,3 +154,21 @@ def test_local_tables_share_one_arrow_filesystem(tmp_path):
     assert first.arrow_filesystem() is not None
     assert first.arrow_filesystem() is second.arrow_filesystem()
     assert Storage("memory://x").arrow_filesystem() is None
+
+
+def test_file_uri_is_one_key_for_every_alias_kept_and_bounded(tmp_path, monkeypatch):
+    import catalog.storage as storage_module
+
+    storage = Storage(str(tmp_path))
+    first = storage.file_uri("p/f.parquet")
+    assert first == storage.file_uri("p//f.parquet") == storage.file_uri("p/x/../f.parquet")
+    assert first.startswith("file://") and first.endswith("/p/f.parquet")
+    asked: list[str] = []
+    unstrip = storage.fs.unstrip_protocol
+    monkeypatch.setattr(storage.fs, "unstrip_protocol", lambda name: asked.append(name) or unstrip(name))
+    assert storage.file_uri("p/f.parquet") == first and asked == []  # kept
+    monkeypatch.setattr(storage_module, "FILE_URIS_KEPT", 3)
+    for i in range(5):
+        storage.file_uri(f"p/{i}.parquet")
+    assert len(storage._file_uris) <= 3
+    assert storage.child("p").file_uri("f.parquet") == first  # a child keys files the same way
