@@ -88,3 +88,10 @@ def test_no_cache_resolves_every_time(tmp_path, resolved):
     policy.check(str(tmp_path / "t"))
     policy.check(str(tmp_path / "t"))
     assert resolved.count(str(tmp_path / "t")) == 2
+
+
+def test_the_bound_is_a_server_setting(tmp_path):
+    from flight_server.server.config import ServerConfig
+
+    config = ServerConfig(state_dir=str(tmp_path), warehouses=[str(tmp_path)], resolved_path_cache_bytes=4096)
+    assert config.storage_policy()._resolved.max_bytes == 4096
