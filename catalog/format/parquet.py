@@ -16,7 +16,7 @@ matched field by field (format doc 9.2/9.3).
 from __future__ import annotations
 
 import posixpath
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, ContextManager, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.acero as acero
@@ -197,7 +197,7 @@ def read_parquet(
     check_base_format(path)
     if point is not None:
         yield from _read_point(
-            storage, path, schema, point, size=size, row_groups=row_groups, filter=filter,
+            storage, arrow_fs, path, schema, point, size=size, row_groups=row_groups, filter=filter,
             filter_columns=filter_columns, constants=constants, source_names=source_names, adapt=adapt,
         )
         return
@@ -267,6 +267,7 @@ def _rows_of_keys(column: pa.ChunkedArray, keys: tuple[str, ...]) -> list[int]:
 
 def _read_point(
     storage: Storage,
+    arrow_fs: pa.fs.FileSystem | None,
     path: str,
     schema: pa.Schema,
     point: PointLookup,
@@ -280,13 +281,20 @@ def _read_point(
     adapt: Callable[[pa.RecordBatch], pa.RecordBatch] | None,
 ) -> Iterator[pa.RecordBatch]:
     """:func:`read_parquet` for a point lookup: the footer and every row group the statistics keep
-    come from the lookup's cache (decoded on a miss, on the calling thread through fsspec); the
+    come from the lookup's cache (decoded on a miss, on the calling thread: through ``arrow_fs``
+    for a local file, so the bytes go straight into Arrow's memory, else through fsspec); the
     rows are narrowed to the looked-up keys, then the filter (unless the keys are all of it)."""
     decoded = point.cache
     file = decoded.file_key(storage, path, size)
 
+    def opened() -> ContextManager[Any]:
+        if arrow_fs is None:
+            return storage.open(path)
+        storage.stats.add("open")
+        return arrow_fs.open_input_file(storage.full_path(path))
+
     def read_footer() -> pq.FileMetaData:
-        with storage.open(path) as fh:
+        with opened() as fh:
             return pq.read_metadata(fh)
 
     try:
@@ -299,7 +307,7 @@ def _read_point(
         for index in groups:
 
             def read_group(index: int = index) -> pa.Table:
-                with storage.open(path) as fh:
+                with opened() as fh:
                     parquet_file = pq.ParquetFile(fh, metadata=footer.metadata, pre_buffer=False)
                     return parquet_file.read_row_group(index, columns=columns, use_threads=False)
 

@@ -109,3 +109,29 @@ def test_a_pickled_cache_arrives_empty_with_its_bound():
     copy = pickle.loads(pickle.dumps(cache))
     assert copy.stats().max_bytes == 1 << 20 and copy.stats().entries == 0
     assert cache.stats().entries == 1
+
+
+def test_a_remote_table_is_looked_up_through_fsspec_with_the_same_rows(generated_table):
+    """Local files are decoded through Arrow's own filesystem, others through fsspec: one answer."""
+    import uuid
+
+    import fsspec
+
+    from catalog.read.split_reader import read_splits as read
+    from catalog.state import TableState
+    from catalog.storage import Storage
+
+    path = generated_table(COW)
+    remote = f"memory://points-{uuid.uuid4().hex}"
+    fsspec.filesystem("memory").put(path, remote.removeprefix("memory://"), recursive=True)
+    key = _live_keys(path, 4)[2]
+    answers = []
+    for where in (path, remote):
+        storage = Storage(where)
+        scan = plan(TableState.load(storage), ReadOptions(filters=[("uuid", "=", key)]),
+                    decoded=DecodedRowGroups(64 << 20))
+        assert scan.context.point is not None
+        table = pa.Table.from_batches(list(read(scan.context, list(scan.splits))), schema=scan.schema)
+        answers.append(table.drop_columns([c for c in table.column_names if c.startswith("_hoodie")]))
+        assert storage.stats.counts["open"] >= 1  # footer and row group: counted either way
+    assert answers[0].num_rows == 1 and answers[0].equals(answers[1])
