@@ -246,10 +246,11 @@ def read_parquet(
             fh.close()
 
 
-def _rows_of_keys(column: pa.ChunkedArray, keys: tuple[str, ...]) -> list[int]:
+def _rows_of_keys(column: pa.ChunkedArray, keys: tuple[str, ...], unique: bool) -> list[int]:
     """The rows of ``column`` holding one of ``keys``, in row order. One key (a point query) is
-    found by a scan for equality (``pc.index``); a record key is unique in a base file, but a
-    duplicate is still found (the scan goes on past the first match)."""
+    found by a scan for equality (``pc.index``) that stops at the first match when the column's
+    values are ``unique`` (a record key usually is in a base file); else it goes on, so a
+    duplicate is found too."""
     if len(keys) != 1:
         values = pa.array(keys, column.type)
         return pc.indices_nonzero(pc.is_in(column, value_set=values)).to_pylist()
@@ -261,6 +262,8 @@ def _rows_of_keys(column: pa.ChunkedArray, keys: tuple[str, ...]) -> list[int]:
         if found < 0:
             break
         rows.append(found)
+        if unique:
+            break
         start = found + 1
     return rows
 
@@ -314,7 +317,8 @@ def _read_point(
             table = decoded.row_group(file, index, tuple(columns), read_group)
             key_index = table.schema.get_field_index(point.column) if pushed else -1
             if key_index >= 0:
-                rows = _rows_of_keys(table.column(key_index), point.keys)
+                keys = table.column(key_index)
+                rows = _rows_of_keys(keys, point.keys, decoded.unique(file, index, point.column, keys))
                 if not rows:
                     continue
                 # one row (a key lookup): a zero-copy slice, not a copy of every column

@@ -135,3 +135,21 @@ def test_a_remote_table_is_looked_up_through_fsspec_with_the_same_rows(generated
         answers.append(table.drop_columns([c for c in table.column_names if c.startswith("_hoodie")]))
         assert storage.stats.counts["open"] >= 1  # footer and row group: counted either way
     assert answers[0].num_rows == 1 and answers[0].equals(answers[1])
+
+
+def test_a_key_column_is_checked_for_duplicates_once_and_duplicates_are_all_found():
+    from catalog.format.parquet import _rows_of_keys
+
+    cache = DecodedRowGroups(1 << 20)
+    file = ("file:///t/f.parquet", 100)
+    distinct = pa.chunked_array([["k1", "k2", None, "k3"]])
+    repeated = pa.chunked_array([["k1", "k2"], ["k1", None]])
+    assert cache.unique(file, 0, "uuid", distinct) is True
+    assert cache.unique(file, 1, "uuid", repeated) is False
+    before = cache.stats()
+    assert cache.unique(file, 1, "uuid", repeated) is False  # kept: not counted again
+    assert cache.stats().hits == before.hits + 1 and cache.stats().misses == before.misses
+    assert _rows_of_keys(repeated, ("k1",), unique=False) == [0, 2]
+    assert _rows_of_keys(distinct, ("k3",), unique=True) == [3]
+    assert _rows_of_keys(distinct, ("k9",), unique=True) == []
+    assert _rows_of_keys(repeated, ("k2", "k1"), unique=False) == [0, 1, 2]
