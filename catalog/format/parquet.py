@@ -258,7 +258,7 @@ def _rows_of_keys(column: pa.ChunkedArray, keys: tuple[str, ...], unique: bool) 
     rows: list[int] = []
     start = 0
     while start < len(column):
-        found = pc.index(column, key, start=start).as_py()
+        found = pc.index(column, key, start=start or None).as_py()  # no slice for the first scan
         if found < 0:
             break
         rows.append(found)
