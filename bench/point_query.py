@@ -16,6 +16,16 @@ The metric is the CPU time (user + system) the server's process tree spent per q
 time. Wall-clock p50 latency is reported alongside. This tree is served twice: as configured by
 default and with the point-read cache off (``point_read_cache_bytes=0``: every lookup decodes its
 row group), so the cache's share of the difference to the peer shows.
+
+Each path is measured twice on every server, with the same measured keys:
+
+* ``server CPU per query`` (and ``p50 latency``): after a short warm-up of ``WARMUP`` keys, so
+  many measured keys are the first of their row group (decoded on that query) or of their
+  record-index block: a freshly started server, a cold-ish cache;
+* ``server CPU per query, steady state``: then, after a warm-up that touched every row group and
+  every record-index block (the first record key of every row group, and one key in every stretch
+  of ``STEADY_STEP`` consecutive keys), as many other random keys, none asked before: no measured
+  query decodes anything first, as on a server that has been answering for a while.
 """
 
 from __future__ import annotations
@@ -39,6 +49,9 @@ PEER_COMMIT = "4019a99"
 REPO = Path(__file__).resolve().parents[1]
 QUERIES = {"quick": 200, "full": 1000}
 WARMUP = 20
+#: the steady-state warm-up asks one key in every stretch of this many consecutive keys, so every
+#: record-index block (about 640 keys each in this table) is read before the measured queries
+STEADY_STEP = 500
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -102,14 +115,28 @@ def _sql_query(uri: str) -> Callable[[str], int]:
 PATHS = {"JSON command": _json_query, "Flight SQL (ADBC, bound key)": _sql_query}
 
 
-def _measure(server_pid: int, query: Callable[[str], int], keys: list[str]) -> tuple[float, float]:
-    """(server CPU ms per query, p50 wall ms) over ``keys`` after a warm-up."""
-    for key in keys[:WARMUP]:
+def _steady_warmup(warehouse: Path, rows: int) -> list[str]:
+    """Keys that touch every row group (the first record key of each) and every record-index
+    block (one key in every ``STEADY_STEP`` consecutive ones) of the generated table."""
+    import pyarrow.parquet as pq
+
+    table = warehouse / NAMESPACE / TABLE
+    firsts = []
+    for path in sorted(p for p in table.rglob("*.parquet") if ".hoodie" not in p.parts):
+        parquet = pq.ParquetFile(path)
+        for index in range(parquet.num_row_groups):
+            firsts.append(parquet.read_row_group(index, columns=["_hoodie_record_key"]).column(0)[0].as_py())
+    return firsts + [f"trip-{i:010d}" for i in range(0, rows, STEADY_STEP)]
+
+
+def _measure(server_pid: int, query: Callable[[str], int], warmup: list[str], keys: list[str]) -> tuple[float, float]:
+    """(server CPU ms per query, p50 wall ms) over ``keys`` after asking the ``warmup`` keys."""
+    for key in warmup:
         if query(key) != 1:
             raise AssertionError(f"key {key} did not find exactly one row")
     before = tree_cpu_seconds(server_pid)
     walls = []
-    for key in keys[WARMUP:]:
+    for key in keys:
         t = time.perf_counter()
         if query(key) != 1:
             raise AssertionError(f"key {key} did not find exactly one row")
@@ -124,6 +151,7 @@ def run(size: str) -> list[dict]:
     warehouse, spec = _table(size)
     rnd = random.Random(7)
     keys = [f"trip-{rnd.randrange(spec.rows):010d}" for _ in range(WARMUP + QUERIES[size])]
+    steady_keys = [f"trip-{rnd.randrange(spec.rows):010d}" for _ in range(QUERIES[size])]  # not asked before
     # name -> (checkout served, config beyond the defaults)
     trees = {
         "hudi-flight": (REPO, {}),
@@ -142,13 +170,18 @@ def run(size: str) -> list[dict]:
                                              log=Path(tmp) / f"serve{i}.log", repo=tree)
             params = {"rows": spec.rows, "partitions": spec.partitions, "queries": QUERIES[size],
                       "cpus": os.cpu_count(), "load_average": round(os.getloadavg()[0], 2)}
+            steady = _steady_warmup(warehouse, spec.rows)
             for path, client in PATHS.items():
                 for name, server in servers.items():  # side by side, same table, same keys
-                    cpu_ms, p50_ms = _measure(server.pid, client(server.uri), keys)
+                    query = client(server.uri)
+                    cpu_ms, p50_ms = _measure(server.pid, query, keys[:WARMUP], keys[WARMUP:])
                     title = f"point query/{path} ({spec.rows:,} rows)"
                     out.append(row(title, name, "server CPU per query", cpu_ms, "ms", repeats=QUERIES[size],
                                    params=params))
                     out.append(row(title, name, "p50 latency", p50_ms, "ms", repeats=QUERIES[size], params=params))
+                    steady_ms, _ = _measure(server.pid, query, steady, steady_keys)
+                    out.append(row(title, name, "server CPU per query, steady state", steady_ms, "ms",
+                                   repeats=QUERIES[size], params={**params, "warmup_queries": len(steady)}))
         finally:
             for server in servers.values():
                 server.stop()

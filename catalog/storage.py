@@ -13,6 +13,7 @@ Missing files and refused permissions are answers, not transient failures: never
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import threading
 import time
@@ -31,6 +32,8 @@ RequestListener = Callable[[str, int], None]
 _listeners: list[RequestListener] = []
 #: seconds slept before the 2nd, 3rd ... attempt of a failed idempotent request
 RETRY_BACKOFF = (0.05, 0.2)
+#: normalised file URIs a Storage keeps (``Storage.file_uri``; a few hundred bytes each)
+FILE_URIS_KEPT = 4096
 _ANSWERS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError)
 
 
@@ -109,12 +112,25 @@ class Storage:
             raise missing_filesystem(uri, err) from err
         self.root = root.rstrip("/") if root not in ("/", "") else root
         self.stats = RequestStats()
+        self._file_uris: dict[str, str] = {}
 
     # -- paths -------------------------------------------------------------------------
     def full_path(self, rel: str) -> str:
         if not rel:
             return self.root
         return posixpath.join(self.root, rel) if self.root else rel
+
+    def file_uri(self, rel: str) -> str:
+        """The normalised full URI of ``rel``, one for all its aliases (``a//b``, ``a/./b``,
+        ``a/x/../b``): the key of the caches of immutable files' contents. The last
+        ``FILE_URIS_KEPT`` are kept (every read of a point query asks for one)."""
+        uri = self._file_uris.get(rel)
+        if uri is None:
+            uri = self.fs.unstrip_protocol(posixpath.normpath(self.full_path(rel)))
+            if len(self._file_uris) >= FILE_URIS_KEPT:
+                self._file_uris.clear()
+            self._file_uris[rel] = uri
+        return uri
 
     def child(self, rel: str) -> "Storage":
         """A Storage rooted at ``rel`` that shares this one's filesystem and counters."""
@@ -124,6 +140,7 @@ class Storage:
         clone.fs = self.fs
         clone.root = self.full_path(rel)
         clone.stats = self.stats
+        clone._file_uris = {}
         return clone
 
     # -- counted requests ----------------------------------------------------------------
@@ -149,6 +166,14 @@ class Storage:
             name = posixpath.basename(e["name"].rstrip("/"))
             out.append({"name": name, "size": e.get("size") or 0, "type": e.get("type", "file")})
         return out
+
+    def ls_names(self, rel: str = "") -> list[str]:
+        """The base names in one directory (files and folders alike): one listing request, as
+        :meth:`ls`, without the per-entry details (a local listing then stats no entry)."""
+        path = self.full_path(rel)
+        self.fs.invalidate_cache(path)
+        entries = self._request("list", rel, lambda: self.fs.ls(path, detail=False))
+        return [posixpath.basename(str(e).rstrip("/")) for e in entries]
 
     def exists(self, rel: str) -> bool:
         return self._request("info", rel, lambda: self.fs.exists(self.full_path(rel)))
@@ -199,11 +224,10 @@ class Storage:
         caller-registered filesystems are read through fsspec file objects on Python threads
         (:func:`catalog.format.parquet.read_parquet`), and every request still goes through fsspec.
         """
-        import pyarrow.fs as pafs
         from fsspec.implementations.local import LocalFileSystem
 
         if type(self.fs) is LocalFileSystem:  # exactly fsspec's own: a registered subclass stays on fsspec
-            return pafs.LocalFileSystem()
+            return _local_arrow_filesystem()
         return None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -212,6 +236,15 @@ class Storage:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         type(self).__init__(self, state["uri"], state["storage_options"])
+
+
+@functools.lru_cache(maxsize=1)
+def _local_arrow_filesystem() -> Any:
+    """One Arrow ``LocalFileSystem`` for every local read (stateless and thread safe; making one
+    per read costs a point query more than its footer lookup)."""
+    import pyarrow.fs as pafs
+
+    return pafs.LocalFileSystem()
 
 
 def open_table_storage(uri: str, storage_options: Mapping[str, Any] | None = None) -> Storage:
@@ -226,6 +259,7 @@ def open_table_storage(uri: str, storage_options: Mapping[str, Any] | None = Non
 
 
 __all__ = [
+    "FILE_URIS_KEPT",
     "RequestListener",
     "RequestStats",
     "Storage",

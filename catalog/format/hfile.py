@@ -17,9 +17,9 @@ families, qualifiers or several versions of one row).
 from __future__ import annotations
 
 import bisect
-import itertools
 import struct
 import zlib
+from array import array
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
@@ -45,6 +45,10 @@ _LOOKUP_WINDOW = 64 * 1024
 #: a cell's key length, value length and row length; then a tags length (HFile v3 with tags)
 _CELL_HEAD = struct.Struct(">iiH")
 _TAGS_LEN = struct.Struct(">H")
+#: blocks met while walking the data section forward: data, inline index and bloom blocks
+_WALKED_MAGICS = (DATA_MAGIC,) + INDEX_MAGICS + (b"BLMFBLK2",)
+#: what a kept lookup block costs beyond its body and cell offsets (the Python objects)
+_BLOCK_OVERHEAD = 200
 
 
 def _row_key(key: str | bytes) -> bytes:
@@ -65,8 +69,31 @@ def _hadoop_vlong(buf: bytes, pos: int) -> tuple[int, int]:
     return (~raw if negative else raw), pos + size
 
 
-def _cell_row_of(cell: tuple[bytes, bytes]) -> bytes:
-    return cell[0]
+def _cell_at(body: bytes, start: int) -> tuple[bytes, bytes]:
+    """(row, value) of the cell at ``start`` of a data block body (checked by ``_cell_starts``)."""
+    klen, vlen, rlen = _CELL_HEAD.unpack_from(body, start)
+    key = start + 8
+    return body[key + 2 : key + 2 + rlen], body[key + klen : key + klen + vlen]
+
+
+def _row_at(body: bytes, start: int) -> bytes:
+    """The row of the cell at ``start`` of a data block body."""
+    rlen = body[start + 8] << 8 | body[start + 9]
+    return body[start + 10 : start + 10 + rlen]
+
+
+@dataclass(frozen=True)
+class _IndexedBlock:
+    """A data block kept for lookups: its body, where each cell starts, and where the next block is."""
+
+    body: bytes
+    starts: "array[int]"
+    next_offset: int
+
+    def bisect(self, row: bytes) -> int:
+        """The index of the first cell whose row is >= ``row``."""
+        body, starts = self.body, self.starts
+        return bisect.bisect_left(range(len(starts)), row, key=lambda i: _row_at(body, starts[i]))
 
 
 def _cell_row(key: bytes | memoryview) -> bytes:
@@ -117,7 +144,7 @@ class HFileReader:
         self.size = size
         self.name = name
         self._window: tuple[int, bytes] = (0, b"")  # read-ahead buffer: (start offset, bytes)
-        self._blocks: dict[int, tuple[list[tuple[bytes, bytes]], int]] = {}  # lookups only
+        self._blocks: dict[int, _IndexedBlock] = {}  # lookups only
         self.cached_bytes = 0  # approximate memory of ``_blocks``
         try:
             self._open()
@@ -284,13 +311,14 @@ class HFileReader:
             raise CorruptTableError(f"{self.name}: block at offset {offset} does not decode ({err})") from err
         return bytes(raw[:8]), body, full
 
-    def _cells(self, body: bytes) -> list[tuple[bytes, bytes]]:
-        """(row, value) of every cell of a data block body (5.6).
+    def _cell_starts(self, body: bytes) -> list[int]:
+        """The offset of every cell of a data block body (5.6), each checked to fit the block.
 
-        The hot loop of a record-index lookup (every cell of the block is walked): names are
-        bound once and each cell's fixed head is unpacked in one call.
+        The hot loop of a first lookup in a block (every cell of the block is walked): names are
+        bound once, each cell's fixed head is unpacked in one call, and nothing but the offset
+        is kept (no object per cell for the garbage collector to walk).
         """
-        out: list[tuple[bytes, bytes]] = []
+        out: list[int] = []
         append = out.append
         head = _CELL_HEAD.unpack_from
         tags, mvcc, mvcc_byte = self._has_tags, self._has_mvcc, self._mvcc_byte
@@ -302,7 +330,7 @@ class HFileReader:
                 stop = key + klen + vlen
                 if klen < rlen + 2 or vlen < 0 or stop > end:
                     raise CorruptTableError(f"{self.name}: cell at {key} runs past its data block")
-                append((body[key + 2 : key + 2 + rlen], body[key + klen : stop]))
+                append(pos)
                 pos = stop
                 if tags:
                     (tlen,) = _TAGS_LEN.unpack_from(body, pos)
@@ -320,24 +348,32 @@ class HFileReader:
             raise CorruptTableError(f"{self.name}: data block truncated ({err})") from err
         return out
 
-    def _data_cells(
-        self, offset: int, size: int | None, read_ahead: int, cache: bool
-    ) -> tuple[list[tuple[bytes, bytes]], int]:
-        """Cells of the data block at ``offset`` and the offset of the next block.
+    def _cells(self, body: bytes) -> list[tuple[bytes, bytes]]:
+        """(row, value) of every cell of a data block body (5.6)."""
+        return [_cell_at(body, start) for start in self._cell_starts(body)]
+
+    def _data_cells(self, offset: int, size: int | None, read_ahead: int) -> tuple[list[tuple[bytes, bytes]], int]:
+        """Cells of the data block at ``offset`` and the offset of the next block (a scan: not kept).
 
         Non-data blocks met while walking forward (HBase inline leaf-index or bloom blocks)
-        come back as empty cell lists. Lookups cache decoded blocks (several keys may share
-        one); full scans do not, to keep memory flat.
+        come back as empty cell lists.
         """
+        magic, body, full = self._block_at(offset, size, _WALKED_MAGICS, read_ahead)
+        return (self._cells(body) if magic == DATA_MAGIC else [], offset + full)
+
+    def _indexed_block(self, offset: int, size: int | None, read_ahead: int) -> _IndexedBlock:
+        """The data block at ``offset`` with its cell offsets, kept for the next lookup (several
+        keys may share one block; a non-data block is kept with no cells)."""
         cached = self._blocks.get(offset)
         if cached is not None:
             return cached
-        magic, body, full = self._block_at(offset, size, (DATA_MAGIC,) + INDEX_MAGICS + (b"BLMFBLK2",), read_ahead)
-        result = (self._cells(body) if magic == DATA_MAGIC else [], offset + full)
-        if cache:
-            self._blocks[offset] = result
-            self.cached_bytes += (len(body) + 64 * len(result[0])) if result[0] else 0  # cells and objects
-        return result
+        magic, body, full = self._block_at(offset, size, _WALKED_MAGICS, read_ahead)
+        if magic != DATA_MAGIC:
+            body = b""
+        block = _IndexedBlock(body, array("i", self._cell_starts(body)), offset + full)
+        self._blocks[offset] = block
+        self.cached_bytes += len(body) + block.starts.itemsize * len(block.starts) + _BLOCK_OVERHEAD
+        return block
 
     # -- index walking --------------------------------------------------------------------
     def _start_block(self, row: bytes) -> IndexEntry | None:
@@ -360,24 +396,30 @@ class HFileReader:
             rows = [e.row for e in entries]
         return None
 
-    def _cells_from(
-        self, offset: int, size: int | None, read_ahead: int, cache: bool, row: bytes = b""
-    ) -> Iterator[tuple[bytes, bytes]]:
-        """Cells from the data block at ``offset`` to the end of the data section; with ``row``,
-        only those from the first cell whose row is >= ``row`` (cells are sorted: bisected)."""
+    def _cells_from(self, offset: int, size: int | None, read_ahead: int) -> Iterator[tuple[bytes, bytes]]:
+        """Cells from the data block at ``offset`` to the end of the data section (a scan)."""
         last = self.trailer.last_data_block_offset
         while offset < self.trailer.load_on_open_offset:
-            cells, nxt = self._data_cells(offset, size, read_ahead, cache)
-            if row:
-                start = bisect.bisect_left(cells, row, key=_cell_row_of)
-                if start < len(cells):
-                    row = b""
-                yield from itertools.islice(cells, start, None)
-            else:
-                yield from cells
+            cells, nxt = self._data_cells(offset, size, read_ahead)
+            yield from cells
             if offset >= last:
                 return
             offset, size = nxt, None
+
+    def _cells_looked_up(self, offset: int, size: int | None, row: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Cells from the first one whose row is >= ``row`` (cells are sorted: bisected), starting
+        in the data block at ``offset``, to the end of the data section; blocks are kept."""
+        last = self.trailer.last_data_block_offset
+        while offset < self.trailer.load_on_open_offset:
+            block = self._indexed_block(offset, size, _LOOKUP_WINDOW)
+            start = block.bisect(row) if row else 0
+            if start < len(block.starts):
+                row = b""
+            for index in range(start, len(block.starts)):
+                yield _cell_at(block.body, block.starts[index])
+            if offset >= last:
+                return
+            offset, size = block.next_offset, None
 
     # -- public API -----------------------------------------------------------------------
     @property
@@ -405,7 +447,7 @@ class HFileReader:
         """Every (row, value) in key order."""
         if self.entry_count == 0 or not self.root_index:
             return
-        yield from self._cells_from(self.trailer.first_data_block_offset, None, _SCAN_WINDOW, cache=False)
+        yield from self._cells_from(self.trailer.first_data_block_offset, None, _SCAN_WINDOW)
 
     def seek(self, key: str | bytes) -> Iterator[tuple[bytes, bytes]]:
         """The cells whose row equals ``key`` (several when keys are not unique)."""
@@ -453,7 +495,7 @@ class HFileReader:
         entry = self._start_block(row)
         if entry is None:
             return
-        yield from self._cells_from(entry.offset, entry.size, _LOOKUP_WINDOW, cache=True, row=row)
+        yield from self._cells_looked_up(entry.offset, entry.size, row)
 
 
 __all__ = ["HFileReader", "IndexEntry", "Trailer"]

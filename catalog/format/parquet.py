@@ -16,7 +16,7 @@ matched field by field (format doc 9.2/9.3).
 from __future__ import annotations
 
 import posixpath
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, ContextManager, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.acero as acero
@@ -197,7 +197,7 @@ def read_parquet(
     check_base_format(path)
     if point is not None:
         yield from _read_point(
-            storage, path, schema, point, size=size, row_groups=row_groups, filter=filter,
+            storage, arrow_fs, path, schema, point, size=size, row_groups=row_groups, filter=filter,
             filter_columns=filter_columns, constants=constants, source_names=source_names, adapt=adapt,
         )
         return
@@ -246,8 +246,31 @@ def read_parquet(
             fh.close()
 
 
+def _rows_of_keys(column: pa.ChunkedArray, keys: tuple[str, ...], unique: bool) -> list[int]:
+    """The rows of ``column`` holding one of ``keys``, in row order. One key (a point query) is
+    found by a scan for equality (``pc.index``) that stops at the first match when the column's
+    values are ``unique`` (a record key usually is in a base file); else it goes on, so a
+    duplicate is found too."""
+    if len(keys) != 1:
+        values = pa.array(keys, column.type)
+        return pc.indices_nonzero(pc.is_in(column, value_set=values)).to_pylist()
+    key = pa.scalar(keys[0], column.type)
+    rows: list[int] = []
+    start = 0
+    while start < len(column):
+        found = pc.index(column, key, start=start or None).as_py()  # no slice for the first scan
+        if found < 0:
+            break
+        rows.append(found)
+        if unique:
+            break
+        start = found + 1
+    return rows
+
+
 def _read_point(
     storage: Storage,
+    arrow_fs: pa.fs.FileSystem | None,
     path: str,
     schema: pa.Schema,
     point: PointLookup,
@@ -261,13 +284,20 @@ def _read_point(
     adapt: Callable[[pa.RecordBatch], pa.RecordBatch] | None,
 ) -> Iterator[pa.RecordBatch]:
     """:func:`read_parquet` for a point lookup: the footer and every row group the statistics keep
-    come from the lookup's cache (decoded on a miss, on the calling thread through fsspec); the
+    come from the lookup's cache (decoded on a miss, on the calling thread: through ``arrow_fs``
+    for a local file, so the bytes go straight into Arrow's memory, else through fsspec); the
     rows are narrowed to the looked-up keys, then the filter (unless the keys are all of it)."""
     decoded = point.cache
     file = decoded.file_key(storage, path, size)
 
+    def opened() -> ContextManager[Any]:
+        if arrow_fs is None:
+            return storage.open(path)
+        storage.stats.add("open")
+        return arrow_fs.open_input_file(storage.full_path(path))
+
     def read_footer() -> pq.FileMetaData:
-        with storage.open(path) as fh:
+        with opened() as fh:
             return pq.read_metadata(fh)
 
     try:
@@ -280,18 +310,19 @@ def _read_point(
         for index in groups:
 
             def read_group(index: int = index) -> pa.Table:
-                with storage.open(path) as fh:
+                with opened() as fh:
                     parquet_file = pq.ParquetFile(fh, metadata=footer.metadata, pre_buffer=False)
                     return parquet_file.read_row_group(index, columns=columns, use_threads=False)
 
             table = decoded.row_group(file, index, tuple(columns), read_group)
-            if pushed and point.column in table.column_names:
-                keys = pa.array(point.keys, table.schema.field(point.column).type)
-                matched = pc.indices_nonzero(pc.is_in(table.column(point.column), value_set=keys))
-                if len(matched) == 0:
+            key_index = table.schema.get_field_index(point.column) if pushed else -1
+            if key_index >= 0:
+                keys = table.column(key_index)
+                rows = _rows_of_keys(keys, point.keys, decoded.unique(file, index, point.column, keys))
+                if not rows:
                     continue
                 # one row (a key lookup): a zero-copy slice, not a copy of every column
-                table = table.slice(matched[0].as_py(), 1) if len(matched) == 1 else table.take(matched)
+                table = table.slice(rows[0], 1) if len(rows) == 1 else table.take(rows)
                 if filter is not None and not point.exact:
                     table = rows_matching(table, filter)
             elif pushed and filter is not None:

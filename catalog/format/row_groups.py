@@ -5,17 +5,18 @@ usual one page per column chunk, every column of the row group. That decoding is
 warm point query's CPU, so the decoded row group is kept (the "uncompressed block cache" of
 key-value stores, for short lookups). Safe because base files are immutable: the key is the
 file's full path and size, the row group and the columns decoded. Footers are kept beside them,
-so a hit opens no file. Bounded in bytes; only readers given a cache use it (the planner hands
+so a hit opens no file, and whether a row group's key column holds any value twice (a lookup of
+one key then stops at its first match). Bounded in bytes; only readers given a cache use it (the planner hands
 it to point reads only, so scans never churn it).
 """
 
 from __future__ import annotations
 
-import posixpath
 from dataclasses import dataclass
 from typing import Callable, Hashable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from catalog.lru import BoundedLRU, CacheListener, CacheStats
@@ -23,6 +24,8 @@ from catalog.storage import Storage
 
 #: what a kept footer is charged beyond its serialized size (the Python and C++ objects)
 _FOOTER_OVERHEAD = 512
+#: what a kept "the key column is unique" flag is charged (its key and entry)
+_FLAG_BYTES = 256
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,7 @@ class DecodedRowGroups:
     """
 
     def __init__(self, max_bytes: int, listener: CacheListener | None = None):
-        self._lru: BoundedLRU[Hashable, ParquetFooter | pa.Table] = BoundedLRU(
+        self._lru: BoundedLRU[Hashable, ParquetFooter | pa.Table | bool] = BoundedLRU(
             "point_reads", max_bytes, listener=listener
         )
 
@@ -53,7 +56,7 @@ class DecodedRowGroups:
     @staticmethod
     def file_key(storage: Storage, path: str, size: int | None) -> tuple[str, int | None]:
         """One key per file version: the normalised full path (aliases share it) and the size."""
-        return storage.fs.unstrip_protocol(posixpath.normpath(storage.full_path(path))), size
+        return storage.file_uri(path), size
 
     def footer(self, file: tuple[str, int | None], read: Callable[[], pq.FileMetaData]) -> ParquetFooter:
         """The footer of ``file``, ``read`` on a miss."""
@@ -76,6 +79,18 @@ class DecodedRowGroups:
         table = read()
         self._lru.put(key, table, table.nbytes)
         return table
+
+    def unique(self, file: tuple[str, int | None], index: int, column: str, values: pa.ChunkedArray) -> bool:
+        """Whether the non-null ``values`` of ``column`` in row group ``index`` of ``file`` are all
+        distinct (counted once, then kept): a lookup of one key then stops at its first match."""
+        key = (file, index, column, "unique")
+        hit = self._lru.get(key)
+        if isinstance(hit, bool):
+            return hit
+        distinct = pc.count_distinct(values, mode="only_valid").as_py()
+        unique = distinct == len(values) - values.null_count
+        self._lru.put(key, unique, _FLAG_BYTES)
+        return unique
 
     def stats(self) -> CacheStats:
         return self._lru.stats()

@@ -297,6 +297,7 @@ class MetadataTable:
         """Approximate memory of the records this object keeps (whole partitions, lookups)."""
         total = self.lookup_records * _RECORD_BYTES + self.log_bytes
         total += sum(_READER_BYTES + r.cached_bytes for r in list(self._readers.values()))
+        total += sum(r.cached_bytes for blocks in list(self._log_blocks.values()) for _, r in blocks if r is not None)
         return total + sum(whole.nbytes for whole in list(self._whole.values()))
 
     # -- validity (6.5) -------------------------------------------------------------------

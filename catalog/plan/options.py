@@ -11,6 +11,7 @@ plan read later (a Flight ticket, another server) sees exactly the table state i
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import re
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from catalog.timeline import Timeline
 QUERY_TYPES = ("snapshot", "read_optimized", "incremental", "cdc")
 #: query types that read a range of commits (``start`` exclusive, ``end`` inclusive)
 RANGE_QUERY_TYPES = ("incremental", "cdc")
+_INSTANT_FIELDS = frozenset({"as_of", "start", "end"})
 
 #: the instant forms every surface accepts, as the one error message names them (docs/filters.md)
 INSTANT_FORMS = (
@@ -196,6 +198,11 @@ class ReadOptions:
         limit = self.limit
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
             raise InvalidQueryError(f"limit must be a non-negative integer, got {limit!r}")
+        self._check_instants()
+
+    def _check_instants(self) -> None:
+        """Parse ``as_of``, ``start`` and ``end`` and check they suit the query type."""
+        qt = self.query_type
         if qt not in RANGE_QUERY_TYPES and (self.start is not None or self.end is not None):
             raise InvalidQueryError("start/end apply only to query_type='incremental' or 'cdc'")
         if qt in RANGE_QUERY_TYPES and self.as_of is not None:
@@ -221,6 +228,14 @@ class ReadOptions:
         return self.query_type == "cdc"
 
     def replace(self, **changes: Any) -> "ReadOptions":
+        """A copy with ``changes``. Pinning an instant (``as_of``, ``start``, ``end`` only, as
+        planning does on every query) checks just the instants: the rest was checked already."""
+        if changes and changes.keys() <= _INSTANT_FIELDS:
+            pinned = copy.copy(self)
+            for name, value in changes.items():
+                object.__setattr__(pinned, name, value)
+            pinned._check_instants()
+            return pinned
         return dataclasses.replace(self, **changes)
 
     # -- wire form ------------------------------------------------------------------------

@@ -100,9 +100,11 @@ class TimestampPathFilters:
     """
 
     def __init__(self, config: TableConfig, schema: pa.Schema):
-        opts = config.timestamp_keygen_options()
         self.field: str | None = None
         fields = config.partition_fields
+        if not config.is_timestamp_keygen or len(fields) != 1:
+            return  # every plan builds one: the usual table stops here, before reading the settings
+        opts = config.timestamp_keygen_options()
         unit = _EPOCH_UNITS.get((opts.get("timestamp.type") or "").upper())
         pattern = _monotonic_strftime(opts.get("output.dateformat") or "")
         zone_name = opts.get("output.timezone") or opts.get("timezone") or "UTC"

@@ -20,7 +20,6 @@ are immutable, so a warm planner does no footer IO.
 
 from __future__ import annotations
 
-import posixpath
 import threading
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
@@ -106,7 +105,7 @@ class FooterCache(BoundedLRU[tuple[str, int], "pq.FileMetaData | LanceFooter"]):
 
     @staticmethod
     def _key(storage: Storage, rel_path: str, size: int) -> tuple[str, int]:
-        return storage.fs.unstrip_protocol(posixpath.normpath(storage.full_path(rel_path))), size
+        return storage.file_uri(rel_path), size
 
     def holds(self, storage: Storage, rel_path: str, size: int) -> bool:
         """Whether the footer of ``rel_path`` is cached (no statistics are counted)."""

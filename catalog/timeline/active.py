@@ -49,17 +49,16 @@ class Timeline(Sequence[Instant]):
 
     @staticmethod
     def _list(storage: Storage, config: TableConfig) -> list[Instant]:
-        """The instants of the active timeline folder: ONE listing request."""
+        """The instants of the active timeline folder: ONE listing request (names only: a folder
+        such as ``archived``, ``metadata`` or ``history`` is no instant file name)."""
         layout = config.timeline_layout_version
         try:
-            entries = storage.ls(timeline_folder(config))
+            names = storage.ls_names(timeline_folder(config))
         except FileNotFoundError:
-            entries = []
+            names = []
         instants = []
-        for entry in entries:
-            if entry["type"] != "file":
-                continue
-            inst = parse_instant_file_name(entry["name"], layout)
+        for name in names:
+            inst = parse_instant_file_name(name, layout)
             if inst is not None:
                 instants.append(inst)
         return instants

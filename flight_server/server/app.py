@@ -157,6 +157,7 @@ def compose(
         DiskCache(config.state_path / "disk-cache", disk, ops.cache_listener) if disk else None,
         policy.check_registered,
         config.max_staleness_ms / 1000.0,
+        policy.forget,
     )
     split_results = SplitResultCache(config.split_cache_bytes, config.split_cache_entry_bytes, ops.cache_listener)
     cluster = None

@@ -20,7 +20,7 @@ from flight_server.protocol.wire import DEFAULT_HOST, DEFAULT_PORT, TCP_SCHEME, 
 from flight_server.server.cache.tables import DEFAULT_TABLE_CACHE_BYTES
 from flight_server.server.security.auth import AuthSettings
 from flight_server.server.security.limits import Limits, RelayLimits
-from flight_server.server.security.policy import DEFAULT_PROTOCOLS, StoragePolicy
+from flight_server.server.security.policy import DEFAULT_PROTOCOLS, DEFAULT_RESOLVED_CACHE_BYTES, StoragePolicy
 from flight_server.server.security.state_files import private_dir
 from flight_server.server.security.tls import TlsFiles
 from flight_server.server.sql.engine import EngineSettings
@@ -135,6 +135,7 @@ class ServerConfig:
     split_cache_entry_bytes: int = 8 << 20  # larger split results are not cached
     point_read_cache_bytes: int = 64 << 20  # decoded row groups of record-key lookups; 0: off
     disk_cache_bytes: int = 0  # local copy of remote file bytes under state_dir/disk-cache; 0: off
+    resolved_path_cache_bytes: int = DEFAULT_RESOLVED_CACHE_BYTES  # symbolic links of local table paths
     metrics_port: int | None = None  # Prometheus text at http(s)://metrics_host:port/metrics
     health_port: int | None = None  # grpc.health.v1.Health
     metrics_host: str | None = None  # default: host
@@ -187,6 +188,7 @@ class ServerConfig:
             client_option_keys=self.client_storage_option_keys,
             root_storage_options=root_options,
             namespace_roots=self.namespace_roots,
+            resolved_cache_bytes=self.resolved_path_cache_bytes,
         )
 
     def relay_limits(self) -> RelayLimits:

@@ -261,8 +261,11 @@ MAX_MESSAGE_BYTES = 8 << 20
 def _message_sized(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The batches, each larger one cut into zero-copy slices of about ``MAX_MESSAGE_BYTES``."""
     for batch in batches:
+        if batch.num_rows < 2:  # nothing to cut (and a point read's row is not measured twice)
+            yield batch
+            continue
         size = batch.nbytes
-        if size <= MAX_MESSAGE_BYTES or batch.num_rows < 2:
+        if size <= MAX_MESSAGE_BYTES:
             yield batch
             continue
         step = max(1, batch.num_rows * MAX_MESSAGE_BYTES // size)

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from catalog import HudiTable
+from catalog.storage import Storage
 from tests.support.compare import assert_same_rows
 
 
@@ -135,3 +136,39 @@ def test_remote_reads_skip_row_groups_by_statistics(monkeypatch):
         assert read == []  # every row group ruled out: nothing decoded
     finally:
         fsspec.filesystem("memory").rm(uri.removeprefix("memory://").split("/")[0], recursive=True)
+
+
+def test_ls_names_is_one_counted_listing_of_files_and_folders(tmp_path):
+    (tmp_path / "a.commit").write_text("{}")
+    (tmp_path / "archived").mkdir()
+    storage = Storage(str(tmp_path))
+    assert sorted(storage.ls_names()) == ["a.commit", "archived"]
+    assert storage.stats.snapshot().get("list") == 1
+    assert sorted(storage.ls_names()) == sorted(e["name"] for e in storage.ls())
+    with pytest.raises(FileNotFoundError):
+        storage.ls_names("missing")
+
+
+def test_local_tables_share_one_arrow_filesystem(tmp_path):
+    first, second = Storage(str(tmp_path)), Storage(str(tmp_path / "other"))
+    assert first.arrow_filesystem() is not None
+    assert first.arrow_filesystem() is second.arrow_filesystem()
+    assert Storage("memory://x").arrow_filesystem() is None
+
+
+def test_file_uri_is_one_key_for_every_alias_kept_and_bounded(tmp_path, monkeypatch):
+    import catalog.storage as storage_module
+
+    storage = Storage(str(tmp_path))
+    first = storage.file_uri("p/f.parquet")
+    assert first == storage.file_uri("p//f.parquet") == storage.file_uri("p/x/../f.parquet")
+    assert first.startswith("file://") and first.endswith("/p/f.parquet")
+    asked: list[str] = []
+    unstrip = storage.fs.unstrip_protocol
+    monkeypatch.setattr(storage.fs, "unstrip_protocol", lambda name: asked.append(name) or unstrip(name))
+    assert storage.file_uri("p/f.parquet") == first and asked == []  # kept
+    monkeypatch.setattr(storage_module, "FILE_URIS_KEPT", 3)
+    for i in range(5):
+        storage.file_uri(f"p/{i}.parquet")
+    assert len(storage._file_uris) <= 3
+    assert storage.child("p").file_uri("f.parquet") == first  # a child keys files the same way

@@ -45,6 +45,8 @@ class TableCache:
             policy included), and for a bootstrapped table's source dataset outside it.
         max_staleness_seconds: reuse a state checked this recently without listing the timeline
             (0: every open checks).
+        forget_checks: called by :meth:`drop` (after a catalog change): ``check`` forgets what it
+            kept (the storage policy's path resolutions).
     """
 
     def __init__(
@@ -55,9 +57,11 @@ class TableCache:
         disk_cache: DiskCache | None = None,
         check: Callable[[str, str, Mapping[str, Any]], None] | None = None,
         max_staleness_seconds: float = 0.0,
+        forget_checks: Callable[[], None] | None = None,
     ):
         self._options = options or (lambda uri, stored: dict(stored))
         self._check = check  # (identifier, uri, stored options): raises for a row it refuses
+        self._forget_checks = forget_checks
         self.disk_cache = disk_cache
         self._states: BoundedLRU[_Key, TableState] = BoundedLRU("table_states", max_bytes, listener=listener)
         self.max_staleness_seconds = max_staleness_seconds
@@ -125,6 +129,9 @@ class TableCache:
             self._states.resize(key, state.estimated_bytes())
 
     def drop(self, identifier: str | None = None) -> None:
+        """Forget the state of ``identifier`` (``None``: every table), and what ``check`` kept."""
+        if self._forget_checks is not None:
+            self._forget_checks()
         if identifier is None:
             self._states.clear()
             return

@@ -9,6 +9,7 @@ options.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -74,6 +75,8 @@ class CallRecord(flight.ServerMiddleware):
         seconds = time.perf_counter() - self.started
         status = _status(exception)
         self._completed(self, status, seconds)
+        if not CALL_LOG.isEnabledFor(logging.INFO):  # e.g. text logs at WARNING: no line to build
+            return
         call = {"method": self.method, "status": status, "duration_ms": round(seconds * 1000, 3), **self.fields}
         text = " ".join(f"{k}={v}" for k, v in call.items())
         CALL_LOG.info("call %s", text, extra={"call": call})
@@ -103,8 +106,12 @@ class CallLogFactory(flight.ServerMiddlewareFactory):
         self._completed = completed
 
     def start_call(self, info: flight.CallInfo, headers: dict[str, list[Any]]) -> CallRecord:
-        name = str(info.method).rsplit(".", 1)[-1].lower()
-        return CallRecord(name, self._completed)
+        return CallRecord(_method_name(info.method), self._completed)
+
+
+@functools.lru_cache(maxsize=32)  # one entry per Flight method
+def _method_name(method: flight.FlightMethod) -> str:
+    return str(method).rsplit(".", 1)[-1].lower()
 
 
 def note(context: flight.ServerCallContext, **fields: Any) -> None:

@@ -112,10 +112,6 @@ def expiration_time(epoch_seconds: float) -> pa.TimestampScalar:
     return pa.scalar(int(epoch_seconds * 1_000_000) * 1000, type=pa.timestamp("ns"))
 
 
-def _key(pinned: PinnedScan) -> str:
-    return json.dumps(pinned.to_json(), sort_keys=True, separators=(",", ":"))
-
-
 class Queries:
     """Opening, authorizing, planning and reading, for every front end.
 
@@ -216,7 +212,7 @@ class Queries:
             return PlannedQuery(planned.schema, [], 0, 0)
         pinned = planned.pinned
         limit = planned.options.limit
-        self._plans.put(_key(pinned), _Reading(planned.schema, planned.context, splits if limit else None), 1)
+        self._plans.put(pinned.key, _Reading(planned.schema, planned.context, splits if limit else None), 1)
         expires_at = self.codec.expiry()
         rows = sum(s.estimated_rows for s in splits)
         nbytes = sum(s.bytes for s in splits)
@@ -269,7 +265,7 @@ class Queries:
         entry = self.catalog.load_table(pinned.table)
         if entry.base_uri != pinned.uri:
             raise UnknownTableError(f"table {pinned.table} was re-registered elsewhere since planning; plan again")
-        key = _key(pinned)
+        key = pinned.key
         hit = self._plans.get(key)
         if hit is not None and (hit.splits is not None or not with_splits):
             return hit

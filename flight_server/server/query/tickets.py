@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
+import json
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar, overload
@@ -60,10 +62,20 @@ class PinnedScan:
     options: ReadOptions
 
     def to_json(self) -> Doc:
+        """The JSON form (made once per pin: every ticket of a plan carries it; do not mutate)."""
+        return self._json
+
+    @functools.cached_property
+    def _json(self) -> Doc:
         options = self.options
         if options.query_type not in RANGE_QUERY_TYPES and options.as_of == self.instant:
             options = options.replace(as_of=None)  # the instant says it
         return {"t": self.table, "r": self.uri, "i": self.instant, "o": options.to_json()}
+
+    @functools.cached_property
+    def key(self) -> str:
+        """The canonical text of the pin (e.g. the key of a plan cache)."""
+        return json.dumps(self._json, sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, doc: Any) -> "PinnedScan":
@@ -72,13 +84,17 @@ class PinnedScan:
         instant = doc.get("i")
         if instant is not None and not isinstance(instant, str):
             raise InvalidTicketError("ticket payload is incomplete")
+        given = _field(doc, "o", dict)
+        if given.get("query_type", "snapshot") not in RANGE_QUERY_TYPES and given.get("as_of") is None:
+            given = {**given, "as_of": instant}  # the instant says it (validated once, with the rest)
         try:
-            options = ReadOptions.from_json(_field(doc, "o", dict))
+            options = ReadOptions.from_json(given)
         except (TypeError, ValueError) as err:
             raise InvalidTicketError("ticket carries invalid read options") from err
-        if options.query_type not in RANGE_QUERY_TYPES and options.as_of is None and instant is not None:
-            options = options.replace(as_of=instant)
-        return cls(_field(doc, "t", str), _field(doc, "r", str), instant, options)
+        scan = cls(_field(doc, "t", str), _field(doc, "r", str), instant, options)
+        # a signed ticket carries the JSON form this server made: kept, not made again
+        scan.__dict__["_json"] = {"t": scan.table, "r": scan.uri, "i": instant, "o": doc["o"]}
+        return scan
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,11 @@ S3 endpoint). The :class:`StoragePolicy` admits a URI only when
 * it lies under an allowed root (every warehouse plus ``allowed_roots``), after normalisation
   (and, for local paths, after resolving symbolic links);
 
-and it admits client ``storage_options`` only for keys the operator named. Credentials come
+and it admits client ``storage_options`` only for keys the operator named. Local paths are
+resolved (symbolic links) once per path and kept in a small cache, bounded in bytes, which
+:meth:`StoragePolicy.forget` empties (catalog changes and ``refresh-table`` call it): every open
+of a table re-checks its row, and resolving its path each time cost a point query more than
+planning it. Only the resolution is kept; the decision is taken again on every check. Credentials come
 from the server's config per root (``root_storage_options``) and are never stored in the
 catalog: the registry keeps only the admitted client keys.
 
@@ -26,9 +30,10 @@ from __future__ import annotations
 import os
 import posixpath
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from catalog.errors import InvalidQueryError
+from catalog.lru import BoundedLRU
 from flight_server.server.errors import ServerError
 from flight_server.server.registry import parse_identifier
 
@@ -40,6 +45,11 @@ FORBIDDEN_PROTOCOLS = frozenset(
         "ssh", "smb", "webhdfs", "memory", "github", "git", "zip", "tar", "libarchive", "dask", "data",
     }
 )  # fmt: skip
+
+
+#: local path resolutions kept (a path and its resolution, about 200 bytes each)
+DEFAULT_RESOLVED_CACHE_BYTES = 1 << 20
+_RESOLVED_OVERHEAD = 100
 
 
 class StoragePolicyError(ServerError, InvalidQueryError):
@@ -65,8 +75,12 @@ class Location:
 _ALIASES = {"local": "file", "s3a": "s3", "gcs": "gs", "abfss": "abfs", "az": "abfs"}
 
 
-def parse_location(uri: str, what: str = "uri", resolve: bool = True) -> Location:
+def parse_location(
+    uri: str, what: str = "uri", resolve: bool = True, realpath: Callable[[str], str] = os.path.realpath
+) -> Location:
     """Split and normalise ``uri``; refuse chained URLs, ``..`` segments and relative paths.
+
+    ``realpath`` resolves a local path (``resolve``), e.g. through a cache.
 
     Raises:
         StoragePolicyError: the URI cannot be confined.
@@ -90,7 +104,7 @@ def parse_location(uri: str, what: str = "uri", resolve: bool = True) -> Locatio
     if canonical == "file":
         if not path.startswith("/"):
             raise StoragePolicyError(f"{what}: local paths must be absolute")
-        path = os.path.realpath(path) if resolve else posixpath.normpath(path)
+        path = realpath(path) if resolve else posixpath.normpath(path)
         return Location("file", path.rstrip("/") or "/")
     path = posixpath.normpath("/" + path).lstrip("/")
     return Location(canonical, "" if path == "." else path.rstrip("/"))
@@ -120,6 +134,7 @@ class StoragePolicy:
         client_option_keys: ``storage_options`` keys a client may send (non-secret ones).
         root_storage_options: storage options of the server per root URI (credentials).
         namespace_roots: the roots of each namespace that has roots of its own.
+        resolved_cache_bytes: the bound of the local path resolutions kept (0: resolve every time).
 
     Raises:
         ValueError: the roots of two namespaces overlap.
@@ -130,8 +145,10 @@ class StoragePolicy:
     client_option_keys: Iterable[str] = ()
     root_storage_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     namespace_roots: Mapping[str, Iterable[str]] = field(default_factory=dict)
+    resolved_cache_bytes: int = DEFAULT_RESOLVED_CACHE_BYTES
 
     def __post_init__(self) -> None:
+        self._resolved: BoundedLRU[str, str] = BoundedLRU("resolved_paths", self.resolved_cache_bytes)
         self._protocols = {_ALIASES.get(p.lower(), p.lower()) for p in self.protocols} - FORBIDDEN_PROTOCOLS
         self._keys = frozenset(self.client_option_keys)
         self._namespace_roots = {
@@ -147,7 +164,7 @@ class StoragePolicy:
 
     def check(self, uri: str, client_options: Mapping[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """The normalised URI and the client options to store, or :class:`StoragePolicyError`."""
-        loc = parse_location(uri)
+        loc = parse_location(uri, realpath=self._realpath)
         if loc.protocol not in self._protocols:
             raise StoragePolicyError(f"uri: protocol {loc.protocol!r} is not allowed on this server")
         if not any(loc.within(root) for root in self._roots):
@@ -178,7 +195,7 @@ class StoragePolicy:
                     f"namespace {namespace} has no roots of its own (namespace_roots): only a catalog admin "
                     "registers tables in it"
                 )
-        elif not any(parse_location(normalised).within(root) for root in roots):
+        elif not any(parse_location(normalised, realpath=self._realpath).within(root) for root in roots):
             raise StoragePolicyError(f"uri is not under a root of namespace {namespace} (see namespace_roots)")
         return normalised, options
 
@@ -197,10 +214,23 @@ class StoragePolicy:
                 f"not allow ({str(err).split(':')[0]}); an admin must register it again"
             ) from None
 
+    def _realpath(self, path: str) -> str:
+        """``os.path.realpath`` of a local path, kept until :meth:`forget`."""
+        resolved = self._resolved.get(path)
+        if resolved is None:
+            resolved = os.path.realpath(path)
+            self._resolved.put(path, resolved, len(path) + len(resolved) + _RESOLVED_OVERHEAD)
+        return resolved
+
+    def forget(self) -> None:
+        """Drop the kept path resolutions (a symbolic link may have been moved): after a catalog
+        change or an operator's ``refresh-table``."""
+        self._resolved.clear()
+
     def root_options(self, uri: str) -> dict[str, Any]:
         """The server's storage options for ``uri`` (the longest matching root wins)."""
         try:
-            loc = parse_location(uri)
+            loc = parse_location(uri, realpath=self._realpath)
         except StoragePolicyError:
             return {}
         best: tuple[int, dict[str, Any]] = (-1, {})
@@ -214,4 +244,4 @@ class StoragePolicy:
         return {**self.root_options(uri), **dict(stored or {})}
 
 
-__all__ = ["DEFAULT_PROTOCOLS", "StoragePolicy", "StoragePolicyError", "parse_location"]
+__all__ = ["DEFAULT_PROTOCOLS", "DEFAULT_RESOLVED_CACHE_BYTES", "StoragePolicy", "StoragePolicyError", "parse_location"]

@@ -152,3 +152,29 @@ def test_hudi_native_hfile_without_key_value_version(external_table):
     assert reader.info("KEY_VALUE_VERSION") is None
     rows = [row for row, _ in reader.scan()]
     assert b"__all_partitions__" in rows and len(rows) == reader.entry_count >= 2
+
+
+def test_a_looked_up_block_is_kept_as_its_body_and_cell_offsets(monkeypatch):
+    """A lookup keeps the block it walked (the next key in it is bisected, not parsed again),
+    as the block body and one 4-byte offset per cell: no object per cell."""
+    name = "hudi_1_0_hbase_2_4_9_16KB_NONE_5000.hfile"
+    reader = HFileReader.from_bytes((HFILE_DIR / name).read_bytes(), name)
+    walked: list[int] = []
+    starts = HFileReader._cell_starts
+
+    def spy(self, body):
+        found = starts(self, body)
+        walked.append(len(found))
+        return found
+
+    monkeypatch.setattr(HFileReader, "_cell_starts", spy)
+    assert reader.get("hudi-key-000000042") == b"hudi-value-000000042"
+    assert len(walked) == 1 and len(reader._blocks) == 1
+    kept = reader.cached_bytes
+    block = next(iter(reader._blocks.values()))
+    assert kept == len(block.body) + 4 * walked[0] + 200
+    assert reader.get("hudi-key-000000043") == b"hudi-value-000000043"  # same block: nothing parsed
+    assert reader.get("hudi-key-000000041") == b"hudi-value-000000041"
+    assert len(walked) == 1 and reader.cached_bytes == kept
+    assert reader.get("hudi-key-000004999") == b"hudi-value-000004999"  # another block: parsed once
+    assert len(walked) == 2 and reader.cached_bytes > kept

@@ -109,3 +109,47 @@ def test_a_pickled_cache_arrives_empty_with_its_bound():
     copy = pickle.loads(pickle.dumps(cache))
     assert copy.stats().max_bytes == 1 << 20 and copy.stats().entries == 0
     assert cache.stats().entries == 1
+
+
+def test_a_remote_table_is_looked_up_through_fsspec_with_the_same_rows(generated_table):
+    """Local files are decoded through Arrow's own filesystem, others through fsspec: one answer."""
+    import uuid
+
+    import fsspec
+
+    from catalog.read.split_reader import read_splits as read
+    from catalog.state import TableState
+    from catalog.storage import Storage
+
+    path = generated_table(COW)
+    remote = f"memory://points-{uuid.uuid4().hex}"
+    fsspec.filesystem("memory").put(path, remote.removeprefix("memory://"), recursive=True)
+    key = _live_keys(path, 4)[2]
+    answers = []
+    for where in (path, remote):
+        storage = Storage(where)
+        scan = plan(TableState.load(storage), ReadOptions(filters=[("uuid", "=", key)]),
+                    decoded=DecodedRowGroups(64 << 20))
+        assert scan.context.point is not None
+        table = pa.Table.from_batches(list(read(scan.context, list(scan.splits))), schema=scan.schema)
+        answers.append(table.drop_columns([c for c in table.column_names if c.startswith("_hoodie")]))
+        assert storage.stats.counts["open"] >= 1  # footer and row group: counted either way
+    assert answers[0].num_rows == 1 and answers[0].equals(answers[1])
+
+
+def test_a_key_column_is_checked_for_duplicates_once_and_duplicates_are_all_found():
+    from catalog.format.parquet import _rows_of_keys
+
+    cache = DecodedRowGroups(1 << 20)
+    file = ("file:///t/f.parquet", 100)
+    distinct = pa.chunked_array([["k1", "k2", None, "k3"]])
+    repeated = pa.chunked_array([["k1", "k2"], ["k1", None]])
+    assert cache.unique(file, 0, "uuid", distinct) is True
+    assert cache.unique(file, 1, "uuid", repeated) is False
+    before = cache.stats()
+    assert cache.unique(file, 1, "uuid", repeated) is False  # kept: not counted again
+    assert cache.stats().hits == before.hits + 1 and cache.stats().misses == before.misses
+    assert _rows_of_keys(repeated, ("k1",), unique=False) == [0, 2]
+    assert _rows_of_keys(distinct, ("k3",), unique=True) == [3]
+    assert _rows_of_keys(distinct, ("k9",), unique=True) == []
+    assert _rows_of_keys(repeated, ("k2", "k1"), unique=False) == [0, 1, 2]

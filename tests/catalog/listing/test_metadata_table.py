@@ -160,3 +160,13 @@ def test_valid_instants_exclude_pending_data_instants(fixture_table):
     assert "00000000000000000" in mdt.valid_instants
     for inst in mdt.data_timeline.pending:
         assert inst.requested_time not in mdt.valid_instants
+
+
+def test_blocks_kept_by_record_index_lookups_count_in_its_size(fixture_table):
+    """Log-block HFiles keep the blocks their lookups walked: the table cache's bound sees them."""
+    mdt = mdt_of(fixture_table(MOR))
+    before = mdt.estimated_bytes()
+    assert mdt.record_locations(["TXN-001"]) is not None
+    kept = sum(r.cached_bytes for blocks in mdt._log_blocks.values() for _, r in blocks if r is not None)
+    assert kept > 0
+    assert mdt.estimated_bytes() >= before + kept

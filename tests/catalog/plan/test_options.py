@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 import schemas
@@ -94,3 +96,25 @@ def test_cdc_takes_a_range_not_an_instant():
     with pytest.raises(InvalidQueryError, match="after its end"):
         ReadOptions(query_type="cdc", start="20240102000000000", end="20240101000000000")
     assert ReadOptions(query_type="CDC").cdc and not ReadOptions(query_type="incremental").cdc
+
+
+@pytest.mark.parametrize("options, changes", [
+    (ReadOptions(filters=[("a", "==", 1)], columns=["a"]), {"as_of": "2024-01-02"}),
+    (ReadOptions(query_type="incremental", start="20240101000000000"), {"end": "20240102000000000"}),
+    (ReadOptions(query_type="cdc"), {"start": "20240101000000", "end": "20240102000000000"}),
+    (ReadOptions(as_of="20240101000000000"), {"as_of": None}),
+])
+def test_pinning_an_instant_equals_a_full_replace(options, changes):
+    """``replace`` of instants only checks the instants; the answer is the one a full rebuild gives."""
+    assert options.replace(**changes) == dataclasses.replace(options, **changes)
+
+
+@pytest.mark.parametrize("options, changes, message", [
+    (ReadOptions(), {"start": "20240101000000000"}, "start/end apply only"),
+    (ReadOptions(query_type="incremental"), {"as_of": "20240101000000000"}, "as_of does not apply"),
+    (ReadOptions(), {"as_of": "yesterday"}, "as_of"),
+    (ReadOptions(query_type="cdc", end="20240101000000000"), {"start": "20240102000000000"}, "after its end"),
+])
+def test_pinning_a_bad_instant_is_still_refused(options, changes, message):
+    with pytest.raises(InvalidQueryError, match=message):
+        options.replace(**changes)

@@ -253,3 +253,19 @@ def test_refresh(server, capsys, warehouse):
     assert code == 0 and out.startswith("re-scanned the warehouses: ")
     code, _, err = _run(capsys, "refresh", "sales.nope", *_login(uri))
     assert code == 1 and err.strip() == "hudi-flight: error: table sales.nope does not exist (tables of sales: basic, txns)"
+
+
+@pytest.mark.parametrize("preset", [None, "1"])
+def test_serve_turns_large_allocator_pages_off_unless_told(capsys, monkeypatch, tmp_path, preset):
+    """A serving process starts with Arrow's allocator kept off transparent huge pages (decoding a
+    row group into fresh memory costs several times its work otherwise); an operator's value wins."""
+    monkeypatch.setenv("MIMALLOC_ALLOW_LARGE_OS_PAGES", "unset")  # restored (or removed) after the test
+    if preset is None:
+        monkeypatch.delenv("MIMALLOC_ALLOW_LARGE_OS_PAGES")
+    else:
+        monkeypatch.setenv("MIMALLOC_ALLOW_LARGE_OS_PAGES", preset)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[server]\nbogus = 1\n')  # stops right after the environment is set
+    code, _, _ = _run(capsys, "serve", "--config", str(cfg))
+    assert code == 1
+    assert os.environ["MIMALLOC_ALLOW_LARGE_OS_PAGES"] == (preset or "0")

@@ -72,3 +72,19 @@ def test_forged_and_incomplete_payloads_are_refused(codec):
     incomplete = codec.signer.sign({"k": "count", "u": "alice", "n": "n"}, codec.expiry())
     with pytest.raises(InvalidTicketError, match="incomplete"):
         codec.redeem(incomplete, (CountTicket,), "alice")
+
+
+@pytest.mark.parametrize("scan", [
+    SCAN,
+    PinnedScan("ns.t", "/tables/t", INSTANT, ReadOptions(query_type="incremental", start="20230101000000000",
+                                                         end=INSTANT)),
+    PinnedScan("ns.t", "/tables/t", None, ReadOptions()),
+])
+def test_a_redeemed_pin_has_the_key_and_json_form_of_the_issued_one(codec, scan):
+    """The plan cache finds ``do_get``'s plan by the pin's key: the redeemed pin (which keeps the
+    signed JSON form instead of making it again) must have the same key as the planned one."""
+    got = codec.redeem(codec.issue(SplitTicket("alice", scan, SPLIT)), (SplitTicket,), "alice").scan
+    assert got == scan
+    assert got.key == scan.key
+    fresh = PinnedScan(got.table, got.uri, got.instant, got.options)
+    assert fresh.to_json() == got.to_json() == scan.to_json()
