@@ -41,9 +41,9 @@ _TOKEN = re.compile(
     """,
     re.VERBOSE,
 )
-_NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
-_INTEGER = re.compile(r"^[+-]?\d+$")
-_PLAIN_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_INTEGER = re.compile(r"[+-]?\d+")
+_PLAIN_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _KEYWORDS = frozenset({"and", "or", "not", "in", "is", "null", "true", "false"})
 
 
@@ -176,8 +176,8 @@ class _Parser:
         if token.kind != "word":
             raise self.fail(token, "a value ('text', a number, true or false)")
         word = token.text
-        if _NUMBER.match(word):
-            return int(word) if _INTEGER.match(word) else float(word)
+        if _NUMBER.fullmatch(word):
+            return int(word) if _INTEGER.fullmatch(word) else float(word)
         lowered = word.lower()
         if lowered in ("true", "false"):
             return lowered == "true"
@@ -225,7 +225,7 @@ def _value_text(value: FilterValue) -> str:
 
 
 def _column_text(column: str) -> str:
-    plain = _PLAIN_WORD.match(column) and column.lower() not in _KEYWORDS
+    plain = _PLAIN_WORD.fullmatch(column) and column.lower() not in _KEYWORDS
     return column if plain else _quoted(column, '"')  # as SQL quotes identifiers
 
 

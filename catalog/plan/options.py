@@ -34,7 +34,7 @@ INSTANT_FORMS = (
     "yyyyMMddHHmmssSSS, yyyyMMddHHmmss or an ISO-8601 date or timestamp "
     "(2024-01-31, 2024-01-31T12:00:00[.SSS][Z|+hh:mm])"
 )
-_DIGITS = re.compile(r"^\d{14}(?:\d{3})?$")
+_DIGITS = re.compile(r"\d{14}(?:\d{3})?")
 #: Hudi's reserved instants, which are no dates: the initial instant (before every commit) and the
 #: metadata-only and full-record bootstrap commits
 _RESERVED_INSTANTS = ("0" * 14, METADATA_BOOTSTRAP_INSTANT, FULL_BOOTSTRAP_INSTANT)
@@ -89,7 +89,7 @@ def parse_instant(text: Any, what: str = "instant") -> str:
     if not isinstance(text, str):
         raise _malformed(text, what, f"a {type(text).__name__}, not a string")
     value = text.strip()
-    if _DIGITS.match(value):
+    if _DIGITS.fullmatch(value):
         if value[:14] not in _RESERVED_INSTANTS:
             _clock(text, what, value[0:4], value[4:6], value[6:8], value[8:10], value[10:12], value[12:14])
         return value
@@ -113,7 +113,7 @@ def parse_instant(text: Any, what: str = "instant") -> str:
 def instant_in_zone(instant: str, zone: str) -> str:
     """A canonical instant (:func:`parse_instant`) written as the timeline of ``zone`` writes
     instants: ``UTC``, or ``LOCAL`` (this process's zone, as Java's default is the writer's)."""
-    if _DIGITS.match(instant):
+    if _DIGITS.fullmatch(instant):
         return instant
     moment = datetime.fromisoformat(instant)
     local = moment.astimezone(timezone.utc if zone.upper() == "UTC" else None)
@@ -211,7 +211,7 @@ class ReadOptions:
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, parse_instant(value, name))
-        if qt == "cdc" and self.start and self.end and _DIGITS.match(self.start) and _DIGITS.match(self.end) \
+        if qt == "cdc" and self.start and self.end and _DIGITS.fullmatch(self.start) and _DIGITS.fullmatch(self.end) \
                 and self.start > self.end:
             raise InvalidQueryError(f"CDC range start {self.start} is after its end {self.end}")  # as Hudi refuses
 
@@ -338,7 +338,7 @@ def _in_timeline_zone(options: ReadOptions, timeline: Timeline) -> ReadOptions:
     changes = {}
     for name in ("as_of", "start", "end"):
         value = getattr(options, name)
-        if value is not None and not _DIGITS.match(value):
+        if value is not None and not _DIGITS.fullmatch(value):
             changes[name] = instant_in_zone(value, timeline.timezone)
     return options.replace(**changes) if changes else options
 

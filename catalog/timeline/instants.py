@@ -23,7 +23,7 @@ KNOWN_ACTIONS = frozenset(
 )
 #: instants in file names: also the 20-digit metadata-table instants ``<instant>001`` (an
 #: operation suffix: compaction, clean...), which sort between ``<instant>`` and the next one
-_FILE_INSTANT = re.compile(r"^\d{14}(\d{3}){0,2}$")
+_FILE_INSTANT = re.compile(r"\d{14}(\d{3}){0,2}")
 #: order of an instant's states, to keep the furthest one when several files exist
 STATE_RANK = {REQUESTED: 0, INFLIGHT: 1, COMPLETED: 2}
 
@@ -53,7 +53,7 @@ def parse_instant_file_name(name: str, layout: int) -> Instant | None:
     if not dot or name.endswith(".crc"):
         return None
     requested, _, completion = head.partition("_")
-    if not _FILE_INSTANT.match(requested) or (completion and not _FILE_INSTANT.match(completion)):
+    if not _FILE_INSTANT.fullmatch(requested) or (completion and not _FILE_INSTANT.fullmatch(completion)):
         return None
     parts = tail.split(".")
     if parts == ["inflight"]:

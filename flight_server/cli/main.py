@@ -29,7 +29,7 @@ from flight_server.protocol.wire import DEFAULT_PORT, DEFAULT_URI
 DEFAULT_SERVER = DEFAULT_URI
 #: rows ``read`` prints (and fetches) without ``--limit``
 DEFAULT_DISPLAY_ROWS = 50
-_IDENTIFIER = re.compile(r"^[^.\s]+\.[^.\s]+$")  # as the command schema's identifier
+_IDENTIFIER = re.compile(r"[^.\s]+\.[^.\s]+")  # as the command schema's identifier
 
 
 # -- argument helpers ------------------------------------------------------------------------
@@ -50,7 +50,7 @@ def _columns(values: list[str] | None) -> list[str] | None:
 
 def _table_name(text: str) -> str:
     """A ``NS.TABLE`` argument, checked before anything is sent."""
-    if not _IDENTIFIER.match(text):
+    if not _IDENTIFIER.fullmatch(text):
         raise CliError(f"table {text!r}: expected NAMESPACE.TABLE, e.g. demo.trips (one dot, no spaces)")
     return text
 

@@ -31,7 +31,7 @@ CLUSTER_MEMBER = "cluster:member"
 EVERY_NAMESPACE = "*"
 MAX_PASSWORD_BYTES = 1024
 MIN_PASSWORD_CHARS = 8
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 # scrypt cost: N=2^14, r=8, p=1 (16 MiB, ~50 ms); stored with each hash.
 _SCRYPT_N, _SCRYPT_R, _SCRYPT_P, _SCRYPT_LEN = 1 << 14, 8, 1, 32
 _MAX_SCRYPT_N = 1 << 20
@@ -68,7 +68,7 @@ class UnknownUserError(ServerError, KeyError):
 
 def check_user_name(name: str) -> str:
     """Raises: InvalidQueryError for names outside ``[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}`` or ``anonymous``."""
-    if not isinstance(name, str) or not _NAME.match(name) or name == ANONYMOUS:
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or name == ANONYMOUS:
         raise InvalidQueryError(
             f"user name {name!r} is not allowed (1-64 of A-Z a-z 0-9 _ . @ -, not {ANONYMOUS!r})"
         )

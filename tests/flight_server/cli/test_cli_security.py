@@ -64,6 +64,7 @@ def test_users_grant_revoke_without_a_server(tmp_path, capsys, monkeypatch):
     (["users", "add", "bob", "--password-stdin"], "short\n", "shorter than 8 characters"),
     (["users", "add", "anonymous", "--password-stdin"], PASSWORD, "user name 'anonymous' is not allowed"),
     (["users", "add", "bad name", "--password-stdin"], PASSWORD, "is not allowed"),
+    (["users", "add", "bob\n", "--password-stdin"], PASSWORD, "is not allowed"),  # no line break after a name
     (["users", "add", "dup", "--password-stdin"], PASSWORD, "user dup exists already"),
     (["users", "remove", "nobody"], None, "user nobody does not exist"),
     (["grant", "read", "sales", "--to", "nobody"], None, "user nobody does not exist"),
