@@ -35,7 +35,7 @@ class Cluster:
         self.secret.write_text("ab" * 32 + "\n")
         self.secret.chmod(0o600)
         self.config = root / "cluster.json"
-        self.config.write_text(json.dumps({"heartbeat_interval_seconds": 0.3, "heartbeat_timeout_seconds": 2.0,
+        self.config.write_text(json.dumps({"heartbeat_interval_seconds": 0.3, "heartbeat_timeout_seconds": 5.0,
                                            "refresh_interval_seconds": 0}))
         registry = Registry(self.catalog)
         for name, path in tables.items():
@@ -107,6 +107,7 @@ def cluster(tmp_path_factory, paths):
 
 def test_endpoints_name_both_workers_by_file_group_and_rows_equal_the_library(cluster, paths):
     workers = {_uri(w) for w in cluster.workers}
+    cluster.await_workers(workers)
     with cluster.client() as client:
         for name in ("t.small", "t.mor"):
             plan = client.plan(name)
@@ -143,7 +144,7 @@ def test_worker_that_stops_heartbeating_leaves_new_plans(cluster, paths):
     silent, alive = cluster.workers
     silent.signal(signal.SIGSTOP)  # alive but silent: no heartbeat, no goodbye
     try:
-        cluster.await_workers({_uri(alive)})  # within the 2 s timeout (+ polling)
+        cluster.await_workers({_uri(alive)})  # within the 5 s timeout (+ polling)
         with cluster.client() as client:
             plan = client.plan("t.small")
             assert all(ep.locations == (_uri(alive),) for ep in plan.endpoints)
