@@ -43,9 +43,10 @@ from catalog.plan.options import RANGE_QUERY_TYPES, ReadOptions
 from catalog.read.split_reader import read_splits
 from flight_server.protocol import pack, sql
 from flight_server.server.flightsql import show
+from flight_server.server.flightsql.counts import MetadataCounts
 from flight_server.server.flightsql.column_metadata import Origin, describe
 from flight_server.server.flightsql.names import CATALOG, Reference, resolve_name, shown_name
-from flight_server.server.query.queries import Call, expiration_time
+from flight_server.server.query.queries import Call, PlannedScan, expiration_time
 from flight_server.server.query.tickets import CountTicket, PinnedScan, StatementTicket, Ticket, check_owner
 from flight_server.server.security.limits import Limits
 from flight_server.server.sql import engine
@@ -134,6 +135,7 @@ class Statements:
         self.analyses = Analyses(limits)
         self.fragments = Fragments()
         self.routes = ScanRoutes()
+        self.counts = MetadataCounts()
 
     # -- planning ------------------------------------------------------------------------
     def analyze(self, call: Call, text: str, parameters: Sequence[Any] | None, owner: Ticket | None = None) -> Analysis:
@@ -245,18 +247,8 @@ class Statements:
         if options.incremental or options.cdc:
             return None
         planned = call.plan(spec.table, options)
-        splits = planned.splits()
-        if options.filters:
-            filters = bind_filters(list(options.filters), planned.schema)
-            counted = count_by_stats(planned.context, splits, filters, call.queries.footers.footer)
-            return None if counted is None else (planned.pinned, counted)
-        total = 0
-        for split in splits:
-            base = split.file_slice.base_file
-            if base is None or base.extension != "parquet" or split.file_slice.log_files:
-                return None
-            total += split.estimated_rows
-        return planned.pinned, total
+        counted = self.counts.count(planned, lambda: _counted(call, planned))
+        return None if counted is None else (planned.pinned, counted)
 
     # -- reading -------------------------------------------------------------------------
     def stream(self, call: Call, handle: bytes) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
@@ -307,6 +299,22 @@ class Statements:
         described = _described(schema, tuple(sources))
         results = _source_errors_first(results, failures, native_tables)
         return described, _with_schema(notes.relayed(results), described)
+
+
+def _counted(call: Call, planned: PlannedScan) -> int | None:
+    """The rows of ``planned`` from metadata (see :meth:`Statements._metadata_count`), ``None``:
+    count by reading."""
+    splits = planned.splits()
+    if planned.options.filters:
+        filters = bind_filters(list(planned.options.filters), planned.schema)
+        return count_by_stats(planned.context, splits, filters, call.queries.footers.footer)
+    total = 0
+    for split in splits:
+        base = split.file_slice.base_file
+        if base is None or base.extension != "parquet" or split.file_slice.log_files:
+            return None
+        total += split.estimated_rows
+    return total
 
 
 def _single_endpoint(
