@@ -43,9 +43,9 @@ from catalog.plan.options import RANGE_QUERY_TYPES, ReadOptions
 from catalog.read.split_reader import read_splits
 from flight_server.protocol import pack, sql
 from flight_server.server.flightsql import show
-from flight_server.server.flightsql.counts import MetadataCounts
 from flight_server.server.flightsql.column_metadata import Origin, describe
 from flight_server.server.flightsql.names import CATALOG, Reference, resolve_name, shown_name
+from flight_server.server.flightsql.table_facts import TableFacts
 from flight_server.server.query.queries import Call, PlannedScan, expiration_time
 from flight_server.server.query.tickets import CountTicket, PinnedScan, StatementTicket, Ticket, check_owner
 from flight_server.server.security.limits import Limits
@@ -63,6 +63,7 @@ class _Resolution:
     """Collects, while a query is analysed, the caller's user name and the tables it touches."""
 
     call: Call
+    facts: TableFacts
     user: str | None = None
     tables: list[str] = field(default_factory=list)
 
@@ -70,7 +71,7 @@ class _Resolution:
         ref = self._authorized(table.catalog or None, table.db or None, table.name)
         self.tables.append(ref.identifier)
         options = _combine(ref.options, hudi_options(table), table.name)
-        return ref.identifier, self.call.plan(ref.identifier, options).schema, options
+        return ref.identifier, self.facts.schema(self.call, ref.identifier, options), options
 
     def _authorized(self, catalog: str | None, namespace: str | None, name: str) -> Reference:
         """The table a name resolves to, once the caller may read it.
@@ -135,7 +136,7 @@ class Statements:
         self.analyses = Analyses(limits)
         self.fragments = Fragments()
         self.routes = ScanRoutes()
-        self.counts = MetadataCounts()
+        self.facts = TableFacts()
 
     # -- planning ------------------------------------------------------------------------
     def analyze(self, call: Call, text: str, parameters: Sequence[Any] | None, owner: Ticket | None = None) -> Analysis:
@@ -145,7 +146,7 @@ class Statements:
             flight.FlightUnauthorizedError: ``owner`` (a prepared statement) was issued to another user.
         """
         call.queries.limits.check_body(text.encode(), "SQL")
-        resolution = _Resolution(call)
+        resolution = _Resolution(call, self.facts)
         analysis = self.analyses.analyze(text, resolution, parameters)
         caller = resolution.caller()
         if owner is not None:
@@ -172,7 +173,7 @@ class Statements:
 
         def schema_of(table: exp.Table) -> pa.Schema:
             ref = resolve_name(call, table.catalog or None, table.db or None, table.name)
-            return call.plan(ref.identifier, _combine(ref.options, hudi_options(table), table.name)).schema
+            return self.facts.schema(call, ref.identifier, _combine(ref.options, hudi_options(table), table.name))
 
         return parameter_types(self.analyses.parameter_places(text), schema_of)
 
@@ -246,9 +247,7 @@ class Statements:
         options = spec.options.replace(columns=None, limit=None)
         if options.incremental or options.cdc:
             return None
-        planned = call.plan(spec.table, options)
-        counted = self.counts.count(planned, lambda: _counted(call, planned))
-        return None if counted is None else (planned.pinned, counted)
+        return self.facts.count(call, spec.table, options, lambda planned: _counted(call, planned))
 
     # -- reading -------------------------------------------------------------------------
     def stream(self, call: Call, handle: bytes) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
