@@ -192,9 +192,9 @@ class Statements:
         if analysis.count_star is not None:
             return describe(_count_schema(analysis.count_star))
         if analysis.scan is not None:
-            schema = call.plan(analysis.scan.table, analysis.scan.options).schema
+            schema = self.facts.schema(call, analysis.scan.table, analysis.scan.options)
             return _described(schema, ((analysis.scan.table, schema),))
-        views = {spec.view: call.plan(spec.table, spec.options).schema for spec in analysis.plan.scans}
+        views = {spec.view: self.facts.schema(call, spec.table, spec.options) for spec in analysis.plan.scans}
         sources = tuple((spec.table, views[spec.view]) for spec in analysis.plan.scans)
         return _described(self.engine.result_schema(analysis.plan.sql, views, call.context.is_cancelled), sources)
 
@@ -229,7 +229,7 @@ class Statements:
                 return _single_endpoint(descriptor, describe(_count_schema(analysis.count_star)), ticket, expires_at, 1)
         views, schemas = [], {}
         for spec in analysis.plan.scans:
-            planned_scan = call.plan(spec.table, spec.options)
+            planned_scan = self.facts.scan(call, spec.table, spec.options)
             views.append((spec.view, planned_scan.pinned))
             schemas[spec.view] = planned_scan.schema
         sources = tuple((spec.table, schemas[spec.view]) for spec in analysis.plan.scans)

@@ -1,8 +1,9 @@
 """What a statement needs of a table that one table state decides, kept for that very state.
 
 Two things cost a warm statement a plan or a listing although the table has not changed since
-the last statement: the schema a table reference resolves to (checked again before a kept
-analysis is reused, ``sql.analyses``) and a metadata count (``SELECT count(*)`` answered from
+the last statement: a scan's schema and pinned scan (the schema a table reference resolves to is
+checked again before a kept analysis is reused, ``sql.analyses``; a result schema and a statement
+ticket need those of every scan) and a metadata count (``SELECT count(*)`` answered from
 footer row counts or column statistics), which lists every split of the scan only to add up
 their rows. Both are functions of the table state and the read options: the state's timeline
 decides the instant options resolve to, its schema and its file listing. So both are kept per
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import weakref
+from dataclasses import dataclass
 from typing import Callable, Generic, TypeVar
 
 import pyarrow as pa
@@ -48,16 +50,34 @@ class PerState(Generic[V]):
         return value
 
 
+@dataclass(frozen=True)
+class ScanFacts:
+    """What a plan of a scan says before it lists any split."""
+
+    schema: pa.Schema
+    pinned: PinnedScan
+
+
 class TableFacts:
-    """The schemas and metadata counts of recent statements' scans (see the module docstring)."""
+    """The schemas, pinned scans and metadata counts of recent statements' scans (see the module docstring)."""
 
     def __init__(self, entries: int = PER_STATE_ENTRIES):
-        self._schemas: PerState[pa.Schema] = PerState("sql scan schemas", entries)
+        self._scans: PerState[ScanFacts] = PerState("sql scan facts", entries)
         self._counts: PerState[tuple[PinnedScan, int] | None] = PerState("sql metadata counts", entries)
 
+    def scan(self, call: Call, identifier: str, options: ReadOptions) -> ScanFacts:
+        """The result schema and pinned scan of reading table ``identifier`` with ``options``, as
+        ``call`` sees the table."""
+
+        def planned() -> ScanFacts:
+            plan = call.plan(identifier, options)
+            return ScanFacts(plan.schema, plan.pinned)
+
+        return self._scans.get(call.open(identifier), options, planned)
+
     def schema(self, call: Call, identifier: str, options: ReadOptions) -> pa.Schema:
-        """The result schema of reading table ``identifier`` with ``options``, as ``call`` sees the table."""
-        return self._schemas.get(call.open(identifier), options, lambda: call.plan(identifier, options).schema)
+        """The result schema of reading table ``identifier`` with ``options`` (:meth:`scan`)."""
+        return self.scan(call, identifier, options).schema
 
     def count(
         self, call: Call, identifier: str, options: ReadOptions, count: Callable[[PlannedScan], int | None]
@@ -73,4 +93,4 @@ class TableFacts:
         return self._counts.get(call.open(identifier), options, counted)
 
 
-__all__ = ["PerState", "TableFacts"]
+__all__ = ["PerState", "ScanFacts", "TableFacts"]

@@ -122,9 +122,10 @@ def test_the_facts_are_bounded():
     assert call.plans == 4  # the first was evicted
 
 
-def test_a_commit_is_counted_by_the_next_statement(tmp_path):
-    """Through ADBC: the kept count and schema serve a statement until the next one after a
-    commit (the table cache's next state), which counts again."""
+def test_a_commit_is_seen_by_the_next_statement(tmp_path):
+    """Through ADBC: the kept count and scans serve statements until the next one after a
+    commit (the table cache's next state), which plans and counts again: a count from
+    metadata and one by the engine."""
     path = tmp_path / "t"
     generate(str(path), GeneratorSpec(rows=200, partitions=2, commits=2, metadata_table=False))
     timeline = path / ".hoodie" / "timeline"
@@ -138,15 +139,17 @@ def test_a_commit_is_counted_by_the_next_statement(tmp_path):
     registry.register_table("ns.t", str(path))
     config = ServerConfig(port=0, state_dir=str(tmp_path / "state"), secret="ab" * 32, refresh_interval_seconds=0)
     sql = "SELECT count(*) AS n FROM ns.t"
+    by_engine = "SELECT count(*) AS n FROM ns.t WHERE 1 = 1"
     with running_server(config, registry=registry) as server, adbc.connect(f"grpc://127.0.0.1:{server.port}") as conn:
         with conn.cursor() as cursor:
-            assert [_scalar(cursor, sql) for _ in range(2)] == [before, before]
+            assert [_scalar(cursor, q) for q in (sql, sql, by_engine, by_engine)] == [before] * 4
             for instant_file in second:
                 (pending / instant_file.name).rename(instant_file)
             after = HudiTable.open(str(path)).read(columns=["_hoodie_record_key"]).num_rows
             assert after != before
-            assert _scalar(cursor, sql) == after
-            assert server.app.flight_sql.statements.routes.native == 0  # answered from metadata
+            assert _scalar(cursor, sql) == _scalar(cursor, by_engine) == after
+            routes = server.app.flight_sql.statements.routes
+            assert routes.native + routes.streamed == 3  # only those WHERE 1 = 1 ran the engine
 
 
 def _scalar(cursor: Any, sql: str) -> int:
