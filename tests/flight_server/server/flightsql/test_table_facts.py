@@ -17,6 +17,7 @@ from flight_server.server.flightsql.table_facts import TableFacts
 from flight_server.server.query.tickets import PinnedScan
 from flight_server.server.registry import Registry
 from hudi_generator.generator import GeneratorSpec, generate
+from tests.support.counting_fs import CountingFileSystem, register
 from tests.support.servers import running_server
 
 
@@ -155,3 +156,23 @@ def test_a_commit_is_seen_by_the_next_statement(tmp_path):
 def _scalar(cursor: Any, sql: str) -> int:
     cursor.execute(sql)
     return cursor.fetch_arrow_table().column(0)[0].as_py()
+
+
+def test_a_warm_statement_lists_the_timeline_once_and_nothing_else(tmp_path):
+    """A warm count(*) and a warm aggregate: one timeline listing in all (the table opened once,
+    the kept scans and count: no split listed, no footer read again)."""
+    register()
+    path = tmp_path / "t"
+    generate(str(path), GeneratorSpec(rows=200, partitions=2, commits=1, column_stats=True))
+    registry = Registry("sqlite://")
+    registry.register_table("ns.t", f"countfs://{path}")
+    config = ServerConfig(port=0, state_dir=str(tmp_path / "state"), secret="ab" * 32, refresh_interval_seconds=0)
+    statements = ["SELECT count(*) AS n FROM ns.t", "SELECT count(*) AS n FROM ns.t WHERE 1 = 1"]
+    with running_server(config, registry=registry) as server, adbc.connect(f"grpc://127.0.0.1:{server.port}") as conn:
+        with conn.cursor() as cursor:
+            for sql in statements:
+                warm = _scalar(cursor, sql)
+                CountingFileSystem.reset()
+                assert _scalar(cursor, sql) == warm == 200
+                requests = [(kind, p) for kind, p in CountingFileSystem.reset() if kind == "list" or "/.hoodie/" in p]
+                assert requests == [("list", f"{path}/.hoodie/timeline")], sql
