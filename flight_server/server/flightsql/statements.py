@@ -190,7 +190,7 @@ class Statements:
     def schema(self, call: Call, analysis: Analysis) -> pa.Schema:
         """The result schema (with its Flight SQL column metadata), without listing any split."""
         if analysis.count_star is not None:
-            return describe(_count_schema(analysis.count_star))
+            return _count_schema(analysis.count_star)
         if analysis.scan is not None:
             schema = self.facts.schema(call, analysis.scan.table, analysis.scan.options)
             return _described(schema, ((analysis.scan.table, schema),))
@@ -226,7 +226,7 @@ class Statements:
             if counted is not None:
                 pinned, count = counted
                 ticket = codec.issue(CountTicket(call.user, analysis.count_star, count, pinned), expires_at)
-                return _single_endpoint(descriptor, describe(_count_schema(analysis.count_star)), ticket, expires_at, 1)
+                return _single_endpoint(descriptor, _count_schema(analysis.count_star), ticket, expires_at, 1)
         views, schemas = [], {}
         for spec in analysis.plan.scans:
             planned_scan = self.facts.scan(call, spec.table, spec.options)
@@ -261,7 +261,7 @@ class Statements:
             check_owner(ticket, call.authorize("read"))
         if isinstance(ticket, CountTicket):
             queries.reading(ticket.scan, with_splits=False)  # the table is still registered there
-            schema = describe(_count_schema(ticket.column))
+            schema = _count_schema(ticket.column)
             return schema, iter([pa.record_batch([pa.array([ticket.count], pa.int64())], schema=schema)])
         statement = catalog_statement(ticket.sql) if not ticket.views else None
         if statement is not None:  # engine SQL is always a query: only a catalog statement parses as one
@@ -389,7 +389,7 @@ def _described(schema: pa.Schema, sources: tuple[tuple[str, pa.Schema], ...]) ->
     """``schema`` with its Flight SQL column metadata; with one source table, a column of that
     table's name and type is said to come from it (a column's name and type: the sources'
     metadata plays no part)."""
-    return _describing(_Exactly(schema), sources)
+    return _describing(_Exactly(schema), tuple((table, _Exactly(source)) for table, source in sources))
 
 
 @dataclass(frozen=True, eq=False)
@@ -406,11 +406,11 @@ class _Exactly:
 
 
 @functools.lru_cache(maxsize=256)  # a statement executed again asks for the very same description
-def _describing(exactly: _Exactly, sources: tuple[tuple[str, pa.Schema], ...]) -> pa.Schema:
+def _describing(exactly: _Exactly, sources: tuple[tuple[str, _Exactly], ...]) -> pa.Schema:
     schema = exactly.schema
     origins = {}
     if len(sources) == 1:
-        table, source = sources[0]
+        table, source = sources[0][0], sources[0][1].schema
         namespace, _, name = table.partition(".")
         for f in schema:
             index = source.get_field_index(f.name)
@@ -425,8 +425,10 @@ def _with_schema(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterat
         yield pa.RecordBatch.from_arrays(batch.columns, schema=schema)
 
 
+@functools.lru_cache(maxsize=64)  # a count's column name: a few per client
 def _count_schema(name: str) -> pa.Schema:
-    return pa.schema([pa.field(name, pa.int64())])
+    """The described schema of a count's one ``int64`` column."""
+    return describe(pa.schema([pa.field(name, pa.int64())]))
 
 
 __all__ = ["Statements"]
