@@ -25,7 +25,7 @@ from flight_server.server.flightsql.handles import PreparedHandles
 from flight_server.server.flightsql.single_endpoint import single_endpoint
 from flight_server.server.flightsql.statements import Statements
 from flight_server.server.query.queries import Call
-from flight_server.server.query.tickets import PreparedHandle, parameters_ipc
+from flight_server.server.query.tickets import PreparedHandle
 from flight_server.server.security.limits import LimitExceededError, Limits
 from flight_server.server.sql import engine
 
@@ -219,7 +219,9 @@ def _parameters(reader: flight.MetadataRecordBatchReader, limit: int) -> pa.Reco
     if rows > 1:
         raise ValueError(f"a query binds one parameter row per execution, got {rows} rows")
     batch = batches[0] if len(batches) == 1 else pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
-    if len(parameters_ipc(batch)) > limit:
+    # the size of the IPC stream the bound handle carries (schema, batch, end-of-stream marker),
+    # without writing the stream here as well
+    if batch.schema.serialize().size + pa.ipc.get_record_batch_size(batch) + 8 > limit:
         raise LimitExceededError("max_body_bytes", limit, "bound parameters are larger")
     return batch
 

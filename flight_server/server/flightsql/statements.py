@@ -45,7 +45,8 @@ from flight_server.protocol import pack, sql
 from flight_server.server.flightsql import show
 from flight_server.server.flightsql.column_metadata import Origin, describe
 from flight_server.server.flightsql.names import CATALOG, Reference, resolve_name, shown_name
-from flight_server.server.query.queries import Call, expiration_time
+from flight_server.server.flightsql.table_facts import TableFacts
+from flight_server.server.query.queries import Call, PlannedScan, expiration_time
 from flight_server.server.query.tickets import CountTicket, PinnedScan, StatementTicket, Ticket, check_owner
 from flight_server.server.security.limits import Limits
 from flight_server.server.sql import engine
@@ -62,6 +63,7 @@ class _Resolution:
     """Collects, while a query is analysed, the caller's user name and the tables it touches."""
 
     call: Call
+    facts: TableFacts
     user: str | None = None
     tables: list[str] = field(default_factory=list)
 
@@ -69,7 +71,7 @@ class _Resolution:
         ref = self._authorized(table.catalog or None, table.db or None, table.name)
         self.tables.append(ref.identifier)
         options = _combine(ref.options, hudi_options(table), table.name)
-        return ref.identifier, self.call.plan(ref.identifier, options).schema, options
+        return ref.identifier, self.facts.schema(self.call, ref.identifier, options), options
 
     def _authorized(self, catalog: str | None, namespace: str | None, name: str) -> Reference:
         """The table a name resolves to, once the caller may read it.
@@ -134,6 +136,7 @@ class Statements:
         self.analyses = Analyses(limits)
         self.fragments = Fragments()
         self.routes = ScanRoutes()
+        self.facts = TableFacts()
 
     # -- planning ------------------------------------------------------------------------
     def analyze(self, call: Call, text: str, parameters: Sequence[Any] | None, owner: Ticket | None = None) -> Analysis:
@@ -143,7 +146,7 @@ class Statements:
             flight.FlightUnauthorizedError: ``owner`` (a prepared statement) was issued to another user.
         """
         call.queries.limits.check_body(text.encode(), "SQL")
-        resolution = _Resolution(call)
+        resolution = _Resolution(call, self.facts)
         analysis = self.analyses.analyze(text, resolution, parameters)
         caller = resolution.caller()
         if owner is not None:
@@ -170,7 +173,7 @@ class Statements:
 
         def schema_of(table: exp.Table) -> pa.Schema:
             ref = resolve_name(call, table.catalog or None, table.db or None, table.name)
-            return call.plan(ref.identifier, _combine(ref.options, hudi_options(table), table.name)).schema
+            return self.facts.schema(call, ref.identifier, _combine(ref.options, hudi_options(table), table.name))
 
         return parameter_types(self.analyses.parameter_places(text), schema_of)
 
@@ -187,11 +190,11 @@ class Statements:
     def schema(self, call: Call, analysis: Analysis) -> pa.Schema:
         """The result schema (with its Flight SQL column metadata), without listing any split."""
         if analysis.count_star is not None:
-            return describe(_count_schema(analysis.count_star))
+            return _count_schema(analysis.count_star)
         if analysis.scan is not None:
-            schema = call.plan(analysis.scan.table, analysis.scan.options).schema
+            schema = self.facts.schema(call, analysis.scan.table, analysis.scan.options)
             return _described(schema, ((analysis.scan.table, schema),))
-        views = {spec.view: call.plan(spec.table, spec.options).schema for spec in analysis.plan.scans}
+        views = {spec.view: self.facts.schema(call, spec.table, spec.options) for spec in analysis.plan.scans}
         sources = tuple((spec.table, views[spec.view]) for spec in analysis.plan.scans)
         return _described(self.engine.result_schema(analysis.plan.sql, views, call.context.is_cancelled), sources)
 
@@ -223,10 +226,10 @@ class Statements:
             if counted is not None:
                 pinned, count = counted
                 ticket = codec.issue(CountTicket(call.user, analysis.count_star, count, pinned), expires_at)
-                return _single_endpoint(descriptor, describe(_count_schema(analysis.count_star)), ticket, expires_at, 1)
+                return _single_endpoint(descriptor, _count_schema(analysis.count_star), ticket, expires_at, 1)
         views, schemas = [], {}
         for spec in analysis.plan.scans:
-            planned_scan = call.plan(spec.table, spec.options)
+            planned_scan = self.facts.scan(call, spec.table, spec.options)
             views.append((spec.view, planned_scan.pinned))
             schemas[spec.view] = planned_scan.schema
         sources = tuple((spec.table, schemas[spec.view]) for spec in analysis.plan.scans)
@@ -244,19 +247,7 @@ class Statements:
         options = spec.options.replace(columns=None, limit=None)
         if options.incremental or options.cdc:
             return None
-        planned = call.plan(spec.table, options)
-        splits = planned.splits()
-        if options.filters:
-            filters = bind_filters(list(options.filters), planned.schema)
-            counted = count_by_stats(planned.context, splits, filters, call.queries.footers.footer)
-            return None if counted is None else (planned.pinned, counted)
-        total = 0
-        for split in splits:
-            base = split.file_slice.base_file
-            if base is None or base.extension != "parquet" or split.file_slice.log_files:
-                return None
-            total += split.estimated_rows
-        return planned.pinned, total
+        return self.facts.count(call, spec.table, options, lambda planned: _counted(call, planned))
 
     # -- reading -------------------------------------------------------------------------
     def stream(self, call: Call, handle: bytes) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
@@ -270,7 +261,7 @@ class Statements:
             check_owner(ticket, call.authorize("read"))
         if isinstance(ticket, CountTicket):
             queries.reading(ticket.scan, with_splits=False)  # the table is still registered there
-            schema = describe(_count_schema(ticket.column))
+            schema = _count_schema(ticket.column)
             return schema, iter([pa.record_batch([pa.array([ticket.count], pa.int64())], schema=schema)])
         statement = catalog_statement(ticket.sql) if not ticket.views else None
         if statement is not None:  # engine SQL is always a query: only a catalog statement parses as one
@@ -307,6 +298,22 @@ class Statements:
         described = _described(schema, tuple(sources))
         results = _source_errors_first(results, failures, native_tables)
         return described, _with_schema(notes.relayed(results), described)
+
+
+def _counted(call: Call, planned: PlannedScan) -> int | None:
+    """The rows of ``planned`` from metadata (see :meth:`Statements._metadata_count`), ``None``:
+    count by reading."""
+    splits = planned.splits()
+    if planned.options.filters:
+        filters = bind_filters(list(planned.options.filters), planned.schema)
+        return count_by_stats(planned.context, splits, filters, call.queries.footers.footer)
+    total = 0
+    for split in splits:
+        base = split.file_slice.base_file
+        if base is None or base.extension != "parquet" or split.file_slice.log_files:
+            return None
+        total += split.estimated_rows
+    return total
 
 
 def _single_endpoint(
@@ -382,7 +389,7 @@ def _described(schema: pa.Schema, sources: tuple[tuple[str, pa.Schema], ...]) ->
     """``schema`` with its Flight SQL column metadata; with one source table, a column of that
     table's name and type is said to come from it (a column's name and type: the sources'
     metadata plays no part)."""
-    return _describing(_Exactly(schema), sources)
+    return _describing(_Exactly(schema), tuple((table, _Exactly(source)) for table, source in sources))
 
 
 @dataclass(frozen=True, eq=False)
@@ -399,11 +406,11 @@ class _Exactly:
 
 
 @functools.lru_cache(maxsize=256)  # a statement executed again asks for the very same description
-def _describing(exactly: _Exactly, sources: tuple[tuple[str, pa.Schema], ...]) -> pa.Schema:
+def _describing(exactly: _Exactly, sources: tuple[tuple[str, _Exactly], ...]) -> pa.Schema:
     schema = exactly.schema
     origins = {}
     if len(sources) == 1:
-        table, source = sources[0]
+        table, source = sources[0][0], sources[0][1].schema
         namespace, _, name = table.partition(".")
         for f in schema:
             index = source.get_field_index(f.name)
@@ -418,8 +425,10 @@ def _with_schema(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterat
         yield pa.RecordBatch.from_arrays(batch.columns, schema=schema)
 
 
+@functools.lru_cache(maxsize=64)  # a count's column name: a few per client
 def _count_schema(name: str) -> pa.Schema:
-    return pa.schema([pa.field(name, pa.int64())])
+    """The described schema of a count's one ``int64`` column."""
+    return describe(pa.schema([pa.field(name, pa.int64())]))
 
 
 __all__ = ["Statements"]

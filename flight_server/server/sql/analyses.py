@@ -53,7 +53,11 @@ class _Reference:
     def holds(self, resolve: Resolver) -> bool:
         identifier, schema, options = resolve(self.table)
         kept_identifier, kept_schema, kept_options = self.resolved
-        return identifier == kept_identifier and options == kept_options and schema.equals(kept_schema, True)
+        return (
+            identifier == kept_identifier
+            and options == kept_options
+            and (schema is kept_schema or schema.equals(kept_schema, True))
+        )
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,9 @@ import pytest
 
 from catalog.errors import InvalidTicketError
 from catalog.plan.options import ReadOptions
+from flight_server.server.flightsql.dispatch import _parameters
 from flight_server.server.flightsql.handles import PreparedHandles
-from flight_server.server.query.tickets import PinnedScan, PreparedHandle, ScanTicket, TicketCodec
+from flight_server.server.query.tickets import PinnedScan, PreparedHandle, ScanTicket, TicketCodec, parameters_ipc
 from flight_server.server.security.limits import LimitExceededError, Limits
 from flight_server.server.security.tickets import TicketSigner
 
@@ -63,3 +64,34 @@ def test_remembered_handles_stay_within_their_byte_bound(codec):
     for i in range(500):
         handles.issue(codec, PreparedHandle("alice", SQL, pa.record_batch([pa.array([f"trip-{i}"])], names=["p0"])))
     assert handles._issued.bytes <= 16 << 10 and len(handles._issued) < 500
+
+
+@pytest.mark.parametrize(
+    "batch",
+    [
+        pa.record_batch([pa.array(["x" * 1000])], names=["p0"]),
+        pa.record_batch([pa.array([1]), pa.array([None], pa.string())], names=["a", "b"]),
+        pa.record_batch([pa.array(["a", "b"])], names=["p0"]).slice(1, 1),
+    ],
+)
+def test_the_parameter_size_bound_is_the_size_of_the_stream_a_handle_carries(batch):
+    """DoPut bounds a parameter row by the IPC stream the bound handle carries, without writing it."""
+    size = len(parameters_ipc(batch))
+    assert _parameters(_Reader(batch), size) is batch
+    with pytest.raises(LimitExceededError):
+        _parameters(_Reader(batch), size - 1)
+
+
+class _Reader:
+    """One batch, as DoPut's reader yields it (a chunk with ``data``)."""
+
+    def __init__(self, batch: pa.RecordBatch) -> None:
+        self.batch = batch
+
+    def __iter__(self):
+        yield _Chunk(self.batch)
+
+
+class _Chunk:
+    def __init__(self, data: pa.RecordBatch) -> None:
+        self.data = data
