@@ -12,6 +12,7 @@ import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
 
 from flight_server.server.runtime.relay import FDS_PER_CONNECTION, Relay
 from flight_server.server.runtime.relay_loop import Link, RelayLoop
@@ -24,7 +25,8 @@ def _echo(conn: socket.socket) -> None:
             conn.sendall(data)
 
 
-def _echo_backend() -> tuple[socket.socket, int]:
+def _backend(handle: Callable[[socket.socket], None]) -> tuple[socket.socket, int]:
+    """A loopback server that runs ``handle`` on a thread of its own per accepted connection."""
     server = socket.create_server(("127.0.0.1", 0))
 
     def serve() -> None:
@@ -33,10 +35,14 @@ def _echo_backend() -> tuple[socket.socket, int]:
                 conn, _ = server.accept()
             except OSError:
                 return
-            threading.Thread(target=_echo, args=(conn,), daemon=True).start()
+            threading.Thread(target=handle, args=(conn,), daemon=True).start()
 
     threading.Thread(target=serve, daemon=True).start()
     return server, server.getsockname()[1]
+
+
+def _echo_backend() -> tuple[socket.socket, int]:
+    return _backend(_echo)
 
 
 def _echoes(sock: socket.socket) -> bool:
@@ -198,7 +204,6 @@ def test_max_connections_fits_the_descriptor_limit():
 def _digest_backend(reply_bytes: int) -> tuple[socket.socket, int]:
     """A backend that reads a connection to its end, then answers the SHA-256 of what it read
     followed by ``reply_bytes`` bytes of a known pattern, and closes."""
-    server = socket.create_server(("127.0.0.1", 0))
 
     def answer(conn: socket.socket) -> None:
         with conn:
@@ -207,16 +212,7 @@ def _digest_backend(reply_bytes: int) -> tuple[socket.socket, int]:
                 digest.update(data)
             conn.sendall(digest.digest() + _pattern(reply_bytes))
 
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return
-            threading.Thread(target=answer, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=serve, daemon=True).start()
-    return server, server.getsockname()[1]
+    return _backend(answer)
 
 
 def _pattern(n: int) -> bytes:
