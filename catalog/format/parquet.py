@@ -41,6 +41,9 @@ _PARQUET = ds.ParquetFileFormat()
 #: a column chunk whose dictionary page is at most this many bytes per value holds few distinct
 #: values (a unique key's dictionary is ~ a value's length per value, or it fell back to plain)
 _DICTIONARY_BYTES_PER_VALUE = 1 / 16
+#: below this many rows read, opening the file a second time (as dictionaries) costs more than
+#: it saves
+_DICTIONARY_MIN_ROWS = 32_768
 
 
 def check_base_format(path: str) -> None:
@@ -277,13 +280,13 @@ def dictionary_columns(
     """The top-level string/binary ``columns`` cheaper to decode as dictionaries: every column
     chunk of ``row_groups`` (``None``: all) is dictionary-encoded, and their dictionary pages
     hold at most ``_DICTIONARY_BYTES_PER_VALUE`` bytes per value in all. ``exclude`` keeps
-    columns out.
+    columns out; a read of fewer than ``_DICTIONARY_MIN_ROWS`` rows decodes every column dense.
 
     High-cardinality columns are left dense: a large dictionary, or one that fell back to plain
     pages, would cost Arrow a hash per value (several times the dense decoding).
     """
     groups = list(row_groups) if row_groups is not None else list(range(metadata.num_row_groups))
-    if not groups:
+    if sum(metadata.row_group(g).num_rows for g in groups) < _DICTIONARY_MIN_ROWS:
         return []
     leaves = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
     chosen = []
