@@ -86,8 +86,9 @@ def _namespace_roots(pairs: list[str] | None) -> dict[str, list[str]] | None:
 
 #: Arrow's bundled mimalloc may back its large allocations with transparent huge pages; where the
 #: kernel compacts memory to fault one in, every freshly decoded row group of a point read then
-#: costs milliseconds of system time (twice its decoding). A serving process turns that off before
-#: Arrow's allocator starts, unless the environment already says otherwise.
+#: costs milliseconds of system time (twice its decoding). The allocator reads this when Arrow
+#: loads, which in this process has happened already: set here, it reaches the serving processes
+#: ``serve`` starts (``--processes N``, spawned); the container image sets it for the first one.
 _SERVER_ENVIRONMENT = {"MIMALLOC_ALLOW_LARGE_OS_PAGES": "0"}
 
 

@@ -257,8 +257,9 @@ def test_refresh(server, capsys, warehouse):
 
 @pytest.mark.parametrize("preset", [None, "1"])
 def test_serve_turns_large_allocator_pages_off_unless_told(capsys, monkeypatch, tmp_path, preset):
-    """A serving process starts with Arrow's allocator kept off transparent huge pages (decoding a
-    row group into fresh memory costs several times its work otherwise); an operator's value wins."""
+    """The serving processes ``serve`` spawns start with Arrow's allocator kept off transparent huge
+    pages (decoding a row group into fresh memory costs several times its work otherwise); an
+    operator's value wins."""
     monkeypatch.setenv("MIMALLOC_ALLOW_LARGE_OS_PAGES", "unset")  # restored (or removed) after the test
     if preset is None:
         monkeypatch.delenv("MIMALLOC_ALLOW_LARGE_OS_PAGES")
