@@ -8,33 +8,21 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from sqlglot import exp
 
 from catalog.errors import InvalidQueryError
-from catalog.plan.options import ReadOptions
 from flight_server.server.security.limits import Limits
 from flight_server.server.sql import generic
 from flight_server.server.sql.analyses import Analyses
 from flight_server.server.sql.generic import analyze_generic, kinds
 from flight_server.server.sql.query import Analysis, analyze, template
+from tests.flight_server.server.flightsql.resolvers import CountingResolver
 
 SCHEMA = pa.schema([("id", pa.int64()), ("uuid", pa.string()), ("fare", pa.float64()), ("ok", pa.bool_())])
 OTHER = pa.schema([("id", pa.int64()), ("label", pa.string())])
 
 
-class _Resolver:
-    """``ns.t`` and ``ns.u`` with their schemas; counts its calls; refuses when told."""
-
-    def __init__(self) -> None:
-        self.schemas = {"t": SCHEMA, "u": OTHER}
-        self.calls = 0
-        self.refused = False
-
-    def __call__(self, table: exp.Table) -> tuple[str, pa.Schema, ReadOptions]:
-        self.calls += 1
-        if self.refused:
-            raise PermissionError(f"no read right on table {table.name}")
-        return f"ns.{table.name}", self.schemas[table.name], ReadOptions()
+def _resolver() -> CountingResolver:
+    return CountingResolver({"t": SCHEMA, "u": OTHER})
 
 
 def _same(ours: Analysis, fresh: Analysis) -> None:
@@ -65,10 +53,10 @@ STATEMENTS = [
 
 @pytest.mark.parametrize(("sql", "bindings"), STATEMENTS)
 def test_every_binding_gets_the_analysis_of_a_fresh_statement(sql, bindings):
-    analyses, resolve = Analyses(Limits()), _Resolver()
+    analyses, resolve = Analyses(Limits()), _resolver()
     for values in bindings:
         ours = analyses.analyze(sql, resolve, values)
-        _same(ours, analyze(sql, _Resolver(), values))
+        _same(ours, analyze(sql, _resolver(), values))
         _same(analyses.analyze(sql, resolve, values), ours)  # and again, from what is kept
 
 
@@ -76,7 +64,7 @@ def test_a_statement_is_parsed_once_per_kind_of_binding(monkeypatch):
     parsed = []
     original = generic.analyze_parsed
     monkeypatch.setattr(generic, "analyze_parsed", lambda *a: parsed.append(a[1]) or original(*a))
-    analyses, resolve = Analyses(Limits()), _Resolver()
+    analyses, resolve = Analyses(Limits()), _resolver()
     for key in ("trip-1", "trip-2", "trip-3", "it's", "a\\'b\n"):
         assert analyses.analyze(KEY, resolve, [key]).scan.options.filters == (("uuid", "=", key),)
     assert len(parsed) == 2  # the stand-ins of one analysis, and of the second that checks it
@@ -101,15 +89,15 @@ def test_where_a_value_decides_the_analysis_the_statement_is_analysed_per_bindin
     statement = template(sql, Limits())
     slot_kinds = kinds(values)
     assert slot_kinds is not None
-    assert analyze_generic(statement, slot_kinds, _Resolver(), Limits()) is None
+    assert analyze_generic(statement, slot_kinds, _resolver(), Limits()) is None
     analyses = Analyses(Limits())
-    _same(analyses.analyze(sql, _Resolver(), values), analyze(sql, _Resolver(), values))
+    _same(analyses.analyze(sql, _resolver(), values), analyze(sql, _resolver(), values))
 
 
 def test_a_limit_parameter_is_the_scans_limit_in_every_binding():
     analyses = Analyses(Limits())
     sql = "SELECT * FROM ns.t WHERE uuid = ? LIMIT ?"
-    assert [analyses.analyze(sql, _Resolver(), ["a", n]).scan.options.limit for n in (3, 4, 3)] == [3, 4, 3]
+    assert [analyses.analyze(sql, _resolver(), ["a", n]).scan.options.limit for n in (3, 4, 3)] == [3, 4, 3]
 
 
 def test_values_without_a_kind_are_analysed_with_their_very_values():
@@ -119,11 +107,11 @@ def test_values_without_a_kind_are_analysed_with_their_very_values():
     for value in (Decimal("1.5"), date(2024, 1, 1), b"\x00", 1e300, float("nan")):
         assert kinds([value]) is None
     analyses = Analyses(Limits())
-    _same(analyses.analyze(KEY, _Resolver(), [Decimal("1.5")]), analyze(KEY, _Resolver(), [Decimal("1.5")]))
+    _same(analyses.analyze(KEY, _resolver(), [Decimal("1.5")]), analyze(KEY, _resolver(), [Decimal("1.5")]))
 
 
 def test_refusals_hold_for_every_binding():
-    analyses, resolve = Analyses(Limits()), _Resolver()
+    analyses, resolve = Analyses(Limits()), _resolver()
     for value in ("a", "b"):
         with pytest.raises(InvalidQueryError, match="read_csv"):
             analyses.analyze("SELECT * FROM read_csv(?) WHERE x = ?", resolve, ["/etc/passwd", value])
@@ -136,7 +124,7 @@ def test_refusals_hold_for_every_binding():
 
 
 def test_a_kept_analysis_holds_only_while_its_tables_resolve_the_same():
-    analyses, resolve = Analyses(Limits()), _Resolver()
+    analyses, resolve = Analyses(Limits()), _resolver()
     sql = "SELECT uuid FROM ns.t WHERE id = ?"
     assert analyses.analyze(sql, resolve, [1]).plan.scans[0].options.columns == ("id", "uuid")
     resolve.schemas["t"] = pa.schema([("uuid", pa.string()), ("id", pa.float64())])  # the table's new schema
@@ -151,7 +139,7 @@ def test_a_kept_analysis_holds_only_while_its_tables_resolve_the_same():
 
 
 def test_a_resolution_that_fails_is_not_taken_for_a_property_of_the_statement():
-    analyses, resolve = Analyses(Limits()), _Resolver()
+    analyses, resolve = Analyses(Limits()), _resolver()
     resolve.refused = True
     with pytest.raises(PermissionError):
         analyses.analyze(KEY, resolve, ["a"])
@@ -165,6 +153,6 @@ def test_a_resolution_that_fails_is_not_taken_for_a_property_of_the_statement():
 def test_kept_analyses_stay_within_their_byte_bound():
     analyses = Analyses(Limits(), max_bytes=64 << 10)
     for i in range(200):
-        analyses.analyze(f"SELECT * FROM ns.t WHERE uuid = ? AND id > {i}", _Resolver(), ["a"])
+        analyses.analyze(f"SELECT * FROM ns.t WHERE uuid = ? AND id > {i}", _resolver(), ["a"])
     caches = (analyses._templates, analyses._analyses, analyses._generic)
     assert all(cache.bytes <= 64 << 10 for cache in caches) and len(analyses._generic) < 200

@@ -6,31 +6,19 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from sqlglot import exp
 
 from catalog.errors import InvalidQueryError
-from catalog.plan.options import ReadOptions
 from flight_server.server.security.limits import Limits
 from flight_server.server.sql.analyses import Analyses
 from flight_server.server.sql.engine import Engine, EngineSettings
 from flight_server.server.sql.query import analyze, bind
+from tests.flight_server.server.flightsql.resolvers import CountingResolver
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("fare", pa.float64())])
 
 
-class _Resolver:
-    """Resolves every table to ``ns.t`` with :attr:`schema`; counts its calls; refuses when told."""
-
-    def __init__(self) -> None:
-        self.schema = SCHEMA
-        self.calls = 0
-        self.refused = False
-
-    def __call__(self, table: exp.Table) -> tuple[str, pa.Schema, ReadOptions]:
-        self.calls += 1
-        if self.refused:
-            raise PermissionError(f"no read right on table {table.name}")
-        return "ns.t", self.schema, ReadOptions()
+def _resolver() -> CountingResolver:
+    return CountingResolver({"t": SCHEMA})
 
 
 @pytest.mark.parametrize(
@@ -44,26 +32,26 @@ class _Resolver:
     ],
 )
 def test_values_spliced_as_tokens_analyse_like_the_same_values_written_out(sql, values):
-    spliced = analyze(sql, _Resolver(), values)
-    written = analyze(bind(sql, values), _Resolver())
+    spliced = analyze(sql, _resolver(), values)
+    written = analyze(bind(sql, values), _resolver())
     assert spliced == written
 
 
 def test_a_parse_error_of_a_bound_statement_points_into_the_clients_text():
     with pytest.raises(ValueError, match="cannot parse SQL") as err:
-        analyze("SELECT * FROM ns.t WHERE id = ? AND AND", _Resolver(), [1])
+        analyze("SELECT * FROM ns.t WHERE id = ? AND AND", _resolver(), [1])
     assert "WHERE id = ? AND" in str(err.value)  # the text as written, not the bound one
 
 
 def test_a_kept_analysis_is_reused_only_while_its_tables_resolve_the_same():
-    analyses, resolve = Analyses(Limits()), _Resolver()
+    analyses, resolve = Analyses(Limits()), _resolver()
     sql = "SELECT name FROM ns.t WHERE id = ?"
     first = analyses.analyze(sql, resolve, [1])
     calls = resolve.calls
     assert analyses.analyze(sql, resolve, [1]) == first
     assert resolve.calls == calls + 1  # the reference was resolved (and its right checked) again
     assert analyses.analyze(sql, resolve, [2]) == analyze(sql, resolve, [2])  # other values: their own filters
-    resolve.schema = pa.schema([("name", pa.string()), ("id", pa.int32())])  # a new schema: other columns
+    resolve.schemas["t"] = pa.schema([("name", pa.string()), ("id", pa.int32())])  # a new schema: other columns
     changed = analyses.analyze(sql, resolve, [1])
     assert changed != first and changed == analyze(sql, resolve, [1])
     resolve.refused = True
@@ -72,7 +60,7 @@ def test_a_kept_analysis_is_reused_only_while_its_tables_resolve_the_same():
 
 
 def test_a_statement_without_parameters_is_kept_whole():
-    analyses, resolve = Analyses(Limits()), _Resolver()
+    analyses, resolve = Analyses(Limits()), _resolver()
     sql = "SELECT name FROM ns.t WHERE id = 1"
     first = analyses.analyze(sql, resolve, None)
     assert analyses.analyze(sql, resolve, None) is first
@@ -81,7 +69,7 @@ def test_a_statement_without_parameters_is_kept_whole():
 def test_bound_values_are_kept_apart_by_their_literals():
     from decimal import Decimal
 
-    analyses, resolve = Analyses(Limits()), _Resolver()
+    analyses, resolve = Analyses(Limits()), _resolver()
     sql = "SELECT ? AS v FROM ns.t"
     one = analyses.analyze(sql, resolve, [Decimal("1.0")])
     other = analyses.analyze(sql, resolve, [Decimal("1.00")])  # equal values, other literals
@@ -93,9 +81,9 @@ def test_a_refused_statement_is_not_kept_and_refused_again():
     analyses = Analyses(Limits())
     for _ in range(2):
         with pytest.raises(InvalidQueryError, match="read_csv"):
-            analyses.analyze("SELECT * FROM read_csv('/etc/passwd')", _Resolver(), None)
+            analyses.analyze("SELECT * FROM read_csv('/etc/passwd')", _resolver(), None)
     with pytest.raises(InvalidQueryError, match="1 parameter"):
-        analyses.analyze("SELECT * FROM ns.t WHERE id = ?", _Resolver(), [])
+        analyses.analyze("SELECT * FROM ns.t WHERE id = ?", _resolver(), [])
 
 
 def test_a_template_is_tokenized_within_the_servers_token_bound():
@@ -123,7 +111,7 @@ def test_a_result_schema_is_asked_of_the_engine_once_per_sql_and_view_schemas(mo
 
 def test_engine_sql_that_cannot_be_written_is_refused_when_it_is_needed(cursor):
     sql = "SELECT approx_top_k(name, 2) AS top FROM ns.t"
-    analysis = analyze(sql, _Resolver())
+    analysis = analyze(sql, _resolver())
     assert analysis.scan is None  # the engine must run it: its SQL is asked for, and refused
     with pytest.raises(ValueError, match="unsupported SQL"):
         assert not analysis.plan.sql
