@@ -39,6 +39,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
+from sqlglot import exp
 
 from catalog.errors import InvalidQueryError
 from catalog.lru import BoundedLRU
@@ -50,13 +51,13 @@ VERDICT_CACHE_BYTES = 4 << 20
 
 
 def sql_string(text: str) -> str:
-    """``text`` as a SQL string literal."""
-    return "'" + text.replace("'", "''") + "'"
+    """``text`` as a DuckDB string literal."""
+    return exp.Literal.string(text).sql(dialect="duckdb")
 
 
 def sql_identifier(name: str) -> str:
-    """``name`` as a quoted SQL identifier."""
-    return '"' + name.replace('"', '""') + '"'
+    """``name`` as a quoted DuckDB identifier."""
+    return exp.to_identifier(name, quoted=True).sql(dialect="duckdb")
 
 
 def allowed_paths_sql(paths: frozenset[str]) -> str:

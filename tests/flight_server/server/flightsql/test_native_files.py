@@ -85,6 +85,16 @@ def test_local_files_are_read_by_the_engines_own_reader(engine, files):
     assert _run(engine, "SELECT * FROM v ORDER BY s, x", {"v": dataset}).schema == SCHEMA
 
 
+def test_quotes_and_line_breaks_in_paths_and_column_names_are_read_as_written(engine, tmp_path):
+    folder = tmp_path / "o'brien \"lake\"\nx"
+    folder.mkdir()
+    path = str(folder / "f'1.parquet")
+    odd = pa.schema([("it's \"x\"", pa.int64())])
+    pq.write_table(pa.table({"it's \"x\"": pa.array([1, 2, 3], pa.int64())}, schema=odd), path)
+    got = _run(engine, 'SELECT sum("it\'s ""x""") AS total FROM v', {"v": _dataset([path], odd)})
+    assert engine.file_views.read == 1 and got.to_pylist() == [{"total": 6}]
+
+
 def test_a_database_may_read_exactly_its_files(files):
     a, b, other = files
     db = connect(EngineSettings(memory_limit="256MB", threads=1), frozenset([a, b]))
