@@ -44,6 +44,7 @@ from catalog.read.split_reader import read_splits
 from flight_server.protocol import pack, sql
 from flight_server.server.flightsql import show
 from flight_server.server.flightsql.column_metadata import Origin, describe
+from flight_server.server.flightsql.flight_infos import FlightInfos
 from flight_server.server.flightsql.names import CATALOG, Reference, resolve_name, shown_name
 from flight_server.server.flightsql.table_facts import TableFacts
 from flight_server.server.query.queries import Call, PlannedScan, expiration_time
@@ -137,6 +138,7 @@ class Statements:
         self.fragments = Fragments()
         self.routes = ScanRoutes()
         self.facts = TableFacts()
+        self.infos = FlightInfos()
 
     # -- planning ------------------------------------------------------------------------
     def analyze(self, call: Call, text: str, parameters: Sequence[Any] | None, owner: Ticket | None = None) -> Analysis:
@@ -168,7 +170,7 @@ class Statements:
 
     def parameter_schema(self, call: Call, text: str) -> pa.Schema:
         """The types of the ``?`` parameters of ``text`` (analysed before: its tables are authorized)."""
-        if catalog_statement(text, self.analyses.template(text).tokens) is not None:
+        if self.analyses.catalog_statement(text) is not None:
             return pa.schema([])
 
         def schema_of(table: exp.Table) -> pa.Schema:
@@ -180,7 +182,7 @@ class Statements:
     def _catalog_statement(self, call: Call, text: str, owner: Ticket | None) -> CatalogStatement | None:
         """The catalog statement ``text`` is (the caller may read), ``None`` for anything else."""
         call.queries.limits.check_body(text.encode(), "SQL")
-        statement = catalog_statement(text, self.analyses.template(text).tokens)
+        statement = self.analyses.catalog_statement(text)
         if statement is not None:
             caller = call.authorize("read")
             if owner is not None:
@@ -215,18 +217,18 @@ class Statements:
         if statement is not None:
             show.result(call, statement)  # an unknown table fails now, not when read
             ticket = codec.issue(StatementTicket(call.user, text, ()), expires_at)
-            return _single_endpoint(descriptor, show.result_schema(statement), ticket, expires_at, -1)
+            return self._single_endpoint(descriptor, show.result_schema(statement), ticket, expires_at, -1)
         analysis = self.analyze(call, text, parameters, owner)
         if analysis.scan is not None and not single_endpoint:
             planned = call.queries.endpoints(call, analysis.scan.table, analysis.scan.options)
             schema = _described(planned.schema, ((analysis.scan.table, planned.schema),))
-            return flight.FlightInfo(schema, descriptor, planned.endpoints, planned.rows, planned.nbytes, ordered=False)
+            return self.infos.info(schema, descriptor, planned.endpoints, planned.rows, planned.nbytes, ordered=False)
         if analysis.count_star is not None:
             counted = self._metadata_count(call, analysis)
             if counted is not None:
                 pinned, count = counted
                 ticket = codec.issue(CountTicket(call.user, analysis.count_star, count, pinned), expires_at)
-                return _single_endpoint(descriptor, _count_schema(analysis.count_star), ticket, expires_at, 1)
+                return self._single_endpoint(descriptor, _count_schema(analysis.count_star), ticket, expires_at, 1)
         views, schemas = [], {}
         for spec in analysis.plan.scans:
             planned_scan = self.facts.scan(call, spec.table, spec.options)
@@ -235,7 +237,14 @@ class Statements:
         sources = tuple((spec.table, schemas[spec.view]) for spec in analysis.plan.scans)
         schema = _described(self.engine.result_schema(analysis.plan.sql, schemas, call.context.is_cancelled), sources)
         ticket = codec.issue(StatementTicket(call.user, analysis.plan.sql, tuple(views)), expires_at)
-        return _single_endpoint(descriptor, schema, ticket, expires_at, -1)
+        return self._single_endpoint(descriptor, schema, ticket, expires_at, -1)
+
+    def _single_endpoint(
+        self, descriptor: flight.FlightDescriptor, schema: pa.Schema, handle: bytes, expires_at: float, rows: int
+    ) -> flight.FlightInfo:
+        ticket = pack(sql.TicketStatementQuery(statement_handle=handle))
+        endpoint = flight.FlightEndpoint(ticket, [], expiration_time=expiration_time(expires_at))
+        return self.infos.info(schema, descriptor, [endpoint], rows, -1, ordered=True)
 
     def _metadata_count(self, call: Call, analysis: Analysis) -> tuple[PinnedScan, int] | None:
         """The pinned scan and its rows when every planned slice is a Parquet base file without
@@ -314,14 +323,6 @@ def _counted(call: Call, planned: PlannedScan) -> int | None:
             return None
         total += split.estimated_rows
     return total
-
-
-def _single_endpoint(
-    descriptor: flight.FlightDescriptor, schema: pa.Schema, handle: bytes, expires_at: float, rows: int
-) -> flight.FlightInfo:
-    ticket = pack(sql.TicketStatementQuery(statement_handle=handle))
-    endpoint = flight.FlightEndpoint(ticket, [], expiration_time=expiration_time(expires_at))
-    return flight.FlightInfo(schema, descriptor, [endpoint], rows, -1, ordered=True)
 
 
 class _EngineThreadNotes:

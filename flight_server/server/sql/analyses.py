@@ -11,7 +11,9 @@ GetFlightInfo, GetSchema and prepare. Four bounded caches take most of it away:
 - analyses, by SQL text and the literals of the bound values: the whole :class:`.query.Analysis`,
   for statements without parameters and bindings no generic analysis holds for;
 - the places of a statement's ``?`` parameters, by SQL text (:mod:`.parameters`: a prepare
-  answers their types).
+  answers their types);
+- with the templates: which catalog statement (:mod:`.show`) the text is, if any (asked before
+  every execution).
 
 An analysis is a function of the statement, its bound literals and what each table reference
 resolves to (the table's identifier, schema and read options): the resolver is a call's, so it
@@ -36,6 +38,7 @@ from flight_server.server.sql.generic import GenericAnalysis, analyze_generic, k
 from flight_server.server.sql.parameters import Places, parameter_places
 from flight_server.server.sql.planner import Resolver
 from flight_server.server.sql.query import Analysis, Template, analyze_bound, template
+from flight_server.server.sql.show import CatalogStatement, catalog_statement
 
 #: bytes of templates and of analyses kept (each a few kilobytes for a one-line query)
 CACHE_BYTES = 16 << 20
@@ -93,7 +96,9 @@ class Analyses:
 
     def __init__(self, limits: Limits, max_bytes: int = CACHE_BYTES):
         self.limits = limits
-        self._templates: BoundedLRU[str, Template] = BoundedLRU("sql templates", max_bytes)
+        self._templates: BoundedLRU[str, tuple[Template, CatalogStatement | None]] = BoundedLRU(
+            "sql templates", max_bytes
+        )
         self._analyses: BoundedLRU[tuple[str, tuple[str, ...]], _Kept[Analysis]] = BoundedLRU(
             "sql analyses", max_bytes
         )
@@ -104,10 +109,19 @@ class Analyses:
 
     def template(self, sql: str) -> Template:
         """``sql`` tokenized and checked (:func:`.query.template`), once per text."""
+        return self._template(sql)[0]
+
+    def catalog_statement(self, sql: str) -> CatalogStatement | None:
+        """The catalog statement ``sql`` is (:func:`.show.catalog_statement`), once per text;
+        raises as :meth:`template`."""
+        return self._template(sql)[1]
+
+    def _template(self, sql: str) -> tuple[Template, CatalogStatement | None]:
         known = self._templates.get(sql)
         if known is None:
-            known = template(sql, self.limits)
-            self._templates.put(sql, known, 2 * len(sql) + 160 * len(known.tokens))
+            statement = template(sql, self.limits)
+            known = (statement, catalog_statement(sql, statement.tokens))
+            self._templates.put(sql, known, 2 * len(sql) + 160 * len(statement.tokens))
         return known
 
     def parameter_places(self, sql: str) -> Places:

@@ -146,7 +146,10 @@ class GenericAnalysis:
                 by_text[stand_in.text] = (stand_in.kind, value)
         analysis = self.analysis
         scans = [_bound_scan(spec, by_value) for spec in analysis.plan.scans]
-        scan = _bound_scan(analysis.scan, by_value) if analysis.scan is not None else None
+        scan = analysis.scan
+        if scan is not None:  # a plain scan is usually the plan's own scan: bound once
+            same = next((i for i, spec in enumerate(analysis.plan.scans) if spec is scan), None)
+            scan = _bound_scan(scan, by_value) if same is None else scans[same]
         plan = SelectPlan(scans, _Writer(self.sql, self.pattern, by_text))
         return Analysis(plan, scan, analysis.count_star)
 

@@ -94,6 +94,22 @@ def test_where_a_value_decides_the_analysis_the_statement_is_analysed_per_bindin
     _same(analyses.analyze(sql, _resolver(), values), analyze(sql, _resolver(), values))
 
 
+def test_a_plain_scan_is_bound_once_as_the_plans_own_scan():
+    analyses, resolve = Analyses(Limits()), _resolver()
+    for key in ("trip-1", "trip-2"):
+        bound = analyses.analyze(KEY, resolve, [key])
+        assert bound.scan is bound.plan.scans[0]  # as in a fresh analysis of a plain scan
+        assert bound.scan.options.filters == (("uuid", "=", key),)
+    fresh = analyze(KEY, _resolver(), ["trip-3"])
+    assert fresh.scan is fresh.plan.scans[0]
+    # a plain scan of chosen columns is its own object: bound on its own
+    sql = "SELECT id, uuid FROM ns.t WHERE uuid = ?"
+    for key in ("a", "b"):
+        bound = analyses.analyze(sql, resolve, [key])
+        assert bound.scan is not None and bound.scan.options.filters == (("uuid", "=", key),)
+        _same(bound, analyze(sql, _resolver(), [key]))
+
+
 def test_a_limit_parameter_is_the_scans_limit_in_every_binding():
     analyses = Analyses(Limits())
     sql = "SELECT * FROM ns.t WHERE uuid = ? LIMIT ?"

@@ -149,3 +149,20 @@ def test_parameter_places_are_parsed_once_per_text_and_typed_by_the_schema_asked
     assert parameters.parameter_types(places, lambda table: narrower).types == [pa.int32(), pa.utf8(), pa.int64()]
     assert parameters.parameter_types(places, lambda table: narrower) == parameters.parameter_schema(
         sql, lambda table: narrower)
+
+
+def test_which_catalog_statement_a_text_is_is_decided_once_per_text(monkeypatch):
+    from flight_server.server.sql import analyses as analyses_module
+    from flight_server.server.sql.show import DescribeTable, ShowTables
+
+    asked = []
+    original = analyses_module.catalog_statement
+    monkeypatch.setattr(analyses_module, "catalog_statement", lambda *a: asked.append(a[0]) or original(*a))
+    analyses = Analyses(Limits())
+    for _ in range(3):
+        assert analyses.catalog_statement("SHOW TABLES IN ns") == ShowTables("ns")
+        assert analyses.catalog_statement("describe ns.t") == DescribeTable(None, "ns", "t")
+        assert analyses.catalog_statement("SELECT * FROM ns.t WHERE id = ?") is None
+    assert asked == ["SHOW TABLES IN ns", "describe ns.t", "SELECT * FROM ns.t WHERE id = ?"]
+    with pytest.raises(InvalidQueryError):
+        analyses.catalog_statement("SELECT (" * 200)  # what tokenizing refuses is refused here too
