@@ -167,7 +167,7 @@ class FlightSqlService:
         handle = self.handles.issue(call.queries.codec, PreparedHandle(call.user, text))
         return sql.ActionCreatePreparedStatementResult(
             prepared_statement_handle=handle,
-            dataset_schema=schema.serialize().to_pybytes(),
+            dataset_schema=self.statements.infos.serialized(schema),
             parameter_schema=parameters.serialize().to_pybytes() if len(parameters) else b"",
         )
 

@@ -1,4 +1,5 @@
-"""FlightInfos of statement results, their schema serialised once.
+"""FlightInfos of statement results (and prepared statements' dataset schemas), each schema
+serialised once.
 
 A statement's result schema carries the Flight SQL column metadata of every column (about 10 KB
 of IPC for a table of 15 columns), and ``flight.FlightInfo(schema, ...)`` serialises it again on
@@ -9,7 +10,8 @@ the kept one: a serialised protobuf message followed by another field of the sam
 as the message with that field replaced (protobuf's merge rule for a non-repeated field), and
 ``google.protobuf.BytesValue`` writes a ``bytes`` field number 1, the number of
 ``FlightInfo.schema`` in ``Flight.proto``. The result is byte for byte the FlightInfo that
-``flight.FlightInfo(schema, ...)`` builds.
+``flight.FlightInfo(schema, ...)`` builds. A prepared statement's answer carries the same wire
+form as its ``dataset_schema`` (:meth:`FlightInfos.serialized`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ class FlightInfos:
 
     def __init__(self, max_bytes: int = SCHEMA_BYTES):
         # by the schema object's id; the entry holds the object, so its id is not reused meanwhile
-        self._fields: BoundedLRU[int, tuple[pa.Schema, bytes]] = BoundedLRU("sql result schemas", max_bytes)
+        self._kept: BoundedLRU[int, tuple[pa.Schema, bytes, bytes]] = BoundedLRU("sql result schemas", max_bytes)
 
     def info(
         self,
@@ -45,16 +47,21 @@ class FlightInfos:
     ) -> flight.FlightInfo:
         """``flight.FlightInfo(schema, descriptor, endpoints, rows, nbytes, ordered=ordered)``."""
         bare = flight.FlightInfo(_NO_SCHEMA, descriptor, list(endpoints), rows, nbytes, ordered=ordered)
-        return flight.FlightInfo.deserialize(bare.serialize() + self._schema_field(schema))
+        return flight.FlightInfo.deserialize(bare.serialize() + self._wire(schema)[1])
 
-    def _schema_field(self, schema: pa.Schema) -> bytes:
-        """``FlightInfo.schema`` of ``schema``, as a serialised field."""
-        kept = self._fields.get(id(schema))
+    def serialized(self, schema: pa.Schema) -> bytes:
+        """``schema.serialize().to_pybytes()``."""
+        return self._wire(schema)[0]
+
+    def _wire(self, schema: pa.Schema) -> tuple[bytes, bytes]:
+        """``schema`` serialised, and as the serialised ``FlightInfo.schema`` field."""
+        kept = self._kept.get(id(schema))
         if kept is not None and kept[0] is schema:
-            return kept[1]
-        field = BytesValue(value=schema.serialize().to_pybytes()).SerializeToString()
-        self._fields.put(id(schema), (schema, field), len(field))
-        return field
+            return kept[1], kept[2]
+        serialized = schema.serialize().to_pybytes()
+        field = BytesValue(value=serialized).SerializeToString()
+        self._kept.put(id(schema), (schema, serialized, field), len(serialized) + len(field))
+        return serialized, field
 
 
 __all__ = ["FlightInfos"]

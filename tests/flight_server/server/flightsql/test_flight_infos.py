@@ -35,6 +35,7 @@ def test_same_bytes_as_pyarrow(schema: pa.Schema, ordered: bool) -> None:
         assert built.schema.equals(schema, check_metadata=True)
         assert (built.total_records, built.total_bytes, built.ordered) == (3, 1234, ordered)
         assert [e.ticket.ticket for e in built.endpoints] == [b"t" * 300, b"u"]
+        assert infos.serialized(schema) == schema.serialize().to_pybytes()
 
 
 def test_each_schema_object_its_own_field() -> None:
