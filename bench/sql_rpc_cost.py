@@ -5,10 +5,11 @@ uuid = ?``, the point-query table of :mod:`bench.latency`) is three RPCs per exe
 the ADBC driver sends for a cursor that keeps its prepared statement: DoPut (bind the key; answers
 a bound handle), GetFlightInfo (the bound handle: analysis, planning, endpoints) and DoGet (each
 endpoint's ticket). Here a ``pyarrow.flight`` client sends exactly those, one at a time, and reads
-the CPU time the server spent on each from the server processes' CPU-time clocks (Linux's
-per-process ``CLOCK_PROCESS_CPUTIME_ID`` of another process: nanoseconds, every thread) before
-and after the RPC: where a query's CPU goes, RPC by RPC. The sum is reported too, next to the
-process tree's user + system time over the same executions (``/proc/<pid>/stat``, clock ticks).
+the CPU time the server spent on each from the server process's CPU-time clock (Linux's
+``CLOCK_PROCESS_CPUTIME_ID`` of another process: nanoseconds, every thread, ended ones included)
+before and after the RPC: where a query's CPU goes, RPC by RPC. The sum is reported too, next to
+the process tree's user + system time over the same executions (``/proc/<pid>/stat``, clock
+ticks): equal when the one serving process is the whole tree.
 An RPC whose handler does next to nothing (``ClosePreparedStatement``, sent after each execution
 and measured apart) shows what any RPC costs before its handler's work.
 
@@ -23,7 +24,6 @@ Run alone with ``python -m bench.sql_rpc_cost [quick]``.
 from __future__ import annotations
 
 import json
-import os
 import random
 import sys
 import tempfile
@@ -47,39 +47,18 @@ RPCS = ("DoPut (bind)", "GetFlightInfo (bound handle)", "DoGet")
 FLOOR = "DoAction ClosePreparedStatement (an RPC's floor)"
 
 
-def _tree_pids(pid: int) -> list[int]:
-    """``pid`` and its live descendants."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                text = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            children.setdefault(int(text[text.rindex(")") + 2:].split()[1]), []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        out.append(current)
-        todo.extend(children.get(current, []))
-    return out
-
-
 def _process_clock(pid: int) -> int:
     """The CPU-time clock of process ``pid`` (Linux: ``clock_getcpuclockid``; every thread of the
     process, ended ones included, in nanoseconds)."""
     return ((~pid) << 3) | 2  # the kernel's process clock id: (~pid << 3) | CPUCLOCK_SCHED
 
 
-def _cpu_ns(clocks: list[int]) -> int:
-    """Nanoseconds on CPU of the processes of ``clocks`` (one that exited counts no more)."""
-    total = 0
-    for clock in clocks:
-        try:
-            total += time.clock_gettime_ns(clock)
-        except OSError:
-            continue
-    return total
+def _cpu_ns(clock: int) -> int:
+    """Nanoseconds on CPU of the process of ``clock`` (0 once it exited)."""
+    try:
+        return time.clock_gettime_ns(clock)
+    except OSError:
+        return 0
 
 
 class _Execution:
@@ -90,7 +69,7 @@ class _Execution:
 
         self.client = flight.connect(uri)
         self.pid = pid
-        self.clocks = [_process_clock(p) for p in _tree_pids(pid)]
+        self.clock = _process_clock(pid)
         self.cpu: dict[str, list[int]] = {name: [] for name in (*RPCS, FLOOR)}
         self._pack, self._sql = pack, sql
         body = pack(sql.ActionCreatePreparedStatementRequest(query=sql_text))
@@ -102,9 +81,9 @@ class _Execution:
             prepared_statement_handle=self.handle)))
 
     def _timed(self, name: str, call: Callable[[], Any]) -> Any:
-        before = _cpu_ns(self.clocks)
+        before = _cpu_ns(self.clock)
         out = call()
-        self.cpu[name].append(_cpu_ns(self.clocks) - before)
+        self.cpu[name].append(_cpu_ns(self.clock) - before)
         return out
 
     def __call__(self, key: str) -> int:
