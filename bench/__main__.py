@@ -3,7 +3,8 @@
 A benchmark module is any ``bench/*.py`` other than this runner and :mod:`bench.common` that
 defines ``run(size) -> list[dict]``. A benchmark that raises is reported as failed; the others
 still run. ``--merge DIR ...`` runs nothing: it combines the ``results.json`` of earlier runs
-(a later folder's rows replace an earlier one's for the same benchmark) into ``--out``.
+(a later folder's rows replace an earlier one's for the same benchmark at the same size, so a
+quick and a full run of one benchmark both stay) into ``--out``.
 """
 
 from __future__ import annotations
@@ -59,15 +60,18 @@ def run_all(size: str, only: Sequence[str] | None = None, out_dir: Path = RESULT
 
 
 def merge_runs(folders: Sequence[Path], out_dir: Path) -> list[dict]:
-    """Combine earlier runs' ``results.json``; the report's header lists each run's size and date."""
-    by_benchmark: dict[str, list[dict]] = {}
+    """Combine earlier runs' ``results.json``, by benchmark and size (a merged report's rows keep
+    the size they were measured at); the report's header lists each run's size and date."""
+    by_benchmark: dict[tuple[str, str], list[dict]] = {}
     runs = []
     for folder in folders:
         data = json.loads((folder / "results.json").read_text())
         runs.append(f"{data['meta']['size']} {data['meta']['finished']}")
-        for name in {r["benchmark"] for r in data["rows"]}:
-            by_benchmark[name] = [r for r in data["rows"] if r["benchmark"] == name]
-    rows = [r for name in sorted(by_benchmark) for r in by_benchmark[name]]
+        found: dict[tuple[str, str], list[dict]] = {}
+        for r in data["rows"]:
+            found.setdefault((r["benchmark"], r.get("size", data["meta"]["size"])), []).append(r)
+        by_benchmark.update(found)
+    rows = [r for key in sorted(by_benchmark) for r in by_benchmark[key]]
     write_results(rows, "merged: " + "; ".join(runs), out_dir)
     return rows
 

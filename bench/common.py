@@ -264,8 +264,10 @@ def _chart(rows: Sequence[dict], path: Path) -> bool:
 
 def write_results(rows: Sequence[dict], size: str, out_dir: Path = RESULTS_DIR, errors: dict | None = None) -> dict:
     """Write ``results.json``, ``results.md`` and (if matplotlib exists) ``results.png``;
-    return the paths written."""
+    return the paths written. Each row keeps the ``size`` it was measured at (a merged report's
+    rows already carry theirs)."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    rows = [{**r, "size": r.get("size", size)} for r in rows]
     meta = {
         "size": size,
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
