@@ -26,7 +26,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from flight_server.server.sql.native_files import sql_identifier
+from flight_server.server.sql.native_files import ParquetFiles, sql_identifier
 
 #: the files a database may read (its ``allowed_paths``); empty: none
 Files = frozenset[str]
@@ -40,17 +40,17 @@ class Database:
     Attributes:
         connection: the connection every query of this database runs on (its interrupt is the
             query's: the watchdog stops it through this).
-        views: the native views on ``connection`` (name -> their ``SELECT``), kept between queries.
+        views: the native views on ``connection`` (name -> the files each reads), kept between queries.
         bound: how many statements were bound on ``connection`` (a statement kept is bound once).
     """
 
     def __init__(self, database: duckdb.DuckDBPyConnection):
         self._database = database
         self.connection = database.cursor()
-        self.views: dict[str, str] = {}
+        self.views: dict[str, ParquetFiles] = {}
         self.bound = 0
         self._registered: list[str] = []
-        self._statements: dict[tuple[str, tuple[tuple[str, str], ...]], duckdb.DuckDBPyRelation] = {}
+        self._statements: dict[str, duckdb.DuckDBPyRelation] = {}  # bound over ``views`` as they are
 
     def register(self, name: str, view: pa.RecordBatchReader | ds.Dataset | pa.Table) -> None:
         """Register ``view`` as ``name`` for this query only (dropped by :meth:`end_query`)."""
@@ -58,13 +58,14 @@ class Database:
         self.connection.register(name, view)
         self._registered.append(name)
 
-    def show_view(self, name: str, select: str) -> None:
-        """Have the native view ``name`` read ``select`` (created once: kept for the next query)."""
-        if self.views.get(name) == select:
+    def show_view(self, name: str, files: ParquetFiles) -> None:
+        """Have the native view ``name`` read ``files`` (created once: kept for the next query)."""
+        if self.views.get(name) == files:
             return
         self.drop_view(name)
-        self.connection.execute(f"CREATE TEMPORARY VIEW {sql_identifier(name)} AS {select}")
-        self.views[name] = select
+        self.connection.execute(f"CREATE TEMPORARY VIEW {sql_identifier(name)} AS {files.select_sql()}")
+        self.views[name] = files
+        self._statements.clear()
 
     def keep_views(self, names: Iterable[str]) -> None:
         """Drop the native views other than ``names`` (an earlier query's): a query sees only its own."""
@@ -78,17 +79,16 @@ class Database:
             self.connection.execute(f"DROP VIEW IF EXISTS {sql_identifier(name)}")
 
     def statement(self, sql: str) -> duckdb.DuckDBPyRelation:
-        """``sql`` bound on the connection: kept while the query's views are only native views
-        with the same ``SELECT`` s (binding a statement costs more than a small aggregate's run)."""
+        """``sql`` bound on the connection: kept while the query's views are native views only,
+        and until the views change (binding a statement costs more than a small aggregate's run)."""
         if self._registered:
             return self._bind(sql)
-        key = (sql, tuple(sorted(self.views.items())))
-        bound = self._statements.pop(key, None)
+        bound = self._statements.pop(sql, None)
         if bound is None:
             bound = self._bind(sql)
             if len(self._statements) >= STATEMENTS_KEPT:
                 del self._statements[next(iter(self._statements))]  # the least recently used
-        self._statements[key] = bound
+        self._statements[sql] = bound
         return bound
 
     def _bind(self, sql: str) -> duckdb.DuckDBPyRelation:

@@ -256,13 +256,13 @@ class Engine:
         native = []
         for name, reader in views.items():
             found = files.get(name)
-            if found is not None:
-                select = found.select_sql()
-                if self.file_views.readable(database.connection, found, shown=database.views.get(name) == select):
-                    database.show_view(name, select)
-                    native.append(name)
-                    continue
-            database.register(name, reader)
+            if found is not None and self.file_views.readable(
+                database.connection, found, shown=database.views.get(name) == found
+            ):
+                database.show_view(name, found)
+                native.append(name)
+            else:
+                database.register(name, reader)
         database.keep_views(native)
 
     def _start(
