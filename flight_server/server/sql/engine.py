@@ -279,15 +279,17 @@ class Engine:
             raise flight.FlightUnavailableError(_SHUTTING_DOWN)
         stack.enter_context(self.budget.admitted())
         database, lease = self.databases.take(files), _Lease()
-        watch = self.watchdog.watch(database.connection, self.settings.timeout_seconds, cancelled)
+        watches: list[Watch] = []  # the watch, once made (a database is given back, closed, if watching fails)
 
         def give_back() -> None:
-            self.watchdog.release(watch)
-            reusable = lease.ok and watch.reason is None and database.end_query()
+            for watch in watches:
+                self.watchdog.release(watch)
+            reusable = lease.ok and all(watch.reason is None for watch in watches) and database.end_query()
             self.databases.give_back(database, reusable, files)
 
         stack.callback(give_back)
-        return database, watch, lease
+        watches.append(self.watchdog.watch(database.connection, self.settings.timeout_seconds, cancelled))
+        return database, watches[0], lease
 
     def _batches(
         self,

@@ -70,3 +70,21 @@ def test_a_database_whose_query_was_interrupted_as_it_ended_is_closed(engine, mo
     monkeypatch.setattr(engine.watchdog, "release", interrupted_first)
     assert _run(engine, "SELECT 1 AS one", {}).num_rows == 1
     assert _idle(engine) == []  # its connection may still hold the interrupt: never lent again
+
+
+def test_a_database_is_closed_when_its_query_cannot_be_watched(engine, monkeypatch):
+    taken = []
+    take = engine.databases.take
+    monkeypatch.setattr(engine.databases, "take", lambda files=frozenset(): taken.append(take(files)) or taken[-1])
+
+    def cannot_watch(*args):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(engine.watchdog, "watch", cannot_watch)
+    with pytest.raises(RuntimeError):
+        engine.run("SELECT 1 AS one", {})
+    assert _idle(engine) == [] and len(taken) == 1
+    with pytest.raises(Exception, match="closed"):
+        taken[0].connection.execute("SELECT 1")
+    monkeypatch.undo()
+    assert _run(engine, "SELECT 1 AS one", {}).num_rows == 1  # a new database serves the next query
