@@ -21,6 +21,7 @@ import pytest
 from catalog import HudiTable
 from catalog.errors import InvalidQueryError
 from catalog.read.split_reader import read_splits
+from flight_server.server.sql import databases
 from flight_server.server.sql.engine import Engine, EngineSettings, connect
 from flight_server.server.sql.native_files import parquet_files
 from flight_server.server.sql.native_scan import Fragments, native_dataset, native_read_error
@@ -167,6 +168,16 @@ def test_native_views_and_bound_statements_are_kept_per_database(engine, files):
     _run(engine, "SELECT count(*) AS n FROM w", {"w": _dataset([a, b], SCHEMA)})
     with pytest.raises(InvalidQueryError, match="v"):  # no view of an earlier query is seen
         _run(engine, "SELECT sum(x) AS t FROM v", {"w": _dataset([a, b], SCHEMA)})
+
+
+def test_bound_statements_kept_are_bounded_least_recently_used_first(engine, files, monkeypatch):
+    monkeypatch.setattr(databases, "STATEMENTS_KEPT", 2)
+    a, b, _ = files
+    texts = ["SELECT sum(x) AS t FROM v", "SELECT count(*) AS t FROM v", "SELECT max(x) AS t FROM v"]
+    for sql in [*texts, texts[2], texts[0]]:  # the third is kept, the first was dropped for it
+        _run(engine, sql, {"v": _dataset([a, b], SCHEMA)})
+    (database,) = engine.databases.idle()
+    assert database.bound == 4
 
 
 def test_a_file_duckdb_would_type_otherwise_is_scanned_through_arrow(engine, tmp_path):
