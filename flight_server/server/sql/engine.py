@@ -10,10 +10,11 @@ a plan's base files (:mod:`.native_scan`). The local files of such a dataset are
 own Parquet reader, on a database that may read exactly those files and nothing else
 (:mod:`.native_files`).
 
-Every query of an :class:`Engine` runs on a fresh connection of a pooled database
-(:mod:`.databases`), is admitted against the process-wide memory budget
-(:mod:`.admission`), watched until it ends (:mod:`.watchdog`: deadline, client cancellation,
-shutdown, memory growth) and its result is bounded in bytes while it streams.
+Every query of an :class:`Engine` runs on the connection of a pooled database
+(:mod:`.databases`: one query at a time, its native views and bound statements kept), is
+admitted against the process-wide memory budget (:mod:`.admission`), watched until it ends
+(:mod:`.watchdog`: deadline, client cancellation, shutdown, memory growth) and its result is
+bounded in bytes while it streams.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from flight_server.server.security.budgets import ServerBusyError
 from flight_server.server.security.limits import LimitExceededError
 from flight_server.server.sql import native_files
 from flight_server.server.sql.admission import RETRY_SECONDS, MemoryBudget, parse_bytes
-from flight_server.server.sql.databases import DatabasePool, Files
+from flight_server.server.sql.databases import Database, DatabasePool, Files
 from flight_server.server.sql.native_files import FileViews, ParquetFiles
 from flight_server.server.sql.watchdog import CANCELLED, DEADLINE, MEMORY, Watch, Watchdog
 
@@ -190,12 +191,12 @@ class Engine:
     ) -> pa.Schema:
         stack = contextlib.ExitStack()
         try:
-            db, watch, lease = self._start(stack, cancelled)
+            database, watch, lease = self._start(stack, cancelled)
             try:
                 for name, schema in views.items():
-                    db.register(name, schema.empty_table())
+                    database.register(name, schema.empty_table())
                 with watch.busy():
-                    schema = db.sql(sql).limit(0).to_arrow_reader(BATCH_ROWS).schema
+                    schema = database.connection.sql(sql).limit(0).to_arrow_reader(BATCH_ROWS).schema
                 lease.ok = watch.reason is None
                 return schema
             except duckdb.Error as err:
@@ -222,19 +223,16 @@ class Engine:
         files = native_files.parquet_views(views) if self.settings.native_reader else {}
         stack = contextlib.ExitStack()
         try:
-            db, watch, lease = self._start(stack, cancelled, native_files.file_set(files))
+            database, watch, lease = self._start(stack, cancelled, native_files.file_set(files))
         except BaseException:
             stack.close()
             raise
         try:
             with watch.busy():
                 if files:
-                    native_files.check_table_names(db, sql)
-                for name, reader in views.items():
-                    native = files.get(name)
-                    if native is None or not self.file_views.create(db, name, native):
-                        db.register(name, reader)
-                result = db.sql(sql).to_arrow_reader(BATCH_ROWS)
+                    native_files.check_table_names(database.connection, sql)
+                self._show_views(database, views, files)
+                result = database.statement(sql).to_arrow_reader(BATCH_ROWS)
         except duckdb.Error as err:
             stack.close()
             raise (_stopped(watch, self.settings) or _engine_error(err, self.settings, files)) from err
@@ -247,22 +245,51 @@ class Engine:
         weakref.finalize(batches, stack.close)
         return result.schema, batches
 
+    def _show_views(
+        self,
+        database: Database,
+        views: Mapping[str, pa.RecordBatchReader | ds.Dataset],
+        files: Mapping[str, ParquetFiles],
+    ) -> None:
+        """Put the query's views on ``database``: native views over the files the engine reads
+        itself (kept from an earlier query over the same files), the others registered."""
+        native = []
+        for name, reader in views.items():
+            found = files.get(name)
+            if found is not None and self.file_views.readable(
+                database.connection, found, shown=database.views.get(name) == found
+            ):
+                database.show_view(name, found)
+                native.append(name)
+            else:
+                database.register(name, reader)
+        database.keep_views(native)
+
     def _start(
         self, stack: contextlib.ExitStack, cancelled: Callable[[], bool] | None, files: Files = frozenset()
-    ) -> tuple[duckdb.DuckDBPyConnection, Watch, _Lease]:
-        """Admit, connect (a fresh connection of a pooled database that may read exactly
-        ``files``: :mod:`.databases`) and watch a query; closing ``stack`` undoes it all in
-        reverse order."""
+    ) -> tuple[Database, Watch, _Lease]:
+        """Admit, take a pooled database that may read exactly ``files`` (:mod:`.databases`)
+        and watch the query on its connection; closing ``stack`` undoes it all in reverse order.
+
+        The database is given back for reuse only when the query ended well, its watch was
+        released without an interrupt (none can come after the release, so the next query on
+        the connection is never interrupted for this one), and its registered views are dropped.
+        """
         if self.watchdog.closed:
             raise flight.FlightUnavailableError(_SHUTTING_DOWN)
         stack.enter_context(self.budget.admitted())
         database, lease = self.databases.take(files), _Lease()
-        stack.callback(lambda: self.databases.give_back(database, lease.ok, files))
-        db = database.cursor()
-        stack.callback(db.close)
-        watch = self.watchdog.watch(db, self.settings.timeout_seconds, cancelled)
-        stack.callback(self.watchdog.release, watch)  # released before the connection is closed
-        return db, watch, lease
+        watches: list[Watch] = []  # the watch, once made (a database is given back, closed, if watching fails)
+
+        def give_back() -> None:
+            for watch in watches:
+                self.watchdog.release(watch)
+            reusable = lease.ok and all(watch.reason is None for watch in watches) and database.end_query()
+            self.databases.give_back(database, reusable, files)
+
+        stack.callback(give_back)
+        watches.append(self.watchdog.watch(database.connection, self.settings.timeout_seconds, cancelled))
+        return database, watches[0], lease
 
     def _batches(
         self,

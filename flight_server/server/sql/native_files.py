@@ -164,8 +164,10 @@ def _table_references(node: object) -> Iterator[tuple[str, ...]]:
 
 
 class FileViews:
-    """Creates a query's native views, each only when DuckDB reads its columns with exactly
-    the types the Arrow dataset has (verdicts kept per file list and schema); counts them."""
+    """Decides which native views a query gets: only those whose columns DuckDB reads with
+    exactly the types the Arrow dataset has (verdicts kept per file list and schema); counts them.
+    The views themselves are kept by the database that may read their files
+    (:meth:`~.databases.Database.show_view`)."""
 
     def __init__(self, max_bytes: int = VERDICT_CACHE_BYTES):
         self._verdicts: BoundedLRU[tuple[tuple[str, ...], bytes], bool] = BoundedLRU(
@@ -175,23 +177,24 @@ class FileViews:
         self.read = 0  # views read by the engine's own Parquet reader
         self.declined = 0  # views whose files DuckDB would type differently (scanned through Arrow)
 
-    def create(self, db: duckdb.DuckDBPyConnection, name: str, files: ParquetFiles) -> bool:
-        """Create view ``name`` over ``files`` on ``db`` (a connection of a database allowed to
-        read them); ``False``, creating nothing, when DuckDB would type a column differently."""
-        select = files.select_sql()
-        key = (files.paths, files.schema.serialize().to_pybytes())
-        same = self._verdicts.get(key)
-        if same is None:
-            expected = [str(t) for t in db.from_arrow(files.schema.empty_table()).types]
-            same = [str(t) for t in db.sql(select).types] == expected
-            self._verdicts.put(key, same, len(key[1]) + sum(len(p) for p in files.paths) + 64)
+    def readable(self, db: duckdb.DuckDBPyConnection, files: ParquetFiles, shown: bool = False) -> bool:
+        """Whether the engine reads ``files`` itself (on ``db``, a connection of a database
+        allowed to read them): DuckDB types every column as the Arrow dataset does. ``shown``:
+        the view already is on that database (so it was readable)."""
+        same = shown
+        if not same:
+            key = (files.paths, files.schema.serialize().to_pybytes())
+            verdict = self._verdicts.get(key)
+            if verdict is None:
+                expected = [str(t) for t in db.from_arrow(files.schema.empty_table()).types]
+                verdict = [str(t) for t in db.sql(files.select_sql()).types] == expected
+                self._verdicts.put(key, verdict, len(key[1]) + sum(len(p) for p in files.paths) + 64)
+            same = verdict
         with self._lock:
             if same:
                 self.read += 1
             else:
                 self.declined += 1
-        if same:
-            db.execute(f"CREATE TEMPORARY VIEW {sql_identifier(name)} AS {select}")
         return same
 
 

@@ -1,5 +1,5 @@
-"""Queries run on fresh connections of pooled databases: a database is reused only after a query
-that ended well, and nothing of one query (its views) is seen by the next."""
+"""Queries run on the connections of pooled databases: a database is reused only after a query
+that ended well and was not interrupted, and nothing of one query (its views) is seen by the next."""
 
 from __future__ import annotations
 
@@ -57,4 +57,34 @@ def test_no_database_is_kept_after_shutdown(engine):
     engine.stop_all()
     assert _idle(engine) == []
     with pytest.raises(Exception, match="closed"):
-        database.execute("SELECT 1")
+        database.connection.execute("SELECT 1")
+
+
+def test_a_database_whose_query_was_interrupted_as_it_ended_is_closed(engine, monkeypatch):
+    release = engine.watchdog.release
+
+    def interrupted_first(watch):  # the deadline passes between the last batch and the release
+        watch.stop("deadline")
+        release(watch)
+
+    monkeypatch.setattr(engine.watchdog, "release", interrupted_first)
+    assert _run(engine, "SELECT 1 AS one", {}).num_rows == 1
+    assert _idle(engine) == []  # its connection may still hold the interrupt: never lent again
+
+
+def test_a_database_is_closed_when_its_query_cannot_be_watched(engine, monkeypatch):
+    taken = []
+    take = engine.databases.take
+    monkeypatch.setattr(engine.databases, "take", lambda files=frozenset(): taken.append(take(files)) or taken[-1])
+
+    def cannot_watch(*args):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(engine.watchdog, "watch", cannot_watch)
+    with pytest.raises(RuntimeError):
+        engine.run("SELECT 1 AS one", {})
+    assert _idle(engine) == [] and len(taken) == 1
+    with pytest.raises(Exception, match="closed"):
+        taken[0].connection.execute("SELECT 1")
+    monkeypatch.undo()
+    assert _run(engine, "SELECT 1 AS one", {}).num_rows == 1  # a new database serves the next query

@@ -21,6 +21,7 @@ import pytest
 from catalog import HudiTable
 from catalog.errors import InvalidQueryError
 from catalog.read.split_reader import read_splits
+from flight_server.server.sql import databases
 from flight_server.server.sql.engine import Engine, EngineSettings, connect
 from flight_server.server.sql.native_files import parquet_files
 from flight_server.server.sql.native_scan import Fragments, native_dataset, native_read_error
@@ -144,6 +145,39 @@ def test_databases_are_kept_per_file_set(engine, files):
     assert len(engine.databases.idle()) == 2  # bounded: sql_memory_budget / sql_memory_limit
     with pytest.raises(InvalidQueryError):  # the plain database reads no file
         _run(engine, f"SELECT * FROM \"{a}\"", {})
+
+
+def test_native_views_and_bound_statements_are_kept_per_database(engine, files):
+    a, b, _ = files
+    sql = "SELECT sum(x) AS t FROM v"
+    answers = {_run(engine, sql, {"v": _dataset([a, b], SCHEMA)}).column("t")[0].as_py() for _ in range(3)}
+    (database,) = engine.databases.idle()
+    assert len(answers) == 1 and database.bound == 1 and list(database.views) == ["v"]
+    assert engine.file_views.read == 3
+    # another statement over the same files under another name: the earlier view is gone
+    assert _run(engine, "SELECT count(*) AS n FROM w", {"w": _dataset([b, a], SCHEMA)}).num_rows == 1
+    assert list(database.views) == ["w"] and database.bound == 2
+    # a view registered through Arrow, next to a native one of these files: the native 'w' is dropped
+    both = {"w": pa.table({"x": pa.array([7], pa.int64())}), "v": _dataset([a, b], SCHEMA)}
+    got = _run(engine, "SELECT (SELECT sum(x) FROM w) AS t, (SELECT count(*) FROM v) AS n", both)
+    assert got.to_pylist() == [{"t": 7, "n": 15}]
+    assert engine.databases.idle() == [database] and list(database.views) == ["v"]
+    with pytest.raises(InvalidQueryError, match="w"):  # the registered view went with its query
+        _run(engine, "SELECT (SELECT count(*) FROM w) AS t, (SELECT count(*) FROM v) AS n",
+             {"v": _dataset([a, b], SCHEMA)})
+    _run(engine, "SELECT count(*) AS n FROM w", {"w": _dataset([a, b], SCHEMA)})
+    with pytest.raises(InvalidQueryError, match="v"):  # no view of an earlier query is seen
+        _run(engine, "SELECT sum(x) AS t FROM v", {"w": _dataset([a, b], SCHEMA)})
+
+
+def test_bound_statements_kept_are_bounded_least_recently_used_first(engine, files, monkeypatch):
+    monkeypatch.setattr(databases, "STATEMENTS_KEPT", 2)
+    a, b, _ = files
+    texts = ["SELECT sum(x) AS t FROM v", "SELECT count(*) AS t FROM v", "SELECT max(x) AS t FROM v"]
+    for sql in [*texts, texts[2], texts[0]]:  # the third is kept, the first was dropped for it
+        _run(engine, sql, {"v": _dataset([a, b], SCHEMA)})
+    (database,) = engine.databases.idle()
+    assert database.bound == 4
 
 
 def test_a_file_duckdb_would_type_otherwise_is_scanned_through_arrow(engine, tmp_path):
