@@ -21,6 +21,7 @@ footer (see :func:`dictionary_columns`); the batches returned keep the table's t
 
 from __future__ import annotations
 
+import bisect
 import functools
 import posixpath
 from typing import Any, Callable, ContextManager, Iterable, Iterator, Mapping, Sequence
@@ -33,7 +34,7 @@ import pyarrow.parquet as pq
 
 from catalog.errors import CorruptTableError, UnsupportedTableError
 from catalog.format.hudi_types import is_vector, vector_from_bytes
-from catalog.format.row_groups import PointLookup
+from catalog.format.row_groups import KeyColumn, PointLookup
 from catalog.storage import Storage
 
 BATCH_SIZE = 65536
@@ -270,14 +271,16 @@ def read_parquet(
             fh.close()
 
 
-def _rows_of_keys(column: pa.ChunkedArray, keys: tuple[str, ...], unique: bool) -> list[int]:
+def _rows_of_keys(column: pa.ChunkedArray, keys: tuple[str, ...], facts: KeyColumn) -> list[int]:
     """The rows of ``column`` holding one of ``keys``, in row order. One key (a point query) is
-    found by a scan for equality (``pc.index``) that stops at the first match when the column's
-    values are ``unique`` (a record key usually is in a base file); else it goes on, so a
-    duplicate is found too."""
+    found by a binary search when the column is ``facts.ascending`` (then its duplicates follow
+    it), else by a scan for equality (``pc.index``) that stops at the first match when the
+    values are ``facts.unique``, or goes on, so a duplicate is found too."""
     if len(keys) != 1:
         values = pa.array(keys, column.type)
         return pc.indices_nonzero(pc.is_in(column, value_set=values)).to_pylist()
+    if facts.ascending:
+        return _rows_in_order(column, keys[0])
     key = pa.scalar(keys[0], column.type)
     rows: list[int] = []
     start = 0
@@ -286,9 +289,37 @@ def _rows_of_keys(column: pa.ChunkedArray, keys: tuple[str, ...], unique: bool) 
         if found < 0:
             break
         rows.append(found)
-        if unique:
+        if facts.unique:
             break
         start = found + 1
+    return rows
+
+
+class _Values:
+    """An array's values as a Python sequence, converted one by one as a search asks for them."""
+
+    __slots__ = ("_array",)
+
+    def __init__(self, array: pa.Array):
+        self._array = array
+
+    def __len__(self) -> int:
+        return len(self._array)
+
+    def __getitem__(self, index: int) -> Any:
+        return self._array[index].as_py()
+
+
+def _rows_in_order(column: pa.ChunkedArray, key: str) -> list[int]:
+    """The rows holding ``key`` in a column of ascending non-null values (one chunk, or none)."""
+    if len(column) == 0:
+        return []
+    values = _Values(column.chunk(0))
+    row = bisect.bisect_left(values, key)
+    rows = []
+    while row < len(values) and values[row] == key:
+        rows.append(row)
+        row += 1
     return rows
 
 
@@ -394,7 +425,7 @@ def _read_point(
             key_index = table.schema.get_field_index(point.column) if pushed else -1
             if key_index >= 0:
                 keys = table.column(key_index)
-                rows = _rows_of_keys(keys, point.keys, decoded.unique(file, index, point.column, keys))
+                rows = _rows_of_keys(keys, point.keys, decoded.key_column(file, index, point.column, keys))
                 if not rows:
                     continue
                 # one row (a key lookup): a zero-copy slice, not a copy of every column

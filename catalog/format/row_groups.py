@@ -5,8 +5,8 @@ usual one page per column chunk, every column of the row group. That decoding is
 warm point query's CPU, so the decoded row group is kept (the "uncompressed block cache" of
 key-value stores, for short lookups). Safe because base files are immutable: the key is the
 file's full path and size, the row group and the columns decoded. Footers are kept beside them,
-so a hit opens no file, and whether a row group's key column holds any value twice (a lookup of
-one key then stops at its first match). Bounded in bytes; only readers given a cache use it (the planner hands
+so a hit opens no file, and what a row group's key column allows a lookup of one key (see
+:class:`KeyColumn`). Bounded in bytes; only readers given a cache use it (the planner hands
 it to point reads only, so scans never churn it).
 """
 
@@ -24,7 +24,7 @@ from catalog.storage import Storage
 
 #: what a kept footer is charged beyond its serialized size (the Python and C++ objects)
 _FOOTER_OVERHEAD = 512
-#: what a kept "the key column is unique" flag is charged (its key and entry)
+#: what a kept :class:`KeyColumn` is charged (its key and entry)
 _FLAG_BYTES = 256
 
 
@@ -36,6 +36,32 @@ class ParquetFooter:
     schema: pa.Schema
 
 
+@dataclass(frozen=True)
+class KeyColumn:
+    """What a row group's record key column allows a lookup of one key.
+
+    Attributes:
+        unique: its non-null values are all distinct: a scan stops at the first match.
+        ascending: one chunk of non-null values in ascending order (a base file Hudi wrote
+            sorted by record key): a binary search finds the key (and its duplicates next to it).
+    """
+
+    unique: bool
+    ascending: bool
+
+
+def _ascending(values: pa.ChunkedArray) -> bool:
+    """One chunk (or none) of non-null strings in ascending order (UTF-8 byte order is the order
+    of Python's ``str``, which a binary search compares with)."""
+    string = pa.types.is_string(values.type) or pa.types.is_large_string(values.type)
+    if not string or values.null_count or values.num_chunks > 1:
+        return False
+    if len(values) < 2:
+        return True
+    array = values.chunk(0)
+    return bool(pc.all(pc.less_equal(array.slice(0, len(array) - 1), array.slice(1))).as_py())
+
+
 class DecodedRowGroups:
     """Decoded row groups (``pa.Table``) and footers of immutable Parquet files; thread safe.
 
@@ -45,7 +71,7 @@ class DecodedRowGroups:
     """
 
     def __init__(self, max_bytes: int, listener: CacheListener | None = None):
-        self._lru: BoundedLRU[Hashable, ParquetFooter | pa.Table | bool] = BoundedLRU(
+        self._lru: BoundedLRU[Hashable, ParquetFooter | pa.Table | KeyColumn] = BoundedLRU(
             "point_reads", max_bytes, listener=listener
         )
 
@@ -80,17 +106,17 @@ class DecodedRowGroups:
         self._lru.put(key, table, table.nbytes)
         return table
 
-    def unique(self, file: tuple[str, int | None], index: int, column: str, values: pa.ChunkedArray) -> bool:
-        """Whether the non-null ``values`` of ``column`` in row group ``index`` of ``file`` are all
-        distinct (counted once, then kept): a lookup of one key then stops at its first match."""
-        key = (file, index, column, "unique")
+    def key_column(self, file: tuple[str, int | None], index: int, column: str, values: pa.ChunkedArray) -> "KeyColumn":
+        """What the ``values`` of the record key ``column`` in row group ``index`` of ``file``
+        allow a lookup of one key (checked once, then kept)."""
+        key = (file, index, column, "key column")
         hit = self._lru.get(key)
-        if isinstance(hit, bool):
+        if isinstance(hit, KeyColumn):
             return hit
         distinct = pc.count_distinct(values, mode="only_valid").as_py()
-        unique = distinct == len(values) - values.null_count
-        self._lru.put(key, unique, _FLAG_BYTES)
-        return unique
+        facts = KeyColumn(unique=distinct == len(values) - values.null_count, ascending=_ascending(values))
+        self._lru.put(key, facts, _FLAG_BYTES)
+        return facts
 
     def stats(self) -> CacheStats:
         return self._lru.stats()
@@ -115,4 +141,4 @@ class PointLookup:
     exact: bool
 
 
-__all__ = ["DecodedRowGroups", "ParquetFooter", "PointLookup"]
+__all__ = ["DecodedRowGroups", "KeyColumn", "ParquetFooter", "PointLookup"]

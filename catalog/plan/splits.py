@@ -85,13 +85,45 @@ def row_group_bytes(metadata: pq.FileMetaData, index: int) -> int:
     return sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
 
 
+@dataclass(frozen=True)
+class RowGroupLayout:
+    """Where a Parquet file's row groups lie and what they hold: first byte, compressed bytes
+    and rows of each (read off the footer once; walking every column chunk's metadata costs
+    more than the rest of splitting a point query's one file)."""
+
+    starts: tuple[int, ...]
+    nbytes: tuple[int, ...]
+    rows: tuple[int, ...]
+
+    @classmethod
+    def of(cls, metadata: pq.FileMetaData) -> "RowGroupLayout":
+        groups = range(metadata.num_row_groups)
+        return cls(
+            tuple(row_group_starts(metadata)),
+            tuple(row_group_bytes(metadata, i) for i in groups),
+            tuple(metadata.row_group(i).num_rows for i in groups),
+        )
+
+    def memory_bytes(self) -> int:
+        """What keeping it costs (three tuples of ints)."""
+        return 200 + 3 * 36 * len(self.starts)
+
+
+@dataclass(frozen=True)
+class CachedFooter:
+    """A Parquet footer as the footer cache keeps it: the metadata and its row-group layout."""
+
+    metadata: pq.FileMetaData
+    layout: RowGroupLayout
+
+
 def aligned_row_groups(metadata: pq.FileMetaData, start: int, length: int) -> list[int]:
     """Row groups whose first byte lies in ``[start, start + length)``."""
     end = start + length
     return [i for i, s in enumerate(row_group_starts(metadata)) if start <= s < end]
 
 
-class FooterCache(BoundedLRU[tuple[str, int], "pq.FileMetaData | LanceFooter"]):
+class FooterCache(BoundedLRU[tuple[str, int], "CachedFooter | LanceFooter"]):
     """An LRU of base file footers (Parquet footers, Lance row counts) keyed by (normalised full
     path, size), bounded in bytes (each footer counts its serialized size plus object overhead);
     thread safe.
@@ -123,9 +155,14 @@ class FooterCache(BoundedLRU[tuple[str, int], "pq.FileMetaData | LanceFooter"]):
 
     def footer(self, storage: Storage, rel_path: str, size: int) -> pq.FileMetaData:
         """The footer of the Parquet base file ``rel_path`` of ``size`` bytes (read on a miss)."""
+        return self.parquet(storage, rel_path, size).metadata
+
+    def parquet(self, storage: Storage, rel_path: str, size: int) -> CachedFooter:
+        """The footer and row-group layout of the Parquet base file ``rel_path`` of ``size`` bytes
+        (read on a miss)."""
         key = self._key(storage, rel_path, size)
         hit = self.get(key)
-        if isinstance(hit, pq.FileMetaData):
+        if isinstance(hit, CachedFooter):
             return hit
         try:
             with storage.open(rel_path) as fh:
@@ -134,8 +171,10 @@ class FooterCache(BoundedLRU[tuple[str, int], "pq.FileMetaData | LanceFooter"]):
             raise FileNotFoundError(f"base file missing: {storage.uri}/{rel_path}") from err
         except (pa.ArrowInvalid, OSError) as err:
             raise CorruptTableError(f"cannot read Parquet base file {storage.uri}/{rel_path}: {err}") from err
-        self.put(key, metadata, int(metadata.serialized_size) + 512)  # plus the Python and C++ objects
-        return metadata
+        entry = CachedFooter(metadata, RowGroupLayout.of(metadata))
+        # plus the Python and C++ objects
+        self.put(key, entry, int(metadata.serialized_size) + 512 + entry.layout.memory_bytes())
+        return entry
 
 
 _DEFAULT_FOOTER_CACHE = FooterCache()
@@ -195,11 +234,11 @@ class SplitPlanner:
         if base.extension != "parquet":
             # Other formats are refused by the reader; plan them as one unit so it says so.
             return [self._split(fs, fs.total_size, 0)]
-        metadata = self.footers.footer(self.storage, base_path, base.size)
+        footer = self.footers.parquet(self.storage, base_path, base.size)
         if fs.has_logs or fs.bootstrap_source is not None:
             # a skeleton file is stitched to its source file by row position: read it whole
-            return [self._split(fs, fs.total_size, self._with_log_rows(fs, metadata.num_rows))]
-        return self._byte_ranges(fs, metadata, budget)
+            return [self._split(fs, fs.total_size, self._with_log_rows(fs, footer.metadata.num_rows))]
+        return self._byte_ranges(fs, footer, budget)
 
     @staticmethod
     def _with_log_rows(fs: FileSlice, base_rows: int) -> int:
@@ -210,18 +249,19 @@ class SplitPlanner:
             return base_rows
         return base_rows + round((fs.total_size - size) * base_rows / size)
 
-    def _byte_ranges(self, fs: FileSlice, metadata: pq.FileMetaData, budget: _InitialBudget | None) -> list[Split]:
+    def _byte_ranges(self, fs: FileSlice, footer: CachedFooter, budget: _InitialBudget | None) -> list[Split]:
         assert fs.base_file is not None  # only slices with a base file are cut into byte ranges
         size = fs.base_file.size
         if not size:  # size unknown to the listing: do not cut
-            return [self._split(fs, metadata.serialized_size, metadata.num_rows)]
+            return [self._split(fs, footer.metadata.serialized_size, footer.metadata.num_rows)]
+        layout = footer.layout
         target = self.options.target_split_bytes
         small = self.options.initial_split_bytes
         n_small = 0
         if budget is not None and small and small < target:
             n_small = budget.take(-(-size // small))
         # Clamped so that a writer's odd offsets can never leave a row group without an owner.
-        starts = [min(max(s, 0), size - 1) for s in row_group_starts(metadata)]
+        starts = [min(max(s, 0), size - 1) for s in layout.starts]
         out: list[Split] = []
         pos = 0
         while pos < size:
@@ -233,8 +273,8 @@ class SplitPlanner:
             else:
                 groups_arg = groups
             if groups:
-                nbytes = sum(row_group_bytes(metadata, i) for i in groups)
-                rows = sum(metadata.row_group(i).num_rows for i in groups)
+                nbytes = sum(layout.nbytes[i] for i in groups)
+                rows = sum(layout.rows[i] for i in groups)
                 out.append(self._split(fs, nbytes, rows, start=pos, length=length if groups_arg else None,
                                        row_groups=groups_arg))
             pos += length
@@ -279,7 +319,9 @@ class SplitPlanner:
 
 __all__ = [
     "DEFAULT_TARGET_SPLIT_BYTES",
+    "CachedFooter",
     "FooterCache",
+    "RowGroupLayout",
     "SplitOptions",
     "SplitPlanner",
     "aligned_row_groups",

@@ -8,7 +8,7 @@ names for completed instants. Instants are identified by their requested time, k
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from catalog.storage import Storage
 from catalog.table.config import TableConfig
@@ -46,16 +46,21 @@ class Timeline(Sequence[Instant]):
         self._metadata_cache: dict[str, dict[str, Any]] = {}
         self.metadata_bytes = 0  # bytes of the instant files decoded so far
         self._archived: ArchivedTimeline | None = None
+        self._listed: frozenset[str] | None = None  # the folder's names when it was last listed
 
     @staticmethod
-    def _list(storage: Storage, config: TableConfig) -> list[Instant]:
-        """The instants of the active timeline folder: ONE listing request (names only: a folder
-        such as ``archived``, ``metadata`` or ``history`` is no instant file name)."""
-        layout = config.timeline_layout_version
+    def _names(storage: Storage, config: TableConfig) -> frozenset[str]:
+        """The names in the active timeline folder: ONE listing request (names only)."""
         try:
-            names = storage.ls_names(timeline_folder(config))
+            return frozenset(storage.ls_names(timeline_folder(config)))
         except FileNotFoundError:
-            names = []
+            return frozenset()
+
+    @staticmethod
+    def _instants(names: Iterable[str], config: TableConfig) -> list[Instant]:
+        """The instants among a timeline folder's ``names`` (a folder such as ``archived``,
+        ``metadata`` or ``history`` is no instant file name)."""
+        layout = config.timeline_layout_version
         instants = []
         for name in names:
             inst = parse_instant_file_name(name, layout)
@@ -65,16 +70,25 @@ class Timeline(Sequence[Instant]):
 
     @classmethod
     def load(cls, storage: Storage, config: TableConfig) -> "Timeline":
-        return cls(storage, config, cls._list(storage, config))
+        names = cls._names(storage, config)
+        timeline = cls(storage, config, cls._instants(names, config))
+        timeline._listed = names
+        return timeline
 
     def refreshed(self) -> "Timeline":
         """The timeline as storage holds it now, from one listing: ``self`` when no instant file
-        came or went, else a new timeline that keeps the instant files already decoded (an
-        instant file name carries its state, and a completed instant's file never changes)."""
-        instants = self._list(self._storage, self._config)
+        came or went (the folder lists the names it listed last time: nothing is parsed), else a
+        new timeline that keeps the instant files already decoded (an instant file name carries
+        its state, and a completed instant's file never changes)."""
+        names = self._names(self._storage, self._config)
+        if names == self._listed:
+            return self
+        instants = self._instants(names, self._config)
         if frozenset(i.file_name for i in instants) == self.file_names:
+            self._listed = names  # only other entries (a folder) came or went
             return self
         new = Timeline(self._storage, self._config, instants)
+        new._listed = names
         new._metadata_cache.update(self._metadata_cache)
         new.metadata_bytes = self.metadata_bytes
         return new

@@ -172,7 +172,7 @@ def compose(
         catalog,
         tables,
         auth.access,
-        TicketCodec(signer, limits),
+        TicketCodec(signer, limits, config.issued_ticket_cache_bytes, ops.cache_listener),
         limits,
         config.split_options(),
         FooterCache(limits.footer_cache_bytes, ops.cache_listener),

@@ -34,3 +34,31 @@ def test_layout_1_refresh_costs_one_listing_and_reads_only_what_changed(fixture_
     calls = CountingFileSystem.reset()
     assert calls == [("list", f"{path}/.hoodie"), ("read", f"{path}/.hoodie/hoodie.properties")]
     assert len(list(moved.fs_view.latest_file_slices(moved.listing.list_partitions(), None))) == rows_before
+
+
+def test_an_unchanged_timeline_folder_is_not_parsed_again(fixture_table, tmp_path, monkeypatch):
+    """Names listed as last time: no instant file name is parsed; a new non-instant entry parses
+    once and keeps the timeline; a new instant file makes a new one."""
+    import catalog.timeline.active as active
+
+    path = tmp_path / "t"
+    shutil.copytree(fixture_table(V6), path)
+    state = TableState.load(Storage(str(path)))
+    parsed: list[str] = []
+    real = active.parse_instant_file_name
+    monkeypatch.setattr(active, "parse_instant_file_name", lambda name, layout: parsed.append(name) or real(name, layout))
+    timeline = state.timeline
+    assert timeline.refreshed() is timeline and parsed == []
+
+    (Path(path) / ".hoodie" / "scratch").mkdir()
+    assert timeline.refreshed() is timeline and "scratch" in parsed
+    parsed.clear()
+    assert timeline.refreshed() is timeline and parsed == []
+
+    latest = timeline.latest_commit.requested_time
+    pending = str(int(latest) + 1000).zfill(len(latest))
+    (Path(path) / ".hoodie" / f"{pending}.commit.requested").write_bytes(b"")
+    moved = timeline.refreshed()
+    assert moved is not timeline and moved.is_pending(pending)
+    parsed.clear()
+    assert moved.refreshed() is moved and parsed == []

@@ -65,7 +65,7 @@ def configure_logging(log_format: str = "text", level: int | None = None) -> Non
 class CallRecord(flight.ServerMiddleware):
     """What one call did; logged (and handed to ``completed``) when it ends."""
 
-    def __init__(self, method: str, completed: Callable[["CallRecord", str, float], None]):
+    def __init__(self, method: str, completed: Callable[["CallRecord", str, float], None] | None):
         self.method = method
         self.started = time.perf_counter()
         self.fields: dict[str, Any] = {}
@@ -74,7 +74,8 @@ class CallRecord(flight.ServerMiddleware):
     def call_completed(self, exception: BaseException | None) -> None:
         seconds = time.perf_counter() - self.started
         status = _status(exception)
-        self._completed(self, status, seconds)
+        if self._completed is not None:
+            self._completed(self, status, seconds)
         if not CALL_LOG.isEnabledFor(logging.INFO):  # e.g. text logs at WARNING: no line to build
             return
         call = {"method": self.method, "status": status, "duration_ms": round(seconds * 1000, 3), **self.fields}
@@ -102,10 +103,18 @@ def _status(exception: BaseException | None) -> str:
 
 
 class CallLogFactory(flight.ServerMiddlewareFactory):
-    def __init__(self, completed: Callable[[CallRecord, str, float], None]):
+    """Records every call that is logged or measured.
+
+    Args:
+        completed: hears every completed call (``None``: no one does, e.g. no metrics).
+    """
+
+    def __init__(self, completed: Callable[[CallRecord, str, float], None] | None):
         self._completed = completed
 
-    def start_call(self, info: flight.CallInfo, headers: dict[str, list[Any]]) -> CallRecord:
+    def start_call(self, info: flight.CallInfo, headers: dict[str, list[Any]]) -> CallRecord | None:
+        if self._completed is None and not CALL_LOG.isEnabledFor(logging.INFO):
+            return None  # no line to log, no one to tell: no record, and gRPC calls back no Python
         return CallRecord(_method_name(info.method), self._completed)
 
 

@@ -38,7 +38,7 @@ class Operations:
 
     # -- wiring ------------------------------------------------------------------------------
     def middleware(self) -> dict[str, Any]:
-        return {MIDDLEWARE_KEY: CallLogFactory(self._completed)}
+        return {MIDDLEWARE_KEY: CallLogFactory(self._completed if self.metrics is not None else None)}
 
     @property
     def cache_listener(self) -> CacheListener | None:

@@ -46,6 +46,8 @@ from flight_server.server.security.limits import Limits
 
 #: plans remembered for do_get (a plan is a few kilobytes: its schema and read context)
 PLAN_CACHE_ENTRIES = 512
+#: a point read of at most this many record keys is answered at once (see TicketStream)
+POINT_KEYS_AT_ONCE = 16
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,22 @@ class _Reading:
     schema: pa.Schema
     context: ReadContext
     splits: tuple[Split, ...] | None  # None: not listed (split tickets need none)
+
+
+@dataclass(frozen=True)
+class TicketStream:
+    """What ``do_get`` of a split or scan ticket streams.
+
+    Attributes:
+        schema: the schema of the batches.
+        batches: read as they are asked for.
+        few_rows: a point read of at most ``POINT_KEYS_AT_ONCE`` record keys: a few rows, from
+            row groups the point-read cache holds, cheaper read at once than streamed.
+    """
+
+    schema: pa.Schema
+    batches: Iterator[pa.RecordBatch]
+    few_rows: bool
 
 
 @dataclass(frozen=True)
@@ -243,7 +261,7 @@ class Queries:
         )
 
     # -- reading -----------------------------------------------------------------------------
-    def stream(self, call: "Call", raw: bytes) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    def stream(self, call: "Call", raw: bytes) -> "TicketStream":
         """Schema and batches of a split or scan ticket, for its own user only."""
         ticket = self.codec.redeem(raw, (SplitTicket, ScanTicket), None)
         user = call.authorize("read", ticket.scan.table)  # still holds the right (revokes count)
@@ -251,9 +269,12 @@ class Queries:
         call.note(table=ticket.scan.table, instant=ticket.scan.instant)
         if isinstance(ticket, SplitTicket):
             reading = self.reading(ticket.scan, with_splits=False)
-            return reading.schema, self.split_results.read(reading.context, ticket.split)
+            point = reading.context.point
+            few = point is not None and len(point.keys) <= POINT_KEYS_AT_ONCE
+            return TicketStream(reading.schema, self.split_results.read(reading.context, ticket.split), few)
         reading = self.reading(ticket.scan, with_splits=True)
-        return reading.schema, read_splits(reading.context, list(reading.splits or ()), ticket.scan.options.limit)
+        batches = read_splits(reading.context, list(reading.splits or ()), ticket.scan.options.limit)
+        return TicketStream(reading.schema, batches, False)
 
     def reading(self, pinned: PinnedScan, with_splits: bool) -> _Reading:
         """The schema and read context of a pinned scan (and its splits when asked): from the
@@ -347,4 +368,4 @@ def _table_path_hidden(entry: TableEntry) -> Iterator[None]:
         raise
 
 
-__all__ = ["Call", "OpenTable", "PlannedQuery", "PlannedScan", "Queries", "expiration_time"]
+__all__ = ["Call", "OpenTable", "PlannedQuery", "PlannedScan", "Queries", "TicketStream", "expiration_time"]

@@ -23,6 +23,7 @@ import binascii
 import functools
 import json
 import math
+import time
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar, overload
 
@@ -30,6 +31,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from catalog.errors import InvalidQueryError, InvalidTicketError
+from catalog.lru import BoundedLRU, CacheListener
 from catalog.plan.options import RANGE_QUERY_TYPES, ReadOptions
 from catalog.table.files import BaseFile, FileSlice, LogFile, Split
 from flight_server.server.security.limits import Limits
@@ -228,17 +230,33 @@ _WHAT: dict[type[Ticket], str] = {
 }
 
 
+#: what a remembered issued ticket is charged beyond its bytes (the ticket object it stands for)
+_ISSUED_OVERHEAD = 1024
+
+
 class TicketCodec:
     """Issues and redeems every ticket kind with one signer, under one set of rules.
+
+    The tickets this codec issued are remembered (the last ``issued_bytes`` of them, LRU), so
+    redeeming one of them takes the ticket as issued instead of verifying its signature and
+    parsing its payload again: bytes equal to a ticket this server signed are genuine. The kind,
+    the expiry and the owner are checked as for any other ticket; one it does not remember (issued
+    by another process, or forgotten) is verified and parsed.
 
     Args:
         signer: signs and verifies (expiry included).
         limits: bounds the size of what is redeemed.
+        issued_bytes: the bound of remembered issued tickets (0: none remembered).
+        listener: hears the remembered tickets' hits, misses and evictions.
     """
 
-    def __init__(self, signer: TicketSigner, limits: Limits):
+    def __init__(self, signer: TicketSigner, limits: Limits, issued_bytes: int = 0,
+                 listener: CacheListener | None = None):
         self.signer = signer
         self.limits = limits
+        self._issued: BoundedLRU[bytes, tuple[Ticket, float]] = BoundedLRU(
+            "issued_tickets", issued_bytes, listener=listener
+        )
 
     def expiry(self) -> float:
         """The absolute expiry of a ticket issued now, in whole seconds (the tickets and endpoints
@@ -247,7 +265,11 @@ class TicketCodec:
 
     def issue(self, ticket: Ticket, expires_at: float | None = None) -> bytes:
         doc = {"k": ticket.KIND, "u": ticket.user, **ticket.payload()}
-        return self.signer.sign(doc, self.expiry() if expires_at is None else expires_at)
+        expires = self.expiry() if expires_at is None else expires_at
+        raw = self.signer.sign(doc, expires)
+        if self._issued.max_bytes:
+            self._issued.put(raw, (ticket, round(expires, 3)), len(raw) + _ISSUED_OVERHEAD)
+        return raw
 
     @overload
     def redeem(self, raw: bytes, kinds: tuple[type[A]], caller: str | None) -> A: ...
@@ -264,11 +286,17 @@ class TicketCodec:
             flight.FlightUnauthorizedError: issued to another user (the one answer everywhere).
         """
         self.limits.check_ticket(raw)
-        doc = self.signer.verify(raw)
-        cls = _KINDS.get(str(doc.get("k")))
-        if cls is None or not issubclass(cls, kinds):
-            raise InvalidTicketError(f"not {_WHAT.get(kinds[0], 'a ticket of this kind')}")
-        ticket = cls.parse(doc, _field(doc, "u", str))
+        issued = self._issued.get(raw) if self._issued.max_bytes else None
+        if issued is not None and time.time() <= issued[1]:
+            ticket = issued[0]
+            if not isinstance(ticket, kinds):
+                raise InvalidTicketError(f"not {_WHAT.get(kinds[0], 'a ticket of this kind')}")
+        else:  # not remembered, or expired: the signer says why it is refused
+            doc = self.signer.verify(raw)
+            cls = _KINDS.get(str(doc.get("k")))
+            if cls is None or not issubclass(cls, kinds):
+                raise InvalidTicketError(f"not {_WHAT.get(kinds[0], 'a ticket of this kind')}")
+            ticket = cls.parse(doc, _field(doc, "u", str))
         check_owner(ticket, caller)
         return ticket
 

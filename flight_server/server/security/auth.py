@@ -110,7 +110,7 @@ class AuthMiddlewareFactory(flight.ServerMiddlewareFactory):
         self.logins = logins or LoginThrottle()
         self._static = [(t.encode(), user) for t, user in static_tokens.items()]
 
-    def start_call(self, info: flight.CallInfo, headers: dict[str, list[Any]]) -> Caller:
+    def start_call(self, info: flight.CallInfo, headers: dict[str, list[Any]]) -> Caller | None:
         try:
             return self._authenticate(info, headers)
         except InvalidTicketError as err:
@@ -119,10 +119,11 @@ class AuthMiddlewareFactory(flight.ServerMiddlewareFactory):
             log.error("catalog database error while authenticating", exc_info=err)
             raise flight.FlightUnavailableError("catalog database error; see the server log") from None
 
-    def _authenticate(self, info: flight.CallInfo, headers: dict[str, list[Any]]) -> Caller:
+    def _authenticate(self, info: flight.CallInfo, headers: dict[str, list[Any]]) -> Caller | None:
         values = headers.get("authorization") or headers.get("Authorization") or []
         if not values:
-            return self._known(ANONYMOUS)
+            self._known(ANONYMOUS)  # refused where anonymous callers are not allowed
+            return None  # caller_name answers anonymous: no record, no gRPC callbacks into Python
         value = values[0].decode(errors="replace") if isinstance(values[0], bytes) else str(values[0])
         if len(value) > MAX_HEADER_BYTES:
             raise flight.FlightUnauthenticatedError(f"authorization header is longer than {MAX_HEADER_BYTES} bytes")

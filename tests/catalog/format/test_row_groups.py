@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from catalog import HudiTable
-from catalog.format.row_groups import DecodedRowGroups
+from catalog.format.row_groups import DecodedRowGroups, KeyColumn
 from catalog.plan.options import ReadOptions
 from catalog.plan.planner import plan
 from catalog.read.split_reader import read_splits
@@ -137,19 +137,31 @@ def test_a_remote_table_is_looked_up_through_fsspec_with_the_same_rows(generated
     assert answers[0].num_rows == 1 and answers[0].equals(answers[1])
 
 
-def test_a_key_column_is_checked_for_duplicates_once_and_duplicates_are_all_found():
+def test_a_key_column_is_checked_once_and_every_match_is_found():
     from catalog.format.parquet import _rows_of_keys
 
     cache = DecodedRowGroups(1 << 20)
     file = ("file:///t/f.parquet", 100)
     distinct = pa.chunked_array([["k1", "k2", None, "k3"]])
     repeated = pa.chunked_array([["k1", "k2"], ["k1", None]])
-    assert cache.unique(file, 0, "uuid", distinct) is True
-    assert cache.unique(file, 1, "uuid", repeated) is False
+    ordered = pa.chunked_array([["a", "b", "b", "b", "c", "é"]])
+    assert cache.key_column(file, 0, "uuid", distinct) == KeyColumn(unique=True, ascending=False)
+    assert cache.key_column(file, 1, "uuid", repeated) == KeyColumn(unique=False, ascending=False)
+    assert cache.key_column(file, 2, "uuid", ordered) == KeyColumn(unique=False, ascending=True)
+    assert cache.key_column(file, 3, "uuid", pa.chunked_array([["b", "a"]])).ascending is False
+    assert cache.key_column(file, 4, "uuid", pa.chunked_array([["a"], ["b"]])).ascending is False  # two chunks
+    assert cache.key_column(file, 5, "uuid", pa.chunked_array([[b"a", b"b"]])).ascending is False  # not strings
     before = cache.stats()
-    assert cache.unique(file, 1, "uuid", repeated) is False  # kept: not counted again
+    assert cache.key_column(file, 1, "uuid", repeated).unique is False  # kept: not counted again
     assert cache.stats().hits == before.hits + 1 and cache.stats().misses == before.misses
-    assert _rows_of_keys(repeated, ("k1",), unique=False) == [0, 2]
-    assert _rows_of_keys(distinct, ("k3",), unique=True) == [3]
-    assert _rows_of_keys(distinct, ("k9",), unique=True) == []
-    assert _rows_of_keys(repeated, ("k2", "k1"), unique=False) == [0, 1, 2]
+    scan_all, scan_first = KeyColumn(unique=False, ascending=False), KeyColumn(unique=True, ascending=False)
+    assert _rows_of_keys(repeated, ("k1",), scan_all) == [0, 2]
+    assert _rows_of_keys(distinct, ("k3",), scan_first) == [3]
+    assert _rows_of_keys(distinct, ("k9",), scan_first) == []
+    assert _rows_of_keys(repeated, ("k2", "k1"), scan_all) == [0, 1, 2]
+    search = cache.key_column(file, 2, "uuid", ordered)
+    assert _rows_of_keys(ordered, ("b",), search) == [1, 2, 3]
+    assert [_rows_of_keys(ordered, (k,), search) for k in ("a", "c", "é", "0", "bb", "z")] == [[0], [4], [5], [], [], []]
+    assert _rows_of_keys(pa.chunked_array([], pa.string()), ("a",), KeyColumn(unique=True, ascending=True)) == []
+
+

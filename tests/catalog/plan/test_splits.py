@@ -16,6 +16,7 @@ import pytest
 from catalog.errors import CorruptTableError
 from catalog.plan.splits import (
     FooterCache,
+    RowGroupLayout,
     SplitOptions,
     SplitPlanner,
     aligned_row_groups,
@@ -130,6 +131,29 @@ def test_footer_cache_avoids_io(tmp_path, storage):
     opens = storage.stats.counts["open"]
     planner.split_slice(fs)
     assert storage.stats.counts["open"] == opens == 1
+
+
+def test_footer_cache_keeps_the_row_group_layout(tmp_path, storage, monkeypatch):
+    """The layout is read off the footer once, charged with it, and splits a cached file without
+    walking its column chunks again."""
+    import catalog.plan.splits as splits
+
+    fs = _write_base(tmp_path, "", "fg1", rows=100, row_group_size=10)
+    meta = pq.read_metadata(storage.full_path(fs.base_file_path))
+    cache = FooterCache()
+    footer = cache.parquet(storage, fs.base_file_path, fs.base_file.size)
+    layout = footer.layout
+    assert layout == RowGroupLayout.of(meta) and layout.starts == tuple(row_group_starts(meta))
+    assert layout.rows == (10,) * 10 and sum(layout.nbytes) == sum(
+        meta.row_group(i).total_byte_size for i in range(10))  # uncompressed: compressed == raw
+    assert cache.stats().bytes == meta.serialized_size + 512 + layout.memory_bytes()
+
+    walked = []
+    monkeypatch.setattr(splits, "row_group_bytes", lambda *a: walked.append(a) or 0)
+    target = fs.base_file.size // 3
+    parts = SplitPlanner(storage, SplitOptions(target_split_bytes=target), cache).split_slice(fs)
+    assert walked == [] and sum(s.estimated_rows for s in parts) == 100
+    assert sorted(g for s in parts for g in s.row_groups) == list(range(10))
 
 
 def test_plan_streams_before_listing_finishes(tmp_path, storage):

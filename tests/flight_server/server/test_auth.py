@@ -295,7 +295,12 @@ def test_anonymous_reads_only_on_a_loopback_server_without_users(tmp_path, fixtu
                                ("unregister-table", {"table": "ns1.a"}), ("refresh-table", {})]:
                 with pytest.raises(flight.FlightUnauthorizedError, match="anonymous has no admin right"):
                     _action(anonymous, name, body)
+            factory = srv.app.auth
+            call = flight.CallInfo(flight.FlightMethod.DO_GET)
+            assert factory.start_call(call, {}) is None  # anonymous: no record, caller_name says so
             add_user(srv, "first-user", PASSWORD)  # from now on, credentials are required
+            with pytest.raises(flight.FlightUnauthenticatedError, match="credentials required"):
+                factory.start_call(call, {})
             with pytest.raises(flight.FlightUnauthenticatedError, match="credentials required"):
                 anonymous.get_flight_info(_path("ns1.a"))
             with pytest.raises(flight.FlightUnauthenticatedError):

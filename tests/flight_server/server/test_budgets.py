@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
@@ -217,3 +218,20 @@ def test_adbc_reads_a_result_with_more_endpoints_than_the_connection_bound(gener
             cur.execute("SELECT * FROM ns.t")
             assert cur.fetch_arrow_table().num_rows == 2_000
     assert len(partitions) > 4
+
+
+def test_a_streamed_batch_is_charged_at_least_what_it_holds():
+    """A one-row slice of a row group keeps the row group's buffers alive: it is charged them (read
+    off the buffers, not by walking the columns); a slice of a batch larger than a message is
+    charged its own share, so a scan's slices are not each charged the whole batch."""
+    from flight_server.server.service import MAX_MESSAGE_BYTES, _batch_bytes, _message_sized
+
+    group = pa.record_batch([pa.array([f"key-{i:06d}" for i in range(5000)]), pa.array(range(5000))], names=["k", "n"])
+    row = group.slice(2500, 1)
+    assert _batch_bytes(row) == group.get_total_buffer_size() >= row.nbytes
+    assert _batch_bytes(group) >= group.nbytes
+
+    large = pa.record_batch([pa.array(["x" * 1000] * 30_000)], names=["s"])  # ~30 MB
+    parts = list(_message_sized(iter([large])))
+    assert all(row.nbytes <= _batch_bytes(p) == p.nbytes <= MAX_MESSAGE_BYTES + 1024 for p in parts)
+    assert sum(_batch_bytes(p) for p in parts) < 2 * large.nbytes

@@ -172,3 +172,26 @@ def test_health_turns_not_serving_on_shutdown(pair):
             pass  # the health server went away after reporting
         assert health_pb2.HealthCheckResponse.NOT_SERVING in statuses
     second.proc.wait(20)
+
+
+def test_calls_are_recorded_only_when_logged_or_measured():
+    """Without metrics and with the call log below INFO, no record is made (gRPC then calls back
+    no Python for it); with either, every call has its record."""
+    import logging
+
+    from flight_server.server.ops.call_log import CALL_LOG, CallLogFactory, CallRecord
+
+    info = flight.CallInfo(flight.FlightMethod.DO_GET)
+    heard = []
+    level = CALL_LOG.level
+    try:
+        CALL_LOG.setLevel(logging.WARNING)
+        assert CallLogFactory(None).start_call(info, {}) is None
+        record = CallLogFactory(lambda *args: heard.append(args[1])).start_call(info, {})
+        assert isinstance(record, CallRecord) and record.method == "do_get"
+        record.call_completed(None)
+        assert heard == ["OK"]
+        CALL_LOG.setLevel(logging.INFO)
+        assert isinstance(CallLogFactory(None).start_call(info, {}), CallRecord)
+    finally:
+        CALL_LOG.setLevel(level)

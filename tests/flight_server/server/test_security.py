@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 import sqlalchemy as sa
 
-from catalog.plan.splits import FooterCache
+from catalog.plan.splits import FooterCache, RowGroupLayout
 from catalog.storage import Storage
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
@@ -269,7 +269,8 @@ def test_planning_time_is_bounded(tmp_path, fixture_table):
 def test_footer_cache_is_bounded_in_bytes_and_keyed_by_normalised_path(tmp_path):
     for i in range(6):
         pq.write_table(pa.table({f"c{j}": [1] for j in range(50)}), tmp_path / f"f{i}.parquet")
-    size = pq.read_metadata(tmp_path / "f0.parquet").serialized_size
+    footer = pq.read_metadata(tmp_path / "f0.parquet")
+    size = footer.serialized_size + RowGroupLayout.of(footer).memory_bytes()  # with its row-group layout
     cache = FooterCache(max_bytes=3 * (size + 512))
     storage = Storage(str(tmp_path))
     nbytes = os.path.getsize(tmp_path / "f0.parquet")

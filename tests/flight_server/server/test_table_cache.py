@@ -171,6 +171,50 @@ def test_record_key_lookups_are_answered_from_the_cached_state(served):
     assert kinds == ["list"] and other.num_rows == 1  # another key: the opened index answers
 
 
+def test_a_point_read_is_answered_at_once_and_a_scan_is_streamed(served, monkeypatch):
+    """do_get of a record-key lookup reads its few rows within the call and hands Arrow a table
+    (no generator); the rows are the library's; a scan of the table still streams."""
+    server, client, path = served
+    streamed = []
+    real = server._stream
+    monkeypatch.setattr(server, "_stream", lambda call, schema, batches: streamed.append(1) or real(call, schema, batches))
+    key = [["uuid", "in", ["trip-0000000042", "trip-0000000007"]]]
+    got = _fetch(client, client.get_flight_info(_descriptor(filters=key)))
+    assert streamed == [] and got.num_rows == 2
+    assert_same_rows(got, HudiTable.open(path).read(filters=key), exact_types=True)
+    assert server.stream_memory.used == 0 and server.streams.in_use() == 0
+
+    info = client.get_flight_info(_descriptor())
+    assert _fetch(client, info).num_rows == HudiTable.open(path).read().num_rows
+    assert len(streamed) == len(info.endpoints) > 0
+
+
+def test_a_point_read_that_skipped_corrupt_blocks_streams_their_notes(served, monkeypatch):
+    """Notes of corrupt log blocks met while a point read was read at once reach the client as
+    the stream's app_metadata, as they do on a streamed read."""
+    from catalog.format.log_file import relay_corrupt_block_notes
+    from flight_server.server.query.queries import TicketStream
+
+    server, client, _ = served
+    real = server.queries.stream
+
+    def noted(call, raw):
+        answer = real(call, raw)
+
+        def batches():
+            relay_corrupt_block_notes(["log block 3 is corrupt"])
+            yield from answer.batches
+
+        return TicketStream(answer.schema, batches(), answer.few_rows)
+
+    monkeypatch.setattr(server.queries, "stream", noted)
+    info = client.get_flight_info(_descriptor(filters=[["uuid", "=", "trip-0000000042"]]))
+    reader = client.do_get(info.endpoints[0].ticket)
+    chunk = reader.read_chunk()
+    assert chunk.data.num_rows == 1
+    assert json.loads(chunk.app_metadata.to_pybytes()) == {"corrupt_blocks": ["log block 3 is corrupt"]}
+
+
 def test_table_states_stay_within_their_byte_bound(versions, tmp_path):
     registry = Registry(f"sqlite:///{tmp_path / 'catalog.db'}")
     for i in range(4):

@@ -3,6 +3,8 @@ a ticket of another user is refused the same way everywhere, and a snapshot's in
 
 from __future__ import annotations
 
+import time
+
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
@@ -88,3 +90,36 @@ def test_a_redeemed_pin_has_the_key_and_json_form_of_the_issued_one(codec, scan)
     assert got.key == scan.key
     fresh = PinnedScan(got.table, got.uri, got.instant, got.options)
     assert fresh.to_json() == got.to_json() == scan.to_json()
+
+
+def test_issued_tickets_are_redeemed_as_issued_within_their_bound(monkeypatch):
+    """A remembered ticket is not verified or parsed again; its kind, owner and expiry still
+    count; one not remembered (another codec issued it, or it was forgotten) is verified."""
+    signer = TicketSigner(b"k" * 32, ttl_seconds=60)
+    codec = TicketCodec(signer, Limits(), issued_bytes=8 << 10)
+    ticket = SplitTicket("alice", SCAN, SPLIT)
+    raw = codec.issue(ticket)
+    verified = []
+    real_verify = signer.verify
+    monkeypatch.setattr(signer, "verify", lambda *a: verified.append(1) or real_verify(*a))
+    assert codec.redeem(raw, (SplitTicket,), "alice") is ticket and verified == []
+    with pytest.raises(flight.FlightUnauthorizedError, match="issued to another user"):
+        codec.redeem(raw, (SplitTicket,), "bob")
+    with pytest.raises(InvalidTicketError, match="not a Flight SQL statement ticket"):
+        codec.redeem(raw, (StatementTicket,), "alice")
+    assert verified == []
+
+    elsewhere = TicketCodec(signer, Limits()).issue(ticket, codec.expiry() + 1)  # another process: verified
+    assert codec.redeem(elsewhere, (SplitTicket,), "alice") == ticket and verified == [1]
+    altered = raw[:-2] + (b"A" if raw[-2:-1] != b"A" else b"B") + raw[-1:]
+    with pytest.raises(InvalidTicketError):
+        codec.redeem(altered, (SplitTicket,), "alice")
+
+    later = time.time() + 120
+    monkeypatch.setattr(time, "time", lambda: later)
+    with pytest.raises(InvalidTicketError, match="expired"):
+        codec.redeem(raw, (SplitTicket,), "alice")
+
+    for i in range(20):  # ~1.7 KB each: the bound keeps the last few only
+        codec.issue(SplitTicket(f"user{i}", SCAN, SPLIT), later + 60)
+    assert codec._issued.bytes <= 8 << 10 and raw not in codec._issued
