@@ -76,11 +76,13 @@ class _Harness:
         from flight_server.server.service import HudiFlightServer
 
         registry = Registry(f"sqlite:///{state}/catalog.db")
-        registry.register_table(f"{NAMESPACE}.{TABLE}", uri, options)
+        registry.register_table(f"{NAMESPACE}.{TABLE}", uri, {})
         self.port = free_port()
         # a cold full-scan plan of 10,000 partitions reads 10,000 footers from moto: past the default bound
+        # as deployed: the table's bucket is a root of the server, with the server's credentials for it
+        root = uri.rsplit("/caches/", 1)[0]
         config = ServerConfig(port=self.port, state_dir=state, refresh_interval_seconds=0, planning_seconds=900,
-                              **settings)
+                              allowed_roots=[root], root_storage_options={root: options}, **settings)
         self.server = HudiFlightServer(config, registry=registry)
         self.thread = threading.Thread(target=self.server.serve, daemon=True)
         self.thread.start()
@@ -152,7 +154,7 @@ def benchmark(partitions: int, repeat: int, queries: int, log: Callable[[str], N
                 h.plan()
                 copied = _land_commit(fs, served, local / "older", local / "newer")
                 delta = h.timed(h.plan, 1)
-                mdt = h.server.tables.get(h.server.registry.load_table(f"{NAMESPACE}.{TABLE}")).metadata_table
+                mdt = h.server.tables.get(h.server.app.registry.load_table(f"{NAMESPACE}.{TABLE}")).metadata_table
                 updates = dict(mdt.update_counts) if mdt is not None else {"incremental": 0, "full": 0}
                 after = h.timed(h.plan, repeat)
                 cold_after = h.timed(cold, cold_runs)
@@ -204,7 +206,7 @@ def _zipf(moto, served, options, partitions, queries, name, params, log) -> list
             server = h.server
             caches = {
                 "table_states": (server.tables.stats(), BOUNDS["table_cache_bytes"]),
-                "footers": (server.footers.stats(), BOUNDS["footer_cache_bytes"]),
+                "footers": (server.queries.footers.stats(), BOUNDS["footer_cache_bytes"]),
                 "split_results": (server.split_results.stats(), BOUNDS["split_cache_bytes"]),
                 "disk": (server.tables.disk_cache.stats(), BOUNDS["disk_cache_bytes"]),
             }

@@ -87,3 +87,15 @@ def test_every_benchmark_module_imports():
     assert "flight_sql" in names and "secure_scan" in names
     for name in names:
         importlib.import_module(f"bench.{name}")
+
+
+def test_caches_bench_serves_a_tiny_table_on_moto_and_keeps_every_cache_in_bound() -> None:
+    """The bench builds its server as deployed (the bucket a root, the server's credentials for
+    it) and reads the server's caches where the server keeps them; it raises if a cache holds
+    more than its bound or a point query misses its row."""
+    from bench import caches
+
+    rows = caches.benchmark(3, 1, 4, log=lambda _m: None)
+    by = {(r["competitor"], r["metric"]): r["value"] for r in rows}
+    assert by[("versioned cache (warm, unchanged)", "storage requests per plan")] == 1
+    assert {"table_states", "footers", "split_results", "disk"} <= {c for c, _ in by}
