@@ -38,12 +38,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import pyarrow.flight as flight
 
 from bench.common import median, row
 from bench.latency import NAMESPACE, TABLE, _table
+
+if TYPE_CHECKING:
+    from tests.support.processes import ServeProcess
 
 PEER_COMMIT = "4019a99"
 REPO = Path(__file__).resolve().parents[1]
@@ -86,6 +89,27 @@ def peer_tree(commit: str = PEER_COMMIT) -> Path:
         subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "--force", str(path), commit],
                        check=True, capture_output=True)
     return path
+
+
+def serve_trees(warehouse: Path, trees: dict[str, tuple[Path, dict]], tmp: str) -> dict[str, ServeProcess]:
+    """One ``hudi-flight serve`` per competitor: ``name -> (checkout served, settings beyond the
+    defaults)``, each on ``warehouse`` with its own state under ``tmp`` and no background re-scan.
+    A competitor that fails to start stops the ones started before it."""
+    from tests.support.processes import ServeProcess
+
+    servers: dict[str, ServeProcess] = {}
+    try:
+        for i, (name, (tree, settings)) in enumerate(trees.items()):
+            config = Path(tmp) / f"bench{i}.json"
+            config.write_text(json.dumps({"refresh_interval_seconds": 0, **settings}))
+            servers[name] = ServeProcess("--port", "0", "--warehouse", str(warehouse), "--state-dir",
+                                         f"{tmp}/state{i}", "--config", str(config),
+                                         log=Path(tmp) / f"serve{i}.log", repo=tree)
+    except BaseException:
+        for server in servers.values():
+            server.stop()
+        raise
+    return servers
 
 
 def _json_query(uri: str) -> Callable[[str], int]:
@@ -146,8 +170,6 @@ def _measure(server_pid: int, query: Callable[[str], int], warmup: list[str], ke
 
 
 def run(size: str) -> list[dict]:
-    from tests.support.processes import ServeProcess
-
     warehouse, spec = _table(size)
     rnd = random.Random(7)
     keys = [f"trip-{rnd.randrange(spec.rows):010d}" for _ in range(WARMUP + QUERIES[size])]
@@ -160,14 +182,8 @@ def run(size: str) -> list[dict]:
     }
     out = []
     with tempfile.TemporaryDirectory(prefix="hudi-flight-point-") as tmp:
-        servers = {}
+        servers = serve_trees(warehouse, trees, tmp)
         try:
-            for i, (name, (tree, settings)) in enumerate(trees.items()):
-                config = Path(tmp) / f"bench{i}.json"
-                config.write_text(json.dumps({"refresh_interval_seconds": 0, **settings}))
-                servers[name] = ServeProcess("--port", "0", "--warehouse", str(warehouse), "--state-dir",
-                                             f"{tmp}/state{i}", "--config", str(config),
-                                             log=Path(tmp) / f"serve{i}.log", repo=tree)
             params = {"rows": spec.rows, "partitions": spec.partitions, "queries": QUERIES[size],
                       "cpus": os.cpu_count(), "load_average": round(os.getloadavg()[0], 2)}
             steady = _steady_warmup(warehouse, spec.rows)

@@ -23,12 +23,10 @@ Run alone with ``python -m bench.sql_rpc_cost [quick]``.
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any, Callable
 
 import pyarrow as pa
@@ -36,7 +34,7 @@ import pyarrow.flight as flight
 
 from bench.common import median, row
 from bench.latency import NAMESPACE, TABLE, _table
-from bench.point_query import REPO, _steady_warmup, peer_tree, tree_cpu_seconds
+from bench.point_query import REPO, _steady_warmup, peer_tree, serve_trees, tree_cpu_seconds
 
 PEER_COMMIT = "a6b67c1"
 ROUNDS = 7
@@ -99,24 +97,16 @@ class _Execution:
 
 
 def run(size: str) -> list[dict]:
-    from tests.support.processes import ServeProcess
-
     if size != "quick":
         return []  # a fixed cost per query: the quick table shows it best
     warehouse, spec = _table(size)
-    trees = {"hudi-flight": REPO, f"hudi-flight @ {PEER_COMMIT}": peer_tree(PEER_COMMIT)}
+    trees = {"hudi-flight": (REPO, {}), f"hudi-flight @ {PEER_COMMIT}": (peer_tree(PEER_COMMIT), {})}
     text = f"SELECT * FROM {NAMESPACE}.{TABLE} WHERE uuid = ?"
     params = {"rows": spec.rows, "rounds": ROUNDS, "executions": EXECUTIONS}
     out = []
     with tempfile.TemporaryDirectory(prefix="hudi-flight-sql-rpc-") as tmp:
-        servers: dict[str, Any] = {}
+        servers = serve_trees(warehouse, trees, tmp)
         try:
-            for i, (name, tree) in enumerate(trees.items()):
-                config = Path(tmp) / f"bench{i}.json"
-                config.write_text(json.dumps({"refresh_interval_seconds": 0}))
-                servers[name] = ServeProcess("--port", "0", "--warehouse", str(warehouse), "--state-dir",
-                                             f"{tmp}/state{i}", "--config", str(config),
-                                             log=Path(tmp) / f"serve{i}.log", repo=tree)
             executions = {name: _Execution(server.uri, server.pid, text) for name, server in servers.items()}
             for execute in executions.values():
                 for key in _steady_warmup(warehouse, spec.rows):

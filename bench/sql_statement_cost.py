@@ -21,17 +21,15 @@ Run alone with ``python -m bench.sql_statement_cost [quick]``.
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 import tempfile
-from pathlib import Path
 from typing import Any, Callable
 
 from bench.common import median, row
 from bench.flight_sql import AGGREGATE
 from bench.latency import NAMESPACE, TABLE, _table
-from bench.point_query import REPO, peer_tree, tree_cpu_seconds
+from bench.point_query import REPO, peer_tree, serve_trees, tree_cpu_seconds
 
 PEER_COMMIT = "491dde0"
 ROUNDS = 5
@@ -75,25 +73,18 @@ def _statements(rows: int) -> dict[str, Callable[[Any, random.Random], Any]]:
 def run(size: str) -> list[dict]:
     import adbc_driver_flightsql.dbapi as adbc
 
-    from tests.support.processes import ServeProcess
-
     if size != "quick":
         return []  # a fixed cost: the quick table shows it best
     warehouse, spec = _table(size)
-    trees = {"hudi-flight": REPO, f"hudi-flight @ {PEER_COMMIT}": peer_tree(PEER_COMMIT)}
+    trees = {"hudi-flight": (REPO, {}), f"hudi-flight @ {PEER_COMMIT}": (peer_tree(PEER_COMMIT), {})}
     params = {"rows": spec.rows, "rounds": ROUNDS, "statements": STATEMENTS}
     out = []
     with tempfile.TemporaryDirectory(prefix="hudi-flight-sql-cost-") as tmp:
-        servers: dict[str, Any] = {}
+        servers = serve_trees(warehouse, trees, tmp)
         connections: dict[str, Any] = {}
         try:
-            for i, (name, tree) in enumerate(trees.items()):
-                config = Path(tmp) / f"bench{i}.json"
-                config.write_text(json.dumps({"refresh_interval_seconds": 0}))
-                servers[name] = ServeProcess("--port", "0", "--warehouse", str(warehouse), "--state-dir",
-                                             f"{tmp}/state{i}", "--config", str(config),
-                                             log=Path(tmp) / f"serve{i}.log", repo=tree)
-                connections[name] = adbc.connect(servers[name].uri)
+            for name, server in servers.items():
+                connections[name] = adbc.connect(server.uri)
             for label, statement in _statements(spec.rows).items():
                 rnd = random.Random(7)
                 cursors = {name: conn.cursor() for name, conn in connections.items()}
