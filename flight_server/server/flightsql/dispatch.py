@@ -21,7 +21,6 @@ from google.protobuf.message import Message
 from catalog.errors import InvalidQueryError, InvalidTicketError
 from flight_server.protocol import pack, sql, type_name, unpack
 from flight_server.server.flightsql import catalog
-from flight_server.server.flightsql.handles import PreparedHandles
 from flight_server.server.flightsql.single_endpoint import single_endpoint
 from flight_server.server.flightsql.statements import Statements
 from flight_server.server.query.queries import Call
@@ -91,7 +90,6 @@ class FlightSqlService:
 
     def __init__(self, settings: engine.EngineSettings, limits: Limits):
         self.statements = Statements(settings, limits)
-        self.handles = PreparedHandles()
 
     def stop(self) -> None:
         """Interrupt every running SQL query (the server is shutting down)."""
@@ -164,7 +162,7 @@ class FlightSqlService:
         one for an update) and the parameters' types (it binds only into declared parameters)."""
         schema = self.statements.result_schema(call, text, [None] * self.statements.placeholder_count(text))
         parameters = self.statements.parameter_schema(call, text)
-        handle = self.handles.issue(call.queries.codec, PreparedHandle(call.user, text))
+        handle = call.queries.codec.issue(PreparedHandle(call.user, text))
         return sql.ActionCreatePreparedStatementResult(
             prepared_statement_handle=handle,
             dataset_schema=self.statements.infos.serialized(schema),
@@ -185,14 +183,18 @@ class FlightSqlService:
             raise _unimplemented(message)
         prepared = self._prepared(call, message.prepared_statement_handle)
         batch = _parameters(reader, call.queries.limits.max_body_bytes)
-        bound = self.handles.issue(call.queries.codec, PreparedHandle(prepared.user, prepared.sql, batch))
+        bound = call.queries.codec.issue(PreparedHandle(prepared.user, prepared.sql, batch))
         result = sql.DoPutPreparedStatementResult(prepared_statement_handle=bound)
         # the app_metadata is the bare message (clients unmarshal it directly, not as an Any)
         writer.write(pa.py_buffer(result.SerializeToString()))
 
     def _prepared(self, call: Call, handle: bytes) -> PreparedHandle:
-        """A genuine, unexpired prepared statement handle (its user is checked when it is analysed)."""
-        return self.handles.redeem(call.queries.codec, handle)
+        """A genuine, unexpired prepared statement handle (its user is checked when it is analysed).
+
+        A client sends each handle back to the process that issued it (the prepared handle with
+        every DoPut, the bound one with the GetFlightInfo that follows): the codec remembers the
+        tickets it issued, so redeeming one is a look-up; any other is verified and parsed."""
+        return call.queries.codec.redeem(handle, (PreparedHandle,), None)
 
 
 def _action_body(call: Call, body: bytes, cls: type[M]) -> M:

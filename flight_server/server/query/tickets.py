@@ -113,6 +113,10 @@ class Ticket:
     def parse(cls, doc: Doc, user: str) -> "Ticket":
         raise NotImplementedError
 
+    def held_bytes(self) -> int:
+        """Bytes this ticket holds beyond its fields' small objects (charged while remembered)."""
+        return 0
+
 
 @dataclass(frozen=True)
 class ScanTicket(Ticket):
@@ -211,6 +215,9 @@ class PreparedHandle(Ticket):
                 raise InvalidTicketError("prepared statement handle carries unreadable parameters") from err
         return cls(user, _field(doc, "q", str), parameters)
 
+    def held_bytes(self) -> int:
+        return self.parameters.get_total_buffer_size() if self.parameters is not None else 0
+
     def parameter_values(self) -> list[Any] | None:
         """The bound row as Python values (``None``: nothing bound)."""
         if self.parameters is None:
@@ -268,7 +275,7 @@ class TicketCodec:
         expires = self.expiry() if expires_at is None else expires_at
         raw = self.signer.sign(doc, expires)
         if self._issued.max_bytes:
-            self._issued.put(raw, (ticket, round(expires, 3)), len(raw) + _ISSUED_OVERHEAD)
+            self._issued.put(raw, (ticket, round(expires, 3)), len(raw) + _ISSUED_OVERHEAD + ticket.held_bytes())
         return raw
 
     @overload

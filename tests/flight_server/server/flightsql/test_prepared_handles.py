@@ -11,59 +11,61 @@ import pytest
 from catalog.errors import InvalidTicketError
 from catalog.plan.options import ReadOptions
 from flight_server.server.flightsql.dispatch import _parameters
-from flight_server.server.flightsql.handles import PreparedHandles
 from flight_server.server.query.tickets import PinnedScan, PreparedHandle, ScanTicket, TicketCodec, parameters_ipc
 from flight_server.server.security.limits import LimitExceededError, Limits
 from flight_server.server.security.tickets import TicketSigner
 
 SQL = "SELECT * FROM ns.t WHERE uuid = ?"
 ROW = pa.record_batch([pa.array(["trip-1"])], names=["p0"])
+SIGNER = TicketSigner(b"k" * 32, ttl_seconds=60)
 
 
-@pytest.fixture
-def codec():
-    return TicketCodec(TicketSigner(b"k" * 32, ttl_seconds=60), Limits(max_body_bytes=4096))
+def _codec(issued_bytes: int = 4 << 20) -> TicketCodec:
+    return TicketCodec(SIGNER, Limits(max_body_bytes=4096), issued_bytes=issued_bytes)
 
 
-def test_an_issued_handle_is_redeemed_as_issued(codec, monkeypatch):
-    handles = PreparedHandles()
+def test_an_issued_handle_is_redeemed_as_issued(monkeypatch):
+    codec = _codec()
     handle = PreparedHandle("alice", SQL, ROW)
-    raw = handles.issue(codec, handle)
-    monkeypatch.setattr(codec, "redeem", lambda *a: pytest.fail("the codec was asked"))
-    assert handles.redeem(codec, raw) is handle
-    assert handles.redeem(codec, raw).parameter_values() == ["trip-1"]
+    raw = codec.issue(handle)
+    monkeypatch.setattr(SIGNER, "verify", lambda *a: pytest.fail("the signature was checked again"))
+    assert codec.redeem(raw, (PreparedHandle,), None) is handle
+    assert codec.redeem(raw, (PreparedHandle,), None).parameter_values() == ["trip-1"]
 
 
-def test_other_handles_are_redeemed_by_the_codec(codec):
-    handles = PreparedHandles()
-    elsewhere = codec.issue(PreparedHandle("alice", SQL, ROW))  # another serving process issued it
-    redeemed = handles.redeem(codec, elsewhere)
+def test_other_handles_are_verified():
+    codec = _codec()
+    elsewhere = _codec(0).issue(PreparedHandle("alice", SQL, ROW))  # another serving process issued it
+    redeemed = codec.redeem(elsewhere, (PreparedHandle,), None)
     assert (redeemed.user, redeemed.sql, redeemed.parameter_values()) == ("alice", SQL, ["trip-1"])
-    raw = handles.issue(codec, PreparedHandle("alice", SQL))
+    raw = codec.issue(PreparedHandle("alice", SQL))
     body, _, signature = raw.rpartition(b".")
     with pytest.raises(InvalidTicketError, match="signature"):
-        handles.redeem(codec, body.replace(b"a", b"b", 1) + b"." + signature)
+        codec.redeem(body.replace(b"a", b"b", 1) + b"." + signature, (PreparedHandle,), None)
     scan = codec.issue(ScanTicket("alice", PinnedScan("ns.t", "/t", None, ReadOptions())))
     with pytest.raises(InvalidTicketError, match="prepared statement handle"):
-        handles.redeem(codec, scan)
+        codec.redeem(scan, (PreparedHandle,), None)
     with pytest.raises(LimitExceededError):
-        handles.redeem(codec, b"x" * 10_000)
+        codec.redeem(b"x" * 10_000, (PreparedHandle,), None)
 
 
-def test_a_remembered_handle_expires_as_it_would_unremembered(codec, monkeypatch):
-    handles = PreparedHandles()
-    raw = handles.issue(codec, PreparedHandle("alice", SQL, ROW))
+def test_a_remembered_handle_expires_as_it_would_unremembered(monkeypatch):
+    codec = _codec()
+    raw = codec.issue(PreparedHandle("alice", SQL, ROW))
     later = time.time() + 120
     monkeypatch.setattr(time, "time", lambda: later)
     with pytest.raises(InvalidTicketError, match="expired"):
-        handles.redeem(codec, raw)
+        codec.redeem(raw, (PreparedHandle,), None)
 
 
-def test_remembered_handles_stay_within_their_byte_bound(codec):
-    handles = PreparedHandles(max_bytes=16 << 10)
+def test_remembered_handles_are_charged_their_parameter_rows_within_the_bound():
+    codec = _codec(64 << 10)
+    wide = pa.record_batch([pa.array(["x" * 8000])], names=["p0"])
+    raw = codec.issue(PreparedHandle("alice", SQL, wide))
+    assert codec._issued.bytes >= len(raw) + wide.get_total_buffer_size()
     for i in range(500):
-        handles.issue(codec, PreparedHandle("alice", SQL, pa.record_batch([pa.array([f"trip-{i}"])], names=["p0"])))
-    assert handles._issued.bytes <= 16 << 10 and len(handles._issued) < 500
+        codec.issue(PreparedHandle("alice", SQL, pa.record_batch([pa.array([f"trip-{i}"])], names=["p0"])))
+    assert codec._issued.bytes <= 64 << 10 and len(codec._issued) < 500
 
 
 @pytest.mark.parametrize(
