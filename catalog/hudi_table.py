@@ -1,4 +1,4 @@
-"""``HudiTable``: the public entry point of the library (interfaces.md section 1).
+"""``HudiTable``: the public entry point of the library (docs/reading.md).
 
 Reading is the planner plus the split reader, nothing else: the same two steps a Flight
 ``do_get`` runs, so the library and the service cannot disagree.

@@ -1,4 +1,4 @@
-"""Public path of the PySpark data source (interfaces.md section 4); see :mod:`flight_server.client.spark`."""
+"""Public path of the PySpark data source (docs/spark.md); see :mod:`flight_server.client.spark`."""
 
 from flight_server.client.spark import HudiFlightDataSource
 

@@ -1,4 +1,4 @@
-"""The example deployment is secure as shipped (interfaces.md section 6): deploy/hudi-flight.toml,
+"""The example deployment is secure as shipped (docs/flight.md, "TLS and mutual TLS"): deploy/hudi-flight.toml,
 deploy/compose.yaml, deploy/kubernetes.yaml and deploy/Dockerfile, parsed (tomllib, PyYAML):
 every server serves TLS, nothing listens beyond loopback without credentials (users created by
 an init step from a secret, or static tokens), no secret is committed (values come from secret

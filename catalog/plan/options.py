@@ -1,6 +1,6 @@
 """The query options, defined once, and the resolution of their instants against a timeline.
 
-:class:`ReadOptions` is the only definition of what a read can ask for (interfaces.md section 1);
+:class:`ReadOptions` is the only definition of what a read can ask for (docs/reading.md);
 every surface (the library, the Flight command, the client, the CLI, Spark, SQL) converts to and
 from it, and ``schemas/command.schema.json`` mirrors it (a test keeps the two equal).
 
@@ -153,7 +153,7 @@ def _filter_json(item: FilterTuple) -> list[Any]:
 
 @dataclass(frozen=True)
 class ReadOptions:
-    """What to read. Meanings as in interfaces.md section 1:
+    """What to read. Meanings as in docs/reading.md:
 
     Attributes:
         columns: column names to return (``None``: all, meta columns first).

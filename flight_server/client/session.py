@@ -187,7 +187,7 @@ class QueryPlan:
 
 
 def command(table: str, options: ReadOptions) -> bytes:
-    """The JSON command of a query (interfaces.md section 2)."""
+    """The JSON command of a query (docs/flight.md)."""
     return json.dumps({TABLE_KEY: table, **options.to_json()}, separators=(",", ":")).encode()
 
 

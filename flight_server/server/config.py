@@ -52,7 +52,7 @@ class ServerConfig:
     secret: str | None = None  # hex; default: generated once into state_dir/ticket-secret
     secret_file: str | None = None
     ticket_ttl_seconds: float = 3600.0
-    # authentication and authorization (interfaces.md section 6; flight_server.server.security.access)
+    # authentication and authorization (docs/flight.md; flight_server.server.security.access)
     tokens: dict[str, str] = field(default_factory=dict)  # static bearer token -> user name
     token_ttl_seconds: float = 3600.0  # lifetime of the handshake's bearer tokens
     auth_cache_seconds: float = 1.0  # how long a user's rights are reused between calls
@@ -75,14 +75,14 @@ class ServerConfig:
     relay_handshake_seconds: float = 10.0  # a relayed connection its process has not answered by then is closed
     relay_idle_seconds: float = 600.0  # ... one without a byte either way for this long
     relay_half_open_seconds: float = 30.0  # ... one closed in one direction for this long
-    # scale-out (interfaces.md section 9; flight_server.server.cluster.membership / worker)
+    # scale-out (docs/flight.md, "Scaling out" and "Caches"; flight_server.server.cluster.membership / worker)
     role: str | None = None  # "coordinator" or "worker"; None: a server on its own
     coordinator: str | None = None  # a worker's coordinator, grpc[+tls]://host:port
     advertise: str | None = None  # the URI others reach this server at (default: host and port)
     heartbeat_interval_seconds: float = 2.0  # how often a worker tells its coordinator it is alive
     heartbeat_timeout_seconds: float = 6.0  # a worker silent this long leaves the coordinator's plans
     coordinator_tls_root_certs: str | None = None  # PEM file: CA a worker trusts for a grpc+tls coordinator
-    # storage confinement of register-table (interfaces.md section 6)
+    # storage confinement of register-table (docs/flight.md, "Authorization")
     allowed_roots: list[str] = field(default_factory=list)  # besides every warehouse
     namespace_roots: dict[str, list[str]] = field(default_factory=dict)  # namespace -> its own roots (walls)
     allowed_protocols: list[str] = field(default_factory=lambda: list(DEFAULT_PROTOCOLS))
@@ -126,7 +126,7 @@ class ServerConfig:
     # Arrow IPC buffer compression of do_get streams ("lz4" or "zstd"; None: uncompressed). Fewer
     # bytes to encrypt with TLS; clients decompress by themselves. See bench/secure_scan.py.
     stream_compression: str | None = None
-    # caches (interfaces.md section 9) and operations (section 8)
+    # caches and operations (docs/flight.md, "Caches" and "Operations")
     table_cache_bytes: int = DEFAULT_TABLE_CACHE_BYTES  # planned table states, versioned by instant
     # a cached table state is reused without listing its timeline for this long (0: every plan checks)
     max_staleness_ms: float = 0.0

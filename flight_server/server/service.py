@@ -57,7 +57,7 @@ def _descriptor_command(descriptor: flight.FlightDescriptor, limits: Limits) -> 
 
 
 class HudiFlightServer(flight.FlightServerBase):
-    """Flight front end of the catalog registry (interfaces.md section 2).
+    """Flight front end of the catalog registry (docs/flight.md).
 
     Args:
         config: server settings (address, splits, tickets, warehouses).

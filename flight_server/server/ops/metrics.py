@@ -7,7 +7,7 @@ under the state dir (``<state_dir>/metrics``); it must be chosen before promethe
 imported, which only this module does, and only once metrics are wanted. Files left by processes
 that are gone are removed when a server starts (their counts restart, as a restarted server's do).
 
-Names (interfaces.md section 8):
+Names (docs/flight.md, "Operations"):
 
 * ``hudi_flight_calls_total{method,status}``, ``hudi_flight_call_seconds{method}`` (histogram);
 * ``hudi_flight_rows_streamed_total``, ``hudi_flight_bytes_streamed_total``,

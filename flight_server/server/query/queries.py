@@ -357,7 +357,7 @@ class Call:
 @contextlib.contextmanager
 def _table_path_hidden(entry: TableEntry) -> Iterator[None]:
     """Reader errors name files by the table's storage location; a caller sees the table's name
-    instead (no server path in any error, interfaces.md section 6)."""
+    instead (no server path in any error, docs/flight.md, "Errors")."""
     try:
         yield
     except HudiError as err:

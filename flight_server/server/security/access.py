@@ -1,4 +1,4 @@
-"""Who may do what (interfaces.md section 6): the rights of a caller and the safe defaults.
+"""Who may do what (docs/flight.md, "Authorization"): the rights of a caller and the safe defaults.
 
 Rights: ``read`` on a namespace or a table (list, plan, read it) and ``admin`` (everything,
 including register/unregister/refresh). A user's rights are its admin flag plus its grants; a

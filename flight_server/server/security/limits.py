@@ -1,4 +1,4 @@
-"""Bounded work per call (interfaces.md section 6): every bound is configurable and named in
+"""Bounded work per call (docs/flight.md, "Authorization"): every bound is configurable and named in
 the error a client gets when it goes past it: INVALID_ARGUMENT for a request too large or too
 complex (sending it again cannot help), a retryable refusal for load (``security.budgets``).
 

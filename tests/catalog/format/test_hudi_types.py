@@ -41,7 +41,7 @@ def _table_schema(**columns) -> str:
     return json.dumps({"type": "record", "name": "t", "fields": fields})
 
 
-def test_the_three_types_map_as_interfaces_say():
+def test_the_three_types_map_as_documented():
     schema = avro_to_arrow_schema(_table_schema(emb=VECTOR_FLOAT_4, emb64=VECTOR_DOUBLE_3, q=VECTOR_INT8_8,
                                                 v=VARIANT, doc=BLOB))
     assert schema.field("emb").type == pa.list_(pa.float32(), 4)

@@ -161,7 +161,7 @@ def test_count_reads_no_column(fixture_table):
 
 def test_hudi_1_2_columns_in_a_lance_file(tmp_path):
     """VECTOR as Arrow-native fixed-size lists and VARIANT/BLOB structs come out in the table
-    schema (interfaces.md section 1), with projection, absent columns and a row filter."""
+    schema (docs/reading.md), with projection, absent columns and a row filter."""
     import pyarrow as pa
     import pyarrow.compute as pc
 

@@ -1,4 +1,4 @@
-"""A coordinator and workers in real processes on loopback (interfaces.md section 9): placement by
+"""A coordinator and workers in real processes on loopback (docs/flight.md, "Scaling out"): placement by
 rendezvous hashing, registration by signed heartbeats, a worker killed mid-stream, a coordinator
 restart, a worker that stops heartbeating. Every wait polls with a deadline."""
 

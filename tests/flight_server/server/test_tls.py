@@ -1,4 +1,4 @@
-"""TLS and mutual TLS of the server (interfaces.md section 6), with certificates made in the test
+"""TLS and mutual TLS of the server (docs/flight.md, "TLS and mutual TLS"), with certificates made in the test
 (tests/support/certs.py): reads over TLS equal HudiTable.read; plaintext clients, untrusted
 servers and (with mTLS) clients without the right certificate are refused; bad certificate
 files stop the server at startup with a message naming the option."""
