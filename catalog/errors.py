@@ -73,3 +73,11 @@ class CorruptBlockWarning(UserWarning):
 
 class MetadataTableFallbackWarning(UserWarning):
     """The metadata table could not be used; planning fell back to storage listing."""
+
+
+def shown(text: str, limit: int = 64) -> str:
+    """``text`` as an error message may quote it: it may come from the network, so every
+    non-printable character (controls, NUL, bidirectional overrides such as U+202E) is written as
+    an escape, and the result is cut to ``limit`` characters and ``…``."""
+    safe = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
+    return safe if len(safe) <= limit else safe[:limit] + "…"

@@ -3,7 +3,8 @@
 :func:`compose` builds the catalog (registry and its cached rows), the ticket signer and codec,
 the users and the rights, the caches, the query path (:class:`~.query.queries.Queries`) and the
 front ends (Flight SQL, the actions); ``service.HudiFlightServer`` only answers RPCs with them.
-Nothing else in ``server/`` builds these parts.
+The one exception: the Flight SQL statements (``flightsql/statements.py``) still build the SQL
+room's own caches (analyses, result schemas, fragments, table facts) for themselves.
 """
 
 from __future__ import annotations

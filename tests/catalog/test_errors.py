@@ -16,6 +16,7 @@ from catalog import (
     ReadOptions,
     TableNotFoundError,
 )
+from catalog.errors import shown
 from catalog.plan.planner import file_slices
 from catalog.read.split_reader import read_split
 from catalog.table.files import Split
@@ -158,3 +159,17 @@ def test_corrupt_and_missing_base_files(copy_of):
     victim.unlink()
     with pytest.raises(FileNotFoundError, match=victim.name):
         list(read_split(scan.context, Split(victim_slice, 0, 0, 1.0)))
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("ns.trips", "ns.trips"),
+        ("a\x00b", "a\\u0000b"),  # short but not printable: escaped, never passed through
+        ("evil\u202etxt", "evil\\u202etxt"),  # a bidirectional override cannot reorder the message
+        ("x" * 70, "x" * 64 + "…"),
+        ("\n" * 20, "\\u000a" * 10 + "\\u00…"),
+    ],
+)
+def test_text_quoted_in_messages_is_escaped_and_cut(text, expected):
+    assert shown(text) == expected

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 from google.protobuf.message import Message
 
-from catalog.errors import InvalidQueryError, InvalidTicketError
+from catalog.errors import InvalidQueryError, InvalidTicketError, shown
 from flight_server.protocol import pack, sql, type_name, unpack
 from flight_server.server.flightsql import catalog
 from flight_server.server.flightsql.single_endpoint import single_endpoint
@@ -40,10 +40,6 @@ ACTIONS: dict[str, str] = {
 }
 
 
-def _shown(name: str) -> str:
-    return name if len(name) <= 96 and name.isprintable() else name[:96] + "..."
-
-
 def flight_sql_message(data: bytes, limits: Limits) -> Message | None:
     """The Flight SQL message ``data`` holds; ``None`` when it is not a Flight SQL message at all.
 
@@ -57,7 +53,7 @@ def flight_sql_message(data: bytes, limits: Limits) -> Message | None:
     limits.check_body(data, "Flight SQL message")
     message = unpack(data)
     if message is None:
-        raise NotImplementedError(f"Flight SQL message {_shown(name)} is not implemented by hudi-flight")
+        raise NotImplementedError(f"Flight SQL message {shown(name, 96)} is not implemented by hudi-flight")
     return message
 
 
@@ -154,7 +150,7 @@ class FlightSqlService:
             # Handles are stateless: nothing to release. The body must still be the right message.
             _action_body(call, body, sql.ActionClosePreparedStatementRequest)
             return []
-        raise NotImplementedError(f"Flight SQL action {_shown(action_type)} is not implemented by hudi-flight")
+        raise NotImplementedError(f"Flight SQL action {shown(action_type, 96)} is not implemented by hudi-flight")
 
     def _create(self, call: Call, text: str) -> sql.ActionCreatePreparedStatementResult:
         """Analyse now: refusals, unknown tables and rights fail at prepare time, as clients

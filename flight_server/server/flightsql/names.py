@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from catalog.errors import UnknownTableError
+from catalog.errors import UnknownTableError, shown
 from catalog.plan.options import ReadOptions
 from flight_server.server.query.queries import Call
 from flight_server.server.registry import TableEntry
@@ -26,13 +26,9 @@ class Reference:
         return self.entry.identifier
 
 
-def _shown(text: str) -> str:
-    return text if len(text) <= 64 and text.isprintable() else text[:64] + "..."
-
-
 def shown_name(catalog: str | None, namespace: str | None, name: str) -> str:
     """A name as the caller wrote it, cut short for messages."""
-    return ".".join(_shown(p) for p in (catalog, namespace, name) if p)
+    return ".".join(shown(p) for p in (catalog, namespace, name) if p)
 
 
 def resolve_name(
@@ -47,9 +43,9 @@ def resolve_name(
     Raises:
         UnknownTableError: no such table (NOT_FOUND).
     """
-    shown = shown_name(catalog, namespace, name)
+    written = shown_name(catalog, namespace, name)
     if catalog is not None and catalog.lower() != CATALOG:
-        raise UnknownTableError(f"table {shown} not found: the only catalog is {CATALOG!r}")
+        raise UnknownTableError(f"table {written} not found: the only catalog is {CATALOG!r}")
     candidates = [namespace] if namespace else sorted({e.namespace for e in call.entries()})
     found: list[Reference] = []
     for ns in candidates:
@@ -65,9 +61,9 @@ def resolve_name(
             if call.open_entry(entry).state.config.is_mor:
                 found.append(Reference(entry, ReadOptions(query_type="read_optimized")))
     if not found:
-        raise UnknownTableError(f"table {shown} not found")
+        raise UnknownTableError(f"table {written} not found")
     if len(found) > 1:
-        raise UnknownTableError(f"table name {shown} is ambiguous: qualify it with its namespace")
+        raise UnknownTableError(f"table name {written} is ambiguous: qualify it with its namespace")
     return found[0]
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import jsonschema
 
 import schemas
-from catalog.errors import InvalidQueryError
+from catalog.errors import InvalidQueryError, shown
 from catalog.plan.options import ReadOptions
 from catalog.table.files import Split
 from flight_server.protocol import wire
@@ -167,8 +167,7 @@ def parse_command(body: bytes, limits: Limits = DEFAULT_LIMITS) -> QueryCommand:
 def parse_action(action_type: str, body: bytes, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:
     """Validate an action body; unknown actions raise NotImplementedError (UNIMPLEMENTED)."""
     if action_type not in ACTIONS:
-        shown = action_type if len(action_type) <= 64 and action_type.isprintable() else action_type[:64] + "..."
-        raise NotImplementedError(f"unknown action {shown!r}; known: {', '.join(ACTIONS)}")
+        raise NotImplementedError(f"unknown action '{shown(action_type)}'; known: {', '.join(ACTIONS)}")
     doc = _decode(body, f"{action_type} body", limits)
     _validate(doc, ACTIONS[action_type][0], f"{action_type} body")
     return doc

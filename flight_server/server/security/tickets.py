@@ -3,7 +3,9 @@
 A ticket is ``b"hf1." + base64url(json payload) + b"." + base64url(HMAC-SHA256(secret, payload))``.
 The payload is whatever the service needs to read one split without re-planning (table, pinned
 instant, query options, the split itself) plus an absolute expiry. Any server holding the same
-secret can verify and serve it; nothing is kept in server memory between planning and reading.
+secret can verify and serve it. The issuing process also remembers the tickets it issued and the
+plans behind them (``query/tickets.py``, ``query/queries.py``), but only as caches: a process that
+remembers nothing serves a ticket with the same rows.
 
 The payload is signed, not encrypted: it must never carry credentials (storage options stay in
 the registry of the serving server).

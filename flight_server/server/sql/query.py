@@ -29,7 +29,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import Token, TokenType
 
-from catalog.errors import InvalidQueryError
+from catalog.errors import InvalidQueryError, shown
 from catalog.plan.options import ReadOptions, parse_instant
 from flight_server.server.security.limits import Limits
 from flight_server.server.sql import bounds
@@ -280,10 +280,6 @@ def instant_literal(node: exp.Expression, what: str) -> str:
     return parse_instant(node.this, what)
 
 
-def _shown(text: str) -> str:
-    return text if len(text) <= 40 and text.isprintable() else text[:40] + "..."
-
-
 #: table clauses sqlglot parses that the rewrite does not carry, as the client wrote them
 _CLAUSES = {
     "sample": "TABLESAMPLE", "pivots": "PIVOT/UNPIVOT", "hints": "table hints WITH (...)",
@@ -298,11 +294,11 @@ def _refuse_dropped_clauses(table: exp.Table) -> None:
     (never a silent wrong answer: ``TABLESAMPLE`` returning every row, ``AS t(a, b)`` ignored)."""
     for key, clause in _CLAUSES.items():
         if table.args.get(key):
-            raise InvalidQueryError(f"clause {clause} on table {_shown(table.name)} is not supported")
+            raise InvalidQueryError(f"clause {clause} on table {shown(table.name)} is not supported")
     alias = table.args.get("alias")
     if isinstance(alias, exp.TableAlias) and alias.args.get("columns"):
         raise InvalidQueryError(
-            f"column aliases AS {_shown(alias.name)}(...) on table {_shown(table.name)} are not supported; "
+            f"column aliases AS {shown(alias.name)}(...) on table {shown(table.name)} are not supported; "
             "alias the columns in the select list"
         )
 
@@ -311,7 +307,7 @@ def _time_travel(table: exp.Table) -> str | None:
     """The instant of ``TIMESTAMP AS OF '<instant>'`` or ``AT (TIMESTAMP => '<instant>')``."""
     version, when = table.args.get("version"), table.args.get("when")
     if version is not None and when is not None:
-        raise InvalidQueryError(f"table {_shown(table.name)} has two time travel clauses")
+        raise InvalidQueryError(f"table {shown(table.name)} has two time travel clauses")
     if when is not None:
         if str(when.this).upper() != "AT" or str(when.args.get("kind", "")).upper() != "TIMESTAMP":
             raise InvalidQueryError(
