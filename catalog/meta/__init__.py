@@ -54,16 +54,22 @@ META_TABLES: dict[str, MetaTable] = {
 }
 
 
-def meta_table_named(name: str) -> MetaTable:
-    """The metadata table called ``name``.
+def meta_table_named(name: str, as_of: str | None = None) -> MetaTable:
+    """The metadata table called ``name``, to be read as of ``as_of``.
 
     Raises:
-        InvalidQueryError: no metadata table has that name (the message lists them).
+        InvalidQueryError: no metadata table has that name (the message lists them), or ``as_of``
+            for one where time travel means nothing.
     """
     found = META_TABLES.get(name.lower())
     if found is None:
         shown = name if len(name) <= 40 and name.isprintable() else name[:40] + "..."
         raise InvalidQueryError(f"no metadata table {shown!r}; there are {', '.join(sorted(META_TABLES))}")
+    if as_of is not None and not found.time_travel:
+        raise InvalidQueryError(
+            f"time travel does not apply to the {name.lower()} metadata table; it applies to "
+            f"{', '.join(n for n, t in META_TABLES.items() if t.time_travel)}"
+        )
     return found
 
 
@@ -80,12 +86,7 @@ def meta_table(state: TableState, name: str, as_of: str | None = None) -> pa.Tab
         InvalidQueryError: an unknown name, or ``as_of`` for a table where it means nothing.
         InvalidInstantError: ``as_of`` malformed, or before the table's first commit.
     """
-    table = meta_table_named(name)
-    if as_of is not None and not table.time_travel:
-        raise InvalidQueryError(
-            f"time travel does not apply to the {name.lower()} metadata table; it applies to "
-            f"{', '.join(n for n, t in META_TABLES.items() if t.time_travel)}"
-        )
+    table = meta_table_named(name, as_of)
     instant = resolve(ReadOptions(as_of=as_of), state.timeline).instant if as_of is not None else None
     return table.build(state, instant)
 
