@@ -134,7 +134,7 @@ def primary_keys(call: Call, cmd: sql.CommandGetPrimaryKeys) -> pa.Table:
     except UnknownTableError:
         return pa.Table.from_pylist([], schema=schemas.PRIMARY_KEYS)
     rows = []
-    if call.readable([ref.identifier]):
+    if call.readable([ref.identifier]) and ref.meta is None:  # a metadata table has no key
         keys = call.open_entry(ref.entry).state.config.record_key_fields
         rows = [
             {"catalog_name": CATALOG, "db_schema_name": ref.entry.namespace, "table_name": cmd.table,
