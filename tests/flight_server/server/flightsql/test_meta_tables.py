@@ -90,6 +90,12 @@ def test_refusals_by_name(cursor, text, error, message):
         _query(cursor, text)
 
 
+def test_describe_shows_the_metadata_table_columns(cursor):
+    described = _query(cursor, f"DESCRIBE {_name(MOR, 'file_groups')}").to_pylist()
+    assert [r["column_name"] for r in described] == FILE_GROUPS_SCHEMA.names
+    assert {r["key"] for r in described} == {None}
+
+
 def _get_tables(sql_server, **fields) -> list[dict]:
     client = flight.connect(f"grpc://127.0.0.1:{sql_server.port}")
     try:
