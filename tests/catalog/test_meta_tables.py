@@ -4,6 +4,7 @@ their Parquet footers, the rows a read returns, ``hoodie.properties`` as text.""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -183,15 +184,22 @@ def test_health_names_its_thresholds(fixture_table, tmp_path):
     assert checks["metadata_table_lag"].status == "INFO"
 
     _set_properties(base, hoodie_compact_inline_max_delta_commits="2", hoodie_parquet_small_file_limit="1000")
-    (base / ".hoodie" / "20250120000000000.compaction.requested").write_bytes(b"")  # a week-old plan
-    checks = {c.check: c for c in health_checks(HudiTable.open(str(base)).state, now)}
+    (group,) = HudiTable.open(str(base)).metadata_table("file_groups").to_pylist()
+    plan = {"operations": [{"partitionPath": "", "fileId": group["file_id"]}]}  # a JSON plan (table version 6)
+    (base / ".hoodie" / "20250126100000000.compaction.requested").write_text(json.dumps(plan))
+    now = datetime(2025, 1, 29, tzinfo=timezone.utc)  # the plan is about three days old
+    table = HudiTable.open(str(base))
+    (pending_group,) = table.metadata_table("file_groups").to_pylist()
+    assert pending_group["pending_compaction"] == "20250126100000000"
+    assert (pending_group["log_files"], pending_group["log_bytes"]) == (group["log_files"], group["log_bytes"])
+    checks = {c.check: c for c in health_checks(table.state, now)}
     assert (checks["log_backlog"].status, checks["log_backlog"].value) == ("WARN", 3)
     assert "more than 2 log files behind a base file (hoodie.compact.inline.max.delta.commits of the table)" == (
         checks["log_backlog"].threshold
     )
     assert (checks["small_files"].status, checks["small_files"].value) == ("OK", 0)
     pending = checks["pending_compaction"]
-    assert (pending.status, pending.value) == ("WARN", 1) and "20250120000000000" in pending.detail
+    assert (pending.status, pending.value) == ("WARN", 1) and "20250126100000000 (REQUESTED)" in pending.detail
     assert pending.threshold == "pending longer than 1d 0h 0m"
 
 
