@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from catalog.meta import META_TABLES
 from flight_server.protocol import sql
 from flight_server.server.flightsql import catalog
 from flight_server.server.flightsql.column_metadata import describe, sql_type
@@ -45,11 +46,16 @@ def result(call: Call, statement: CatalogStatement) -> pa.Table:
         return pa.Table.from_pylist(rows, schema=result_schema(statement))
     ref = resolve_name(call, statement.catalog, statement.namespace, statement.table)
     call.authorize("read", ref.identifier)
-    keys = set(call.open(ref.identifier).state.config.record_key_fields)
+    if ref.meta is not None:  # a metadata table: its own columns, no key
+        keys: set[str] = set()
+        schema = META_TABLES[ref.meta].schema
+    else:
+        keys = set(call.open(ref.identifier).state.config.record_key_fields)
+        schema = call.plan(ref.identifier, ref.options).schema
     rows = [
         {"column_name": f.name, "column_type": _type_text(f.type), "null": "YES" if f.nullable else "NO",
          "key": "PRI" if f.name in keys else None}
-        for f in call.plan(ref.identifier, ref.options).schema
+        for f in schema
     ]
     return pa.Table.from_pylist(rows, schema=result_schema(statement))
 

@@ -26,6 +26,7 @@ a ticket is only served to the user it was issued to (tickets: ``query.tickets``
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from sqlglot import exp
 
 from catalog.errors import InvalidQueryError, UnknownTableError
 from catalog.format.log_file import collecting_corrupt_blocks, relay_corrupt_block_notes
+from catalog.meta import SEPARATOR
 from catalog.plan.filters import bind_filters
 from catalog.plan.options import RANGE_QUERY_TYPES, ReadOptions
 from catalog.read.split_reader import read_splits
@@ -45,7 +47,7 @@ from flight_server.protocol import pack, sql
 from flight_server.server.flightsql import show
 from flight_server.server.flightsql.column_metadata import Origin, describe
 from flight_server.server.flightsql.flight_infos import FlightInfos
-from flight_server.server.flightsql.names import CATALOG, Reference, resolve_name, shown_name
+from flight_server.server.flightsql.names import CATALOG, Reference, meta_reference, resolve_name, shown_name
 from flight_server.server.flightsql.table_facts import TableFacts
 from flight_server.server.query.queries import Call, PlannedScan, expiration_time
 from flight_server.server.query.tickets import CountTicket, PinnedScan, StatementTicket, Ticket, check_owner
@@ -71,8 +73,8 @@ class _Resolution:
     def __call__(self, table: exp.Table) -> tuple[str, pa.Schema, ReadOptions]:
         ref = self._authorized(table.catalog or None, table.db or None, table.name)
         self.tables.append(ref.identifier)
-        options = _combine(ref.options, hudi_options(table), table.name)
-        return ref.identifier, self.facts.schema(self.call, ref.identifier, options), options
+        options = _reference_options(ref, table)
+        return ref.name, self.facts.schema(self.call, ref.name, options), options
 
     def _authorized(self, catalog: str | None, namespace: str | None, name: str) -> Reference:
         """The table a name resolves to, once the caller may read it.
@@ -101,6 +103,17 @@ class _Resolution:
     def caller(self) -> str:
         """The user name (a query without tables still needs the right to read)."""
         return self.user if self.user is not None else self.call.authorize("read")
+
+
+def _reference_options(ref: Reference, table: exp.Table) -> ReadOptions:
+    """The options a resolved reference reads with: its name's and its clauses'. A metadata
+    table takes time travel only (``hudi_table_changes`` reads rows, not metadata)."""
+    clause = hudi_options(table)
+    if ref.meta is None:
+        return _combine(ref.options, clause, table.name)
+    if clause.query_type in RANGE_QUERY_TYPES:
+        raise InvalidQueryError(f"{clause.query_type} queries read a table's rows, not its metadata table {ref.meta}")
+    return ReadOptions(as_of=clause.as_of)
 
 
 def _combine(name_options: ReadOptions, clause_options: ReadOptions, name: str) -> ReadOptions:
@@ -153,6 +166,9 @@ class Statements:
         caller = resolution.caller()
         if owner is not None:
             check_owner(owner, caller)
+        if any(meta_reference(call, spec.table) is not None for spec in analysis.plan.scans):
+            # a metadata table has no splits and no footers: the engine answers over its rows
+            analysis = dataclasses.replace(analysis, scan=None, count_star=None)
         return analysis
 
     def result_schema(
@@ -175,7 +191,7 @@ class Statements:
 
         def schema_of(table: exp.Table) -> pa.Schema:
             ref = resolve_name(call, table.catalog or None, table.db or None, table.name)
-            return self.facts.schema(call, ref.identifier, _combine(ref.options, hudi_options(table), table.name))
+            return self.facts.schema(call, ref.name, _reference_options(ref, table))
 
         return parameter_types(self.analyses.parameter_places(text), schema_of)
 
@@ -282,6 +298,11 @@ class Statements:
         failures: list[Exception] = []
         notes = _EngineThreadNotes()
         for view, scan in ticket.views:
+            if scan.meta is not None:
+                rows = queries.meta_rows(scan)
+                readers[view] = pa.RecordBatchReader.from_batches(rows.schema, rows.to_batches())
+                sources.append((scan.table + SEPARATOR + scan.meta, rows.schema))
+                continue
             reading = queries.reading(scan, with_splits=True)
             splits = list(reading.splits or ())
             native = (

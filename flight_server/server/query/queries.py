@@ -24,7 +24,8 @@ import pyarrow.flight as flight
 from catalog.errors import HudiError, UnknownTableError
 from catalog.format.row_groups import DecodedRowGroups
 from catalog.lru import BoundedLRU
-from catalog.plan.options import ReadOptions
+from catalog.meta import meta_table, meta_table_named
+from catalog.plan.options import ReadOptions, resolve
 from catalog.plan.planner import ScanPlan, plan
 from catalog.plan.splits import FooterCache, SplitOptions
 from catalog.read.context import ReadContext
@@ -259,6 +260,34 @@ class Queries:
         return flight.FlightEndpoint(
             ticket, locations, expiration_time=expiration_time(expires_at), app_metadata=metadata
         )
+
+    # -- metadata tables (catalog.meta) -------------------------------------------------------
+    def pin_meta(self, table: OpenTable, name: str, as_of: str | None) -> PinnedScan:
+        """A pinned read of the metadata table ``name`` of ``table`` (as of ``as_of``, resolved
+        against its timeline now: an instant before its first commit is refused here).
+
+        Raises:
+            InvalidQueryError: an unknown metadata table, or time travel where it means nothing.
+        """
+        meta_table_named(name, as_of)
+        if as_of is not None:
+            with _table_path_hidden(table.entry):
+                as_of = resolve(ReadOptions(as_of=as_of), table.state.timeline).instant
+        return PinnedScan(table.entry.identifier, table.entry.base_uri, as_of, ReadOptions(as_of=as_of), name)
+
+    def meta_rows(self, pinned: PinnedScan) -> pa.Table:
+        """The rows of a pinned metadata table (``pinned.meta``), from a table state that holds
+        its instant.
+
+        Raises:
+            UnknownTableError: the table is gone, or was re-registered at another URI since.
+        """
+        entry = self.catalog.load_table(pinned.table)
+        if entry.base_uri != pinned.uri or pinned.meta is None:
+            raise UnknownTableError(f"table {pinned.table} was re-registered elsewhere since planning; plan again")
+        table = self.open_entry(entry, pinned.instant)
+        with _table_path_hidden(entry):
+            return meta_table(table.state, pinned.meta, pinned.options.as_of)
 
     # -- reading -----------------------------------------------------------------------------
     def stream(self, call: "Call", raw: bytes) -> "TicketStream":

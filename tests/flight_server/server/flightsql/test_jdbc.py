@@ -66,6 +66,9 @@ def results(sql_server, sql_tables, secure_server, pki, tmp_path_factory):
          "timestamp:__TS__"),
         ("to_los_angeles", plain, "timezone", "America/Los_Angeles"),
         ("select_nested_la", plain, "query", f"SELECT id, name, decimalField, dateField, timestampField FROM {NESTED}"),
+        ("meta_timeline", plain, "query", f'SELECT * FROM {_meta(MOR, "timeline")}'),
+        ("meta_file_groups", plain, "query", f'SELECT * FROM {_meta(MOR, "file_groups")} ORDER BY file_id'),
+        ("meta_health", plain, "query", f'SELECT "check", status, threshold FROM {_meta(TXNS, "health")}'),
         ("secure", secure, "query", f"SELECT * FROM {TXNS}"),
         ("secure_ungranted", secure, "query", f"SELECT count(*) FROM {MOR}"),
         ("secure_wrong_password", wrong, "query", f"SELECT count(*) FROM {TXNS}"),
@@ -75,6 +78,11 @@ def results(sql_server, sql_tables, secure_server, pki, tmp_path_factory):
     instant = _java_instant(nested.sort_by("id").column("timestampField")[0].as_py())
     steps = [tuple(f.replace("__TS__", instant) for f in step) for step in steps]
     return run_steps(steps, tmp_path_factory.mktemp("jdbc"))
+
+
+def _meta(identifier: str, name: str) -> str:
+    namespace, table = identifier.split(".")
+    return f'{namespace}."{table}${name}"'
 
 
 def _java_instant(value: datetime.datetime) -> str:
@@ -134,6 +142,25 @@ def test_keys(results):
     meta = _ok(results, "meta")
     assert meta["primary_keys"] == [["id", "1"]]
     assert (meta["imported_keys"], meta["exported_keys"], meta["cross_reference"]) == (0, 0, 0)
+
+
+def _strings(table) -> list[list[str | None]]:
+    """The rows of ``table`` as the driver's getString writes them (booleans as true/false)."""
+    def text(value):
+        return None if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+    return [[text(v) for v in row.values()] for row in table.to_pylist()]
+
+
+def test_metadata_tables(results, sql_tables):
+    mor = _table(sql_tables, MOR)
+    timeline = _ok(results, "meta_timeline")
+    assert [c[0] for c in timeline["columns"]] == mor.metadata_table("timeline").column_names
+    assert timeline["rows"] == _strings(mor.metadata_table("timeline"))
+    groups = _ok(results, "meta_file_groups")
+    assert groups["rows"] == _strings(mor.metadata_table("file_groups").sort_by("file_id"))
+    health = _ok(results, "meta_health")
+    expected = _table(sql_tables, TXNS).metadata_table("health").select(["check", "status", "threshold"])
+    assert health["rows"] == _strings(expected)
 
 
 # -- statements ---------------------------------------------------------------------------------
