@@ -12,7 +12,12 @@
   ``len(range(300000000))`` or ``repeat('x', 10000000000)`` cannot be interrupted while it runs, so
   ``range``/``generate_series``, ``repeat``, ``lpad``/``rpad``, ``list_resize``/``array_resize``,
   ``bar`` and ``printf``/``format`` widths must name their size as an integer literal within the
-  bound. Aggregates that grow one value per row (``string_agg``, ``list``) are stopped by the
+  bound (a width or precision taken from an argument, printf's ``%*d`` or format's ``{:>{}}``, is
+  refused). A lambda (``list_transform(range(n), x -> range(m))``) or list comprehension builds
+  its values once per element, so what it builds times the elements of the list it is applied to
+  must stay within the bound too; applied to a list of unknown size (a column), it may not build
+  any. These are early refusals by name, not the guarantee (the engine's limits and the watchdog
+  are). Aggregates that grow one value per row (``string_agg``, ``list``) are stopped by the
   engine's watchdog instead (:mod:`.watchdog`), which they let run between chunks.
 """
 
@@ -29,7 +34,13 @@ from flight_server.server.security.limits import LimitExceededError, Limits
 #: DuckDB functions (lower-case name) whose argument at this position is the size of what they build
 _SIZE_ARGUMENT = {"list_resize": 1, "array_resize": 1, "bar": 3}
 _FORMATS = {"printf", "format"}
+#: sqlglot's names of DuckDB's lambda functions
+_DUCKDB_NAMES = {"transform": "list_transform", "filter": "list_filter", "array_filter": "list_filter"}
 _WIDTH = re.compile(r"\d+")
+#: a printf width or precision taken from an argument (``%*d``, ``%.*f``)
+_ARGUMENT_WIDTH = re.compile(r"%[-+ #0']*(?:\d*\$)?(?:\*|\d*\.\*)")
+#: a format (fmt) replacement field holding another (``{:>{}}``: the width from an argument)
+_NESTED_FIELD = re.compile(r"\{[^{}]*\{")
 
 
 def check_tokens(tokens: list[Any], limits: Limits) -> None:
@@ -70,8 +81,7 @@ def check_query(query: exp.Query, limits: Limits) -> None:
     values = sum(len(node.expressions) for node in query.find_all(exp.In))
     if values > limits.max_in_values:
         raise LimitExceededError("max_in_values", limits.max_in_values, f"the SQL has {values} IN-list values")
-    for func in query.find_all(exp.Func):
-        _check_function(func, limits.max_sql_generated_values)
+    _generated(query, limits.max_sql_generated_values)
 
 
 def _check_depth(query: exp.Query, limit: int) -> None:
@@ -83,10 +93,9 @@ def _check_depth(query: exp.Query, limit: int) -> None:
         todo.extend((child, depth + 1) for child in node.iter_expressions())
 
 
-def _refused(name: str, limit: int, what: str) -> LimitExceededError:
-    return LimitExceededError(
-        "max_sql_generated_values", limit, f"{name} {what} (it must be an integer literal within the bound)"
-    )
+def _refused(name: str, limit: int, what: str, hint: str = " (it must be an integer literal within the bound)"
+             ) -> LimitExceededError:
+    return LimitExceededError("max_sql_generated_values", limit, f"{name} {what}{hint}")
 
 
 def _size(node: Any) -> int | None:
@@ -113,39 +122,128 @@ def _bounded(node: Any, name: str, limit: int) -> int:
     size = _literal(node, name, limit)
     if abs(size) > limit:
         raise _refused(name, limit, "builds a value longer than the bound")
-    return size
+    return abs(size)
 
 
-def _check_function(func: exp.Func, limit: int) -> None:
+def _name(func: exp.Func) -> str:
+    """The DuckDB name of ``func`` as a client would write it."""
+    name = (func.name if isinstance(func, exp.Anonymous) else func.sql_name()).lower()
+    return _DUCKDB_NAMES.get(name, name)
+
+
+def _arguments(func: exp.Func) -> list[Any]:
+    """The arguments of ``func`` in order."""
+    return list(func.iter_expressions())
+
+
+def _built(func: exp.Func, limit: int) -> int:
+    """The elements or characters ``func`` itself builds (0: not one of the functions that build
+    a value of a size given by an argument). Raises: LimitExceededError past the bound."""
     if isinstance(func, exp.GenerateSeries):
         name = "range/generate_series"
         start = _literal(func.args.get("start"), name, limit)
         end = _literal(func.args.get("end"), name, limit)
         step = _literal(func.args["step"], name, limit) if func.args.get("step") is not None else 1
-        if step == 0 or (end - start) // step + 1 > limit:
+        count = (end - start) // step + 1 if step else 0
+        if step == 0 or count > limit:
             raise _refused(name, limit, "builds a list longer than the bound")
-        return
+        return max(count, 0)
     if isinstance(func, exp.Repeat):
         times = _bounded(func.args.get("times"), "repeat", limit)
         text = func.this
         width = len(text.this) if isinstance(text, exp.Literal) and text.is_string else 1
         if times * width > limit:
             raise _refused("repeat", limit, "builds a value longer than the bound")
-        return
+        return times * width
     if isinstance(func, exp.Pad):
-        _bounded(func.args.get("expression"), "lpad/rpad", limit)
-        return
-    name = (func.name if isinstance(func, exp.Anonymous) else func.sql_name()).lower()
+        return _bounded(func.args.get("expression"), "lpad/rpad", limit)
+    name = _name(func)
     if name in _SIZE_ARGUMENT:
-        arguments = func.expressions if isinstance(func, exp.Anonymous) else [func.this, *func.expressions]
+        arguments = _arguments(func)
         position = _SIZE_ARGUMENT[name]
-        _bounded(arguments[position] if len(arguments) > position else None, name, limit)
-    elif name in _FORMATS:
-        pattern = func.this if not isinstance(func, exp.Anonymous) else (func.expressions or [None])[0]
-        if not (isinstance(pattern, exp.Literal) and pattern.is_string):
-            raise _refused(name, limit, "takes a format that is not a string literal")
-        if any(int(width) > limit for width in _WIDTH.findall(pattern.this)):
-            raise _refused(name, limit, "pads a value wider than the bound")
+        return _bounded(arguments[position] if len(arguments) > position else None, name, limit)
+    if name in _FORMATS:
+        return _format_width(func, name, limit)
+    return 0
+
+
+def _format_width(func: exp.Func, name: str, limit: int) -> int:
+    """The widths and precisions a ``printf``/``format`` pattern pads to: literal digits only (a
+    ``*`` of printf or a nested ``{}`` of format takes them from an argument: refused)."""
+    pattern = _arguments(func)[0] if _arguments(func) else None
+    if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+        raise _refused(name, limit, "takes a format that is not a string literal")
+    text = pattern.this
+    if _ARGUMENT_WIDTH.search(text) or _NESTED_FIELD.search(text.replace("{{", "").replace("}}", "")):
+        raise _refused(name, limit, "takes a width or precision from an argument", " (write it in the pattern)")
+    widths = [int(width) for width in _WIDTH.findall(text)]
+    if any(width > limit for width in widths):
+        raise _refused(name, limit, "pads a value wider than the bound")
+    return sum(widths)
+
+
+def _elements(node: Any, limit: int) -> int | None:
+    """An upper bound of the elements of the list ``node`` builds from literals (``None``:
+    unknown, e.g. a column's list)."""
+    built = _built(node, limit) if isinstance(node, exp.Func) else 0
+    if built:
+        return built
+    if isinstance(node, exp.Array):
+        return len(node.expressions)
+    if isinstance(node, exp.Flatten):
+        return _generated(node.this, limit) or _elements(node.this, limit)
+    if isinstance(node, exp.Comprehension):
+        return _elements(node.args.get("iterator"), limit)
+    if isinstance(node, exp.Func) and _lambda(node) is not None:
+        return _elements(_arguments(node)[0], limit)
+    return None
+
+
+def _lambda(func: exp.Func) -> exp.Lambda | None:
+    """The lambda ``func`` applies to each element of its first argument, if any."""
+    found = [arg for arg in _arguments(func)[1:] if isinstance(arg, exp.Lambda)]
+    return found[0] if found else None
+
+
+def _generated(node: Any, limit: int) -> int:
+    """An upper bound of the values the functions inside ``node`` build, a lambda's (or list
+    comprehension's) counted once per element it is applied to.
+
+    Raises:
+        LimitExceededError: a function past the bound, or a lambda that builds values applied to
+            a list of unknown size or to so many elements that the product passes the bound.
+    """
+    if not isinstance(node, exp.Expression):
+        return 0
+    if isinstance(node, exp.Comprehension):
+        return _applied("a list comprehension", node.args.get("iterator"), node.this, limit)
+    if isinstance(node, exp.Func):
+        function = _lambda(node)
+        if function is not None:
+            arguments = _arguments(node)
+            rest = sum(_generated(arg, limit) for arg in arguments if arg is not function)
+            return rest + _applied(_name(node), arguments[0], function.this, limit)
+        own = _built(node, limit)
+    else:
+        own = 0
+    return own + sum(_generated(child, limit) for child in node.iter_expressions())
+
+
+def _applied(name: str, items: Any, body: Any, limit: int) -> int:
+    """The values built by ``body`` applied to each element of ``items`` (and by ``items``)."""
+    each = _generated(body, limit)
+    built = _generated(items, limit) if isinstance(items, exp.Expression) else 0
+    if not each:
+        return built
+    count = _elements(items, limit)
+    if count is None:
+        raise _refused(name, limit, "builds values for each element of a list of unknown size", "")
+    if count * each > limit:
+        raise LimitExceededError(
+            "max_sql_generated_values", limit,
+            f"{name} builds {each} values for each of {count} elements ({count * each} in all)",
+        )
+    return built + count * each
 
 
 __all__ = ["check_query", "check_tokens"]
