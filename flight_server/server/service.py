@@ -195,7 +195,7 @@ class HudiFlightServer(flight.FlightServerBase):
         table: gRPC calls back into no Python generator. Its batches are slices of row groups
         the point-read cache holds, so handing them over holds no bytes the cache does not.
         Corrupt log blocks skipped on the way: then streamed as usual, with the notes."""
-        keys = CallKeys.of(call.context, call.user)
+        keys = call.keys
         self.stream_memory.admit()
         with self.streams.held(keys), collecting_corrupt_blocks() as notes:
             read = list(batches)
@@ -207,7 +207,7 @@ class HudiFlightServer(flight.FlightServerBase):
     def _stream(self, call: Call, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> flight.FlightDataStream:
         """Stream ``batches`` to the caller, counted against the concurrent-stream bounds of the
         user, the connection and the process, and the process' memory budget for batches in flight."""
-        keys = CallKeys.of(call.context, call.user)
+        keys = call.keys
         self.stream_memory.admit()
         self.streams.acquire(keys)
         sized = self.stream_memory.charged(_message_sized(self._until_cancelled(call.context, batches)), _batch_bytes)

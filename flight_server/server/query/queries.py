@@ -42,6 +42,7 @@ from flight_server.server.query.wire import endpoint_metadata, query_metadata
 from flight_server.server.registry import TableEntry
 from flight_server.server.security.access import Access
 from flight_server.server.security.auth import caller_name
+from flight_server.server.security.budgets import CallKeys
 from flight_server.server.security.limits import Limits
 
 #: plans remembered for do_get (a plan is a few kilobytes: its schema and read context)
@@ -311,6 +312,11 @@ class Call:
     def user(self) -> str:
         """The caller's user name, as its last successful check found it (else the credentials')."""
         return self._user if self._user is not None else caller_name(self.context)
+
+    @property
+    def keys(self) -> CallKeys:
+        """Who the call's work counts against (its user and connection: fair shares)."""
+        return CallKeys.of(self.context, self.user)
 
     def authorize(self, right: str, table: str | None = None) -> str:
         """See :meth:`Queries.authorize`; the user is noted in the call's log line."""
