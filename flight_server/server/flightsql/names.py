@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pyarrow.flight as flight
+
 from catalog.errors import UnknownTableError
 from catalog.plan.options import ReadOptions
 from flight_server.server.query.queries import Call
@@ -71,4 +73,34 @@ def resolve_name(
     return found[0]
 
 
-__all__ = ["CATALOG", "RO_SUFFIX", "Reference", "resolve_name", "shown_name"]
+def readable_name(call: Call, catalog: str | None, namespace: str | None, name: str) -> Reference:
+    """The table a name resolves to, once the caller may read it.
+
+    Existence is revealed only to a caller who may read the name: a table the caller may not
+    read and a missing one get the same UNAUTHORIZED answer (as on the JSON path, which
+    authorizes before it opens), and ``t_ro`` tells nobody without the right whether ``t`` is
+    merge-on-read. An unqualified name is looked up among readable tables only.
+
+    Raises:
+        flight.FlightUnauthorizedError: the caller may not read the name (whether it exists or not).
+        UnknownTableError: no such table, told to a caller who could read it.
+    """
+    shown = shown_name(catalog, namespace, name)
+    try:
+        ref = resolve_name(call, catalog, namespace, name, only_readable=True)
+    except UnknownTableError:
+        if namespace and (catalog is None or catalog.lower() == CATALOG):
+            _authorize(call, f"{namespace}.{name}", shown)
+        raise
+    _authorize(call, ref.identifier, shown)
+    return ref
+
+
+def _authorize(call: Call, identifier: str, shown: str) -> None:
+    try:
+        call.authorize("read", identifier)
+    except flight.FlightUnauthorizedError:
+        raise flight.FlightUnauthorizedError(f"no read right on table {shown}") from None
+
+
+__all__ = ["CATALOG", "RO_SUFFIX", "Reference", "readable_name", "resolve_name", "shown_name"]
