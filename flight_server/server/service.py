@@ -266,6 +266,17 @@ class HudiFlightServer(flight.FlightServerBase):
             raise NotImplementedError("DoPut takes only Flight SQL prepared-statement parameters (read-only server)")
         self.app.flight_sql.do_put(self.queries.call(context), message, reader, writer)
 
+    @flight_errors
+    def do_exchange(
+        self,
+        context: flight.ServerCallContext,
+        descriptor: flight.FlightDescriptor,
+        reader: flight.MetadataRecordBatchReader,
+        writer: flight.MetadataRecordBatchWriter,
+    ) -> None:
+        """Refused with a clean UNIMPLEMENTED (pyarrow's default sends its Python traceback)."""
+        raise NotImplementedError("DoExchange is not implemented by hudi-flight (read-only server): use DoGet")
+
 
 #: how often a stream asks whether its client went away (see HudiFlightServer._until_cancelled)
 CANCEL_CHECK_SECONDS = 0.05

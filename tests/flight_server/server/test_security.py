@@ -195,11 +195,18 @@ def test_errors_carry_no_traceback_or_server_paths(client):
         (lambda: _action(client, "no-such-action"), pa.ArrowNotImplementedError),
         (lambda: _action(client, "register-table", {"table": "x"}), pa.ArrowInvalid),
         (lambda: _action(client, "table-info", {"table": "no.such"}), pa.ArrowKeyError),
+        (lambda: _exchange(client), pa.ArrowNotImplementedError),
     ]
     for call, status in cases:
         with pytest.raises(status) as info:
             call()
         _assert_clean(info.value)
+
+
+def _exchange(client: flight.FlightClient) -> None:
+    writer, reader = client.do_exchange(flight.FlightDescriptor.for_command(b"{}"))
+    with writer:
+        reader.read_all()
 
 
 def test_catalog_database_errors_hide_statement_and_parameters(client, server, monkeypatch):
