@@ -70,6 +70,19 @@ def test_register_under_an_allowed_root_still_works(client, fixture_table):
     assert _action(client, "unregister-table", {"table": "ok.t"})["unregistered"]
 
 
+@pytest.mark.parametrize("table, match", [
+    ("ns.a\x00b", "control or invisible formatting character"),
+    ("ns.evil\u202etxt", "control or invisible formatting character"),
+    ("ns.a\u2066b", "control or invisible formatting character"),
+    ("ns.a\nb", "not of the form"),
+    ("ns." + "x" * 5000, "at most 255 characters"),
+    ("n" * 256 + ".t", "at most 255 characters"),
+])
+def test_register_refuses_unacceptable_names(client, fixture_table, table, match):
+    _refused(client, {"table": table, "uri": fixture_table(SIMPLE)}, match)
+    assert not any(t["table"] == table for t in _action(client, "list-tables"))
+
+
 def test_reference_filesystem_is_refused(client, tmp_path):
     secret = tmp_path / "secret.parquet"
     pq.write_table(pa.table({"ssn": ["123-45-6789"]}), secret)
