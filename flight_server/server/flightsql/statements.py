@@ -180,11 +180,7 @@ class Statements:
             return _described(schema, ((analysis.scan.table, schema),))
         views = {spec.view: self.facts.schema(call, spec.table, spec.options) for spec in analysis.plan.scans}
         sources = tuple((spec.table, views[spec.view]) for spec in analysis.plan.scans)
-        return _described(self._result_schema(call, analysis.plan.sql, views), sources)
-
-    def _result_schema(self, call: Call, sql_text: str, views: dict[str, pa.Schema]) -> pa.Schema:
-        """The engine's result schema, asked (when not known) within the caller's share."""
-        return self.engine.result_schema(sql_text, views, call.context.is_cancelled, call.keys)
+        return _described(self.engine.result_schema(analysis.plan.sql, views, call.context.is_cancelled), sources)
 
     def flight_info(
         self,
@@ -221,7 +217,7 @@ class Statements:
             views.append((spec.view, planned_scan.pinned))
             schemas[spec.view] = planned_scan.schema
         sources = tuple((spec.table, schemas[spec.view]) for spec in analysis.plan.scans)
-        schema = _described(self._result_schema(call, analysis.plan.sql, schemas), sources)
+        schema = _described(self.engine.result_schema(analysis.plan.sql, schemas, call.context.is_cancelled), sources)
         ticket = codec.issue(StatementTicket(call.owner, analysis.plan.sql, tuple(views)), expires_at)
         return self._single_endpoint(descriptor, schema, ticket, expires_at, -1)
 

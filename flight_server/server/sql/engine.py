@@ -177,32 +177,30 @@ class Engine:
         self.databases.close()
 
     def result_schema(
-        self,
-        sql: str,
-        views: Mapping[str, pa.Schema],
-        cancelled: Callable[[], bool] | None = None,
-        keys: CallKeys | None = None,
+        self, sql: str, views: Mapping[str, pa.Schema], cancelled: Callable[[], bool] | None = None
     ) -> pa.Schema:
         """The schema of ``sql``'s result over views of these schemas.
 
         A result schema is a function of the SQL and the views' schemas alone, so it is asked of
         the engine once (the query wrapped in ``LIMIT 0`` over empty views) and then remembered:
         a statement planned again, or prepared and executed, costs no engine query until it reads.
+        That query (over empty views, planned at once) takes a slot of the budget but not of its
+        caller's share: a client may plan its next statement while it still reads a result.
         """
         key = (sql, tuple((name, schema.serialize().to_pybytes()) for name, schema in sorted(views.items())))
         known = self._schemas.get(key)
         if known is not None:
             return known
-        schema = self._engine_result_schema(sql, views, cancelled, keys)
+        schema = self._engine_result_schema(sql, views, cancelled)
         self._schemas.put(key, schema, len(sql) + sum(len(view) for _, view in key[1]) + len(schema.serialize()))
         return schema
 
     def _engine_result_schema(
-        self, sql: str, views: Mapping[str, pa.Schema], cancelled: Callable[[], bool] | None, keys: CallKeys | None
+        self, sql: str, views: Mapping[str, pa.Schema], cancelled: Callable[[], bool] | None
     ) -> pa.Schema:
         stack = contextlib.ExitStack()
         try:
-            database, watch, lease = self._start(stack, cancelled, keys)
+            database, watch, lease = self._start(stack, cancelled, None)
             try:
                 for name, schema in views.items():
                     database.register(name, schema.empty_table())

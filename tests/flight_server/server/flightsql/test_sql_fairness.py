@@ -42,6 +42,8 @@ def test_a_user_past_their_share_is_refused_and_another_user_runs():
     with pytest.raises(ServerBusyError, match="sql_queries_per_user") as refused:
         sql_engine.run("SELECT 1", {}, keys=CallKeys("alice", "ipv4:127.0.0.1:3"))  # another connection of hers
     assert refused.value.retry_after > 0
+    # planning her next statement (its schema query over empty views) takes no share of hers
+    assert sql_engine.result_schema("SELECT 5 AS five", {}).names == ["five"]
     # bob's query takes the budget's other slot: alice's share left it free
     assert list(sql_engine.run("SELECT 1 AS one", {}, keys=BOB)[1])[0].to_pylist() == [{"one": 1}]
     heavy.join(15)  # its deadline ends it
