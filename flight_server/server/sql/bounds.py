@@ -16,9 +16,11 @@
   refused). A lambda (``list_transform(range(n), x -> range(m))``) or list comprehension builds
   its values once per element, so what it builds times the elements of the list it is applied to
   must stay within the bound too; applied to a list of unknown size (a column), it may not build
-  any. These are early refusals by name, not the guarantee (the engine's limits and the watchdog
-  are). Aggregates that grow one value per row (``string_agg``, ``list``) are stopped by the
-  engine's watchdog instead (:mod:`.watchdog`), which they let run between chunks.
+  any. A built text repeated, or put in place of each match in another built text (``replace``,
+  ``regexp_replace``), counts its length times the other. These are early refusals by name, not
+  the guarantee (the engine's limits and the watchdog are). Aggregates that grow one value per
+  row (``string_agg``, ``list``) are stopped by the engine's watchdog instead (:mod:`.watchdog`),
+  which they let run between chunks.
 """
 
 from __future__ import annotations
@@ -150,11 +152,16 @@ def _built(func: exp.Func, limit: int) -> int:
         return max(count, 0)
     if isinstance(func, exp.Repeat):
         times = _bounded(func.args.get("times"), "repeat", limit)
-        text = func.this
-        width = len(text.this) if isinstance(text, exp.Literal) and text.is_string else 1
+        width = _width(func.this, limit)
         if times * width > limit:
             raise _refused("repeat", limit, "builds a value longer than the bound")
         return times * width
+    if isinstance(func, (exp.Replace, exp.RegexpReplace)):
+        name = "replace" if isinstance(func, exp.Replace) else "regexp_replace"
+        built = _width(func.this, limit) * _width(func.args.get("replacement"), limit)
+        if built > limit:
+            raise _refused(name, limit, "builds a value longer than the bound", " (a built text in a built text)")
+        return 0  # what it may build is counted where its arguments are
     if isinstance(func, exp.Pad):
         return _bounded(func.args.get("expression"), "lpad/rpad", limit)
     name = _name(func)
@@ -165,6 +172,14 @@ def _built(func: exp.Func, limit: int) -> int:
     if name in _FORMATS:
         return _format_width(func, name, limit)
     return 0
+
+
+def _width(node: Any, limit: int) -> int:
+    """The characters of a string literal, else of the values built inside ``node`` (at least 1:
+    a column's value, bounded by the data)."""
+    if isinstance(node, exp.Literal) and node.is_string:
+        return max(1, len(node.this))
+    return max(1, _generated(node, limit))
 
 
 def _format_width(func: exp.Func, name: str, limit: int) -> int:

@@ -114,6 +114,8 @@ def test_shutdown_interrupts_running_queries(sql_tables, tmp_path):
     ("SELECT [range(1000) for x in range(10000)]", "a list comprehension builds"),
     ("SELECT list_filter(range(2000), x -> len(range(1000)) > x)", "list_filter builds"),
     ("SELECT list_transform(l, x -> range(3)) FROM (SELECT [1, 2] AS l)", "list of unknown size"),
+    ("SELECT length(repeat(repeat('x', 1000000), 1000000))", "repeat builds a value longer"),
+    ("SELECT length(replace(repeat('x', 100000), 'x', repeat('y', 100000)))", "replace builds a value longer"),
     (f"SELECT * FROM {TABLE} WHERE txn_id IN ({','.join(map(str, range(10001)))})", "max_in_values"),
     ("SELECT " + " + ".join(["1"] * 400), "max_sql_depth"),
     ("SELECT " + ", ".join(["1"] * 30000), "max_sql_tokens"),
