@@ -83,7 +83,7 @@ def check_query(query: exp.Query, limits: Limits) -> None:
     values = sum(len(node.expressions) for node in query.find_all(exp.In))
     if values > limits.max_in_values:
         raise LimitExceededError("max_in_values", limits.max_in_values, f"the SQL has {values} IN-list values")
-    _generated(query, limits.max_sql_generated_values)
+    _Generated(limits.max_sql_generated_values).check(query)
 
 
 def _check_depth(query: exp.Query, limit: int) -> None:
@@ -138,54 +138,126 @@ def _arguments(func: exp.Func) -> list[Any]:
     return list(func.iter_expressions())
 
 
-def _built(func: exp.Func, limit: int) -> int:
-    """The elements or characters ``func`` itself builds (0: not one of the functions that build
-    a value of a size given by an argument). Raises: LimitExceededError past the bound."""
-    if isinstance(func, exp.GenerateSeries):
-        name = "range/generate_series"
-        start = _literal(func.args.get("start"), name, limit)
-        end = _literal(func.args.get("end"), name, limit)
-        step = _literal(func.args["step"], name, limit) if func.args.get("step") is not None else 1
-        count = (end - start) // step + 1 if step else 0
-        if step == 0 or count > limit:
-            raise _refused(name, limit, "builds a list longer than the bound")
-        return max(count, 0)
-    if isinstance(func, exp.Repeat):
-        times = _bounded(func.args.get("times"), "repeat", limit)
-        width = _width(func.this, limit)
-        if times * width > limit:
-            raise _refused("repeat", limit, "builds a value longer than the bound")
-        return times * width
-    if isinstance(func, (exp.Replace, exp.RegexpReplace)):
-        name = "replace" if isinstance(func, exp.Replace) else "regexp_replace"
-        built = _width(func.this, limit) * _width(func.args.get("replacement"), limit)
-        if built > limit:
-            raise _refused(name, limit, "builds a value longer than the bound", " (a built text in a built text)")
-        return 0  # what it may build is counted where its arguments are
-    if isinstance(func, exp.Pad):
-        return _bounded(func.args.get("expression"), "lpad/rpad", limit)
-    name = _name(func)
-    if name in _SIZE_ARGUMENT:
-        arguments = _arguments(func)
-        position = _SIZE_ARGUMENT[name]
-        return _bounded(arguments[position] if len(arguments) > position else None, name, limit)
-    if name in _FORMATS:
-        return _format_width(func, name, limit)
-    return 0
+class _Generated:
+    """Upper bounds of the values built inside each node of one statement, children first (one
+    pass over the tree, without recursion: every node is sized once, whatever its nesting)."""
 
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._sizes: dict[int, int] = {}
 
-def _width(node: Any, limit: int) -> int:
-    """The characters of a string literal, else of the values built inside ``node`` (at least 1:
-    a column's value, bounded by the data)."""
-    if isinstance(node, exp.Literal) and node.is_string:
-        return max(1, len(node.this))
-    return max(1, _generated(node, limit))
+    def check(self, query: exp.Expr) -> None:
+        """Raises: LimitExceededError (see :meth:`_size_of`)."""
+        for node in reversed(list(query.bfs())):  # breadth first, reversed: every child before its parent
+            self._sizes[id(node)] = self._size_of(node)
+
+    def of(self, node: Any) -> int:
+        """The values built inside ``node`` (already sized: a child of the node being sized)."""
+        return self._sizes.get(id(node), 0) if node is not None else 0
+
+    def _size_of(self, node: exp.Expr) -> int:
+        """What ``node`` and its children build, a lambda's (or list comprehension's) body counted
+        once per element it is applied to.
+
+        Raises:
+            LimitExceededError: a function past the bound, or a lambda that builds values applied
+                to a list of unknown size or to so many elements that the product passes the bound.
+        """
+        if isinstance(node, exp.Comprehension):
+            return self._applied("a list comprehension", node.args.get("iterator"), node.this)
+        if isinstance(node, exp.Func):
+            function = _lambda(node)
+            if function is not None:
+                items, *rest = _arguments(node)
+                others = sum(self.of(arg) for arg in rest if arg is not function)
+                return others + self._applied(_name(node), items, function.this)
+            own = self._built(node)
+        else:
+            own = 0
+        return own + sum(self.of(child) for child in node.iter_expressions())
+
+    def _applied(self, name: str, items: Any, body: Any) -> int:
+        """The values built by ``body`` applied to each element of ``items`` (and by ``items``)."""
+        each, built = self.of(body), self.of(items)
+        if not each:
+            return built
+        count = self._elements(items)
+        if count is None:
+            raise _refused(name, self.limit, "builds values for each element of a list of unknown size", "")
+        if count * each > self.limit:
+            raise LimitExceededError(
+                "max_sql_generated_values", self.limit,
+                f"{name} builds {each} values for each of {count} elements ({count * each} in all)",
+            )
+        return built + count * each
+
+    def _elements(self, node: Any) -> int | None:
+        """An upper bound of the elements of the list ``node`` builds from literals (``None``:
+        unknown, e.g. a column's list)."""
+        while isinstance(node, exp.Expr):
+            built = self._built(node) if isinstance(node, exp.Func) else 0
+            if built:
+                return built
+            if isinstance(node, exp.Array):
+                return len(node.expressions)
+            if isinstance(node, exp.Flatten) and self.of(node.this):
+                return self.of(node.this)
+            if isinstance(node, exp.Comprehension):
+                node = node.args.get("iterator")
+            elif isinstance(node, exp.Flatten) or (isinstance(node, exp.Func) and _lambda(node) is not None):
+                node = _arguments(node)[0] if _arguments(node) else None
+            else:
+                return None
+        return None
+
+    def _built(self, func: exp.Func) -> int:
+        """The elements or characters ``func`` itself builds (0: not one of the functions that
+        build a value of a size given by an argument). Raises: LimitExceededError past the bound."""
+        limit = self.limit
+        if isinstance(func, exp.GenerateSeries):
+            name = "range/generate_series"
+            start = _literal(func.args.get("start"), name, limit)
+            end = _literal(func.args.get("end"), name, limit)
+            step = _literal(func.args["step"], name, limit) if func.args.get("step") is not None else 1
+            count = (end - start) // step + 1 if step else 0
+            if step == 0 or count > limit:
+                raise _refused(name, limit, "builds a list longer than the bound")
+            return max(count, 0)
+        if isinstance(func, exp.Repeat):
+            times = _bounded(func.args.get("times"), "repeat", limit)
+            width = self._width(func.this)
+            if times * width > limit:
+                raise _refused("repeat", limit, "builds a value longer than the bound")
+            return times * width
+        if isinstance(func, (exp.Replace, exp.RegexpReplace)):
+            name = "replace" if isinstance(func, exp.Replace) else "regexp_replace"
+            if self._width(func.this) * self._width(func.args.get("replacement")) > limit:
+                raise _refused(name, limit, "builds a value longer than the bound", " (a built text in a built text)")
+            return 0  # what it may build is counted where its arguments are
+        if isinstance(func, exp.Pad):
+            return _bounded(func.args.get("expression"), "lpad/rpad", limit)
+        name = _name(func)
+        if name in _SIZE_ARGUMENT:
+            arguments = _arguments(func)
+            position = _SIZE_ARGUMENT[name]
+            return _bounded(arguments[position] if len(arguments) > position else None, name, limit)
+        if name in _FORMATS:
+            return _format_width(func, name, limit)
+        return 0
+
+    def _width(self, node: Any) -> int:
+        """The characters of a string literal, else of the values built inside ``node`` (at
+        least 1: a column's value, bounded by the data)."""
+        if isinstance(node, exp.Literal) and node.is_string:
+            return max(1, len(node.this))
+        return max(1, self.of(node))
 
 
 def _format_width(func: exp.Func, name: str, limit: int) -> int:
     """The widths and precisions a ``printf``/``format`` pattern pads to: literal digits only (a
     ``*`` of printf or a nested ``{}`` of format takes them from an argument: refused)."""
-    pattern = _arguments(func)[0] if _arguments(func) else None
+    arguments = _arguments(func)
+    pattern = arguments[0] if arguments else None
     if not (isinstance(pattern, exp.Literal) and pattern.is_string):
         raise _refused(name, limit, "takes a format that is not a string literal")
     text = pattern.this
@@ -197,68 +269,10 @@ def _format_width(func: exp.Func, name: str, limit: int) -> int:
     return sum(widths)
 
 
-def _elements(node: Any, limit: int) -> int | None:
-    """An upper bound of the elements of the list ``node`` builds from literals (``None``:
-    unknown, e.g. a column's list)."""
-    built = _built(node, limit) if isinstance(node, exp.Func) else 0
-    if built:
-        return built
-    if isinstance(node, exp.Array):
-        return len(node.expressions)
-    if isinstance(node, exp.Flatten):
-        return _generated(node.this, limit) or _elements(node.this, limit)
-    if isinstance(node, exp.Comprehension):
-        return _elements(node.args.get("iterator"), limit)
-    if isinstance(node, exp.Func) and _lambda(node) is not None:
-        return _elements(_arguments(node)[0], limit)
-    return None
-
-
 def _lambda(func: exp.Func) -> exp.Lambda | None:
     """The lambda ``func`` applies to each element of its first argument, if any."""
     found = [arg for arg in _arguments(func)[1:] if isinstance(arg, exp.Lambda)]
     return found[0] if found else None
-
-
-def _generated(node: Any, limit: int) -> int:
-    """An upper bound of the values the functions inside ``node`` build, a lambda's (or list
-    comprehension's) counted once per element it is applied to.
-
-    Raises:
-        LimitExceededError: a function past the bound, or a lambda that builds values applied to
-            a list of unknown size or to so many elements that the product passes the bound.
-    """
-    if not isinstance(node, exp.Expression):
-        return 0
-    if isinstance(node, exp.Comprehension):
-        return _applied("a list comprehension", node.args.get("iterator"), node.this, limit)
-    if isinstance(node, exp.Func):
-        function = _lambda(node)
-        if function is not None:
-            arguments = _arguments(node)
-            rest = sum(_generated(arg, limit) for arg in arguments if arg is not function)
-            return rest + _applied(_name(node), arguments[0], function.this, limit)
-        own = _built(node, limit)
-    else:
-        own = 0
-    return own + sum(_generated(child, limit) for child in node.iter_expressions())
-
-
-def _applied(name: str, items: Any, body: Any, limit: int) -> int:
-    """The values built by ``body`` applied to each element of ``items`` (and by ``items``)."""
-    each = _generated(body, limit)
-    built = _generated(items, limit) if isinstance(items, exp.Expression) else 0
-    if not each:
-        return built
-    count = _elements(items, limit)
-    if count is None:
-        raise _refused(name, limit, "builds values for each element of a list of unknown size", "")
-    if count * each > limit:
-        raise LimitExceededError(
-            "max_sql_generated_values", limit,
-            f"{name} builds {each} values for each of {count} elements ({count * each} in all)",
-        )
-    return built + count * each
 
 
 __all__ = ["check_query", "check_tokens"]

@@ -12,12 +12,13 @@ import time
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
+import sqlglot
 
 from flight_server.protocol import pack, sql
 from flight_server.server.config import ServerConfig
 from flight_server.server.security.budgets import ServerBusyError
-from flight_server.server.security.limits import LimitExceededError
-from flight_server.server.sql import engine
+from flight_server.server.security.limits import LimitExceededError, Limits
+from flight_server.server.sql import bounds, engine
 from flight_server.server.sql.watchdog import MEMORY, Watchdog
 from tests.support.processes import ServeProcess, poll
 from tests.support.servers import running_server
@@ -125,6 +126,23 @@ def test_sql_past_a_bound_is_refused_by_name(client, query, bound):
     with pytest.raises(pa.ArrowInvalid, match=bound):
         client.get_flight_info(_command(query))
     assert time.process_time() - started < 5
+
+
+def test_nested_generators_are_sized_once_each(monkeypatch):
+    """Each node of a statement is sized once: 18 nested repeats (a repeat sized its argument
+    again, and that one its own, ...) would be 2^18 walks."""
+    nested = "SELECT " + "repeat(" * 18 + "'x'" + ", 1)" * 18
+    query = sqlglot.parse_one(nested, read="duckdb")
+    calls = []
+    original = bounds._Generated._size_of
+
+    def counting(self, node):
+        calls.append(node)
+        return original(self, node)
+
+    monkeypatch.setattr(bounds._Generated, "_size_of", counting)
+    bounds.check_query(query, Limits())
+    assert len(calls) == len(list(query.bfs()))
 
 
 def test_small_generated_values_still_work(client):
