@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pyarrow.flight as flight
+
 from catalog.errors import UnknownTableError, shown
 from catalog.meta import META_TABLES, SEPARATOR
 from catalog.plan.options import ReadOptions
@@ -102,4 +104,36 @@ def resolve_name(
     return found[0]
 
 
-__all__ = ["CATALOG", "RO_SUFFIX", "Reference", "meta_name", "meta_reference", "resolve_name", "shown_name"]
+def readable_name(call: Call, catalog: str | None, namespace: str | None, name: str) -> Reference:
+    """The table a name resolves to, once the caller may read it.
+
+    Existence is revealed only to a caller who may read the name: a table the caller may not
+    read and a missing one get the same UNAUTHORIZED answer (as on the JSON path, which
+    authorizes before it opens), and ``t_ro`` tells nobody without the right whether ``t`` is
+    merge-on-read. An unqualified name is looked up among readable tables only.
+
+    Raises:
+        flight.FlightUnauthorizedError: the caller may not read the name (whether it exists or not).
+        UnknownTableError: no such table, told to a caller who could read it.
+    """
+    written = shown_name(catalog, namespace, name)
+    try:
+        ref = resolve_name(call, catalog, namespace, name, only_readable=True)
+    except UnknownTableError:
+        if namespace and (catalog is None or catalog.lower() == CATALOG):
+            _authorize(call, f"{namespace}.{name}", written)
+        raise
+    _authorize(call, ref.identifier, written)
+    return ref
+
+
+def _authorize(call: Call, identifier: str, written: str) -> None:
+    try:
+        call.authorize("read", identifier)
+    except flight.FlightUnauthorizedError:
+        raise flight.FlightUnauthorizedError(f"no read right on table {written}") from None
+
+
+__all__ = [
+    "CATALOG", "RO_SUFFIX", "Reference", "meta_name", "meta_reference", "readable_name", "resolve_name", "shown_name",
+]

@@ -43,6 +43,7 @@ from flight_server.server.query.wire import endpoint_metadata, query_metadata
 from flight_server.server.registry import TableEntry
 from flight_server.server.security.access import Access
 from flight_server.server.security.auth import caller_name
+from flight_server.server.security.budgets import CallKeys
 from flight_server.server.security.limits import Limits
 
 #: plans remembered for do_get (a plan is a few kilobytes: its schema and read context)
@@ -235,15 +236,15 @@ class Queries:
         expires_at = self.codec.expiry()
         rows = sum(s.estimated_rows for s in splits)
         nbytes = sum(s.bytes for s in splits)
-        user = call.user
+        owner = call.owner
         if limit is not None:
             # A limit is only defined over the union: one endpoint reads the whole query.
-            ticket = self.codec.issue(ScanTicket(user, pinned), expires_at)
+            ticket = self.codec.issue(ScanTicket(owner, pinned), expires_at)
             endpoint = self._endpoint(ticket, expires_at, query_metadata(list(splits), limit), 1.0, pinned.table)
             return PlannedQuery(planned.schema, [endpoint], min(rows, limit), nbytes)
         endpoints = [
             self._endpoint(
-                self.codec.issue(SplitTicket(user, pinned, s), expires_at),
+                self.codec.issue(SplitTicket(owner, pinned, s), expires_at),
                 expires_at,
                 endpoint_metadata(s),
                 s.weight,
@@ -293,8 +294,8 @@ class Queries:
     def stream(self, call: "Call", raw: bytes) -> "TicketStream":
         """Schema and batches of a split or scan ticket, for its own user only."""
         ticket = self.codec.redeem(raw, (SplitTicket, ScanTicket), None)
-        user = call.authorize("read", ticket.scan.table)  # still holds the right (revokes count)
-        check_owner(ticket, user)
+        call.authorize("read", ticket.scan.table)  # still holds the right (revokes count)
+        check_owner(ticket, call.owner)
         call.note(table=ticket.scan.table, instant=ticket.scan.instant)
         if isinstance(ticket, SplitTicket):
             reading = self.reading(ticket.scan, with_splits=False)
@@ -340,6 +341,16 @@ class Call:
     def user(self) -> str:
         """The caller's user name, as its last successful check found it (else the credentials')."""
         return self._user if self._user is not None else caller_name(self.context)
+
+    @property
+    def owner(self) -> str:
+        """The owner of the tickets issued to the caller (``Access.owner``: its account)."""
+        return self.queries.access.owner(self.user)
+
+    @property
+    def keys(self) -> CallKeys:
+        """Who the call's work counts against (its user and connection: fair shares)."""
+        return CallKeys.of(self.context, self.user)
 
     def authorize(self, right: str, table: str | None = None) -> str:
         """See :meth:`Queries.authorize`; the user is noted in the call's log line."""

@@ -1,7 +1,9 @@
 """The one ticket codec: every ticket and handle the server issues, typed, signed by one signer.
 
 Five kinds, told apart by the signed ``"k"`` key, so a ticket of one kind never passes for
-another; every kind names the user it was issued to (``"u"``), the only one who may redeem it:
+another; every kind names the user it was issued to (``"u"``: the name and its account's incarnation,
+``Access.owner``, so an account removed and re-created is another user), the only one who may
+redeem it:
 
 - :class:`SplitTicket` (``"split"``): one weighted split of a planned scan (the JSON path and
   plain SQL scans);
@@ -321,7 +323,7 @@ class TicketCodec:
 def check_owner(ticket: Ticket, caller: str | None) -> None:
     """Refuse a ticket issued to another user than ``caller`` (``None``: not known yet)."""
     if caller is not None and ticket.user != caller:
-        raise flight.FlightUnauthorizedError("ticket was issued to another user")
+        raise flight.FlightUnauthorizedError("ticket was issued to another user (or an earlier account of this name)")
 
 
 # -- splits as payload -----------------------------------------------------------------------
