@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv system-deps lint test demo bench bench-quick clean protocol jdbc-driver tables hudi-writer
+.PHONY: venv system-deps lint test demo bench bench-quick clean protocol jdbc-driver spark-dialect tables hudi-writer
 
 # PostgreSQL (registry tests run against a real server on loopback) and Java (Spark).
 system-deps:
@@ -100,3 +100,16 @@ tables: $(sort $(foreach r,$(HUDI_RELEASES),$(call venv_of,$(r)).installed)) $(J
 		SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(call venv_of,$(r)))/bin/python PYTHONPATH=$(CURDIR) \
 		$(call venv_of,$(r))/bin/python -m tests.data.factory.writer --release $(r) --out tests/data/tables \
 		$(if $(TABLES),--tables $(TABLES));)
+
+# The Spark JDBC dialect of the Arrow Flight SQL JDBC driver (jdbc-dialect/, docs/sql.md), compiled
+# against the venv's PySpark jars into the ignored .cache/ folder (needs a JDK: javac and jar).
+SPARK_DIALECT := .cache/jdbc/hudi-flight-spark-dialect.jar
+
+spark-dialect: $(SPARK_DIALECT)
+
+$(SPARK_DIALECT): jdbc-dialect/HudiFlightJdbcDialect.java
+	rm -rf .cache/jdbc/dialect-classes
+	javac --release 17 -d .cache/jdbc/dialect-classes \
+		-cp "$$($(PY) -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/jars/*" $<
+	jar cf $@ -C .cache/jdbc/dialect-classes .
+	rm -rf .cache/jdbc/dialect-classes
