@@ -7,10 +7,12 @@ PYTEST_ARGS ?=
 
 .PHONY: venv system-deps lint test demo bench bench-quick clean protocol jdbc-driver spark-dialect tables hudi-writer
 
-# PostgreSQL (registry tests run against a real server on loopback) and Java (Spark).
+# PostgreSQL (registry tests run against a real server on loopback), a JDK (Spark; javac builds the
+# Spark JDBC dialect) and Maven (fetches the JDBC driver).
 system-deps:
-	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ! command -v java >/dev/null 2>&1; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql default-jre-headless >/dev/null; \
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1 \
+			|| ! command -v mvn >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql default-jdk-headless maven >/dev/null; \
 	fi
 
 $(STAMP): pyproject.toml
