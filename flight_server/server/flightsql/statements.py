@@ -14,8 +14,9 @@ Three answers, by the query's shape (:func:`flight_server.server.sql.query.analy
   files that the reader would return unchanged is handed to the engine as an Arrow dataset of
   exactly those files instead, which it scans itself (:mod:`flight_server.server.sql.native_scan`).
 
-A client that reads only the first endpoint asks for one (:mod:`.single_endpoint`): a plain scan is
-then answered like anything else. Catalog statements (``SHOW TABLES``, ``DESCRIBE``:
+A call whose client has not shown that it reads every endpoint (:mod:`.single_endpoint`) gets a
+plain scan in one endpoint: one scan ticket reading every split, in the same types (a table without
+commits: the engine's empty answer). Catalog statements (``SHOW TABLES``, ``DESCRIBE``:
 :mod:`flight_server.server.sql.show`) get one endpoint whose statement ticket carries the statement
 and no view; it is answered from the catalog when read. Every result schema carries the Flight SQL
 column metadata (:mod:`.column_metadata`).
@@ -217,10 +218,12 @@ class Statements:
             ticket = codec.issue(StatementTicket(call.owner, text, ()), expires_at)
             return self._single_endpoint(descriptor, show.result_schema(statement), ticket, expires_at, -1)
         analysis = self.analyze(call, text, parameters, owner)
-        if analysis.scan is not None and not single_endpoint:
-            planned = call.queries.endpoints(call, analysis.scan.table, analysis.scan.options)
-            schema = _described(planned.schema, ((analysis.scan.table, planned.schema),))
-            return self.infos.info(schema, descriptor, planned.endpoints, planned.rows, planned.nbytes, ordered=False)
+        if analysis.scan is not None:
+            planned = call.queries.endpoints(call, analysis.scan.table, analysis.scan.options, single_endpoint)
+            if planned.endpoints or not single_endpoint:
+                schema = _described(planned.schema, ((analysis.scan.table, planned.schema),))
+                endpoints = planned.endpoints
+                return self.infos.info(schema, descriptor, endpoints, planned.rows, planned.nbytes, ordered=False)
         if analysis.count_star is not None:
             counted = self._metadata_count(call, analysis)
             if counted is not None:

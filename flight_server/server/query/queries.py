@@ -219,9 +219,10 @@ class Queries:
             scan = plan(table.state, options, self.split_options, self.footers, self.decoded)
             return PlannedScan(table, scan, self.limits)
 
-    def endpoints(self, call: "Call", identifier: str, options: ReadOptions) -> PlannedQuery:
+    def endpoints(self, call: "Call", identifier: str, options: ReadOptions, single: bool = False) -> PlannedQuery:
         """Schema, endpoints, estimated rows and bytes of a scan for the caller ``call.user``
-        (authorized by the front end); the tickets name that user, the only one who may read them."""
+        (authorized by the front end); the tickets name that user, the only one who may read them.
+        ``single``: one endpoint reading every split (for a client that reads only the first)."""
         with self.ops.planning():
             planned = call.plan(identifier, options)
             splits = planned.splits()
@@ -232,16 +233,17 @@ class Queries:
             return PlannedQuery(planned.schema, [], 0, 0)
         pinned = planned.pinned
         limit = planned.options.limit
-        self._plans.put(pinned.key, _Reading(planned.schema, planned.context, splits if limit else None), 1)
+        one = single or limit is not None
+        self._plans.put(pinned.key, _Reading(planned.schema, planned.context, splits if one else None), 1)
         expires_at = self.codec.expiry()
         rows = sum(s.estimated_rows for s in splits)
         nbytes = sum(s.bytes for s in splits)
         owner = call.owner
-        if limit is not None:
+        if one:
             # A limit is only defined over the union: one endpoint reads the whole query.
             ticket = self.codec.issue(ScanTicket(owner, pinned), expires_at)
             endpoint = self._endpoint(ticket, expires_at, query_metadata(list(splits), limit), 1.0, pinned.table)
-            return PlannedQuery(planned.schema, [endpoint], min(rows, limit), nbytes)
+            return PlannedQuery(planned.schema, [endpoint], rows if limit is None else min(rows, limit), nbytes)
         endpoints = [
             self._endpoint(
                 self.codec.issue(SplitTicket(owner, pinned, s), expires_at),
