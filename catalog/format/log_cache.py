@@ -21,7 +21,7 @@ reads only, so scans never churn it).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Hashable, Sequence
+from typing import Hashable, Sequence, Union
 
 import pyarrow as pa
 
@@ -38,7 +38,8 @@ _BLOCK_OVERHEAD = 512
 #: what a delete block's ordering value is charged (a Python object in a list)
 _VALUE_BYTES = 64
 
-Decoded = pa.Table | DeleteRecords
+#: a data block's records or a delete block's keys
+Decoded = Union[pa.Table, DeleteRecords]
 
 
 def _index_bytes(blocks: Sequence[LogBlock]) -> int:
@@ -129,4 +130,4 @@ class DecodedLogBlocks:
         return self._lru.stats()
 
 
-__all__ = ["WHOLE_FILE_BYTES", "DecodedLogBlocks"]
+__all__ = ["WHOLE_FILE_BYTES", "Decoded", "DecodedLogBlocks"]

@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 from catalog.errors import UnsupportedTableError
 from catalog.format.avro import OPERATION_COLUMN
 from catalog.format.log_block import DeleteRecords, decode_record_block
+from catalog.format.log_cache import Decoded
 from catalog.format.log_file import LogBlock
 from catalog.format.parquet import cast_array
 from catalog.format.row_groups import PointLookup
@@ -223,7 +224,7 @@ def _greater(spec: MergeSpec, base: pa.RecordBatch, winners: pa.Table) -> pa.Arr
 
 
 #: ``decode(block)``: a data block's records or a delete block's keys
-BlockDecoder = Callable[[LogBlock], "pa.Table | DeleteRecords"]
+BlockDecoder = Callable[[LogBlock], Decoded]
 
 
 def collect_winners(
@@ -301,7 +302,9 @@ def merge_file_slice(
     yield from merge_batches(spec, base, winners, emit_inserts=emit_inserts, other_base_keys=extra_keys)
 
 
-def _base(ctx: ReadContext, fs: FileSlice, spec: MergeSpec, row_groups: Sequence[int] | None) -> Iterator[pa.RecordBatch]:
+def _base(
+    ctx: ReadContext, fs: FileSlice, spec: MergeSpec, row_groups: Sequence[int] | None
+) -> Iterator[pa.RecordBatch]:
     """The base rows a merge needs: every row, or for a point read whose filter is only its record
     keys, the rows of those keys (a record's key is the same in all its versions: the rows of
     other keys never pass the filter)."""
