@@ -13,9 +13,9 @@ under the same name with the same size is not detected (as for the base files of
 size is refused.
 
 Cold, the log files of a slice are read whole, in one request for all of them (object stores
-fetch the ranges concurrently), unless larger than ``WHOLE_FILE_BYTES``: those are walked block
-by block. Bounded in bytes; only readers given a cache use it (the planner hands it to point
-reads only, so scans never churn it).
+fetch the ranges concurrently), as long as together they hold at most ``WHOLE_READ_BYTES`` (the
+bytes held at once); the files past it are walked block by block. Bounded in bytes; only readers
+given a cache use it (the planner hands it to point reads only, so scans never churn it).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from catalog.format.log_file import BlockType, LogBlock, iter_log_blocks, iter_l
 from catalog.lru import BoundedLRU, CacheListener, CacheStats
 from catalog.storage import Storage
 
-#: log files up to this size are read whole (one range); larger ones block by block
-WHOLE_FILE_BYTES = 16 << 20
+#: the log files of a slice read whole (one range each, one request) hold at most this many bytes
+WHOLE_READ_BYTES = 16 << 20
 #: what a kept block header is charged beyond its header and footer text
 _BLOCK_OVERHEAD = 512
 #: what a delete block's ordering value is charged (a Python object in a list)
@@ -74,7 +74,7 @@ class DecodedLogBlocks:
         """Every block of the log ``files`` (path relative to ``storage``, listed size), in order.
 
         Kept indexes answer without a request (their corrupt blocks reported again, as a read
-        would); the other files are read, those of at most ``WHOLE_FILE_BYTES`` whole and together.
+        would); the other files are read, whole and together up to ``WHOLE_READ_BYTES``.
         Blocks read now carry their content; blocks of kept indexes load it when decoded.
         """
         keys = [(storage.file_uri(path), size, path) for path, size in files]
@@ -98,7 +98,11 @@ class DecodedLogBlocks:
 
     def _read(self, storage: Storage, files: Sequence[tuple[str, int]]) -> list[list[LogBlock]]:
         """The blocks of each of ``files``, read now (see :meth:`blocks`)."""
-        whole = [(path, size) for path, size in files if 0 < size <= WHOLE_FILE_BYTES]
+        whole, total = [], 0
+        for path, size in files:
+            if 0 < size <= WHOLE_READ_BYTES - total:
+                whole.append((path, size))
+                total += size
         datas = storage.read_ranges([p for p, _ in whole], [0] * len(whole), [s for _, s in whole]) if whole else []
         contents = {path: data for (path, _), data in zip(whole, datas)}
         out = []
@@ -130,4 +134,4 @@ class DecodedLogBlocks:
         return self._lru.stats()
 
 
-__all__ = ["WHOLE_FILE_BYTES", "Decoded", "DecodedLogBlocks"]
+__all__ = ["WHOLE_READ_BYTES", "Decoded", "DecodedLogBlocks"]

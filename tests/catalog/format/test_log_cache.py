@@ -11,6 +11,7 @@ import pytest
 
 from catalog import HudiTable
 from catalog.errors import CorruptBlockWarning, CorruptTableError
+from catalog.format import log_cache
 from catalog.format.log_cache import DecodedLogBlocks
 from catalog.format.row_groups import DecodedRowGroups
 from catalog.plan.options import ReadOptions
@@ -101,6 +102,23 @@ def test_a_cold_slice_reads_each_log_file_whole_without_asking_its_size(generate
     assert "info" not in {kind for kind, _ in requests}
     # the local base file is read by Arrow (opens only): every read is a whole log file
     assert sorted(n for kind, n in requests if kind == "read") == sorted(log.size for log in logs)
+
+
+def test_log_files_past_the_whole_read_bound_are_walked_block_by_block(generated_table, monkeypatch):
+    path = generated_table(MOR)
+    key = _log_keys(path)["updated"][0]
+    state = HudiTable.open(path).state
+    first, *others = _slice_of(state, key).log_files
+    monkeypatch.setattr(log_cache, "WHOLE_READ_BYTES", first.size)
+    expected = _point(state, [key], None)
+    caches = Caches()
+    state.storage.stats.reset()
+    assert _point(state, [key], caches).equals(expected)
+    # the first file whole; the others walked (opened), only their blocks' contents read by range
+    assert others and first.size <= state.storage.stats.bytes_read < first.size + sum(o.size for o in others)
+    state.storage.stats.reset()
+    assert _point(state, [key], caches).equals(expected)
+    assert state.storage.stats.total == 0
 
 
 def test_a_log_file_rewritten_under_its_name(generated_copy):
