@@ -247,14 +247,19 @@ def collect_winners(
     for block in blocks:
         decoded = decode(block)
         if isinstance(decoded, DeleteRecords):
-            rows = delete_rows(spec, decoded, seq)
+            deletes = _deletes_of(decoded, point.keys) if point is not None else decoded
+            if not len(deletes):
+                continue
+            rows = delete_rows(spec, deletes, seq)
         else:
             records = decoded
             if column_map is not None:
                 records = rename_columns(records, column_map(block.instant_time))
+            if point is not None:
+                records = _records_of(spec, records, point.keys)
+            if not records.num_rows:
+                continue
             rows = data_rows(spec, records, seq)
-        if point is not None:
-            rows = _of_keys(rows, point)
         seq += rows.num_rows
         pending.append(rows)
         pending_rows += rows.num_rows
@@ -284,12 +289,12 @@ def merge_file_slice(
     spec = MergeSpec.for_context(ctx)
     blocks, decode = _log_blocks(ctx, fs)
     if not blocks:
-        yield from read_base(ctx, fs, spec.schema, row_groups)
+        yield from _base(ctx, fs, spec, row_groups)
         return
     column_map = ctx.column_map if ctx.schema_history is not None else None
     winners = collect_winners(spec, ctx.storage, blocks, column_map, decode, ctx.point)
     if winners is None or winners.num_rows == 0:
-        yield from read_base(ctx, fs, spec.schema, row_groups)
+        yield from _base(ctx, fs, spec, row_groups)
         return
     constants = ctx.partition_constants(fs.partition)
     if constants:
@@ -325,12 +330,32 @@ def _log_blocks(ctx: ReadContext, fs: FileSlice) -> tuple[list[LogBlock], BlockD
     return blocks, lambda block: logs.decoded(ctx.storage, block, sizes[block.path])
 
 
-def _of_keys(rows: pa.Table, point: PointLookup) -> pa.Table:
-    """The merge rows of the point read's record keys (a point read's keys are plain record keys,
-    ``catalog.plan.prune.record_key_values``). The rows of other keys cannot reach its answer:
-    the row filter pins them after the merge."""
-    keys = rows.column(_KEY)
-    return rows.filter(pc.is_in(keys, value_set=pa.array(point.keys, keys.type)))
+# A point read's keys are plain record keys (``catalog.plan.prune.record_key_values``): the log
+# rows of other keys cannot reach its answer (the row filter pins the keys after the merge), so
+# they are dropped before they become merge rows.
+
+
+def _in(keys: pa.Array, wanted: tuple[str, ...]) -> pa.Array:
+    return pc.is_in(keys, value_set=pa.array(wanted, keys.type))
+
+
+def _records_of(spec: MergeSpec, records: pa.Table, wanted: tuple[str, ...]) -> pa.Table:
+    """The data records of the ``wanted`` keys (a block lacking a key column: all of them; their
+    merge keys are null or the null marker, as without narrowing)."""
+    if any(records.schema.get_field_index(name) < 0 for name in spec.key_fields):
+        return records
+    return records.filter(_in(spec.keys(records), wanted))
+
+
+def _deletes_of(deletes: DeleteRecords, wanted: tuple[str, ...]) -> DeleteRecords:
+    """The deletes of the ``wanted`` keys."""
+    positions = pc.indices_nonzero(_in(deletes.record_keys, wanted))
+    ordering = deletes.ordering_values
+    return DeleteRecords(
+        deletes.record_keys.take(positions),
+        deletes.partition_paths.take(positions),
+        [ordering[i] for i in positions.to_pylist()],
+    )
 
 
 def merge_batches(
