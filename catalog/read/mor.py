@@ -336,6 +336,8 @@ def _log_blocks(ctx: ReadContext, fs: FileSlice) -> tuple[list[LogBlock], BlockD
 
 
 def _in(keys: pa.Array, wanted: tuple[str, ...]) -> pa.Array:
+    if not (pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type)):
+        keys = pc.cast(keys, pa.string())  # e.g. dictionary-encoded keys of a Parquet block
     return pc.is_in(keys, value_set=pa.array(wanted, keys.type))
 
 

@@ -21,6 +21,8 @@ from catalog.state import TableState
 from catalog.storage import add_request_listener, remove_request_listener
 from catalog.table.files import FileSlice
 from hudi_generator.generator import MERGE_ON_READ, GeneratorSpec
+from tests.support.compare import assert_same_rows
+from tests.support.fixtures import all_table_names, is_mor
 
 MOR = GeneratorSpec(rows=2000, partitions=2, row_group_size=400, commits=3, table_type=MERGE_ON_READ,
                     record_index=True)
@@ -81,6 +83,27 @@ def test_point_reads_match_plain_reads_and_read_no_log_file_when_warm(generated_
     assert stats.hits > 0 and 0 < stats.bytes <= stats.max_bytes
     assert sum(t.num_rows for t in expected[: len(kinds["updated"])]) == len(kinds["updated"])
     assert all(t.num_rows == 0 for t in expected[len(kinds["updated"]) : len(kinds["updated"]) + len(kinds["deleted"])])
+
+
+@pytest.mark.parametrize("name", [n for n in all_table_names() if is_mor(n)])
+def test_point_reads_of_spark_written_tables_match_plain_reads(fixture_table, name):
+    """Avro log blocks, table versions 6 to 9, with and without meta fields, Lance base files: keys
+    the snapshot or the base files hold (updated, deleted, inserted by logs), one by one and all
+    together, cold and warm, as a plain read answers them."""
+    table = HudiTable.open(fixture_table(name))
+    column = table.record_key_fields[0]
+    keys = set(table.read(columns=[column])[column].to_pylist())
+    keys |= set(table.read(columns=[column], query_type="read_optimized")[column].to_pylist())
+    strings = sorted(k for k in keys if isinstance(k, str))
+    if not strings:
+        pytest.skip(f"{column} is not a string: no lookup of it is a point read")
+    lookups = [[k] for k in strings[:: max(1, len(strings) // 6)]] + [strings]
+    caches = Caches()
+    for keys_ in lookups * 2:  # cold, then warm
+        filters = [(column, "in", keys_)]
+        scan = plan(table.state, ReadOptions(filters=filters), decoded=caches.decoded, logs=caches.logs)
+        got = pa.Table.from_batches(list(read_splits(scan.context, list(scan.splits))), schema=scan.schema)
+        assert_same_rows(got, table.read(filters=filters), f"{name} {keys_}")
 
 
 def test_a_cold_slice_reads_each_log_file_whole_without_asking_its_size(generated_table):
