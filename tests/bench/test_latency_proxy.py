@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bench.latency_proxy import LatencyProxy, Traffic, request_kind
+from tests.support.processes import poll
 
 
 def test_request_kinds_of_path_style_s3() -> None:
@@ -47,6 +48,7 @@ def test_counts_requests_and_bytes_through_the_proxy_to_moto() -> None:
             assert got.total_requests == 4
             assert proxy.traffic().requests["PUT"] == 3  # bucket + two objects
             # moto's own log saw the same requests: the proxy forwarded each one once
-            assert moto.request_count() == proxy.traffic().total_requests == 7
+            assert proxy.traffic().total_requests == 7
+            poll(lambda: moto.request_count() == 7, 10, "moto to log the 7 requests it served")
     finally:
         moto.stop()
