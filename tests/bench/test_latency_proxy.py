@@ -49,6 +49,7 @@ def test_counts_requests_and_bytes_through_the_proxy_to_moto() -> None:
             assert proxy.traffic().requests["PUT"] == 3  # bucket + two objects
             # moto's own log saw the same requests: the proxy forwarded each one once
             assert proxy.traffic().total_requests == 7
-            poll(lambda: moto.request_count() == 7, 10, "moto to log the 7 requests it served")
+            poll(lambda: moto.request_count() >= 7, 10, "moto to log the requests it served")
+            assert moto.request_count() == 7  # a 206 (ranged GET) too
     finally:
         moto.stop()
