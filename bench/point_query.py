@@ -91,7 +91,7 @@ def peer_tree(commit: str = PEER_COMMIT) -> Path:
     return path
 
 
-def serve_trees(warehouse: Path, trees: dict[str, tuple[Path, dict]], tmp: str) -> dict[str, ServeProcess]:
+def serve_trees(warehouse: Path | str, trees: dict[str, tuple[Path, dict]], tmp: str) -> dict[str, ServeProcess]:
     """One ``hudi-flight serve`` per competitor: ``name -> (checkout served, settings beyond the
     defaults)``, each on ``warehouse`` with its own state under ``tmp`` and no background re-scan.
     A competitor that fails to start stops the ones started before it."""
@@ -142,9 +142,13 @@ PATHS = {"JSON command": _json_query, "Flight SQL (ADBC, bound key)": _sql_query
 def _steady_warmup(warehouse: Path, rows: int) -> list[str]:
     """Keys that touch every row group (the first record key of each) and every record-index
     block (one key in every ``STEADY_STEP`` consecutive ones) of the generated table."""
+    return steady_warmup_keys(warehouse / NAMESPACE / TABLE, rows)
+
+
+def steady_warmup_keys(table: Path, rows: int) -> list[str]:
+    """:func:`_steady_warmup` of the generated table in the local folder ``table``."""
     import pyarrow.parquet as pq
 
-    table = warehouse / NAMESPACE / TABLE
     firsts = []
     for path in sorted(p for p in table.rglob("*.parquet") if ".hoodie" not in p.parts):
         parquet = pq.ParquetFile(path)
