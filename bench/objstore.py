@@ -415,7 +415,7 @@ def _point_queries(meter: Meter, server: Any, name: str, kind: str, size: Size, 
     out.append(row(what, name, "p50 latency", 1000 * percentile(cost.walls, 50), "ms", params=p))
     if cost.cpu is not None:
         out.append(row(what, name, "server CPU per query", 1000 * cost.cpu, "ms", params=p))
-    log(f"{kind} {size.clients} clients: {name}: {len(concurrent) / wall:.1f} queries/s, "
+    log(f"{params['delay_ms']:g} ms {kind} {size.clients} clients: {name}: {len(concurrent) / wall:.1f} queries/s, "
         f"{cost.requests:.2f} requests per query")
 
 

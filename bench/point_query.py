@@ -94,7 +94,8 @@ def peer_tree(commit: str = PEER_COMMIT) -> Path:
 def serve_trees(warehouse: Path | str, trees: dict[str, tuple[Path, dict]], tmp: str) -> dict[str, ServeProcess]:
     """One ``hudi-flight serve`` per competitor: ``name -> (checkout served, settings beyond the
     defaults)``, each on ``warehouse`` with its own state under ``tmp`` and no background re-scan.
-    A competitor that fails to start stops the ones started before it."""
+    They start side by side (each then waited for). A competitor that fails to start stops the
+    others."""
     from tests.support.processes import ServeProcess
 
     servers: dict[str, ServeProcess] = {}
@@ -104,7 +105,9 @@ def serve_trees(warehouse: Path | str, trees: dict[str, tuple[Path, dict]], tmp:
             config.write_text(json.dumps({"refresh_interval_seconds": 0, **settings}))
             servers[name] = ServeProcess("--port", "0", "--warehouse", str(warehouse), "--state-dir",
                                          f"{tmp}/state{i}", "--config", str(config),
-                                         log=Path(tmp) / f"serve{i}.log", repo=tree)
+                                         log=Path(tmp) / f"serve{i}.log", repo=tree, wait=False)
+        for server in servers.values():
+            server.ready()
     except BaseException:
         for server in servers.values():
             server.stop()
