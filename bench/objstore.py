@@ -6,8 +6,9 @@ Two tables are generated locally once per size (cached) and uploaded into a moto
 (merge-on-read), each with a metadata table and a record index, three commits of which the last
 two update 5% of the rows each (MOR: in Avro log blocks, about 10% of the rows). Every reader
 reaches moto through :class:`bench.latency_proxy.LatencyProxy`, which holds each HTTP request
-``DELAY_MS`` (0, then 25 ms) and counts requests and response bytes: the storage requests and
-bytes below are the proxy's counts, not the project's own counters.
+``DELAYS_MS`` (0, then 25 ms) and counts requests and response bytes: the storage requests and
+bytes below are the proxy's counts, not the project's own counters. The upload goes through it
+too, so at the end its count of the whole run is set against moto's own request log (two rows).
 
 For each delay, fresh ``hudi-flight serve`` processes are started over the bucket (the warehouse
 ``s3://BUCKET/objstore``, the server's credentials for it in its config), one per setting:
@@ -104,7 +105,7 @@ def local_tables(size: Size, data_dir: Path) -> dict[str, Path]:
 
 
 def _upload(endpoint: str, tables: dict[str, Path]) -> str:
-    """The local tables copied into a new bucket on ``endpoint``; the warehouse URI."""
+    """The local tables copied into a new bucket through ``endpoint``; the warehouse URI."""
     import boto3
 
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name=REGION, aws_access_key_id="testing",
@@ -285,15 +286,31 @@ def benchmark(size: Size, log: Callable[[str], None], delays: tuple[float, ...] 
     out: list[dict] = []
     moto = MotoServer()
     try:
-        warehouse = _upload(moto.endpoint, tables)
         with LatencyProxy(moto.endpoint) as proxy:
+            warehouse = _upload(proxy.endpoint, tables)
             for delay in delays:
                 proxy.delay_ms = delay
                 out += _one_delay(proxy, warehouse, settings, size, delay, warm, measured, concurrent, base_files,
                                   reference, log)
+            out += _cross_check(proxy, moto, size, log)
     finally:
         moto.stop()
     return out
+
+
+def _cross_check(proxy: LatencyProxy, moto: MotoServer, size: Size, log: Callable[[str], None]) -> list[dict]:
+    """Every request of the run went through the proxy (the upload too): its count against the
+    requests moto's own log shows (logged just after each answer: waited for, briefly)."""
+    counted = proxy.traffic().total_requests
+    deadline = time.monotonic() + 10
+    served = moto.request_count()
+    while served < counted and time.monotonic() < deadline:
+        time.sleep(0.2)
+        served = moto.request_count()
+    log(f"requests of the whole run: {counted:,} counted by the proxy, {served:,} in moto's request log")
+    name = f"objstore/{size.rows:,} rows: requests of the whole run"
+    return [row(name, "latency proxy (its count)", "storage requests", counted, "requests"),
+            row(name, "moto S3 (its request log)", "storage requests", served, "requests")]
 
 
 def _one_delay(proxy: LatencyProxy, warehouse: str, settings: dict[str, tuple[Path, dict]], size: Size,

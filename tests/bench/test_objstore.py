@@ -31,6 +31,8 @@ def test_objstore_bench_runs_on_tiny_tables(tmp_path: Path) -> None:
             assert by[(what, kind, flight, "server CPU per query")] >= 0
         assert by[("2 clients, warm point queries, JSON command", kind, flight, "throughput")] > 0
     assert by[("full scan", "objstore/COW", "pyarrow.dataset", "bytes fetched per scan")] > 0
+    whole = {r["competitor"]: r["value"] for r in rows if r["name"].endswith("requests of the whole run")}
+    assert whole["latency proxy (its count)"] == whole["moto S3 (its request log)"] > 0
     found = objstore.targets(rows, delay=1)
     assert len(found) == 2 * 2 * 4 + 2 + 2 + 1 + 2  # point queries, cold plans, clients, projection, scans
     assert all("holds" in r["params"] for r in rows if "target" in r.get("params", {}))
