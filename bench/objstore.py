@@ -24,14 +24,16 @@ Measured, one competitor at a time (so the proxy's counts are that competitor's)
   after start-up), and hudi-rs' table build + ``get_file_slices()``;
 * ``full scan`` and ``2-column projection`` (``uuid``, ``fare``): the JSON command's endpoints
   read by 4 threads, hudi-rs' ``read()`` and, for COW, ``pyarrow.dataset`` over the latest base
-  files; ``REPEATS`` interleaved rounds, the median; the projection's bytes next to the bytes of
+  files; ``Size.repeats`` interleaved rounds, the median; the projection's bytes next to the bytes of
   its column chunks and the footers of those files (MOR: plus the log files);
 * ``warm point query``: a record-key lookup (JSON command: ``get_flight_info`` + ``do_get``;
   Flight SQL: ``SELECT * ... WHERE uuid = ?`` bound through ADBC), after a warm-up that touched
   every row group and record-index block (:func:`bench.point_query.steady_warmup_keys`); then
-  ``QUERIES`` keys never asked before: p50 latency, storage requests and bytes per query;
-* ``8 clients``: ``CLIENTS`` threads with a connection each asking ``PER_CLIENT`` keys at once:
-  throughput and storage requests per query.
+  ``Size.queries`` keys never asked before: p50 latency, storage requests and bytes per query;
+* ``8 clients``: ``Size.clients`` threads with a connection each asking ``Size.per_client`` keys at
+  once: throughput and storage requests per query.
+
+Beside the proxy's counts, each server's own storage-request counter (its ``/metrics``) per call.
 
 The server's CPU (user + system of its process tree, ``/proc``) per query or scan is reported
 beside the wall times. At 25 ms the issue's targets are checked and printed (holds / misses); the
@@ -61,6 +63,7 @@ from bench.common import base_file_paths, generated_once, percentile, row, table
 from bench.latency_proxy import LatencyProxy, Traffic
 from bench.planning import REGION, MotoServer, hudi_options, storage_options
 from bench.point_query import REPO, peer_tree, serve_trees, steady_warmup_keys, tree_cpu_seconds
+from tests.support.servers import free_port
 
 BUCKET = "objstore-bench"
 PREFIX = "objstore"
@@ -127,6 +130,8 @@ class Cost:
     bytes: float
     cpu: float | None
     kinds: dict[str, float]
+    #: (requests, bytes) per call by the server's own counters (its Prometheus metrics), if it has them
+    own: tuple[float, float] | None = None
 
     @property
     def median(self) -> float:
@@ -138,10 +143,32 @@ class Meter:
 
     def __init__(self, proxy: LatencyProxy):
         self.proxy = proxy
+        self.metrics: dict[int, str] = {}  # server pid -> its /metrics URL
+
+    def own_counters(self, pid: int | None) -> tuple[float, float] | None:
+        """(storage requests, bytes read) so far by the server's own counters (None: unknown)."""
+        import urllib.request
+
+        url = self.metrics.get(pid or 0)
+        if url is None:
+            return None
+        try:
+            with urllib.request.urlopen(url, timeout=10) as answer:
+                text = answer.read().decode()
+        except OSError:
+            return None
+        requests = read = 0.0
+        for line in text.splitlines():
+            if line.startswith("hudi_flight_storage_requests_total{"):
+                requests += float(line.rsplit(" ", 1)[1])
+            elif line.startswith("hudi_flight_storage_read_bytes_total"):
+                read += float(line.rsplit(" ", 1)[1])
+        return requests, read
 
     def run(self, calls: list[Callable[[], Any]], pid: int | None = None,
             check: Callable[[Any], bool] | None = None) -> Cost:
         """Make ``calls`` one after the other, each timed; their cost per call."""
+        own0 = self.own_counters(pid)
         before, cpu0 = self.proxy.traffic(), tree_cpu_seconds(pid) if pid else 0.0
         walls: list[float] = []
 
@@ -157,8 +184,10 @@ class Meter:
         spent: Traffic = self.proxy.traffic() - before
         n = len(calls)
         cpu = (tree_cpu_seconds(pid) - cpu0) / n if pid else None
+        own1 = self.own_counters(pid)
+        own = None if own0 is None or own1 is None else ((own1[0] - own0[0]) / n, (own1[1] - own0[1]) / n)
         return Cost(walls, spent.total_requests / n, spent.total_bytes / n, cpu,
-                    {k: v / n for k, v in spent.requests.items() if v})
+                    {k: v / n for k, v in spent.requests.items() if v}, own)
 
 
 def _flight_scan(client: flight.FlightClient, table: str, columns: list[str] | None) -> int:
@@ -320,7 +349,8 @@ def _one_delay(proxy: LatencyProxy, warehouse: str, settings: dict[str, tuple[Pa
     meter = Meter(proxy)
     out: list[dict] = []
     config = {"storage_options": storage_options(proxy.endpoint)}
-    trees = {name: (tree, {**config, **extra}) for name, (tree, extra) in settings.items()}
+    ports = {name: free_port() for name in settings}
+    trees = {name: (tree, {**config, "metrics_port": ports[name], **extra}) for name, (tree, extra) in settings.items()}
     params = {"rows": size.rows, "partitions": size.partitions, "delay_ms": delay, "commits": 3,
               "cpus": os.cpu_count(), "load_average": round(os.getloadavg()[0], 2)}
 
@@ -338,6 +368,9 @@ def _one_delay(proxy: LatencyProxy, warehouse: str, settings: dict[str, tuple[Pa
             out.append(row(name, who, "median wall time", cost.median, "s", params=p))
         if cost.cpu is not None:
             out.append(row(name, who, f"server CPU per {unit_of}", 1000 * cost.cpu, "ms", params=p))
+        if cost.own is not None:
+            out.append(row(name, who, f"storage requests per {unit_of}, the server's own counter", cost.own[0],
+                           "requests", params=p))
         log(f"{delay:g} ms {kind} {what}: {who}: {1000 * cost.median:.1f} ms median, {cost.requests:.2f} requests, "
             f"{cost.bytes:,.0f} bytes" + (f", server CPU {1000 * cost.cpu:.2f} ms" if cost.cpu is not None else ""))
 
@@ -345,6 +378,7 @@ def _one_delay(proxy: LatencyProxy, warehouse: str, settings: dict[str, tuple[Pa
         t0 = time.perf_counter()
         servers = serve_trees(warehouse, trees, tmp)
         log(f"{delay:g} ms: {len(servers)} servers started in {time.perf_counter() - t0:.1f}s")
+        meter.metrics = {server.pid: f"http://127.0.0.1:{ports[name]}/metrics" for name, server in servers.items()}
         try:
             # cold planning: each server's first plan of each table, then hudi-rs'
             for kind in TABLES:
@@ -432,6 +466,9 @@ def _point_queries(meter: Meter, server: Any, name: str, kind: str, size: Size, 
     out.append(row(what, name, "p50 latency", 1000 * percentile(cost.walls, 50), "ms", params=p))
     if cost.cpu is not None:
         out.append(row(what, name, "server CPU per query", 1000 * cost.cpu, "ms", params=p))
+    if cost.own is not None:
+        out.append(row(what, name, "storage requests per query, the server's own counter", cost.own[0], "requests",
+                       params=p))
     log(f"{params['delay_ms']:g} ms {kind} {size.clients} clients: {name}: {len(concurrent) / wall:.1f} queries/s, "
         f"{cost.requests:.2f} requests per query")
 
@@ -458,7 +495,8 @@ def _spread(meter: Meter, clients: list[_JsonPoint], keys: list[str], pid: int |
     cost = meter.run([all_of_them], pid)
     n = len(keys)
     return Cost(walls, cost.requests / n, cost.bytes / n, None if cost.cpu is None else cost.cpu / n,
-                {k: v / n for k, v in cost.kinds.items()})
+                {k: v / n for k, v in cost.kinds.items()}, None if cost.own is None else (cost.own[0] / n,
+                                                                                          cost.own[1] / n))
 
 
 def _merged(runs: list[Cost]) -> Cost:
@@ -468,8 +506,10 @@ def _merged(runs: list[Cost]) -> Cost:
         for k, v in r.kinds.items():
             kinds[k] = kinds.get(k, 0) + v / n
     cpu = None if runs[0].cpu is None else statistics.median(r.cpu or 0.0 for r in runs)
+    owns = [r.own for r in runs if r.own is not None]
+    own = (statistics.median(o[0] for o in owns), statistics.median(o[1] for o in owns)) if owns else None
     return Cost([w for r in runs for w in r.walls], statistics.median(r.requests for r in runs),
-                statistics.median(r.bytes for r in runs), cpu, kinds)
+                statistics.median(r.bytes for r in runs), cpu, kinds, own)
 
 
 # -- the issue's targets ---------------------------------------------------------------------------

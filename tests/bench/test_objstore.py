@@ -30,6 +30,7 @@ def test_objstore_bench_runs_on_tiny_tables(tmp_path: Path) -> None:
                                                                                    "storage requests per query")]
             assert by[(what, kind, flight, "server CPU per query")] >= 0
         assert by[("2 clients, warm point queries, JSON command", kind, flight, "throughput")] > 0
+        assert by[("full scan", kind, flight, "storage requests per scan, the server's own counter")] > 0
     assert by[("full scan", "objstore/COW", "pyarrow.dataset", "bytes fetched per scan")] > 0
     whole = {r["competitor"]: r["value"] for r in rows if r["name"].endswith("requests of the whole run")}
     assert whole["latency proxy (its count)"] == whole["moto S3 (its request log)"] > 0
