@@ -299,9 +299,12 @@ def benchmark(size: Size, log: Callable[[str], None], delays: tuple[float, ...] 
     rows = size.rows
     rnd = random.Random(28)
     warm = {kind: steady_warmup_keys(path, rows) for kind, path in tables.items()}
-    measured = {kind: [f"trip-{rnd.randrange(rows):010d}" for _ in range(size.queries)] for kind in tables}
-    concurrent = {kind: [f"trip-{rnd.randrange(rows):010d}" for _ in range(size.clients * size.per_client)]
-                  for kind in tables}
+    measured, concurrent = {}, {}
+    for kind in tables:  # distinct keys, none of the warm-up's
+        asked = set(warm[kind])
+        fresh = [key for key in (f"trip-{i:010d}" for i in range(rows)) if key not in asked]
+        picked = rnd.sample(fresh, size.queries + size.clients * size.per_client)
+        measured[kind], concurrent[kind] = picked[:size.queries], picked[size.queries:]
     settings: dict[str, tuple[Path, dict]] = {DEFAULT_NAME: (REPO, {})}
     if peer:
         settings[f"hudi-flight @ {peer}"] = (peer_tree(peer), {})
