@@ -5,7 +5,8 @@ body by ``Content-Length`` or chunks), held for :attr:`LatencyProxy.delay_ms` mi
 forwarded to the upstream server on the connection's own upstream connection, and the response
 relayed back (body by ``Content-Length``, chunks, or up to the upstream closing). On the way it
 counts requests and response body bytes by kind, so a benchmark counts what reached the store,
-independently of the counters of the code it measures:
+independently of the counters of the code it measures. A response is counted before its last
+byte is sent on, so a client that reads the counts after its call returned sees that call:
 
 * ``LIST``: a ``GET`` of a bucket (no object key: list objects, bucket location);
 * ``GET range``: a ``GET`` of an object with a ``Range`` header; ``GET``: without one;
@@ -22,7 +23,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, Callable
 from urllib.parse import urlsplit
 
 MAX_HEAD_BYTES = 64 << 10
@@ -82,22 +83,20 @@ def _headers(lines: list[bytes]) -> dict[str, str]:
     return out
 
 
-def _copy_exact(src: BinaryIO, dst: socket.socket | None, n: int) -> int:
-    """Relay exactly ``n`` bytes (to ``dst``, or into a buffer-less void); returns ``n``."""
+def _copy_exact(src: BinaryIO, dst: socket.socket, n: int, add: Callable[[int], None]) -> None:
+    """Relay exactly ``n`` bytes, each counted (``add``) before it is sent on."""
     left = n
     while left:
         data = src.read(min(CHUNK, left))
         if not data:
             raise _Closed("connection closed inside a message body")
-        if dst is not None:
-            dst.sendall(data)
+        add(len(data))
+        dst.sendall(data)
         left -= len(data)
-    return n
 
 
-def _copy_chunked(src: BinaryIO, dst: socket.socket) -> int:
-    """Relay a chunked body as it is (sizes, chunks, trailers); returns the payload bytes."""
-    payload = 0
+def _copy_chunked(src: BinaryIO, dst: socket.socket, add: Callable[[int], None]) -> None:
+    """Relay a chunked body as it is (sizes, chunks, trailers), the payload counted (``add``)."""
     while True:
         size_line = src.readline(MAX_HEAD_BYTES)
         if not size_line:
@@ -111,8 +110,8 @@ def _copy_chunked(src: BinaryIO, dst: socket.socket) -> int:
                     raise _Closed("connection closed inside chunk trailers")
                 dst.sendall(trailer)
                 if trailer in (b"\r\n", b"\n"):
-                    return payload
-        payload += _copy_exact(src, dst, size)
+                    return
+        _copy_exact(src, dst, size, add)
         dst.sendall(src.readline(MAX_HEAD_BYTES))  # the CRLF after the chunk
 
 
@@ -153,9 +152,9 @@ class LatencyProxy:
         with self._lock:
             return Traffic(dict(self._requests), dict(self._bytes))
 
-    def _count(self, kind: str, nbytes: int) -> None:
+    def _count(self, kind: str, nbytes: int, request: bool = False) -> None:
         with self._lock:
-            self._requests[kind] = self._requests.get(kind, 0) + 1
+            self._requests[kind] = self._requests.get(kind, 0) + request
             self._bytes[kind] = self._bytes.get(kind, 0) + nbytes
 
     # -- serving -------------------------------------------------------------------------------
@@ -221,8 +220,7 @@ class LatencyProxy:
                     up, upstream = self._connect()
                 assert upstream is not None
                 up.sendall(b"".join(head) + b"\r\n" + body)
-                nbytes, keep = self._relay_response(upstream, conn, method)
-                self._count(request_kind(method, target, headers), nbytes)
+                keep = self._relay_response(upstream, conn, method, request_kind(method, target, headers))
                 if keep is None:  # the body ran to the upstream's end: the client's must end too
                     return
                 if not keep:
@@ -234,32 +232,39 @@ class LatencyProxy:
             self._untrack(up)
             self._untrack(conn)
 
-    def _relay_response(self, upstream: BinaryIO, conn: socket.socket, method: str) -> tuple[int, bool | None]:
-        """Relay one response (after any 1xx ones); (body bytes, upstream reusable: None when the
-        body was delimited by the upstream closing)."""
+    def _relay_response(self, upstream: BinaryIO, conn: socket.socket, method: str, kind: str) -> bool | None:
+        """Relay one response (after any 1xx ones), counted before the client has it all; whether
+        the upstream connection is reusable (None: its body was delimited by the upstream closing)."""
         while True:
             head = _read_head(upstream)
             if head is None:
                 raise _Closed("upstream closed before answering")
-            conn.sendall(b"".join(head) + b"\r\n")
             status = int(head[0].split()[1])
             if not 100 <= status < 200:
                 break
+            conn.sendall(b"".join(head) + b"\r\n")
+        self._count(kind, 0, request=True)
+        conn.sendall(b"".join(head) + b"\r\n")
         headers = _headers(head)
         keep = headers.get("connection", "").lower() != "close" and not head[0].startswith(b"HTTP/1.0")
+
+        def add(n: int) -> None:
+            self._count(kind, n)
+
         if method == "HEAD" or status in (204, 304):
-            return 0, keep
+            return keep
         if "chunked" in headers.get("transfer-encoding", "").lower():
-            return _copy_chunked(upstream, conn), keep
+            _copy_chunked(upstream, conn, add)
+            return keep
         if "content-length" in headers:
-            return _copy_exact(upstream, conn, int(headers["content-length"])), keep
-        total = 0
+            _copy_exact(upstream, conn, int(headers["content-length"]), add)
+            return keep
         while True:
             data = upstream.read1(CHUNK)  # type: ignore[attr-defined]
             if not data:
-                return total, None
+                return None
+            add(len(data))
             conn.sendall(data)
-            total += len(data)
 
     def close(self) -> None:
         """Stop accepting, close every connection; handler threads end on their closed sockets."""
