@@ -98,10 +98,11 @@ def peer_tree(commit: str = PEER_COMMIT) -> Path:
     return path
 
 
-def serve_trees(warehouse: Path, trees: dict[str, tuple[Path, dict]], tmp: str) -> dict[str, ServeProcess]:
+def serve_trees(warehouse: Path | str, trees: dict[str, tuple[Path, dict]], tmp: str) -> dict[str, ServeProcess]:
     """One ``hudi-flight serve`` per competitor: ``name -> (checkout served, settings beyond the
     defaults)``, each on ``warehouse`` with its own state under ``tmp`` and no background re-scan.
-    A competitor that fails to start stops the ones started before it."""
+    They start side by side (each then waited for). A competitor that fails to start stops the
+    others."""
     from tests.support.processes import ServeProcess
 
     servers: dict[str, ServeProcess] = {}
@@ -111,7 +112,9 @@ def serve_trees(warehouse: Path, trees: dict[str, tuple[Path, dict]], tmp: str) 
             config.write_text(json.dumps({"refresh_interval_seconds": 0, **settings}))
             servers[name] = ServeProcess("--port", "0", "--warehouse", str(warehouse), "--state-dir",
                                          f"{tmp}/state{i}", "--config", str(config),
-                                         log=Path(tmp) / f"serve{i}.log", repo=tree)
+                                         log=Path(tmp) / f"serve{i}.log", repo=tree, wait=False)
+        for server in servers.values():
+            server.ready()
     except BaseException:
         for server in servers.values():
             server.stop()
@@ -181,9 +184,13 @@ PATHS = {"JSON command": _json_query, "Flight SQL (ADBC, bound key)": _sql_query
 def _steady_warmup(warehouse: Path, rows: int) -> list[str]:
     """Keys that touch every row group (the first record key of each) and every record-index
     block (one key in every ``STEADY_STEP`` consecutive ones) of the generated table."""
+    return steady_warmup_keys(warehouse / NAMESPACE / TABLE, rows)
+
+
+def steady_warmup_keys(table: Path, rows: int) -> list[str]:
+    """:func:`_steady_warmup` of the generated table in the local folder ``table``."""
     import pyarrow.parquet as pq
 
-    table = warehouse / NAMESPACE / TABLE
     firsts = []
     for path in sorted(p for p in table.rglob("*.parquet") if ".hoodie" not in p.parts):
         parquet = pq.ParquetFile(path)
