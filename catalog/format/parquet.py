@@ -2,9 +2,9 @@
 
 Local files are scanned by pyarrow's dataset reader over Arrow's native filesystem
 (``Storage.arrow_filesystem()``); a filter expression lets it skip row groups by statistics and
-drop non-matching rows. Every other protocol is read through an fsspec file object with
-``pyarrow.parquet.ParquetFile`` on the calling thread (no pre-buffering, no decoding threads), so
-no Arrow thread ever calls back into Python: an Arrow thread that takes the GIL, or drops the
+drop non-matching rows. Every other protocol is read by ``pyarrow.parquet.ParquetFile`` on the calling thread (no
+pre-buffering, no decoding threads) from the column chunks it needs, fetched through fsspec as
+coalesced byte ranges (``catalog.format.parquet_ranges``: not whole files), so no Arrow thread ever calls back into Python: an Arrow thread that takes the GIL, or drops the
 last reference to a Python object, while the interpreter finalizes makes the process abort
 ("terminate called without an active exception"). There row groups are skipped by their
 statistics through a metadata-only copy of the footer held in Arrow memory, and the filter is
@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 
 from catalog.errors import CorruptTableError, UnsupportedTableError
 from catalog.format.hudi_types import is_vector, vector_from_bytes
+from catalog.format.parquet_ranges import SparseFile, chunk_ranges, coalesce, fetch_ranges, open_sparse, windows
 from catalog.format.row_groups import KeyColumn, PointLookup
 from catalog.storage import Storage
 
@@ -215,23 +216,20 @@ def read_parquet(
             filter_columns=filter_columns, constants=constants, source_names=source_names, adapt=adapt,
         )
         return
-    storage.stats.add("open")
     full = storage.full_path(path)
     groups = list(row_groups) if row_groups else None
-    fh = None
     try:
         if arrow_fs is not None:
+            storage.stats.add("open")
             fragment = _PARQUET.make_fragment(full, filesystem=arrow_fs, file_size=size or None, row_groups=groups)
             physical = fragment.physical_schema
         else:
-            fh = storage.fs.open(full, "rb")
-            parquet_file = pq.ParquetFile(fh, pre_buffer=False)
+            sparse = open_sparse(storage, path, size or int(storage.info(path)["size"]))
+            parquet_file = pq.ParquetFile(sparse, pre_buffer=False)
             physical = parquet_file.schema_arrow
     except FileNotFoundError as err:  # e.g. cleaned after the plan was made
         raise FileNotFoundError(f"base file missing: {storage.uri}/{path}") from err
     except (pa.ArrowInvalid, OSError) as err:
-        if fh is not None:
-            fh.close()
         raise CorruptTableError(f"cannot read Parquet base file {storage.uri}/{path}: {err}") from err
     columns, to_query = file_columns_to_read(schema, physical, source_names)
     pushable = to_query is None and _pushable(filter, filter_columns, physical, schema)
@@ -254,11 +252,9 @@ def read_parquet(
                 groups = _row_groups_matching(parquet_file.metadata, groups, filter)
             if as_dictionary:
                 parquet_file = pq.ParquetFile(
-                    fh, metadata=parquet_file.metadata, pre_buffer=False, read_dictionary=as_dictionary
+                    sparse, metadata=parquet_file.metadata, pre_buffer=False, read_dictionary=as_dictionary
                 )
-            batches = iter(()) if groups == [] else parquet_file.iter_batches(
-                batch_size=batch_size, row_groups=groups, columns=columns, use_threads=False
-            )
+            batches = _ranged_batches(storage, path, sparse, parquet_file, groups, columns, batch_size)
         yield from conform_batches(
             batches, schema, constants=constants, filter=None if pushed else filter, rename=to_query, adapt=adapt
         )
@@ -266,9 +262,26 @@ def read_parquet(
         raise  # storage trouble, not a damaged file
     except (pa.ArrowInvalid, OSError) as err:  # Arrow reports undecodable pages as OSError
         raise CorruptTableError(f"cannot decode Parquet base file {storage.uri}/{path}: {err}") from err
-    finally:
-        if fh is not None:
-            fh.close()
+
+
+def _ranged_batches(
+    storage: Storage,
+    path: str,
+    file: SparseFile,
+    parquet_file: pq.ParquetFile,
+    groups: list[int] | None,
+    columns: list[str],
+    batch_size: int,
+) -> Iterator[pa.RecordBatch]:
+    """The batches of ``groups`` (``None``: all), decoded from their column chunks of ``columns``
+    fetched window by window (``catalog.format.parquet_ranges``), each released once decoded."""
+    metadata = parquet_file.metadata
+    for window in windows(metadata, range(metadata.num_row_groups) if groups is None else groups, columns):
+        fetch_ranges(storage, path, file, coalesce(chunk_ranges(metadata, window, columns)))
+        yield from parquet_file.iter_batches(
+            batch_size=batch_size, row_groups=window, columns=columns, use_threads=False
+        )
+        file.release()
 
 
 def _rows_of_keys(column: pa.ChunkedArray, keys: tuple[str, ...], facts: KeyColumn) -> list[int]:
