@@ -2,9 +2,10 @@
 
 Local files are scanned by pyarrow's dataset reader over Arrow's native filesystem
 (``Storage.arrow_filesystem()``); a filter expression lets it skip row groups by statistics and
-drop non-matching rows. Every other protocol is read by ``pyarrow.parquet.ParquetFile`` on the calling thread (no
-pre-buffering, no decoding threads) from the column chunks it needs, fetched through fsspec as
-coalesced byte ranges (``catalog.format.parquet_ranges``: not whole files), so no Arrow thread ever calls back into Python: an Arrow thread that takes the GIL, or drops the
+drop non-matching rows. Every other protocol is read by ``pyarrow.parquet.ParquetFile`` on the
+calling thread (no pre-buffering, no decoding threads) from the column chunks it needs, fetched
+through fsspec as coalesced byte ranges (``catalog.format.parquet_ranges``: not whole files), so
+no Arrow thread ever calls back into Python: an Arrow thread that takes the GIL, or drops the
 last reference to a Python object, while the interpreter finalizes makes the process abort
 ("terminate called without an active exception"). There row groups are skipped by their
 statistics through a metadata-only copy of the footer held in Arrow memory, and the filter is
@@ -34,7 +35,7 @@ import pyarrow.parquet as pq
 
 from catalog.errors import CorruptTableError, UnsupportedTableError
 from catalog.format.hudi_types import is_vector, vector_from_bytes
-from catalog.format.parquet_ranges import SparseFile, chunk_ranges, coalesce, fetch_ranges, open_sparse, windows
+from catalog.format.parquet_ranges import SparseFile, fetch_chunks, open_sparse, read_footer, sparse_file, windows
 from catalog.format.row_groups import KeyColumn, PointLookup
 from catalog.storage import Storage
 
@@ -224,7 +225,7 @@ def read_parquet(
             fragment = _PARQUET.make_fragment(full, filesystem=arrow_fs, file_size=size or None, row_groups=groups)
             physical = fragment.physical_schema
         else:
-            sparse = open_sparse(storage, path, size or int(storage.info(path)["size"]))
+            sparse = open_sparse(storage, path, size or None)
             parquet_file = pq.ParquetFile(sparse, pre_buffer=False)
             physical = parquet_file.schema_arrow
     except FileNotFoundError as err:  # e.g. cleaned after the plan was made
@@ -277,7 +278,7 @@ def _ranged_batches(
     fetched window by window (``catalog.format.parquet_ranges``), each released once decoded."""
     metadata = parquet_file.metadata
     for window in windows(metadata, range(metadata.num_row_groups) if groups is None else groups, columns):
-        fetch_ranges(storage, path, file, coalesce(chunk_ranges(metadata, window, columns)))
+        fetch_chunks(storage, path, file, metadata, window, columns)
         yield from parquet_file.iter_batches(
             batch_size=batch_size, row_groups=window, columns=columns, use_threads=False
         )
@@ -411,17 +412,18 @@ def _read_point(
     file = decoded.file_key(storage, path, size)
 
     def opened() -> ContextManager[Any]:
-        if arrow_fs is None:
-            return storage.open(path)
+        assert arrow_fs is not None  # fsspec reads fetch byte ranges instead
         storage.stats.add("open")
         return arrow_fs.open_input_file(storage.full_path(path))
 
-    def read_footer() -> pq.FileMetaData:
+    def footer_of_file() -> pq.FileMetaData:
+        if arrow_fs is None:
+            return read_footer(storage, path, size or None)
         with opened() as fh:
             return pq.read_metadata(fh)
 
     try:
-        footer = decoded.footer(file, read_footer)
+        footer = decoded.footer(file, footer_of_file)
         columns, to_query = file_columns_to_read(schema, footer.schema, source_names)
         pushed = to_query is None and _pushable(filter, filter_columns, footer.schema, schema)
         groups = list(row_groups) if row_groups else list(range(footer.metadata.num_row_groups))
@@ -430,6 +432,11 @@ def _read_point(
         for index in groups:
 
             def read_group(index: int = index) -> pa.Table:
+                if arrow_fs is None:
+                    sparse = sparse_file(storage, path, size or None)
+                    fetch_chunks(storage, path, sparse, footer.metadata, [index], columns)
+                    parquet_file = pq.ParquetFile(sparse, metadata=footer.metadata, pre_buffer=False)
+                    return parquet_file.read_row_group(index, columns=columns, use_threads=False)
                 with opened() as fh:
                     parquet_file = pq.ParquetFile(fh, metadata=footer.metadata, pre_buffer=False)
                     return parquet_file.read_row_group(index, columns=columns, use_threads=False)

@@ -171,15 +171,31 @@ def fetch_ranges(storage: Storage, path: str, file: SparseFile, ranges: Sequence
         file.hold(start, data, end)
 
 
-def open_sparse(storage: Storage, path: str, size: int) -> SparseFile:
-    """A :class:`SparseFile` of ``path`` (``size`` bytes) holding its tail: the footer and what
-    precedes it (one request; a footer larger than ``FOOTER_GUESS`` costs one more)."""
-    file = SparseFile(size, lambda start, end: storage.read_range(path, start, end), name=f"{storage.uri}/{path}")
-    fetch_ranges(storage, path, file, [(max(0, size - FOOTER_GUESS), size)])
+def fetch_chunks(
+    storage: Storage, path: str, file: SparseFile, metadata: pq.FileMetaData,
+    row_groups: Sequence[int], columns: Sequence[str],
+) -> None:
+    """Fetch the column chunks of ``columns`` in ``row_groups`` of ``path``, coalesced, into ``file``."""
+    fetch_ranges(storage, path, file, coalesce(chunk_ranges(metadata, row_groups, columns)))
+
+
+def sparse_file(storage: Storage, path: str, size: int | None) -> SparseFile:
+    """An empty :class:`SparseFile` of ``path`` reading through ``storage``; ``size`` ``None``
+    (not listed) costs one ``info`` request."""
+    if size is None:
+        size = int(storage.info(path)["size"])
+    return SparseFile(size, lambda start, end: storage.read_range(path, start, end), name=f"{storage.uri}/{path}")
+
+
+def open_sparse(storage: Storage, path: str, size: int | None) -> SparseFile:
+    """A :class:`SparseFile` of ``path`` holding its tail: the footer and what precedes it (one
+    request; a footer larger than ``FOOTER_GUESS`` costs one more, when Arrow reads it)."""
+    file = sparse_file(storage, path, size)
+    fetch_ranges(storage, path, file, [(max(0, file.size - FOOTER_GUESS), file.size)])
     return file
 
 
-def read_footer(storage: Storage, path: str, size: int) -> pq.FileMetaData:
+def read_footer(storage: Storage, path: str, size: int | None) -> pq.FileMetaData:
     """The footer of the Parquet file ``path`` of ``size`` bytes, from one ranged read of its tail."""
     return pq.read_metadata(open_sparse(storage, path, size))
 
@@ -208,8 +224,10 @@ __all__ = [
     "SparseFile",
     "chunk_ranges",
     "coalesce",
+    "fetch_chunks",
     "fetch_ranges",
     "open_sparse",
     "read_footer",
+    "sparse_file",
     "windows",
 ]

@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 
 from catalog.errors import CorruptTableError
 from catalog.format.lance import LanceFooter, read_lance_footer
+from catalog.format.parquet_ranges import read_footer
 from catalog.lru import BoundedLRU, CacheListener
 from catalog.parallel import bounded_parallel
 from catalog.storage import Storage
@@ -165,8 +166,7 @@ class FooterCache(BoundedLRU[tuple[str, int], "CachedFooter | LanceFooter"]):
         if isinstance(hit, CachedFooter):
             return hit
         try:
-            with storage.open(rel_path) as fh:
-                metadata = pq.read_metadata(fh)
+            metadata = read_footer(storage, rel_path, size)  # one ranged read of the tail
         except FileNotFoundError as err:  # e.g. cleaned after the slices were listed
             raise FileNotFoundError(f"base file missing: {storage.uri}/{rel_path}") from err
         except (pa.ArrowInvalid, OSError) as err:
