@@ -35,7 +35,15 @@ import pyarrow.parquet as pq
 
 from catalog.errors import CorruptTableError, UnsupportedTableError
 from catalog.format.hudi_types import is_vector, vector_from_bytes
-from catalog.format.parquet_ranges import SparseFile, fetch_chunks, open_sparse, read_footer, sparse_file, windows
+from catalog.format.parquet_ranges import (
+    FooterSource,
+    SparseFile,
+    fetch_chunks,
+    open_sparse,
+    read_footer,
+    sparse_file,
+    windows,
+)
 from catalog.format.row_groups import KeyColumn, PointLookup
 from catalog.storage import Storage
 
@@ -200,6 +208,7 @@ def read_parquet(
     source_names: Mapping[str, str] | None = None,
     adapt: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
     point: PointLookup | None = None,
+    footers: FooterSource | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Stream the rows of one Parquet file (relative ``path``) as batches of ``schema``.
 
@@ -209,6 +218,7 @@ def read_parquet(
     columns it leaves out are absent from the file; ``adapt`` then maps nested fields.
     ``arrow_fs`` ``None``: read through fsspec on the calling thread (see the module docstring).
     ``point``: a record-key lookup, read through its cache of decoded row groups (``row_groups``).
+    ``footers``: the footer of a file of known ``size`` read through fsspec comes from there.
     """
     check_base_format(path)
     if point is not None:
@@ -225,8 +235,12 @@ def read_parquet(
             fragment = _PARQUET.make_fragment(full, filesystem=arrow_fs, file_size=size or None, row_groups=groups)
             physical = fragment.physical_schema
         else:
-            sparse = open_sparse(storage, path, size or None)
-            parquet_file = pq.ParquetFile(sparse, pre_buffer=False)
+            if footers is not None and size:
+                sparse = sparse_file(storage, path, size)
+                parquet_file = pq.ParquetFile(sparse, metadata=footers.footer(storage, path, size), pre_buffer=False)
+            else:
+                sparse = open_sparse(storage, path, size or None)
+                parquet_file = pq.ParquetFile(sparse, pre_buffer=False)
             physical = parquet_file.schema_arrow
     except FileNotFoundError as err:  # e.g. cleaned after the plan was made
         raise FileNotFoundError(f"base file missing: {storage.uri}/{path}") from err

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import bisect
 import io
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Protocol, Sequence
 
 import pyarrow.parquet as pq
 
@@ -34,6 +34,13 @@ RANGE_BYTES = 32 << 20
 FOOTER_GUESS = 64 << 10
 #: the column-chunk bytes a read fetches at once (the next row groups are fetched after decoding)
 WINDOW_BYTES = 64 << 20
+
+
+class FooterSource(Protocol):
+    """Where a read takes a base file's footer from when it has one (the planner's footer cache:
+    planning read it already)."""
+
+    def footer(self, storage: Storage, rel_path: str, size: int) -> pq.FileMetaData: ...
 
 
 def coalesce(
@@ -221,6 +228,7 @@ __all__ = [
     "HOLE_BYTES",
     "RANGE_BYTES",
     "WINDOW_BYTES",
+    "FooterSource",
     "SparseFile",
     "chunk_ranges",
     "coalesce",

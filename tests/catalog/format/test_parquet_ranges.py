@@ -106,3 +106,26 @@ def test_a_footer_is_one_ranged_read_of_the_tail(tmp_path: Path) -> None:
     metadata = read_footer(storage, "f.parquet", (tmp_path / "f.parquet").stat().st_size)
     assert metadata.num_row_groups == 4 and metadata.num_columns == 17
     assert [kind for kind, _ in CountingFileSystem.reset()] == ["read"]
+
+
+def test_a_planned_read_takes_the_footer_from_the_planners_cache(generated_table, tmp_path):
+    """Planning read the footers; reading one column of each one-row-group file is then one
+    ranged read per file (its column chunk), not a second read of its tail."""
+    import shutil
+
+    from catalog.plan.options import ReadOptions
+    from catalog.plan.planner import plan
+    from catalog.plan.splits import FooterCache
+    from catalog.read.split_reader import read_splits
+    from catalog.state import TableState
+    from hudi_generator.generator import GeneratorSpec
+
+    shutil.copytree(generated_table(GeneratorSpec(rows=200, partitions=2)), tmp_path / "t")
+    storage = _storage(tmp_path / "t")
+    scan = plan(TableState.load(storage), ReadOptions(columns=["fare"]), footers=FooterCache())
+    splits = list(scan.splits)
+    CountingFileSystem.reset()
+    rows = pa.Table.from_batches(list(read_splits(scan.context, splits)), scan.schema)
+    reads = [p for kind, p in CountingFileSystem.reset() if p.endswith(".parquet")]
+    assert rows.num_rows == 200 and len(splits) == 2
+    assert sorted(reads) == sorted({p for p in reads}) and len(reads) == 2  # one read per file
