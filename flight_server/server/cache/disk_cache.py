@@ -7,6 +7,9 @@ never hidden. Bytes are kept in fixed blocks (``BLOCK_BYTES``) of a file, one di
 block, named by a digest of (path, block), in a private folder of this process under the state
 dir (``<state_dir>/disk-cache/<pid>``; folders of processes no longer alive are removed).
 
+The size an immutable file had when first asked is kept too (``INFOS_KEPT`` of them), so opening
+it again asks storage nothing.
+
 The cache is an optimisation only: a block file that vanished, a folder deleted while serving,
 or a full disk (any ``OSError`` while reading or writing a block) make that read go to storage
 and the block is dropped or not kept; the query answers the same rows. The bound is
@@ -34,6 +37,8 @@ from flight_server.server.security.state_files import private_dir, process_alive
 log = logging.getLogger(__name__)
 #: small enough that a column chunk's range fetches little beyond it
 BLOCK_BYTES = 256 << 10
+#: infos of immutable files a filesystem view keeps (a few hundred bytes each)
+INFOS_KEPT = 16384
 _PID_DIR = re.compile(r"^\d+$")
 
 
@@ -169,6 +174,7 @@ class DiskCachedFileSystem(AbstractFileSystem):
         super().__init__()
         self.target = target
         self.cache = cache
+        self._infos: dict[str, dict[str, Any]] = {}  # immutable files' info: their size never changes
 
     @classmethod
     def _strip_protocol(cls, path: Any) -> str:
@@ -184,7 +190,17 @@ class DiskCachedFileSystem(AbstractFileSystem):
         self.target.invalidate_cache(path)
 
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
-        return self.target.info(path, **kwargs)
+        """An immutable file's info is asked once (opening a file for reading asks its size:
+        a warm read of a log file would otherwise cost a request for nothing new)."""
+        if not is_immutable(path):
+            return self.target.info(path, **kwargs)
+        known = self._infos.get(path)
+        if known is None:
+            known = self.target.info(path, **kwargs)
+            if len(self._infos) >= INFOS_KEPT:
+                self._infos.clear()
+            self._infos[path] = known
+        return known
 
     def exists(self, path: str, **kwargs: Any) -> bool:
         return self.target.exists(path, **kwargs)

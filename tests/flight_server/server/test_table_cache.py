@@ -376,3 +376,18 @@ def test_background_refresh_thread_finds_a_commit_and_stops_on_close(versions, t
     finally:
         cache.close()
     assert not cache.refresh.running
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_warm_point_queries_with_max_staleness_make_no_request(generated_table, tmp_path, table_type):
+    """The default disk cache plus ``max_staleness_ms``: after the first, point queries of a
+    remote table (plan and read) ask storage nothing: no listing, no footer, no column chunk."""
+    kind = MERGE_ON_READ if table_type == "mor" else "COPY_ON_WRITE"
+    table = generated_table(GeneratorSpec(commits=2, **{**SPEC, "table_type": kind}))
+    with serving_a_copy(table, tmp_path, max_staleness_ms=3_600_000) as (server, client, _):
+        keys = [f"trip-{i:010d}" for i in (7, 42, 7, 42)]
+        first = [_fetch(client, client.get_flight_info(_descriptor(filters=[["uuid", "=", k]]))) for k in keys[:2]]
+        CountingFileSystem.reset()
+        again = [_fetch(client, client.get_flight_info(_descriptor(filters=[["uuid", "=", k]]))) for k in keys]
+        assert CountingFileSystem.reset() == []
+        assert all(t.num_rows == 1 for t in first) and again[0].equals(first[0]) and again[1].equals(first[1])
