@@ -25,6 +25,7 @@ from __future__ import annotations
 import bisect
 import functools
 import posixpath
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, ContextManager, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
@@ -289,14 +290,24 @@ def _ranged_batches(
     batch_size: int,
 ) -> Iterator[pa.RecordBatch]:
     """The batches of ``groups`` (``None``: all), decoded from their column chunks of ``columns``
-    fetched window by window (``catalog.format.parquet_ranges``), each released once decoded."""
+    fetched window by window (``catalog.format.parquet_ranges``), each released once decoded.
+    The next window's chunks are fetched on a Python thread while this one decodes."""
     metadata = parquet_file.metadata
-    for window in windows(metadata, range(metadata.num_row_groups) if groups is None else groups, columns):
-        fetch_chunks(storage, path, file, metadata, window, columns)
-        yield from parquet_file.iter_batches(
-            batch_size=batch_size, row_groups=window, columns=columns, use_threads=False
-        )
-        file.release()
+    runs = windows(metadata, range(metadata.num_row_groups) if groups is None else groups, columns)
+    if not runs:
+        return
+    with ThreadPoolExecutor(1, thread_name_prefix="hudi-parquet-prefetch") as pool:
+        fetched = fetch_chunks(storage, path, file, metadata, runs[0], columns)
+        for index, window in enumerate(runs):
+            ahead = None
+            if index + 1 < len(runs):
+                ahead = pool.submit(fetch_chunks, storage, path, file, metadata, runs[index + 1], columns)
+            yield from parquet_file.iter_batches(
+                batch_size=batch_size, row_groups=window, columns=columns, use_threads=False
+            )
+            file.release(fetched)
+            if ahead is not None:
+                fetched = ahead.result()
 
 
 def _rows_of_keys(column: pa.ChunkedArray, keys: tuple[str, ...], facts: KeyColumn) -> list[int]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import io
+import threading
 from typing import Callable, Iterable, Protocol, Sequence
 
 import pyarrow.parquet as pq
@@ -32,7 +33,8 @@ HOLE_BYTES = 8 << 10
 RANGE_BYTES = 32 << 20
 #: the tail read for the footer (Arrow's own first footer read is this size)
 FOOTER_GUESS = 64 << 10
-#: the column-chunk bytes a read fetches at once (the next row groups are fetched after decoding)
+#: the column-chunk bytes a read fetches at once (the next window's are fetched while this one
+#: is decoded: at most two windows are held)
 WINDOW_BYTES = 64 << 20
 
 
@@ -107,6 +109,7 @@ class SparseFile(io.RawIOBase):
         self._fetch = fetch
         self._starts: list[int] = []
         self._pieces: list[bytes] = []
+        self._lock = threading.Lock()  # the next row groups' ranges arrive from a prefetch thread
         self._pos = 0
 
     def hold(self, start: int, data: bytes, end: int) -> None:
@@ -116,17 +119,18 @@ class SparseFile(io.RawIOBase):
                 f"Parquet base file {self.name} returned {len(data)} bytes for [{start}, {end}) of its "
                 f"listed {self.size}: it changed since it was listed"
             )
-        at = bisect.bisect_left(self._starts, start)
-        self._starts.insert(at, start)
-        self._pieces.insert(at, data)
+        with self._lock:
+            at = bisect.bisect_left(self._starts, start)
+            self._starts.insert(at, start)
+            self._pieces.insert(at, data)
 
-    def release(self) -> None:
-        """Drop every held range (the next ones are fetched for the next row groups)."""
-        self._starts.clear()
-        self._pieces.clear()
-
-    def held_bytes(self) -> int:
-        return sum(len(p) for p in self._pieces)
+    def release(self, ranges: Iterable[tuple[int, int]]) -> None:
+        """Drop the held ``ranges`` (as fetched: their row groups are decoded)."""
+        with self._lock:
+            for start, _ in ranges:
+                at = bisect.bisect_left(self._starts, start)
+                if at < len(self._starts) and self._starts[at] == start:
+                    del self._starts[at], self._pieces[at]
 
     # -- the file object Arrow reads ---------------------------------------------------------
     def readable(self) -> bool:
@@ -149,10 +153,11 @@ class SparseFile(io.RawIOBase):
         if end <= start:
             return b""
         self._pos = end
-        at = bisect.bisect_right(self._starts, start) - 1
-        if at >= 0 and self._starts[at] + len(self._pieces[at]) >= end:
-            offset = start - self._starts[at]
-            return self._pieces[at][offset : offset + end - start]
+        with self._lock:
+            at = bisect.bisect_right(self._starts, start) - 1
+            if at >= 0 and self._starts[at] + len(self._pieces[at]) >= end:
+                offset = start - self._starts[at]
+                return self._pieces[at][offset : offset + end - start]
         self.misses += 1
         data = self._fetch(start, end)
         if len(data) != end - start:
@@ -181,9 +186,12 @@ def fetch_ranges(storage: Storage, path: str, file: SparseFile, ranges: Sequence
 def fetch_chunks(
     storage: Storage, path: str, file: SparseFile, metadata: pq.FileMetaData,
     row_groups: Sequence[int], columns: Sequence[str],
-) -> None:
-    """Fetch the column chunks of ``columns`` in ``row_groups`` of ``path``, coalesced, into ``file``."""
-    fetch_ranges(storage, path, file, coalesce(chunk_ranges(metadata, row_groups, columns)))
+) -> list[tuple[int, int]]:
+    """Fetch the column chunks of ``columns`` in ``row_groups`` of ``path``, coalesced, into
+    ``file``; returns the ranges fetched (to release them once decoded)."""
+    ranges = coalesce(chunk_ranges(metadata, row_groups, columns))
+    fetch_ranges(storage, path, file, ranges)
+    return ranges
 
 
 def sparse_file(storage: Storage, path: str, size: int | None) -> SparseFile:

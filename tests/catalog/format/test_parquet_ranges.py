@@ -129,3 +129,33 @@ def test_a_planned_read_takes_the_footer_from_the_planners_cache(generated_table
     reads = [p for kind, p in CountingFileSystem.reset() if p.endswith(".parquet")]
     assert rows.num_rows == 200 and len(splits) == 2
     assert sorted(reads) == sorted({p for p in reads}) and len(reads) == 2  # one read per file
+
+
+def test_the_next_window_is_fetched_on_another_thread_while_this_one_decodes(tmp_path, monkeypatch):
+    """Row groups read window by window: the first window's chunks on the reading thread, the
+    others' on the prefetch thread (issued before the previous window is decoded); same rows."""
+    import threading
+
+    import catalog.format.parquet_ranges as ranges
+    from catalog.storage import add_request_listener, remove_request_listener
+
+    table = _wide(tmp_path / "f.parquet")
+    storage = _storage(tmp_path)
+    monkeypatch.setattr(ranges, "WINDOW_BYTES", 1)  # one row group per window
+    schema = pa.schema([table.schema.field("c01")])
+    readers: list[str] = []
+
+    def who(kind: str, nbytes: int) -> None:
+        readers.append(threading.current_thread().name)
+
+    add_request_listener(who)
+    try:
+        got = pa.Table.from_batches(
+            read_parquet(storage, None, "f.parquet", schema, size=(tmp_path / "f.parquet").stat().st_size), schema
+        )
+    finally:
+        remove_request_listener(who)
+    assert got.equals(table.select(["c01"]))
+    here = threading.current_thread().name
+    assert readers[:2] == [here, here]  # the tail, then the first window
+    assert len(readers) == 5 and all(name.startswith("hudi-parquet-prefetch") for name in readers[2:])
