@@ -34,6 +34,7 @@ from catalog.table.internal_schema import (
     parse_internal_schemas,
 )
 from catalog.timeline import Timeline
+from catalog.timeline.active import load_config_and_timeline
 from catalog.timeline.instant_files import written_file_groups
 
 AVRO_SCHEMA_KEY = b"parquet.avro.schema"
@@ -74,9 +75,10 @@ class TableState:
     def load(
         cls, storage: Storage, use_metadata_table: bool = True, use_record_index: bool | None = None
     ) -> "TableState":
-        """Read the config and the timeline of the table at ``storage``."""
-        config = TableConfig.load(storage)
-        return cls(storage, config, Timeline.load(storage, config), use_metadata_table, use_record_index)
+        """Read the config and the timeline of the table at ``storage`` (at once, see
+        :func:`~catalog.timeline.active.load_config_and_timeline`)."""
+        config, timeline = load_config_and_timeline(storage)
+        return cls(storage, config, timeline, use_metadata_table, use_record_index)
 
     def refreshed(self) -> "TableState":
         """The state of the table now: ``self`` when the active timeline shows no instant file

@@ -187,7 +187,9 @@ class Storage:
         return data
 
     def read_bytes(self, rel: str) -> bytes:
-        return self._read(rel, lambda: self.fs.cat_file(self.full_path(rel)))
+        """The whole file: one request. ``start=0`` asks for it as a range, which s3fs sends as
+        one GET; without a range s3fs first asks the size (a HEAD) to split large files."""
+        return self._read(rel, lambda: self.fs.cat_file(self.full_path(rel), start=0))
 
     def read_range(self, rel: str, start: int, end: int) -> bytes:
         return self._read(rel, lambda: self.fs.cat_file(self.full_path(rel), start=start, end=end))

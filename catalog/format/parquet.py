@@ -2,8 +2,9 @@
 
 Local files are scanned by pyarrow's dataset reader over Arrow's native filesystem
 (``Storage.arrow_filesystem()``); a filter expression lets it skip row groups by statistics and
-drop non-matching rows. Every other protocol is read through an fsspec file object with
-``pyarrow.parquet.ParquetFile`` on the calling thread (no pre-buffering, no decoding threads), so
+drop non-matching rows. Every other protocol is read by ``pyarrow.parquet.ParquetFile`` on the
+calling thread (no pre-buffering, no decoding threads) from the column chunks it needs, fetched
+through fsspec as coalesced byte ranges (``catalog.format.parquet_ranges``: not whole files), so
 no Arrow thread ever calls back into Python: an Arrow thread that takes the GIL, or drops the
 last reference to a Python object, while the interpreter finalizes makes the process abort
 ("terminate called without an active exception"). There row groups are skipped by their
@@ -24,6 +25,7 @@ from __future__ import annotations
 import bisect
 import functools
 import posixpath
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, ContextManager, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
@@ -34,6 +36,15 @@ import pyarrow.parquet as pq
 
 from catalog.errors import CorruptTableError, UnsupportedTableError
 from catalog.format.hudi_types import is_vector, vector_from_bytes
+from catalog.format.parquet_ranges import (
+    FooterSource,
+    SparseFile,
+    fetch_chunks,
+    open_sparse,
+    read_footer,
+    sparse_file,
+    windows,
+)
 from catalog.format.row_groups import KeyColumn, PointLookup
 from catalog.storage import Storage
 
@@ -198,6 +209,7 @@ def read_parquet(
     source_names: Mapping[str, str] | None = None,
     adapt: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
     point: PointLookup | None = None,
+    footers: FooterSource | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Stream the rows of one Parquet file (relative ``path``) as batches of ``schema``.
 
@@ -207,6 +219,7 @@ def read_parquet(
     columns it leaves out are absent from the file; ``adapt`` then maps nested fields.
     ``arrow_fs`` ``None``: read through fsspec on the calling thread (see the module docstring).
     ``point``: a record-key lookup, read through its cache of decoded row groups (``row_groups``).
+    ``footers``: the footer of a file of known ``size`` read through fsspec comes from there.
     """
     check_base_format(path)
     if point is not None:
@@ -215,23 +228,24 @@ def read_parquet(
             filter_columns=filter_columns, constants=constants, source_names=source_names, adapt=adapt,
         )
         return
-    storage.stats.add("open")
     full = storage.full_path(path)
     groups = list(row_groups) if row_groups else None
-    fh = None
     try:
         if arrow_fs is not None:
+            storage.stats.add("open")
             fragment = _PARQUET.make_fragment(full, filesystem=arrow_fs, file_size=size or None, row_groups=groups)
             physical = fragment.physical_schema
         else:
-            fh = storage.fs.open(full, "rb")
-            parquet_file = pq.ParquetFile(fh, pre_buffer=False)
+            if footers is not None and size:
+                sparse = sparse_file(storage, path, size)
+                parquet_file = pq.ParquetFile(sparse, metadata=footers.footer(storage, path, size), pre_buffer=False)
+            else:
+                sparse = open_sparse(storage, path, size or None)
+                parquet_file = pq.ParquetFile(sparse, pre_buffer=False)
             physical = parquet_file.schema_arrow
     except FileNotFoundError as err:  # e.g. cleaned after the plan was made
         raise FileNotFoundError(f"base file missing: {storage.uri}/{path}") from err
     except (pa.ArrowInvalid, OSError) as err:
-        if fh is not None:
-            fh.close()
         raise CorruptTableError(f"cannot read Parquet base file {storage.uri}/{path}: {err}") from err
     columns, to_query = file_columns_to_read(schema, physical, source_names)
     pushable = to_query is None and _pushable(filter, filter_columns, physical, schema)
@@ -254,11 +268,9 @@ def read_parquet(
                 groups = _row_groups_matching(parquet_file.metadata, groups, filter)
             if as_dictionary:
                 parquet_file = pq.ParquetFile(
-                    fh, metadata=parquet_file.metadata, pre_buffer=False, read_dictionary=as_dictionary
+                    sparse, metadata=parquet_file.metadata, pre_buffer=False, read_dictionary=as_dictionary
                 )
-            batches = iter(()) if groups == [] else parquet_file.iter_batches(
-                batch_size=batch_size, row_groups=groups, columns=columns, use_threads=False
-            )
+            batches = _ranged_batches(storage, path, sparse, parquet_file, groups, columns, batch_size)
         yield from conform_batches(
             batches, schema, constants=constants, filter=None if pushed else filter, rename=to_query, adapt=adapt
         )
@@ -266,9 +278,36 @@ def read_parquet(
         raise  # storage trouble, not a damaged file
     except (pa.ArrowInvalid, OSError) as err:  # Arrow reports undecodable pages as OSError
         raise CorruptTableError(f"cannot decode Parquet base file {storage.uri}/{path}: {err}") from err
-    finally:
-        if fh is not None:
-            fh.close()
+
+
+def _ranged_batches(
+    storage: Storage,
+    path: str,
+    file: SparseFile,
+    parquet_file: pq.ParquetFile,
+    groups: list[int] | None,
+    columns: list[str],
+    batch_size: int,
+) -> Iterator[pa.RecordBatch]:
+    """The batches of ``groups`` (``None``: all), decoded from their column chunks of ``columns``
+    fetched window by window (``catalog.format.parquet_ranges``), each released once decoded.
+    The next window's chunks are fetched on a Python thread while this one decodes."""
+    metadata = parquet_file.metadata
+    runs = windows(metadata, range(metadata.num_row_groups) if groups is None else groups, columns)
+    if not runs:
+        return
+    with ThreadPoolExecutor(1, thread_name_prefix="hudi-parquet-prefetch") as pool:
+        fetched = fetch_chunks(storage, path, file, metadata, runs[0], columns)
+        for index, window in enumerate(runs):
+            ahead = None
+            if index + 1 < len(runs):
+                ahead = pool.submit(fetch_chunks, storage, path, file, metadata, runs[index + 1], columns)
+            yield from parquet_file.iter_batches(
+                batch_size=batch_size, row_groups=window, columns=columns, use_threads=False
+            )
+            file.release(fetched)
+            if ahead is not None:
+                fetched = ahead.result()
 
 
 def _rows_of_keys(column: pa.ChunkedArray, keys: tuple[str, ...], facts: KeyColumn) -> list[int]:
@@ -398,17 +437,18 @@ def _read_point(
     file = decoded.file_key(storage, path, size)
 
     def opened() -> ContextManager[Any]:
-        if arrow_fs is None:
-            return storage.open(path)
+        assert arrow_fs is not None  # fsspec reads fetch byte ranges instead
         storage.stats.add("open")
         return arrow_fs.open_input_file(storage.full_path(path))
 
-    def read_footer() -> pq.FileMetaData:
+    def footer_of_file() -> pq.FileMetaData:
+        if arrow_fs is None:
+            return read_footer(storage, path, size or None)
         with opened() as fh:
             return pq.read_metadata(fh)
 
     try:
-        footer = decoded.footer(file, read_footer)
+        footer = decoded.footer(file, footer_of_file)
         columns, to_query = file_columns_to_read(schema, footer.schema, source_names)
         pushed = to_query is None and _pushable(filter, filter_columns, footer.schema, schema)
         groups = list(row_groups) if row_groups else list(range(footer.metadata.num_row_groups))
@@ -417,6 +457,11 @@ def _read_point(
         for index in groups:
 
             def read_group(index: int = index) -> pa.Table:
+                if arrow_fs is None:
+                    sparse = sparse_file(storage, path, size or None)
+                    fetch_chunks(storage, path, sparse, footer.metadata, [index], columns)
+                    parquet_file = pq.ParquetFile(sparse, metadata=footer.metadata, pre_buffer=False)
+                    return parquet_file.read_row_group(index, columns=columns, use_threads=False)
                 with opened() as fh:
                     parquet_file = pq.ParquetFile(fh, metadata=footer.metadata, pre_buffer=False)
                     return parquet_file.read_row_group(index, columns=columns, use_threads=False)

@@ -44,6 +44,7 @@ from catalog.storage import Storage
 from catalog.table.config import TableConfig
 from catalog.table.files import FileSlice
 from catalog.timeline import Timeline
+from catalog.timeline.active import load_config_and_timeline
 
 METADATA_DIR = ".hoodie/metadata"
 #: where the data table's index definitions are (relative to its base path)
@@ -272,8 +273,7 @@ class MetadataTable:
                 self.config = previous.config
                 self.timeline = previous.timeline.refreshed()
             else:
-                self.config = TableConfig.load(self.storage)
-                self.timeline = Timeline.load(self.storage, self.config)
+                self.config, self.timeline = load_config_and_timeline(self.storage)
         except (HudiError, OSError) as err:
             raise MetadataTableError(f"{self.storage.uri}: metadata table unreadable: {err}") from err
         if self.config.base_file_format != "HFILE" or not self.config.is_mor:

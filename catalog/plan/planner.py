@@ -24,7 +24,7 @@ from catalog.plan.filters import BoundFilter, bind_filters, to_expression
 from catalog.plan.incremental import WrittenFiles
 from catalog.plan.options import ReadOptions, ResolvedRead, resolve
 from catalog.plan.prune import PartitionValuePruner, index_pruners, record_key_values
-from catalog.plan.splits import FooterCache, SplitOptions, SplitPlanner
+from catalog.plan.splits import FooterCache, SplitOptions, SplitPlanner, default_footer_cache
 from catalog.read.cdc_json import check_image_schema
 from catalog.read.context import COMMIT_TIME_COLUMN, ReadContext
 from catalog.state import TableState
@@ -79,7 +79,9 @@ def plan(
     resolved, written = _resolve(state, options)
     schema = state.schema_as_of(None if options.incremental else resolved.instant)
     filters = bind_filters(list(options.filters), schema)
-    context = _context(state, resolved, filters, schema)
+    context = replace(
+        _context(state, resolved, filters, schema), footers=footers if footers is not None else default_footer_cache()
+    )
     if decoded is not None:
         point = _point_lookup(state, options, filters, decoded, logs)
         if point is not None:

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from catalog.errors import CorruptTableError
 from catalog.format.lance import LanceFooter, read_lance_footer
+from catalog.format.parquet_ranges import read_footer
 from catalog.lru import BoundedLRU, CacheListener
 from catalog.parallel import bounded_parallel
 from catalog.storage import Storage
@@ -135,6 +136,10 @@ class FooterCache(BoundedLRU[tuple[str, int], "CachedFooter | LanceFooter"]):
     def __init__(self, max_bytes: int = 256 << 20, listener: CacheListener | None = None):
         super().__init__("footers", max_bytes, listener=listener)
 
+    def __reduce__(self) -> tuple[Callable[[], "FooterCache"], tuple[()]]:
+        """A footer cache travels (pickled with a read context) as the receiving process's own."""
+        return default_footer_cache, ()
+
     @staticmethod
     def _key(storage: Storage, rel_path: str, size: int) -> tuple[str, int]:
         return storage.file_uri(rel_path), size
@@ -165,8 +170,7 @@ class FooterCache(BoundedLRU[tuple[str, int], "CachedFooter | LanceFooter"]):
         if isinstance(hit, CachedFooter):
             return hit
         try:
-            with storage.open(rel_path) as fh:
-                metadata = pq.read_metadata(fh)
+            metadata = read_footer(storage, rel_path, size)  # one ranged read of the tail
         except FileNotFoundError as err:  # e.g. cleaned after the slices were listed
             raise FileNotFoundError(f"base file missing: {storage.uri}/{rel_path}") from err
         except (pa.ArrowInvalid, OSError) as err:
@@ -178,6 +182,11 @@ class FooterCache(BoundedLRU[tuple[str, int], "CachedFooter | LanceFooter"]):
 
 
 _DEFAULT_FOOTER_CACHE = FooterCache()
+
+
+def default_footer_cache() -> FooterCache:
+    """The process-wide footer cache (planners given none use it)."""
+    return _DEFAULT_FOOTER_CACHE
 _WAITING_SPLITS = 4096  # splits planned ahead of the consumer
 #: plans of at most this many file slices are split inline (see :meth:`SplitPlanner.plan`)
 INLINE_SLICES = 4

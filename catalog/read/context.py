@@ -13,6 +13,7 @@ from functools import cached_property
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from catalog.format.parquet_ranges import FooterSource
 from catalog.format.row_groups import PointLookup
 from catalog.storage import Storage
 from catalog.table.cdc import CdcPlan
@@ -46,6 +47,8 @@ class ReadContext:
             groups, whose rows ``catalog.read.cdc`` builds from these changes.
         point: a lookup of record keys, whose base-file row groups are decoded through a cache
             (``None``: any other read, decoded for this read only).
+        footers: the footer cache planning read base files' footers into (a remote read takes
+            its footer from there instead of reading the file's tail again).
     """
 
     storage: Storage
@@ -61,6 +64,7 @@ class ReadContext:
     schema_history: SchemaHistory | None = None
     cdc: CdcPlan | None = None
     point: PointLookup | None = None
+    footers: FooterSource | None = None
 
     @cached_property
     def partition_scheme(self) -> PartitionScheme:

@@ -63,6 +63,7 @@ def read_base(
         source_names=source_names,
         adapt=adapt,
         point=ctx.point,
+        footers=ctx.footers,
     )
 
 __all__ = ["read_base"]

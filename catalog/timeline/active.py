@@ -7,6 +7,7 @@ names for completed instants. Instants are identified by their requested time, k
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -23,6 +24,28 @@ WRITE_ACTIONS = frozenset({"commit", "deltacommit", "replacecommit"})
 def timeline_folder(config: TableConfig) -> str:
     """Where the active timeline's instant files are, relative to the table root."""
     return ".hoodie" if config.timeline_layout_version < 2 else f".hoodie/{config.timeline_path}"
+
+
+#: the active timeline folder of table version 8+ (timeline layout 2, default timeline path)
+DEFAULT_TIMELINE_FOLDER = ".hoodie/timeline"
+
+
+def load_config_and_timeline(storage: Storage) -> tuple[TableConfig, "Timeline"]:
+    """The config and active timeline of the table at ``storage``.
+
+    On a remote store the two are independent requests in most tables, so the listing of the
+    default timeline folder (layout 2) is made while ``hoodie.properties`` is read: one round
+    trip instead of two. A table whose config names another folder (layout 1, or another
+    timeline path) lists that one after; its speculative listing is dropped.
+    """
+    if storage.arrow_filesystem() is not None:  # local: nothing to overlap
+        config = TableConfig.load(storage)
+        return config, Timeline.load(storage, config)
+    with ThreadPoolExecutor(1, thread_name_prefix="hudi-timeline-listing") as pool:
+        guess = pool.submit(Timeline.list_folder, storage, DEFAULT_TIMELINE_FOLDER)
+        config = TableConfig.load(storage)
+        names = guess.result() if timeline_folder(config) == DEFAULT_TIMELINE_FOLDER else None
+    return config, Timeline.load(storage, config, names)
 
 
 class Timeline(Sequence[Instant]):
@@ -51,8 +74,13 @@ class Timeline(Sequence[Instant]):
     @staticmethod
     def _names(storage: Storage, config: TableConfig) -> frozenset[str]:
         """The names in the active timeline folder: ONE listing request (names only)."""
+        return Timeline.list_folder(storage, timeline_folder(config))
+
+    @staticmethod
+    def list_folder(storage: Storage, folder: str) -> frozenset[str]:
+        """The names in ``folder`` (none when it is missing): one listing request."""
         try:
-            return frozenset(storage.ls_names(timeline_folder(config)))
+            return frozenset(storage.ls_names(folder))
         except FileNotFoundError:
             return frozenset()
 
@@ -69,8 +97,10 @@ class Timeline(Sequence[Instant]):
         return instants
 
     @classmethod
-    def load(cls, storage: Storage, config: TableConfig) -> "Timeline":
-        names = cls._names(storage, config)
+    def load(cls, storage: Storage, config: TableConfig, names: frozenset[str] | None = None) -> "Timeline":
+        """The timeline from ``names`` (the timeline folder's, listed by the caller) or a listing."""
+        if names is None:
+            names = cls._names(storage, config)
         timeline = cls(storage, config, cls._instants(names, config))
         timeline._listed = names
         return timeline

@@ -468,7 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-format", choices=("text", "json"), help="log lines as text (default) or JSON objects")
     for cache, what in (("table-cache", "planned table states"), ("footer-cache", "Parquet footers"),
                         ("split-cache", "split results (0: off)"),
-                        ("disk-cache", "local copy of remote bytes (0: off)")):
+                        ("disk-cache", "local copy of remote bytes (default 1 GiB; 0: off)")):
         p.add_argument(f"--{cache}-bytes", type=int, metavar="N", help=f"bound of the cache of {what}")
     p.set_defaults(func=cmd_serve)
 

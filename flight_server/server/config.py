@@ -138,7 +138,7 @@ class ServerConfig:
     point_read_cache_bytes: int = 64 << 20  # decoded row groups of record-key lookups; 0: off
     log_block_cache_bytes: int = 64 << 20  # log block indexes and decoded blocks of MOR record-key lookups; 0: off
     issued_ticket_cache_bytes: int = 4 << 20  # tickets this process issued, redeemed unparsed; 0: off
-    disk_cache_bytes: int = 0  # local copy of remote file bytes under state_dir/disk-cache; 0: off
+    disk_cache_bytes: int = 1 << 30  # local copy of remote file bytes under state_dir/disk-cache; 0: off
     resolved_path_cache_bytes: int = DEFAULT_RESOLVED_CACHE_BYTES  # symbolic links of local table paths
     metrics_port: int | None = None  # Prometheus text at http(s)://metrics_host:port/metrics
     health_port: int | None = None  # grpc.health.v1.Health

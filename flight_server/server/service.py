@@ -126,6 +126,7 @@ class HudiFlightServer(flight.FlightServerBase):
         self.ops.stopping()
         self.app.flight_sql.stop()  # a running query would hold the shutdown until it ends
         super().shutdown()
+        self.tables.close()
         self.ops.close()
 
     # -- Flight RPCs ---------------------------------------------------------------------

@@ -62,3 +62,36 @@ def test_an_unchanged_timeline_folder_is_not_parsed_again(fixture_table, tmp_pat
     assert moved is not timeline and moved.is_pending(pending)
     parsed.clear()
     assert moved.refreshed() is moved and parsed == []
+
+
+def test_a_cold_plan_lists_the_timeline_while_it_reads_the_config(generated_table, tmp_path):
+    """A cold plan of a table with a metadata table on a remote store: at most 12 requests, no
+    HEAD before a read, and the timeline listings (the table's and its metadata table's) made
+    on another thread while ``hoodie.properties`` is read."""
+    import threading
+
+    from catalog.plan.options import ReadOptions
+    from catalog.plan.planner import plan
+    from catalog.plan.splits import FooterCache
+    from catalog.storage import add_request_listener, remove_request_listener
+    from hudi_generator.generator import GeneratorSpec
+
+    register()
+    path = tmp_path / "t"
+    shutil.copytree(generated_table(GeneratorSpec(rows=200, partitions=2, commits=2)), path)
+    threads: list[tuple[str, str]] = []
+
+    def who(kind: str, nbytes: int) -> None:
+        threads.append((kind, threading.current_thread().name))
+
+    CountingFileSystem.reset()
+    add_request_listener(who)
+    try:
+        scan = plan(TableState.load(Storage(f"countfs://{path}")), ReadOptions(), footers=FooterCache())
+        assert len(list(scan.splits)) == 2
+    finally:
+        remove_request_listener(who)
+    calls = CountingFileSystem.reset()
+    assert len(calls) <= 12 and {kind for kind, _ in calls} <= {"list", "read"}, calls
+    listed_aside = [name for kind, name in threads if kind == "list" and name.startswith("hudi-timeline-listing")]
+    assert len(listed_aside) == 2  # the table's timeline and the metadata table's

@@ -29,7 +29,7 @@ def test_memory_filesystem(fixture_table, name):
         result = table.read(filters=[("_hoodie_commit_time", "is not null", None)])
         assert_same_rows(result, HudiTable.open(local).read(), name)
         stats = table.storage.stats.snapshot()
-        assert stats["list"] > 0 and stats["open"] >= 1 and stats["read"] >= 1
+        assert stats["list"] > 0 and stats["read"] >= 1  # base files: ranged reads, no open
         assert len(table.timeline) == len(HudiTable.open(local).timeline)
     finally:
         mem.rm(root, recursive=True)

@@ -7,6 +7,9 @@ never hidden. Bytes are kept in fixed blocks (``BLOCK_BYTES``) of a file, one di
 block, named by a digest of (path, block), in a private folder of this process under the state
 dir (``<state_dir>/disk-cache/<pid>``; folders of processes no longer alive are removed).
 
+The size an immutable file had when first asked is kept too (``INFOS_KEPT`` of them), so opening
+it again asks storage nothing.
+
 The cache is an optimisation only: a block file that vanished, a folder deleted while serving,
 or a full disk (any ``OSError`` while reading or writing a block) make that read go to storage
 and the block is dropped or not kept; the query answers the same rows. The bound is
@@ -32,7 +35,10 @@ from catalog.table.files import BaseFile, LogFile
 from flight_server.server.security.state_files import private_dir, process_alive
 
 log = logging.getLogger(__name__)
-BLOCK_BYTES = 4 << 20
+#: small enough that a column chunk's range fetches little beyond it
+BLOCK_BYTES = 256 << 10
+#: infos of immutable files a filesystem view keeps (a few hundred bytes each)
+INFOS_KEPT = 16384
 _PID_DIR = re.compile(r"^\d+$")
 
 
@@ -72,20 +78,59 @@ class DiskCache:
         return self._blocks.stats()
 
     # -- blocks --------------------------------------------------------------------------------
-    def block(self, fs: AbstractFileSystem, path: str, index: int) -> bytes:
-        """Block ``index`` of ``path`` (shorter at the end of the file), from disk or storage."""
-        key = hashlib.sha256(f"{fs.unstrip_protocol(path)}\0{index}".encode()).hexdigest()
+    @staticmethod
+    def _key(fs: AbstractFileSystem, path: str, index: int) -> str:
+        return hashlib.sha256(f"{fs.unstrip_protocol(path)}\0{index}".encode()).hexdigest()
+
+    def _held(self, key: str) -> bytes | None:
+        """A kept block's bytes, or ``None`` (not kept, or unreadable: then forgotten)."""
         where = self._blocks.get(key)
-        if where is not None:
-            try:
-                return where.read_bytes()
-            except OSError as err:  # deleted under us, unreadable: storage answers
-                self.fallbacks += 1
-                self._blocks.pop(key)
-                log.warning("disk cache block unreadable, reading storage: %s", type(err).__name__)
-        data = fs.cat_file(path, start=index * BLOCK_BYTES, end=(index + 1) * BLOCK_BYTES)
-        self._keep(key, data)
-        return data
+        if where is None:
+            return None
+        try:
+            return where.read_bytes()
+        except OSError as err:  # deleted under us, unreadable: storage answers
+            self.fallbacks += 1
+            self._blocks.pop(key)
+            log.warning("disk cache block unreadable, reading storage: %s", type(err).__name__)
+            return None
+
+    def ranges(self, fs: AbstractFileSystem, wanted: list[tuple[str, int, int]]) -> list[bytes]:
+        """The bytes ``[start, end)`` of each ``(path, start, end)`` of ``fs``, from the blocks
+        covering them. Blocks not on disk are fetched with one ``cat_ranges`` call, one request
+        per run of consecutive missing blocks (concurrent on async filesystems), and kept."""
+        blocks: dict[tuple[str, int], bytes] = {}
+        runs: list[tuple[str, int, int]] = []  # (path, first block, last block) to fetch
+        for path, start, end in wanted:
+            for index in range(start // BLOCK_BYTES, (end - 1) // BLOCK_BYTES + 1 if end > start else 0):
+                if (path, index) in blocks or (runs and runs[-1][0] == path and runs[-1][1] <= index <= runs[-1][2]):
+                    continue
+                data = self._held(self._key(fs, path, index))
+                if data is not None:
+                    blocks[path, index] = data
+                elif runs and runs[-1][0] == path and runs[-1][2] == index - 1:
+                    runs[-1] = (path, runs[-1][1], index)
+                else:
+                    runs.append((path, index, index))
+        if runs:
+            starts = [first * BLOCK_BYTES for _, first, _ in runs]
+            ends = [(last + 1) * BLOCK_BYTES for _, _, last in runs]
+            for (path, first, last), data in zip(runs, fs.cat_ranges([p for p, _, _ in runs], starts, ends)):
+                if isinstance(data, Exception):
+                    raise data
+                for index in range(first, last + 1):
+                    part = data[(index - first) * BLOCK_BYTES : (index - first + 1) * BLOCK_BYTES]
+                    self._keep(self._key(fs, path, index), part)
+                    blocks[path, index] = part
+        out = []
+        for path, start, end in wanted:
+            if end <= start:
+                out.append(b"")
+                continue
+            first = start // BLOCK_BYTES
+            data = b"".join(blocks[path, i] for i in range(first, (end - 1) // BLOCK_BYTES + 1))
+            out.append(data[start - first * BLOCK_BYTES : end - first * BLOCK_BYTES])
+        return out
 
     def _keep(self, key: str, data: bytes) -> None:
         if len(data) > self._blocks.max_entry_bytes:
@@ -106,6 +151,14 @@ class DiskCache:
         self._blocks.put(key, target, len(data))
 
 
+def _cached_range(path: str, start: int | None, end: int | None) -> tuple[str, int, int] | None:
+    """``(path, start, end)`` when the disk cache serves that range (explicit, non-negative, of
+    an immutable file; an empty one counts as ``end == start``), else ``None``."""
+    if not is_immutable(path) or end is None or end < 0 or (start is not None and start < 0):
+        return None
+    return path, start or 0, max(end, start or 0)
+
+
 class _CachedFile(AbstractBufferedFile):
     def _fetch_range(self, start: int, end: int) -> bytes:
         return self.fs.cat_file(self.path, start=start, end=end)
@@ -121,6 +174,7 @@ class DiskCachedFileSystem(AbstractFileSystem):
         super().__init__()
         self.target = target
         self.cache = cache
+        self._infos: dict[str, dict[str, Any]] = {}  # immutable files' info: their size never changes
 
     @classmethod
     def _strip_protocol(cls, path: Any) -> str:
@@ -136,22 +190,46 @@ class DiskCachedFileSystem(AbstractFileSystem):
         self.target.invalidate_cache(path)
 
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
-        return self.target.info(path, **kwargs)
+        """An immutable file's info is asked once (opening a file for reading asks its size:
+        a warm read of a log file would otherwise cost a request for nothing new)."""
+        if not is_immutable(path):
+            return self.target.info(path, **kwargs)
+        known = self._infos.get(path)
+        if known is None:
+            known = self.target.info(path, **kwargs)
+            if len(self._infos) >= INFOS_KEPT:
+                self._infos.clear()
+            self._infos[path] = known
+        return known
 
     def exists(self, path: str, **kwargs: Any) -> bool:
         return self.target.exists(path, **kwargs)
 
     def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes:
-        if not is_immutable(path) or end is None or (start is not None and start < 0) or end < 0:
+        wanted = _cached_range(path, start, end)
+        if wanted is None:
             return self.target.cat_file(path, start=start, end=end, **kwargs)
-        start = start or 0
-        if end <= start:
-            return b""
-        first, last = start // BLOCK_BYTES, (end - 1) // BLOCK_BYTES
-        parts = [self.cache.block(self.target, path, i) for i in range(first, last + 1)]
-        data = b"".join(parts)
-        offset = start - first * BLOCK_BYTES
-        return data[offset : offset + (end - start)]
+        return self.cache.ranges(self.target, [wanted])[0]
+
+    def cat_ranges(
+        self, paths: list[str], starts: list[int | None], ends: list[int | None], max_gap: Any = None,
+        on_error: str = "return", **kwargs: Any,
+    ) -> list[bytes | Exception]:
+        """Ranges of immutable files from the disk cache's blocks, fetched at once when missing
+        (see :meth:`DiskCache.ranges`); other ranges straight from the target filesystem."""
+        wanted = [_cached_range(p, s, e) for p, s, e in zip(paths, starts, ends)]
+        direct = [i for i, w in enumerate(wanted) if w is None]
+        out: list[bytes | Exception] = [b""] * len(paths)
+        if direct:
+            answers = self.target.cat_ranges(
+                [paths[i] for i in direct], [starts[i] for i in direct], [ends[i] for i in direct], on_error=on_error
+            )
+            for i, data in zip(direct, answers):
+                out[i] = data
+        cached = [(i, w) for i, w in enumerate(wanted) if w is not None]
+        for (i, _), data in zip(cached, self.cache.ranges(self.target, [w for _, w in cached])):
+            out[i] = data
+        return out
 
     def _open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
         if mode != "rb":

@@ -7,7 +7,9 @@ and returns the same state when no instant file came or went. When the table mov
 state is built from the cached one, reading only what changed, so a commit is visible to the
 very next plan. ``do_get`` skips even that check when the cached state already holds the
 instant its ticket is pinned to. An operator may bound staleness instead (``max_staleness_ms``):
-a state checked less than that long ago is reused without any storage request.
+a state checked less than that long ago is reused without any storage request, and a
+background thread (:class:`~flight_server.server.cache.refresh.BackgroundRefresh`) re-checks
+recently queried tables about once per that bound, so their queries do not wait on a listing.
 
 States live in one :class:`~catalog.lru.BoundedLRU` bounded in (estimated) bytes; an entry's
 size is re-measured after each plan, as planning fills the state's memos.
@@ -23,6 +25,7 @@ from catalog.state import TableState
 from catalog.storage import open_table_storage
 from catalog.table.bootstrap import bootstrap_base_path
 from flight_server.server.cache.disk_cache import DiskCache
+from flight_server.server.cache.refresh import BackgroundRefresh
 from flight_server.server.registry import TableEntry
 from flight_server.server.security.policy import StoragePolicyError
 
@@ -47,6 +50,7 @@ class TableCache:
             (0: every open checks).
         forget_checks: called by :meth:`drop` (after a catalog change): ``check`` forgets what it
             kept (the storage policy's path resolutions).
+        clock: monotonic seconds (a test's own clock).
     """
 
     def __init__(
@@ -58,6 +62,7 @@ class TableCache:
         check: Callable[[str, str, Mapping[str, Any]], None] | None = None,
         max_staleness_seconds: float = 0.0,
         forget_checks: Callable[[], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ):
         self._options = options or (lambda uri, stored: dict(stored))
         self._check = check  # (identifier, uri, stored options): raises for a row it refuses
@@ -67,6 +72,13 @@ class TableCache:
         self.max_staleness_seconds = max_staleness_seconds
         self._checked: dict[_Key, float] = {}  # monotonic time of each state's last timeline check
         self._measured: dict[_Key, float] = {}  # ... and of its last measure
+        self._entries: dict[_Key, TableEntry] = {}  # the catalog row of each checked state
+        self._clock = clock
+        self.refresh: BackgroundRefresh[_Key] | None = None
+        if max_staleness_seconds > 0:
+            self.refresh = BackgroundRefresh(
+                max_staleness_seconds, self._refresh_one, lambda key: self._checked.get(key, float("-inf")), clock
+            )
 
     def get(self, entry: TableEntry, instant: str | None = None, fresh: bool = True) -> TableState:
         """The state of ``entry`` now (one timeline listing when cached, a full load when not).
@@ -81,7 +93,9 @@ class TableCache:
         cached = self._states.get(key)
         if cached is not None and (not fresh or (instant is not None and cached.timeline.is_completed(instant))):
             return cached
-        now = time.monotonic()
+        now = self._clock()
+        if self.refresh is not None:
+            self.refresh.queried(key)
         if cached is not None and self.max_staleness_seconds > 0:
             if now - self._checked.get(key, float("-inf")) < self.max_staleness_seconds:
                 return cached
@@ -92,6 +106,11 @@ class TableCache:
             state = TableState.load(storage)
         else:
             state = cached.refreshed()
+        self._keep(key, entry, cached, state, now)
+        return state
+
+    def _keep(self, key: _Key, entry: TableEntry, cached: TableState | None, state: TableState, now: float) -> None:
+        """Cache ``state`` (checked at ``now``) in place of ``cached``."""
         if state is not cached:
             self._check_bootstrap_source(entry, state)
             self._states.put(key, state, state.estimated_bytes())
@@ -99,8 +118,24 @@ class TableCache:
         if self.max_staleness_seconds > 0:
             if len(self._checked) > 4 * max(len(self._states), 256):  # forget evicted tables
                 self._checked = {k: v for k, v in self._checked.items() if k in self._states}
+                self._entries = {k: v for k, v in self._entries.items() if k in self._states}
             self._checked[key] = now
-        return state
+            self._entries[key] = entry
+
+    def _refresh_one(self, key: _Key, now: float) -> None:
+        """The background refresh of one table: one timeline listing, the state replaced when
+        the table moved (a table evicted or dropped meanwhile leaves the round)."""
+        cached, entry = self._states.peek(key), self._entries.get(key)
+        if cached is None or entry is None:
+            if self.refresh is not None:
+                self.refresh.forget(key)
+            return
+        self._keep(key, entry, cached, cached.refreshed(), now)
+
+    def close(self) -> None:
+        """Stop the background refresh (server shutdown)."""
+        if self.refresh is not None:
+            self.refresh.close()
 
     def _check_bootstrap_source(self, entry: TableEntry, state: TableState) -> None:
         """A bootstrapped table reads its source dataset (``hoodie.bootstrap.base.path``, written

@@ -106,3 +106,25 @@ def test_the_disk_cache_stays_within_its_bound(serve, table):
         on_disk = sum(os.path.getsize(p) for p in cache.root.iterdir())
         stats = cache.stats()
         assert stats.bytes <= bound and on_disk <= bound and stats.evictions > 0
+
+
+def test_ranges_come_from_blocks_fetched_in_runs_then_from_disk(tmp_path):
+    """``cat_ranges`` of an immutable file: each run of missing blocks is one request; the same
+    ranges again make none; the bytes are the file's."""
+    from flight_server.server.cache.disk_cache import BLOCK_BYTES, DiskCache
+
+    register()
+    name = "fg1-0_0-1-0_20250101000000000.parquet"
+    data = os.urandom(4 * BLOCK_BYTES + 100)
+    (tmp_path / name).write_bytes(data)
+    fs = DiskCache(tmp_path / "cache", 64 * BLOCK_BYTES).wrap(CountingFileSystem())
+    path = str(tmp_path / name)
+    ranges = [(10, 20), (BLOCK_BYTES - 5, BLOCK_BYTES + 5), (3 * BLOCK_BYTES + 1, len(data)), (7, 7)]
+    CountingFileSystem.reset()
+    for _ in range(2):
+        got = fs.cat_ranges([path] * len(ranges), [s for s, _ in ranges], [e for _, e in ranges])
+        assert got == [data[s:e] for s, e in ranges]
+    # blocks 0-1 (one run) and 3-4 (another), each fetched once; the second pass reads disk only
+    assert [kind for kind, _ in CountingFileSystem.reset()] == ["read", "read"]
+    assert fs.cat_file(path, start=BLOCK_BYTES + 1, end=BLOCK_BYTES + 9) == data[BLOCK_BYTES + 1 : BLOCK_BYTES + 9]
+    assert CountingFileSystem.reset() == []

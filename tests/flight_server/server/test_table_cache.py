@@ -337,3 +337,78 @@ def test_a_bootstrap_source_outside_the_allowed_roots_is_refused(written_table, 
     relocate_bootstrap_source(table, inside)
     state = TableCache(check=policy.check_registered).get(entry)
     assert HudiTable(state).read(as_of=METADATA_BOOTSTRAP_INSTANT).num_rows == 12
+
+
+def _copy(table: str, tmp_path: Path) -> tuple[Path, TableEntry]:
+    register()
+    path = tmp_path / "table"
+    shutil.copytree(table, path)
+    return path, TableEntry("ns", "t", f"countfs://{path}")
+
+
+def test_background_refresh_lists_so_that_queries_do_not(versions, tmp_path):
+    """With ``max_staleness_ms`` the queries of a recently queried table make no request: the
+    background round lists its timeline (once per table when due) and the next query sees the
+    commit it found. The round here is run by the test on the test's clock."""
+    path, entry = _copy(versions[0], tmp_path)
+    now = [1000.0]
+    cache = TableCache(max_staleness_seconds=3600.0, clock=lambda: now[0])
+    try:
+        first = cache.get(entry)
+        stats = first.storage.stats
+        stats.reset()
+        now[0] += 1000  # checked 1000 s ago: neither stale nor due
+        assert all(cache.get(entry) is first for _ in range(5))
+        assert cache.refresh is not None and cache.refresh.run_once() == 0
+        assert stats.total == 0
+
+        land_commit(str(path), versions[1], new_commit_files(str(path), versions[1]))
+        now[0] += 1800  # 2800 s: due (3/4 of the bound), not yet stale
+        assert cache.get(entry) is first and stats.total == 0  # the query does not list
+        assert cache.refresh.run_once() == 1
+        assert stats.counts["list"] >= 1  # the round listed (and read the new instant)
+        stats.reset()
+        now[0] += 3000  # 3000 s after the round's check: a query still reuses its state
+        moved = cache.get(entry)
+        assert stats.total == 0
+        assert len(moved.timeline.commits) == len(first.timeline.commits) + 1
+
+        now[0] += 100_000  # nobody queried it since: it leaves the round, nothing is listed
+        assert cache.refresh.run_once() == 0 and cache.refresh.tables() == [] and stats.total == 0
+    finally:
+        cache.close()
+
+
+def test_background_refresh_thread_finds_a_commit_and_stops_on_close(versions, tmp_path):
+    """The round on its own thread: a commit reaches the cached state with no query asking
+    (``fresh=False`` reads the cache without checking); closing stops the thread."""
+    import time
+
+    path, entry = _copy(versions[0], tmp_path)
+    cache = TableCache(max_staleness_seconds=0.1)
+    try:
+        first = cache.get(entry)
+        assert cache.refresh is not None and cache.refresh.running
+        land_commit(str(path), versions[1], new_commit_files(str(path), versions[1]))
+        deadline = time.monotonic() + 60
+        while len(cache.get(entry, fresh=False).timeline.commits) == len(first.timeline.commits):
+            assert time.monotonic() < deadline, "the background refresh never saw the commit"
+            time.sleep(0.05)
+    finally:
+        cache.close()
+    assert not cache.refresh.running
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_warm_point_queries_with_max_staleness_make_no_request(generated_table, tmp_path, table_type):
+    """The default disk cache plus ``max_staleness_ms``: after the first, point queries of a
+    remote table (plan and read) ask storage nothing: no listing, no footer, no column chunk."""
+    kind = MERGE_ON_READ if table_type == "mor" else "COPY_ON_WRITE"
+    table = generated_table(GeneratorSpec(commits=2, **{**SPEC, "table_type": kind}))
+    with serving_a_copy(table, tmp_path, max_staleness_ms=3_600_000) as (server, client, _):
+        keys = [f"trip-{i:010d}" for i in (7, 42, 7, 42)]
+        first = [_fetch(client, client.get_flight_info(_descriptor(filters=[["uuid", "=", k]]))) for k in keys[:2]]
+        CountingFileSystem.reset()
+        again = [_fetch(client, client.get_flight_info(_descriptor(filters=[["uuid", "=", k]]))) for k in keys]
+        assert CountingFileSystem.reset() == []
+        assert all(t.num_rows == 1 for t in first) and again[0].equals(first[0]) and again[1].equals(first[1])
