@@ -474,18 +474,22 @@ def _pump(reader: pa.RecordBatchReader, sock: socket.socket, failed: threading.E
     stops reading (the statement ended or its process was killed). A source that fails sets
     ``failed`` and breaks the stream (no end-of-stream marker is written)."""
     sink: BinaryIO = sock.makefile("wb")
-    writer = None
+    batches = iter(reader)
     try:
         writer = pa.ipc.new_stream(sink, reader.schema)
-        for batch in reader:
+        while True:
+            try:
+                batch = next(batches)
+            except StopIteration:
+                writer.close()
+                return
+            except Exception:  # reading the table failed (the statement's caller has the error)
+                failed.set()
+                sink.write(_BROKEN)
+                return
             writer.write_batch(batch)
-        writer.close()
-    except (OSError, pa.ArrowIOError):
+    except (OSError, pa.ArrowException):
         pass  # the engine stopped reading: the statement tells why
-    except Exception:  # reading the table failed (the statement's caller knows the error)
-        failed.set()
-        with contextlib.suppress(OSError):
-            sink.write(_BROKEN)
     finally:
         with contextlib.suppress(OSError):
             sink.close()
