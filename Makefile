@@ -5,12 +5,14 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv system-deps lint test demo bench bench-quick clean protocol jdbc-driver tables hudi-writer
+.PHONY: venv system-deps lint test demo bench bench-quick clean protocol jdbc-driver spark-dialect tables hudi-writer
 
-# PostgreSQL (registry tests run against a real server on loopback) and Java (Spark).
+# PostgreSQL (registry tests run against a real server on loopback), a JDK (Spark; javac builds the
+# Spark JDBC dialect) and Maven (fetches the JDBC driver).
 system-deps:
-	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ! command -v java >/dev/null 2>&1; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql default-jre-headless >/dev/null; \
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1 \
+			|| ! command -v mvn >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql default-jdk-headless maven >/dev/null; \
 	fi
 
 $(STAMP): pyproject.toml
@@ -100,3 +102,16 @@ tables: $(sort $(foreach r,$(HUDI_RELEASES),$(call venv_of,$(r)).installed)) $(J
 		SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(call venv_of,$(r)))/bin/python PYTHONPATH=$(CURDIR) \
 		$(call venv_of,$(r))/bin/python -m tests.data.factory.writer --release $(r) --out tests/data/tables \
 		$(if $(TABLES),--tables $(TABLES));)
+
+# The Spark JDBC dialect of the Arrow Flight SQL JDBC driver (jdbc-dialect/, docs/sql.md), compiled
+# against the venv's PySpark jars into the ignored .cache/ folder (needs a JDK: javac and jar).
+SPARK_DIALECT := .cache/jdbc/hudi-flight-spark-dialect.jar
+
+spark-dialect: $(SPARK_DIALECT)
+
+$(SPARK_DIALECT): jdbc-dialect/HudiFlightJdbcDialect.java
+	rm -rf .cache/jdbc/dialect-classes
+	javac --release 17 -d .cache/jdbc/dialect-classes \
+		-cp "$$($(PY) -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/jars/*" $<
+	jar cf $@ -C .cache/jdbc/dialect-classes .
+	rm -rf .cache/jdbc/dialect-classes

@@ -62,7 +62,7 @@ def run(size: str) -> list[dict]:
     def jdbc(**options: str):
         dbtable = readable_dbtable(flight().schema, "bench.trips")
         return spark.read.format("jdbc").options(
-            url=jdbc_url(server.uri), dbtable=dbtable, driver=DRIVER_CLASS, **options).load()
+            url=jdbc_url(server.uri, all_endpoints=True), dbtable=dbtable, driver=DRIVER_CLASS, **options).load()
 
     def scan(df) -> None:
         df.write.format("noop").mode("overwrite").save()

@@ -64,8 +64,11 @@ class _Execution:
 
     def __init__(self, uri: str, pid: int, sql_text: str):
         from flight_server.protocol import pack, sql, unpack
+        from flight_server.protocol.headers import ALL_ENDPOINTS_HEADER
 
         self.client = flight.connect(uri)
+        # what the ADBC driver's user-agent tells the server: it reads every endpoint
+        self.options = flight.FlightCallOptions(headers=[(ALL_ENDPOINTS_HEADER.encode(), b"true")])
         self.pid = pid
         self.clock = _process_clock(pid)
         self.cpu: dict[str, list[int]] = {name: [] for name in (*RPCS, FLOOR)}
@@ -90,7 +93,8 @@ class _Execution:
         parameters = pa.record_batch([pa.array([key])], names=["0"])
         bound = self._timed(RPCS[0], lambda: bind(self.client, self.handle, parameters))
         command = self._pack(self._sql.CommandPreparedStatementQuery(prepared_statement_handle=bound))
-        info = self._timed(RPCS[1], lambda: self.client.get_flight_info(flight.FlightDescriptor.for_command(command)))
+        info = self._timed(RPCS[1], lambda: self.client.get_flight_info(
+            flight.FlightDescriptor.for_command(command), self.options))
         rows = self._timed(RPCS[2], lambda: sum(self.client.do_get(e.ticket).read_all().num_rows for e in info.endpoints))
         self._timed(FLOOR, lambda: list(self.client.do_action(self._close)))  # handles are stateless: still usable
         return rows

@@ -6,7 +6,8 @@
 Rooms, lowest first (imports point down only): ``errors``/``storage``; ``format`` (bytes ->
 Arrow); ``table`` (config, file names, partition paths); ``timeline``; ``fs_view``; ``listing``
 (storage and metadata table); ``state``; ``read`` (one split -> rows); ``plan`` (options ->
-splits); ``hudi_table`` (the public API).
+splits); ``meta`` (metadata tables: timeline, commits, file groups, health...); ``hudi_table``
+(the public API).
 """
 
 from catalog.errors import (

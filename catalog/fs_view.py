@@ -128,6 +128,18 @@ class FileSystemView:
                 return self._latest(group, False)
         return None
 
+    def latest_slice(self, group: FileGroup) -> FileSlice | None:
+        """The slice a snapshot read of ``group`` reads (a pending compaction's slice merged with
+        the one before it)."""
+        return self._latest(group, False)
+
+    def pending_compaction(self, group: FileGroup) -> str | None:
+        """The requested time of the pending compaction whose plan covers ``group``, if any."""
+        pending = [
+            s.base_instant for s in group.slices if s.base_file is None and self._is_pending_compaction(s.base_instant)
+        ]
+        return pending[-1] if pending else None
+
     # -- slice assembly -----------------------------------------------------------------
     def _build_groups(self, partition: str, entries: list[tuple[str, int]], as_of: str | None) -> list[FileGroup]:
         bases: dict[str, list[BaseFile]] = {}

@@ -10,6 +10,7 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
+from catalog.meta import meta_table
 from catalog.plan.options import ReadOptions, read_options
 from catalog.plan.planner import ScanPlan, plan
 from catalog.read.split_reader import read_splits
@@ -110,6 +111,18 @@ class HudiTable:
     def read(self, options: ReadOptions | None = None, /, **kwargs: Any) -> pa.Table:
         """The result as one ``pyarrow.Table``."""
         return self.read_batches(options, **kwargs).read_all()
+
+    # -- metadata tables ----------------------------------------------------------------
+    def metadata_table(self, name: str, as_of: str | None = None) -> pa.Table:
+        """A metadata table of this table (``catalog.meta``; SQL serves it as ``"t$name"``):
+        ``timeline``, ``archived_timeline``, ``commits``, ``file_groups``, ``partitions``,
+        ``properties``, ``indexes`` or ``health``.
+
+        ``as_of``: time travel, for ``commits``, ``file_groups`` and ``partitions`` only.
+
+        >>> t.metadata_table("file_groups", as_of="2025-01-01")  # doctest: +SKIP
+        """
+        return meta_table(self.state, name, as_of)
 
     def __repr__(self) -> str:
         return f"HudiTable({self.uri!r}, {self.table_type}, v{self.table_version})"

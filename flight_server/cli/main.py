@@ -23,6 +23,7 @@ from flight_server.cli.admin import add_parsers as add_admin_parsers
 from flight_server.cli.admin import read_password
 from flight_server.cli.output import CliError, OutputFile, Progress, format_table, one_line, output_format
 from flight_server.client.session import HudiFlightClient, QueryPlan
+from flight_server.client.sql.flightsql import metadata_table
 from flight_server.protocol import wire
 from flight_server.protocol.wire import DEFAULT_PORT, DEFAULT_URI
 
@@ -227,12 +228,36 @@ def cmd_tables(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    """The table's description and its health (the ``health`` metadata table: each check against
+    the threshold it names)."""
     table = _table_name(args.table)
     with _client(args) as client, _explained_missing(client, table):
         info = client.table_info(table)
+        health = metadata_table(client, table, "health").to_pylist()
     info.pop("arrow_schema", None)
-    print(json.dumps(info, indent=2))
+    if args.json:
+        print(json.dumps({**info, "health": health}, indent=2))
+        return 0
+    print(_described(info))
+    print("health:")
+    for check in health:
+        value = "" if check["value"] is None else f" = {check['value']}"
+        print(f"  {check['status']:<4} {check['check']}{value}: {check['detail']}")
+        print(f"       threshold: {check['threshold']}")
     return 0
+
+
+def _described(info: dict[str, Any]) -> str:
+    """The first lines of ``info``: what the table is and where its timeline stands."""
+    timeline = info.get("timeline") or []
+    latest = timeline[-1]["requested_time"] if timeline else "none"
+    lines = [
+        f"{info['table']}: {info['table_type']}, table version {info['table_version']}, at {info['uri']}",
+        f"record key: {', '.join(info['record_key_fields']) or 'none'}; "
+        f"partitioned by: {', '.join(info['partition_fields']) or 'nothing'}",
+        f"timeline: {len(timeline)} completed instants, latest {latest}",
+    ]
+    return "\n".join(lines)
 
 
 def cmd_refresh(args: argparse.Namespace) -> int:
@@ -461,8 +486,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_server(p)
     p.set_defaults(func=cmd_tables)
 
-    p = sub.add_parser("info", help="describe a table (type, version, keys, schema, timeline)")
+    p = sub.add_parser("info", help="describe a table and its health (small files, log backlog, pending "
+                       "compaction and clustering, metadata-table lag), each against a named threshold")
     p.add_argument("table", help="NS.TABLE")
+    p.add_argument("--json", action="store_true", help="print the description, schema, timeline and health as JSON")
     _add_server(p)
     p.set_defaults(func=cmd_info)
 

@@ -41,7 +41,7 @@ from catalog.parallel import bounded_parallel
 from catalog.plan.options import ReadOptions, read_options
 from flight_server.client.credentials import PemSource, bearer_header, tls_client_kwargs
 from flight_server.protocol import wire
-from flight_server.protocol.headers import COMPRESSION_HEADER
+from flight_server.protocol.headers import ALL_ENDPOINTS_HEADER, COMPRESSION_HEADER
 from flight_server.protocol.retry import decode as decode_retry_hint
 from flight_server.protocol.wire import DEFAULT_PORT, DEFAULT_URI, PLAIN_SCHEME, SCHEMES, TABLE_KEY, TLS_SCHEME
 
@@ -253,7 +253,10 @@ class HudiFlightClient:
             raise ValueError("give either token or user/password, not both")
         self._timeout = timeout
         codec = self.stream_compression
-        self._stream_headers = [(COMPRESSION_HEADER.encode(), codec.encode())] if codec else []
+        # every call says the client reads every endpoint (it fetches them all, in parallel)
+        self._headers = [(ALL_ENDPOINTS_HEADER.encode(), b"true")]
+        if codec:
+            self._headers.append((COMPRESSION_HEADER.encode(), codec.encode()))
         self.options = self._call_options([bearer_header(token)] if token else [])
         self._client_kwargs = {**client_kwargs, **tls}
         self._clients: dict[tuple[str, int], flight.FlightClient] = {}
@@ -292,7 +295,7 @@ class HudiFlightClient:
         self.options = self._call_options([header])
 
     def _call_options(self, credentials: list[tuple[bytes, bytes]]) -> flight.FlightCallOptions:
-        return flight.FlightCallOptions(timeout=self._timeout, headers=credentials + self._stream_headers)
+        return flight.FlightCallOptions(timeout=self._timeout, headers=credentials + self._headers)
 
     def _client(self, uri: str, lane: int = 0) -> flight.FlightClient:
         """The connection to ``uri``; parallel fetches use ``lane`` connections of their own, so

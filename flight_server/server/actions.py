@@ -20,7 +20,7 @@ from flight_server.protocol import wire
 from flight_server.server.cluster.membership import Membership
 from flight_server.server.config import ServerConfig
 from flight_server.server.query.queries import Call, Queries
-from flight_server.server.registry import parse_identifier
+from flight_server.server.registry import check_new_identifier
 from flight_server.server.security.policy import StoragePolicy
 
 Body = dict[str, Any]
@@ -58,7 +58,7 @@ def register_table(services: ActionServices, body: Body, call: Call) -> dict[str
     policy = services.policy
     catalog_admin = services.queries.access.allowed(user, "admin")  # else an admin of the namespace only
     uri, client_options = policy.check_in_namespace(
-        parse_identifier(body["table"])[0], body["uri"], body.get("storage_options"), catalog_admin)
+        check_new_identifier(body["table"])[0], body["uri"], body.get("storage_options"), catalog_admin)
     state = TableState.load(open_table_storage(uri, policy.options_for(uri, client_options) or None))
     entry = services.queries.catalog.registry.register_table(
         body["table"], uri, client_options, body.get("properties"), body.get("replace", False)

@@ -47,6 +47,10 @@ tables_table = sa.Table(
 )
 
 
+#: characters of a namespace or of a table name (the catalog's columns hold 255)
+MAX_NAME_CHARS = 255
+
+
 def parse_identifier(identifier: str) -> tuple[str, str]:
     """``"ns.table"`` -> ``("ns", "table")``.
 
@@ -56,6 +60,27 @@ def parse_identifier(identifier: str) -> tuple[str, str]:
     ns, dot, name = identifier.partition(".")
     if not dot or not ns or not name or "." in name or any(c.isspace() for c in identifier):
         raise InvalidQueryError(f"table name {identifier!r} is not of the form 'namespace.table'")
+    return ns, name
+
+
+def check_new_identifier(identifier: str) -> tuple[str, str]:
+    """:func:`parse_identifier` of a name about to enter the catalog (registered, discovered):
+    each part at most ``MAX_NAME_CHARS`` characters, all printable (no control characters such
+    as NUL, no bidirectional controls such as U+202E that make a name read as another).
+
+    Raises:
+        InvalidQueryError: a malformed or unacceptable name.
+    """
+    ns, name = parse_identifier(identifier)
+    if len(ns) > MAX_NAME_CHARS or len(name) > MAX_NAME_CHARS:
+        raise InvalidQueryError(
+            f"table name {identifier[:64]!r}... is too long: a namespace or table name has at most "
+            f"{MAX_NAME_CHARS} characters (MAX_NAME_CHARS)"
+        )
+    if not identifier.isprintable():
+        raise InvalidQueryError(
+            f"table name {identifier[:64]!r} holds a control or invisible formatting character (not allowed)"
+        )
     return ns, name
 
 
@@ -156,10 +181,10 @@ class Registry:
         ``replace=True``.
 
         Raises:
-            InvalidQueryError: malformed identifier.
+            InvalidQueryError: malformed or unacceptable identifier (:func:`check_new_identifier`).
             TableAlreadyExistsError: the name is taken by another URI and ``replace`` is false.
         """
-        ns, name = parse_identifier(identifier)
+        ns, name = check_new_identifier(identifier)
         values = {
             "base_uri": uri,
             "storage_options": json.dumps(dict(storage_options or {}), sort_keys=True),
@@ -233,7 +258,7 @@ class Registry:
         registered = []
         for identifier, uri in found:
             try:
-                parse_identifier(identifier)
+                check_new_identifier(identifier)
             except InvalidQueryError as err:  # e.g. a folder named "1.2.0": one bad name must not stop the scan
                 log.warning("warehouse %s: skipping a table: %s", warehouse, err)
                 continue
@@ -301,4 +326,4 @@ def find_hudi_tables(
     return out
 
 
-__all__ = ["Registry", "TableEntry", "find_hudi_tables", "parse_identifier"]
+__all__ = ["MAX_NAME_CHARS", "Registry", "TableEntry", "check_new_identifier", "find_hudi_tables", "parse_identifier"]

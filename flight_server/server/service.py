@@ -195,7 +195,7 @@ class HudiFlightServer(flight.FlightServerBase):
         table: gRPC calls back into no Python generator. Its batches are slices of row groups
         the point-read cache holds, so handing them over holds no bytes the cache does not.
         Corrupt log blocks skipped on the way: then streamed as usual, with the notes."""
-        keys = CallKeys.of(call.context, call.user)
+        keys = call.keys
         self.stream_memory.admit()
         with self.streams.held(keys), collecting_corrupt_blocks() as notes:
             read = list(batches)
@@ -207,7 +207,7 @@ class HudiFlightServer(flight.FlightServerBase):
     def _stream(self, call: Call, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> flight.FlightDataStream:
         """Stream ``batches`` to the caller, counted against the concurrent-stream bounds of the
         user, the connection and the process, and the process' memory budget for batches in flight."""
-        keys = CallKeys.of(call.context, call.user)
+        keys = call.keys
         self.stream_memory.admit()
         self.streams.acquire(keys)
         sized = self.stream_memory.charged(_message_sized(self._until_cancelled(call.context, batches)), _batch_bytes)
@@ -265,6 +265,17 @@ class HudiFlightServer(flight.FlightServerBase):
         if message is None:
             raise NotImplementedError("DoPut takes only Flight SQL prepared-statement parameters (read-only server)")
         self.app.flight_sql.do_put(self.queries.call(context), message, reader, writer)
+
+    @flight_errors
+    def do_exchange(
+        self,
+        context: flight.ServerCallContext,
+        descriptor: flight.FlightDescriptor,
+        reader: flight.MetadataRecordBatchReader,
+        writer: flight.MetadataRecordBatchWriter,
+    ) -> None:
+        """Refused with a clean UNIMPLEMENTED (pyarrow's default sends its Python traceback)."""
+        raise NotImplementedError("DoExchange is not implemented by hudi-flight (read-only server): use DoGet")
 
 
 #: how often a stream asks whether its client went away (see HudiFlightServer._until_cancelled)

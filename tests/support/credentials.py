@@ -25,9 +25,9 @@ def token_toml(token: str) -> str:
     return f'[server.tokens]\n"{token}" = "{TOKEN_USER}"\n'
 
 
-def _add_admin(users: Any) -> None:
-    if users.user(TOKEN_USER) is None:
-        users.add_user(TOKEN_USER, secrets.token_urlsafe(24), admin=True)
+def _add_admin(users: Any, name: str = TOKEN_USER) -> None:
+    if users.user(name) is None:
+        users.add_user(name, secrets.token_urlsafe(24), admin=True)
 
 
 def allow_token_user(server: Any) -> None:
@@ -36,8 +36,9 @@ def allow_token_user(server: Any) -> None:
     server.access.forget()
 
 
-def prepare_state(state_dir: str) -> None:
-    """Give the token's user every right in the catalog of ``serve --state-dir state_dir`` (before it starts)."""
+def prepare_state(state_dir: str, names: tuple[str, ...] = (TOKEN_USER,)) -> None:
+    """Give the token's user (or the users ``names``) every right in the catalog of
+    ``serve --state-dir state_dir`` (before it starts)."""
     from flight_server.server.registry import Registry
     from flight_server.server.security.state_files import private_dir, private_sqlite
     from flight_server.server.security.users import UserStore
@@ -45,7 +46,9 @@ def prepare_state(state_dir: str) -> None:
     config = ServerConfig(state_dir=state_dir)
     private_dir(config.state_path)
     private_sqlite(config.resolved_catalog_url)
-    _add_admin(UserStore(Registry(config.resolved_catalog_url).engine))
+    users = UserStore(Registry(config.resolved_catalog_url).engine)
+    for name in names:
+        _add_admin(users, name)
 
 
 def add_login_users(server: Any, users: dict[str, str]) -> None:

@@ -16,25 +16,33 @@ REPO = Path(__file__).resolve().parents[2]
 CHECKS = Path(__file__).resolve().parent / "java" / "JdbcChecks.java"
 #: Arrow's memory module needs this on Java 17 (the driver fails at its first query without it)
 JVM_FLAGS = ["--add-opens=java.base/java.nio=ALL-UNNAMED"]
-DRIVER_CLASS = "org.apache.arrow.driver.jdbc.ArrowFlightJdbcDriver"
+
+
+def _made(target: str, pattern: str, tools: tuple[str, ...]) -> Path:
+    """The newest ``.cache/jdbc`` file matching ``pattern`` after ``make target``.
+
+    Raises:
+        RuntimeError: a tool is missing, or make failed or made nothing.
+    """
+    for tool in (*tools, "make"):
+        if shutil.which(tool) is None:
+            raise RuntimeError(f"{tool} is not on the PATH (make {target} needs Java 17: {', '.join(tools)})")
+    done = subprocess.run(["make", "-s", "-C", str(REPO), target], capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"make {target} failed: {(done.stderr or done.stdout)[-2000:]}")
+    made = sorted((REPO / ".cache" / "jdbc").glob(pattern))
+    if not made:
+        raise RuntimeError(f"make {target} made no {pattern} under .cache/jdbc")
+    return made[-1]
 
 
 def fetch_driver() -> Path:
-    """The driver jar, fetched on first use (``make jdbc-driver``).
+    """The driver jar, fetched on first use (``make jdbc-driver``; Java and Maven).
 
     Raises:
         RuntimeError: Java, Maven or make is missing, or the fetch failed.
     """
-    for tool in ("java", "mvn", "make"):
-        if shutil.which(tool) is None:
-            raise RuntimeError(f"{tool} is not on the PATH (Java 17 and Maven fetch and run the Arrow JDBC driver)")
-    done = subprocess.run(["make", "-s", "-C", str(REPO), "jdbc-driver"], capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        raise RuntimeError(f"make jdbc-driver failed: {(done.stderr or done.stdout)[-2000:]}")
-    jars = sorted((REPO / ".cache" / "jdbc").glob("flight-sql-jdbc-driver-*.jar"))
-    if not jars:
-        raise RuntimeError("make jdbc-driver made no driver jar under .cache/jdbc")
-    return jars[-1]
+    return _made("jdbc-driver", "flight-sql-jdbc-driver-*.jar", ("java", "mvn"))
 
 
 def driver_jar() -> Path:
@@ -43,6 +51,14 @@ def driver_jar() -> Path:
         return fetch_driver()
     except RuntimeError as err:
         pytest.fail(f"the JDBC tests need the Arrow JDBC driver: {err}")
+
+
+def dialect_jar() -> Path:
+    """The project's Spark JDBC dialect, compiled on first use (``make spark-dialect``)."""
+    try:
+        return _made("spark-dialect", "hudi-flight-spark-dialect.jar", ("javac", "jar"))
+    except RuntimeError as err:
+        pytest.fail(f"the Spark JDBC tests need the project's dialect: {err}")
 
 
 def url(port: int, tls: bool = False, **params: str) -> str:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from catalog.meta import SEPARATOR
 from catalog.optional import optional_dependency
 from flight_server.client.sql import dbapi
 from flight_server.protocol import wire
@@ -187,7 +188,13 @@ class HudiFlightDialect(default.DefaultDialect):
         return _driver(connection).list_tables(namespace) if namespace else []
 
     def has_table(self, connection: Any, table_name: str, schema: str | None = None, **kw: Any) -> bool:
-        return table_name in self.get_table_names(connection, schema, **kw)
+        if table_name in self.get_table_names(connection, schema, **kw):
+            return True
+        # metadata tables (``t$timeline``) are not listed, but described when named
+        namespace = self._namespace(connection, schema)
+        return SEPARATOR in table_name and namespace is not None and (
+            _driver(connection).table_schema(namespace, table_name) is not None
+        )
 
     def get_view_names(self, connection: Any, schema: str | None = None, **kw: Any) -> list[str]:
         return []

@@ -153,6 +153,19 @@ def table_schema(client: HudiFlightClient, namespace: str, table: str) -> pa.Sch
     return pa.ipc.read_schema(pa.py_buffer(found[0]["table_schema"]))
 
 
+def quoted(name: str) -> str:
+    """``name`` as a double-quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def metadata_table(client: HudiFlightClient, table: str, name: str) -> pa.Table:
+    """The metadata table ``name`` (``timeline``, ``health``...) of ``table`` (``ns.t``), read
+    with SQL as ``ns."t$name"``."""
+    namespace, _, short = table.partition(".")
+    plan = statement_plan(client, f"SELECT * FROM {quoted(namespace)}.{quoted(short + '$' + name)}")
+    return client.stream(plan).read_all()
+
+
 def primary_key(client: HudiFlightClient, namespace: str, table: str) -> list[str]:
     rows = catalog_rows(client, sql.CommandGetPrimaryKeys(db_schema=namespace, table=table)).to_pylist()
     return [r["column_name"] for r in sorted(rows, key=lambda r: r["key_sequence"])]
@@ -162,8 +175,10 @@ __all__ = [
     "catalog_rows",
     "db_schemas",
     "like_literal",
+    "metadata_table",
     "parameter_batch",
     "primary_key",
+    "quoted",
     "statement_plan",
     "table_schema",
     "tables",

@@ -4,7 +4,10 @@ GetExportedKeys, GetCrossReference: always empty, Hudi tables have no foreign ke
 :mod:`.schemas`).
 
 Listings show only what the caller may read (``Call.readable``); a table that cannot
-be opened is left out of a listing (and logged) instead of failing it.
+be opened is left out of a listing (and logged) instead of failing it. Metadata tables
+(``t$timeline``, ``catalog.meta``) are not listed (as in Trino), but GetTables with a table name
+pattern that names one exactly answers it, so that clients can describe it (SQLAlchemy's
+``inspect(engine).get_columns("t$timeline", schema="ns")``).
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ import pyarrow.flight as flight
 from google.protobuf.message import Message
 
 from catalog.errors import UnknownTableError
+from catalog.meta import META_TABLES
 from catalog.plan.options import ReadOptions
 from flight_server.protocol import sql
 from flight_server.server.flightsql import schemas
 from flight_server.server.flightsql.column_metadata import Origin, describe
 from flight_server.server.flightsql.like import like, matches
-from flight_server.server.flightsql.names import CATALOG, RO_SUFFIX, resolve_name
+from flight_server.server.flightsql.names import CATALOG, RO_SUFFIX, meta_name, resolve_name
 from flight_server.server.flightsql.sql_info import sql_info
 from flight_server.server.query.queries import Call
 
@@ -74,6 +78,8 @@ def tables(call: Call, cmd: sql.CommandGetTables) -> pa.Table:
     if not _catalog_ok(catalog) or (types and TABLE_TYPE not in types):
         return pa.Table.from_pylist(rows, schema=schema)
     entries = {e.identifier: e for e in call.entries() if matches(ns_pattern, e.namespace)}
+    exact = name_pattern.literal if name_pattern is not None else None
+    meta = meta_name(exact) if exact is not None else None
     for identifier in call.readable(list(entries)):
         entry = entries[identifier]
         try:
@@ -92,9 +98,22 @@ def tables(call: Call, cmd: sql.CommandGetTables) -> pa.Table:
                     described = describe(call.plan(identifier, options).schema, Origin(CATALOG, entry.namespace, name))
                     row["table_schema"] = described.serialize().to_pybytes()
                 rows.append(row)
+            shadowed = f"{entry.namespace}.{exact}" in entries  # a registered table of that name wins
+            if exact is not None and meta is not None and meta[0] == entry.name and not shadowed:
+                rows.append(_meta_row(entry.namespace, exact, META_TABLES[meta[1]].schema, cmd.include_schema))
         except Exception as err:  # one unreadable table must not hide the others
             log.warning("GetTables: skipping %s: %s", identifier, err)
     return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _meta_row(namespace: str, name: str, schema: pa.Schema, include_schema: bool) -> dict[str, Any]:
+    """The GetTables row of the metadata table ``namespace.name`` (``t$timeline``)."""
+    row: dict[str, Any] = {
+        "catalog_name": CATALOG, "db_schema_name": namespace, "table_name": name, "table_type": TABLE_TYPE
+    }
+    if include_schema:
+        row["table_schema"] = describe(schema, Origin(CATALOG, namespace, name)).serialize().to_pybytes()
+    return row
 
 
 def table_types() -> pa.Table:
@@ -115,7 +134,7 @@ def primary_keys(call: Call, cmd: sql.CommandGetPrimaryKeys) -> pa.Table:
     except UnknownTableError:
         return pa.Table.from_pylist([], schema=schemas.PRIMARY_KEYS)
     rows = []
-    if call.readable([ref.identifier]):
+    if call.readable([ref.identifier]) and ref.meta is None:  # a metadata table has no key
         keys = call.open_entry(ref.entry).state.config.record_key_fields
         rows = [
             {"catalog_name": CATALOG, "db_schema_name": ref.entry.namespace, "table_name": cmd.table,

@@ -158,7 +158,7 @@ class FlightSqlService:
         one for an update) and the parameters' types (it binds only into declared parameters)."""
         schema = self.statements.result_schema(call, text, [None] * self.statements.placeholder_count(text))
         parameters = self.statements.parameter_schema(call, text)
-        handle = call.queries.codec.issue(PreparedHandle(call.user, text))
+        handle = call.queries.codec.issue(PreparedHandle(call.owner, text))
         return sql.ActionCreatePreparedStatementResult(
             prepared_statement_handle=handle,
             dataset_schema=self.statements.infos.serialized(schema),

@@ -1,11 +1,16 @@
-"""Flight SQL object names -> registered tables: catalog ``hudi``, db schema = namespace, and the
-read-optimized view ``<table>_ro`` of every merge-on-read table (as Hive sync names it)."""
+"""Flight SQL object names -> registered tables: catalog ``hudi``, db schema = namespace, the
+read-optimized view ``<table>_ro`` of every merge-on-read table (as Hive sync names it), and the
+metadata tables ``<table>$<name>`` of every table (``catalog.meta``; Trino's Hudi connector names
+``$timeline`` so). A registered table of that name wins over a metadata table."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pyarrow.flight as flight
+
 from catalog.errors import UnknownTableError, shown
+from catalog.meta import META_TABLES, SEPARATOR
 from catalog.plan.options import ReadOptions
 from flight_server.server.query.queries import Call
 from flight_server.server.registry import TableEntry
@@ -16,14 +21,43 @@ RO_SUFFIX = "_ro"
 
 @dataclass(frozen=True)
 class Reference:
-    """A resolved name: the registered table and the query type the name asks for."""
+    """A resolved name: the registered table and the query type the name asks for, or the
+    metadata table of it the name asks for (``meta``)."""
 
     entry: TableEntry
     options: ReadOptions
+    meta: str | None = None
 
     @property
     def identifier(self) -> str:
+        """The registered table's identifier (its metadata tables are authorized like it)."""
         return self.entry.identifier
+
+    @property
+    def name(self) -> str:
+        """The identifier of what the name reads: ``ns.t``, or ``ns.t$timeline``."""
+        return self.identifier + SEPARATOR + self.meta if self.meta else self.identifier
+
+
+def meta_name(name: str) -> tuple[str, str] | None:
+    """``(table name, metadata table)`` of a name ``t$timeline`` (``None``: no such form)."""
+    base, separator, kind = name.rpartition(SEPARATOR)
+    if not separator or not base or kind.lower() not in META_TABLES:
+        return None
+    return base, kind.lower()
+
+
+def meta_reference(call: Call, identifier: str) -> Reference | None:
+    """The metadata table an identifier :attr:`Reference.name` made reads (``None``: a
+    registered table, as the resolver prefers it, or no metadata table name)."""
+    namespace, _, name = identifier.partition(".")
+    meta = meta_name(name)
+    if meta is None:
+        return None
+    registered = {e.name: e for e in call.entries(namespace)}
+    if name in registered or meta[0] not in registered:
+        return None
+    return Reference(registered[meta[0]], ReadOptions(), meta[1])
 
 
 def shown_name(catalog: str | None, namespace: str | None, name: str) -> str:
@@ -54,8 +88,11 @@ def resolve_name(
             allowed = set(call.readable([e.identifier for e in entries]))
             entries = [e for e in entries if e.identifier in allowed]
         registered = {e.name: e for e in entries}
+        meta = meta_name(name)
         if name in registered:
             found.append(Reference(registered[name], ReadOptions()))
+        elif meta is not None and meta[0] in registered:
+            found.append(Reference(registered[meta[0]], ReadOptions(), meta[1]))
         elif name.endswith(RO_SUFFIX) and name[: -len(RO_SUFFIX)] in registered:
             entry = registered[name[: -len(RO_SUFFIX)]]
             if call.open_entry(entry).state.config.is_mor:
@@ -67,4 +104,36 @@ def resolve_name(
     return found[0]
 
 
-__all__ = ["CATALOG", "RO_SUFFIX", "Reference", "resolve_name", "shown_name"]
+def readable_name(call: Call, catalog: str | None, namespace: str | None, name: str) -> Reference:
+    """The table a name resolves to, once the caller may read it.
+
+    Existence is revealed only to a caller who may read the name: a table the caller may not
+    read and a missing one get the same UNAUTHORIZED answer (as on the JSON path, which
+    authorizes before it opens), and ``t_ro`` tells nobody without the right whether ``t`` is
+    merge-on-read. An unqualified name is looked up among readable tables only.
+
+    Raises:
+        flight.FlightUnauthorizedError: the caller may not read the name (whether it exists or not).
+        UnknownTableError: no such table, told to a caller who could read it.
+    """
+    written = shown_name(catalog, namespace, name)
+    try:
+        ref = resolve_name(call, catalog, namespace, name, only_readable=True)
+    except UnknownTableError:
+        if namespace and (catalog is None or catalog.lower() == CATALOG):
+            _authorize(call, f"{namespace}.{name}", written)
+        raise
+    _authorize(call, ref.identifier, written)
+    return ref
+
+
+def _authorize(call: Call, identifier: str, written: str) -> None:
+    try:
+        call.authorize("read", identifier)
+    except flight.FlightUnauthorizedError:
+        raise flight.FlightUnauthorizedError(f"no read right on table {written}") from None
+
+
+__all__ = [
+    "CATALOG", "RO_SUFFIX", "Reference", "meta_name", "meta_reference", "readable_name", "resolve_name", "shown_name",
+]

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from catalog.meta import META_TABLES
 from flight_server.protocol import sql
 from flight_server.server.flightsql import catalog
 from flight_server.server.flightsql.column_metadata import describe, sql_type
-from flight_server.server.flightsql.names import resolve_name
+from flight_server.server.flightsql.names import readable_name
 from flight_server.server.query.queries import Call
 from flight_server.server.sql.show import CatalogStatement, ShowTables
 
@@ -33,7 +34,9 @@ def result(call: Call, statement: CatalogStatement) -> pa.Table:
     """The rows of ``statement``, as the caller may see them.
 
     Raises:
-        UnknownTableError: DESCRIBE of a table that does not exist (or that the caller may not read).
+        flight.FlightUnauthorizedError: DESCRIBE of a table the caller may not read, whether it
+            exists or not (as a SELECT of it: ``names.readable_name``).
+        UnknownTableError: DESCRIBE of a missing table the caller could read.
     """
     if isinstance(statement, ShowTables):
         command = sql.CommandGetTables()
@@ -43,13 +46,17 @@ def result(call: Call, statement: CatalogStatement) -> pa.Table:
         rows = [{"namespace": r["db_schema_name"], "table_name": r["table_name"], "table_type": r["table_type"]}
                 for r in listed.to_pylist()]
         return pa.Table.from_pylist(rows, schema=result_schema(statement))
-    ref = resolve_name(call, statement.catalog, statement.namespace, statement.table)
-    call.authorize("read", ref.identifier)
-    keys = set(call.open(ref.identifier).state.config.record_key_fields)
+    ref = readable_name(call, statement.catalog, statement.namespace, statement.table)
+    if ref.meta is not None:  # a metadata table: its own columns, no key
+        keys: set[str] = set()
+        schema = META_TABLES[ref.meta].schema
+    else:
+        keys = set(call.open(ref.identifier).state.config.record_key_fields)
+        schema = call.plan(ref.identifier, ref.options).schema
     rows = [
         {"column_name": f.name, "column_type": _type_text(f.type), "null": "YES" if f.nullable else "NO",
          "key": "PRI" if f.name in keys else None}
-        for f in call.plan(ref.identifier, ref.options).schema
+        for f in schema
     ]
     return pa.Table.from_pylist(rows, schema=result_schema(statement))
 

@@ -14,8 +14,9 @@ Three answers, by the query's shape (:func:`flight_server.server.sql.query.analy
   files that the reader would return unchanged is handed to the engine as an Arrow dataset of
   exactly those files instead, which it scans itself (:mod:`flight_server.server.sql.native_scan`).
 
-A client that reads only the first endpoint asks for one (:mod:`.single_endpoint`): a plain scan is
-then answered like anything else. Catalog statements (``SHOW TABLES``, ``DESCRIBE``:
+A call whose client has not shown that it reads every endpoint (:mod:`.single_endpoint`) gets a
+plain scan in one endpoint: one scan ticket reading every split, in the same types (a table without
+commits: the engine's empty answer). Catalog statements (``SHOW TABLES``, ``DESCRIBE``:
 :mod:`flight_server.server.sql.show`) get one endpoint whose statement ticket carries the statement
 and no view; it is answered from the catalog when read. Every result schema carries the Flight SQL
 column metadata (:mod:`.column_metadata`).
@@ -26,6 +27,7 @@ a ticket is only served to the user it was issued to (tickets: ``query.tickets``
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 from dataclasses import dataclass, field
@@ -36,8 +38,9 @@ import pyarrow.dataset as ds
 import pyarrow.flight as flight
 from sqlglot import exp
 
-from catalog.errors import InvalidQueryError, UnknownTableError
+from catalog.errors import InvalidQueryError
 from catalog.format.log_file import collecting_corrupt_blocks, relay_corrupt_block_notes
+from catalog.meta import SEPARATOR
 from catalog.plan.filters import bind_filters
 from catalog.plan.options import RANGE_QUERY_TYPES, ReadOptions
 from catalog.read.split_reader import read_splits
@@ -45,7 +48,7 @@ from flight_server.protocol import pack, sql
 from flight_server.server.flightsql import show
 from flight_server.server.flightsql.column_metadata import Origin, describe
 from flight_server.server.flightsql.flight_infos import FlightInfos
-from flight_server.server.flightsql.names import CATALOG, Reference, resolve_name, shown_name
+from flight_server.server.flightsql.names import CATALOG, Reference, meta_reference, readable_name, resolve_name
 from flight_server.server.flightsql.table_facts import TableFacts
 from flight_server.server.query.queries import Call, PlannedScan, expiration_time
 from flight_server.server.query.tickets import CountTicket, PinnedScan, StatementTicket, Ticket, check_owner
@@ -72,36 +75,29 @@ class _Resolution:
     def __call__(self, table: exp.Table) -> tuple[str, pa.Schema, ReadOptions]:
         ref = self._authorized(table.catalog or None, table.db or None, table.name)
         self.tables.append(ref.identifier)
-        options = _combine(ref.options, hudi_options(table), table.name)
-        return ref.identifier, self.facts.schema(self.call, ref.identifier, options), options
+        options = _reference_options(ref, table)
+        return ref.name, self.facts.schema(self.call, ref.name, options), options
 
     def _authorized(self, catalog: str | None, namespace: str | None, name: str) -> Reference:
-        """The table a name resolves to, once the caller may read it.
-
-        Existence is revealed only to a caller who may read the name: a table the caller may
-        not read and a missing one get the same UNAUTHORIZED answer (as on the JSON path, which
-        authorizes before it opens), and ``t_ro`` tells nobody without the right whether ``t``
-        is merge-on-read. An unqualified name is looked up among readable tables only.
-        """
-        shown = shown_name(catalog, namespace, name)
-        try:
-            ref = resolve_name(self.call, catalog, namespace, name, only_readable=True)
-        except UnknownTableError:
-            if namespace and (catalog is None or catalog.lower() == CATALOG):
-                self._authorize(f"{namespace}.{name}", shown)
-            raise
-        self._authorize(ref.identifier, shown)
+        """The table a name resolves to, once the caller may read it (``names.readable_name``)."""
+        ref = readable_name(self.call, catalog, namespace, name)
+        self.user = self.call.user
         return ref
-
-    def _authorize(self, identifier: str, shown: str) -> None:
-        try:
-            self.user = self.call.authorize("read", identifier)
-        except flight.FlightUnauthorizedError:
-            raise flight.FlightUnauthorizedError(f"no read right on table {shown}") from None
 
     def caller(self) -> str:
         """The user name (a query without tables still needs the right to read)."""
         return self.user if self.user is not None else self.call.authorize("read")
+
+
+def _reference_options(ref: Reference, table: exp.Table) -> ReadOptions:
+    """The options a resolved reference reads with: its name's and its clauses'. A metadata
+    table takes time travel only (``hudi_table_changes`` reads rows, not metadata)."""
+    clause = hudi_options(table)
+    if ref.meta is None:
+        return _combine(ref.options, clause, table.name)
+    if clause.query_type in RANGE_QUERY_TYPES:
+        raise InvalidQueryError(f"{clause.query_type} queries read a table's rows, not its metadata table {ref.meta}")
+    return ReadOptions(as_of=clause.as_of)
 
 
 def _combine(name_options: ReadOptions, clause_options: ReadOptions, name: str) -> ReadOptions:
@@ -151,9 +147,12 @@ class Statements:
         call.queries.limits.check_body(text.encode(), "SQL")
         resolution = _Resolution(call, self.facts)
         analysis = self.analyses.analyze(text, resolution, parameters)
-        caller = resolution.caller()
+        resolution.caller()  # the caller may read (also a query without tables)
         if owner is not None:
-            check_owner(owner, caller)
+            check_owner(owner, call.owner)
+        if any(meta_reference(call, spec.table) is not None for spec in analysis.plan.scans):
+            # a metadata table has no splits and no footers: the engine answers over its rows
+            analysis = dataclasses.replace(analysis, scan=None, count_star=None)
         return analysis
 
     def result_schema(
@@ -176,7 +175,7 @@ class Statements:
 
         def schema_of(table: exp.Table) -> pa.Schema:
             ref = resolve_name(call, table.catalog or None, table.db or None, table.name)
-            return self.facts.schema(call, ref.identifier, _combine(ref.options, hudi_options(table), table.name))
+            return self.facts.schema(call, ref.name, _reference_options(ref, table))
 
         return parameter_types(self.analyses.parameter_places(text), schema_of)
 
@@ -185,9 +184,9 @@ class Statements:
         call.queries.limits.check_body(text.encode(), "SQL")
         statement = self.analyses.catalog_statement(text)
         if statement is not None:
-            caller = call.authorize("read")
+            call.authorize("read")
             if owner is not None:
-                check_owner(owner, caller)
+                check_owner(owner, call.owner)
         return statement
 
     def schema(self, call: Call, analysis: Analysis) -> pa.Schema:
@@ -217,18 +216,20 @@ class Statements:
         statement = self._catalog_statement(call, text, owner)
         if statement is not None:
             show.result(call, statement)  # an unknown table fails now, not when read
-            ticket = codec.issue(StatementTicket(call.user, text, ()), expires_at)
+            ticket = codec.issue(StatementTicket(call.owner, text, ()), expires_at)
             return self._single_endpoint(descriptor, show.result_schema(statement), ticket, expires_at, -1)
         analysis = self.analyze(call, text, parameters, owner)
-        if analysis.scan is not None and not single_endpoint:
-            planned = call.queries.endpoints(call, analysis.scan.table, analysis.scan.options)
-            schema = _described(planned.schema, ((analysis.scan.table, planned.schema),))
-            return self.infos.info(schema, descriptor, planned.endpoints, planned.rows, planned.nbytes, ordered=False)
+        if analysis.scan is not None:
+            planned = call.queries.endpoints(call, analysis.scan.table, analysis.scan.options, single_endpoint)
+            if planned.endpoints or not single_endpoint:
+                schema = _described(planned.schema, ((analysis.scan.table, planned.schema),))
+                endpoints = planned.endpoints
+                return self.infos.info(schema, descriptor, endpoints, planned.rows, planned.nbytes, ordered=False)
         if analysis.count_star is not None:
             counted = self._metadata_count(call, analysis)
             if counted is not None:
                 pinned, count = counted
-                ticket = codec.issue(CountTicket(call.user, analysis.count_star, count, pinned), expires_at)
+                ticket = codec.issue(CountTicket(call.owner, analysis.count_star, count, pinned), expires_at)
                 return self._single_endpoint(descriptor, _count_schema(analysis.count_star), ticket, expires_at, 1)
         views, schemas = [], {}
         for spec in analysis.plan.scans:
@@ -237,7 +238,7 @@ class Statements:
             schemas[spec.view] = planned_scan.schema
         sources = tuple((spec.table, schemas[spec.view]) for spec in analysis.plan.scans)
         schema = _described(self.engine.result_schema(analysis.plan.sql, schemas, call.context.is_cancelled), sources)
-        ticket = codec.issue(StatementTicket(call.user, analysis.plan.sql, tuple(views)), expires_at)
+        ticket = codec.issue(StatementTicket(call.owner, analysis.plan.sql, tuple(views)), expires_at)
         return self._single_endpoint(descriptor, schema, ticket, expires_at, -1)
 
     def _single_endpoint(
@@ -266,9 +267,10 @@ class Statements:
         ticket = queries.codec.redeem(handle, (StatementTicket, CountTicket), None)
         scans = [ticket.scan] if isinstance(ticket, CountTicket) else [scan for _, scan in ticket.views]
         for scan in scans:
-            check_owner(ticket, call.authorize("read", scan.table))
+            call.authorize("read", scan.table)
         if not scans:
-            check_owner(ticket, call.authorize("read"))
+            call.authorize("read")
+        check_owner(ticket, call.owner)
         if isinstance(ticket, CountTicket):
             queries.reading(ticket.scan, with_splits=False)  # the table is still registered there
             schema = _count_schema(ticket.column)
@@ -283,6 +285,11 @@ class Statements:
         failures: list[Exception] = []
         notes = _EngineThreadNotes()
         for view, scan in ticket.views:
+            if scan.meta is not None:
+                rows = queries.meta_rows(scan)
+                readers[view] = pa.RecordBatchReader.from_batches(rows.schema, rows.to_batches())
+                sources.append((scan.table + SEPARATOR + scan.meta, rows.schema))
+                continue
             reading = queries.reading(scan, with_splits=True)
             splits = list(reading.splits or ())
             native = (
@@ -299,7 +306,7 @@ class Statements:
                 readers[view] = pa.RecordBatchReader.from_batches(reading.schema, notes.collecting(batches))
             sources.append((scan.table, reading.schema))
         try:
-            schema, results = self.engine.run(ticket.sql, readers, call.context.is_cancelled)
+            schema, results = self.engine.run(ticket.sql, readers, call.context.is_cancelled, call.keys)
         except InvalidQueryError as err:
             source = failures[0] if failures else native_read_error(str(err), native_tables)
             if source is None:

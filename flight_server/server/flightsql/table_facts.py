@@ -22,8 +22,10 @@ from typing import Callable, Generic, TypeVar
 import pyarrow as pa
 
 from catalog.lru import BoundedLRU
+from catalog.meta import META_TABLES
 from catalog.plan.options import ReadOptions
 from catalog.state import TableState
+from flight_server.server.flightsql.names import meta_reference
 from flight_server.server.query.queries import Call, OpenTable, PlannedScan
 from flight_server.server.query.tickets import PinnedScan
 
@@ -67,7 +69,12 @@ class TableFacts:
 
     def scan(self, call: Call, identifier: str, options: ReadOptions) -> ScanFacts:
         """The result schema and pinned scan of reading table ``identifier`` with ``options``, as
-        ``call`` sees the table."""
+        ``call`` sees the table. A metadata table's identifier (``ns.t$timeline``,
+        :mod:`.names`) is pinned, not planned: its schema is fixed."""
+        meta = meta_reference(call, identifier)
+        if meta is not None and meta.meta is not None:
+            pinned = call.queries.pin_meta(call.open_entry(meta.entry), meta.meta, options.as_of)
+            return ScanFacts(META_TABLES[meta.meta].schema, pinned)
 
         def planned() -> ScanFacts:
             plan = call.plan(identifier, options)

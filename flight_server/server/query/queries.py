@@ -24,7 +24,8 @@ import pyarrow.flight as flight
 from catalog.errors import HudiError, UnknownTableError
 from catalog.format.row_groups import DecodedRowGroups
 from catalog.lru import BoundedLRU
-from catalog.plan.options import ReadOptions
+from catalog.meta import meta_table, meta_table_named
+from catalog.plan.options import ReadOptions, resolve
 from catalog.plan.planner import ScanPlan, plan
 from catalog.plan.splits import FooterCache, SplitOptions
 from catalog.read.context import ReadContext
@@ -42,6 +43,7 @@ from flight_server.server.query.wire import endpoint_metadata, query_metadata
 from flight_server.server.registry import TableEntry
 from flight_server.server.security.access import Access
 from flight_server.server.security.auth import caller_name
+from flight_server.server.security.budgets import CallKeys
 from flight_server.server.security.limits import Limits
 
 #: plans remembered for do_get (a plan is a few kilobytes: its schema and read context)
@@ -217,9 +219,10 @@ class Queries:
             scan = plan(table.state, options, self.split_options, self.footers, self.decoded)
             return PlannedScan(table, scan, self.limits)
 
-    def endpoints(self, call: "Call", identifier: str, options: ReadOptions) -> PlannedQuery:
+    def endpoints(self, call: "Call", identifier: str, options: ReadOptions, single: bool = False) -> PlannedQuery:
         """Schema, endpoints, estimated rows and bytes of a scan for the caller ``call.user``
-        (authorized by the front end); the tickets name that user, the only one who may read them."""
+        (authorized by the front end); the tickets name that user, the only one who may read them.
+        ``single``: one endpoint reading every split (for a client that reads only the first)."""
         with self.ops.planning():
             planned = call.plan(identifier, options)
             splits = planned.splits()
@@ -230,19 +233,20 @@ class Queries:
             return PlannedQuery(planned.schema, [], 0, 0)
         pinned = planned.pinned
         limit = planned.options.limit
-        self._plans.put(pinned.key, _Reading(planned.schema, planned.context, splits if limit else None), 1)
+        one = single or limit is not None
+        self._plans.put(pinned.key, _Reading(planned.schema, planned.context, splits if one else None), 1)
         expires_at = self.codec.expiry()
         rows = sum(s.estimated_rows for s in splits)
         nbytes = sum(s.bytes for s in splits)
-        user = call.user
-        if limit is not None:
+        owner = call.owner
+        if one:
             # A limit is only defined over the union: one endpoint reads the whole query.
-            ticket = self.codec.issue(ScanTicket(user, pinned), expires_at)
+            ticket = self.codec.issue(ScanTicket(owner, pinned), expires_at)
             endpoint = self._endpoint(ticket, expires_at, query_metadata(list(splits), limit), 1.0, pinned.table)
-            return PlannedQuery(planned.schema, [endpoint], min(rows, limit), nbytes)
+            return PlannedQuery(planned.schema, [endpoint], rows if limit is None else min(rows, limit), nbytes)
         endpoints = [
             self._endpoint(
-                self.codec.issue(SplitTicket(user, pinned, s), expires_at),
+                self.codec.issue(SplitTicket(owner, pinned, s), expires_at),
                 expires_at,
                 endpoint_metadata(s),
                 s.weight,
@@ -260,12 +264,40 @@ class Queries:
             ticket, locations, expiration_time=expiration_time(expires_at), app_metadata=metadata
         )
 
+    # -- metadata tables (catalog.meta) -------------------------------------------------------
+    def pin_meta(self, table: OpenTable, name: str, as_of: str | None) -> PinnedScan:
+        """A pinned read of the metadata table ``name`` of ``table`` (as of ``as_of``, resolved
+        against its timeline now: an instant before its first commit is refused here).
+
+        Raises:
+            InvalidQueryError: an unknown metadata table, or time travel where it means nothing.
+        """
+        meta_table_named(name, as_of)
+        if as_of is not None:
+            with _table_path_hidden(table.entry):
+                as_of = resolve(ReadOptions(as_of=as_of), table.state.timeline).instant
+        return PinnedScan(table.entry.identifier, table.entry.base_uri, as_of, ReadOptions(as_of=as_of), name)
+
+    def meta_rows(self, pinned: PinnedScan) -> pa.Table:
+        """The rows of a pinned metadata table (``pinned.meta``), from a table state that holds
+        its instant.
+
+        Raises:
+            UnknownTableError: the table is gone, or was re-registered at another URI since.
+        """
+        entry = self.catalog.load_table(pinned.table)
+        if entry.base_uri != pinned.uri or pinned.meta is None:
+            raise UnknownTableError(f"table {pinned.table} was re-registered elsewhere since planning; plan again")
+        table = self.open_entry(entry, pinned.instant)
+        with _table_path_hidden(entry):
+            return meta_table(table.state, pinned.meta, pinned.options.as_of)
+
     # -- reading -----------------------------------------------------------------------------
     def stream(self, call: "Call", raw: bytes) -> "TicketStream":
         """Schema and batches of a split or scan ticket, for its own user only."""
         ticket = self.codec.redeem(raw, (SplitTicket, ScanTicket), None)
-        user = call.authorize("read", ticket.scan.table)  # still holds the right (revokes count)
-        check_owner(ticket, user)
+        call.authorize("read", ticket.scan.table)  # still holds the right (revokes count)
+        check_owner(ticket, call.owner)
         call.note(table=ticket.scan.table, instant=ticket.scan.instant)
         if isinstance(ticket, SplitTicket):
             reading = self.reading(ticket.scan, with_splits=False)
@@ -311,6 +343,16 @@ class Call:
     def user(self) -> str:
         """The caller's user name, as its last successful check found it (else the credentials')."""
         return self._user if self._user is not None else caller_name(self.context)
+
+    @property
+    def owner(self) -> str:
+        """The owner of the tickets issued to the caller (``Access.owner``: its account)."""
+        return self.queries.access.owner(self.user)
+
+    @property
+    def keys(self) -> CallKeys:
+        """Who the call's work counts against (its user and connection: fair shares)."""
+        return CallKeys.of(self.context, self.user)
 
     def authorize(self, right: str, table: str | None = None) -> str:
         """See :meth:`Queries.authorize`; the user is noted in the call's log line."""

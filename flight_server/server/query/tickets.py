@@ -1,7 +1,9 @@
 """The one ticket codec: every ticket and handle the server issues, typed, signed by one signer.
 
 Five kinds, told apart by the signed ``"k"`` key, so a ticket of one kind never passes for
-another; every kind names the user it was issued to (``"u"``), the only one who may redeem it:
+another; every kind names the user it was issued to (``"u"``: the name and its account's incarnation,
+``Access.owner``, so an account removed and re-created is another user), the only one who may
+redeem it:
 
 - :class:`SplitTicket` (``"split"``): one weighted split of a planned scan (the JSON path and
   plain SQL scans);
@@ -56,12 +58,15 @@ class PinnedScan:
         uri: the table's base URI when it was planned (a re-registered table is refused).
         instant: the instant the plan resolved (``None``: a table without commits).
         options: the resolved options (``as_of`` written out, or ``end`` for incremental and CDC reads).
+        meta: the metadata table of ``table`` read instead of its rows (``catalog.meta``), if any;
+            its ``instant`` is its ``as_of`` (``None``: now).
     """
 
     table: str
     uri: str
     instant: str | None
     options: ReadOptions
+    meta: str | None = None
 
     def to_json(self) -> Doc:
         """The JSON form (made once per pin: every ticket of a plan carries it; do not mutate)."""
@@ -72,7 +77,10 @@ class PinnedScan:
         options = self.options
         if options.query_type not in RANGE_QUERY_TYPES and options.as_of == self.instant:
             options = options.replace(as_of=None)  # the instant says it
-        return {"t": self.table, "r": self.uri, "i": self.instant, "o": options.to_json()}
+        doc = {"t": self.table, "r": self.uri, "i": self.instant, "o": options.to_json()}
+        if self.meta is not None:
+            doc["m"] = self.meta
+        return doc
 
     @functools.cached_property
     def key(self) -> str:
@@ -93,9 +101,13 @@ class PinnedScan:
             options = ReadOptions.from_json(given)
         except (TypeError, ValueError) as err:
             raise InvalidTicketError("ticket carries invalid read options") from err
-        scan = cls(_field(doc, "t", str), _field(doc, "r", str), instant, options)
+        meta = doc.get("m")
+        if meta is not None and not isinstance(meta, str):
+            raise InvalidTicketError("ticket payload is incomplete")
+        scan = cls(_field(doc, "t", str), _field(doc, "r", str), instant, options, meta)
         # a signed ticket carries the JSON form this server made: kept, not made again
-        scan.__dict__["_json"] = {"t": scan.table, "r": scan.uri, "i": instant, "o": doc["o"]}
+        kept = {"t": scan.table, "r": scan.uri, "i": instant, "o": doc["o"]}
+        scan.__dict__["_json"] = kept if meta is None else {**kept, "m": meta}
         return scan
 
 
@@ -311,7 +323,7 @@ class TicketCodec:
 def check_owner(ticket: Ticket, caller: str | None) -> None:
     """Refuse a ticket issued to another user than ``caller`` (``None``: not known yet)."""
     if caller is not None and ticket.user != caller:
-        raise flight.FlightUnauthorizedError("ticket was issued to another user")
+        raise flight.FlightUnauthorizedError("ticket was issued to another user (or an earlier account of this name)")
 
 
 # -- splits as payload -----------------------------------------------------------------------

@@ -190,12 +190,14 @@ def endpoint_metadata(split: Split) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def query_metadata(splits: list[Split], limit: int) -> bytes:
-    """``app_metadata`` of the single endpoint of a ``limit`` query (it reads every split)."""
+def query_metadata(splits: list[Split], limit: int | None) -> bytes:
+    """``app_metadata`` of the single endpoint of a query that reads every split (one with a
+    ``limit``, or asked for in one endpoint)."""
+    rows = sum(s.estimated_rows for s in splits)
     doc = {
         "weight": 1.0,
         "bytes": sum(s.bytes for s in splits),
-        "estimated_rows": min(limit, sum(s.estimated_rows for s in splits)),
+        "estimated_rows": rows if limit is None else min(limit, rows),
         "partition": None,
         "file_ids": sorted({f for s in splits for f in s.file_ids}),
     }

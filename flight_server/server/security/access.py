@@ -182,6 +182,14 @@ class Access:
             raise flight.FlightUnauthorizedError(f"{user} has no {right} right on {table or 'the catalog'}")
         return user
 
+    def owner(self, user: str) -> str:
+        """The owner a ticket issued to ``user`` names: the name and, for an account, its
+        incarnation (``users.User.incarnation``), so the tickets of an account removed and
+        re-created under the same name are another user's."""
+        rights = self.rights(user)
+        incarnation = rights.incarnation if rights is not None else None
+        return f"{user}/{incarnation}" if incarnation else user
+
     def allowed(self, user: str, right: str, table: str | None = None) -> bool:
         """Whether ``user`` holds ``right`` on ``table`` (``None``: the catalog as a whole)."""
         rights = self.rights(user)

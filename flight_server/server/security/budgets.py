@@ -62,6 +62,8 @@ class Budget:
         name: the configuration key prefix named in refusals (e.g. ``streams``).
         per_user, per_connection, total: the bounds (``0``: unbounded).
         retry_after: the retry hint of a refusal, in seconds.
+        setting: the configuration key of a per-user or per-connection bound, named in its
+            refusal (``{name}``, ``{kind}``: ``user`` or ``connection``).
     """
 
     def __init__(
@@ -73,8 +75,10 @@ class Budget:
         retry_after: float = 0.2,
         queue_seconds: float = 0.0,
         queue_factor: int = 4,
+        setting: str = "max_{name}_per_{kind}",
     ):
         self.name = name
+        self.setting = setting
         self._bounds = {"user": per_user, "connection": per_connection}
         self.total = total
         self.retry_after = retry_after
@@ -111,8 +115,8 @@ class Budget:
                     self.total and self._queued >= self.total
                 )
                 if left <= 0 or queue_full:
-                    raise ServerBusyError(f"max_{self.name}_per_{kind}", bound, f"too many concurrent {self.name}",
-                                          self.retry_after)
+                    raise ServerBusyError(self.setting.format(name=self.name, kind=kind), bound,
+                                          f"too many concurrent {self.name} of this {kind}", self.retry_after)
                 self._waiting[(kind, key)] = self._waiting.get((kind, key), 0) + 1
                 self._queued += 1
                 try:

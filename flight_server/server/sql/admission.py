@@ -1,6 +1,12 @@
-"""The process-wide SQL memory budget: each running query holds its ``sql_memory_limit`` of
-``sql_memory_budget``; a query that finds the budget spent waits a moment, then is refused as a
-busy server (UNAVAILABLE with a retry hint, ``security.budgets``) naming the budget."""
+"""Admission of SQL queries: fair shares first, the process-wide SQL memory budget as a backstop.
+
+Each running query holds its ``sql_memory_limit`` of ``sql_memory_budget``. Before it may take a
+share of the budget, a query must fit its caller's own share: at most ``sql_queries_per_user``
+queries of one user and ``sql_queries_per_connection`` of one connection run at once (anonymous
+callers count by connection only: ``security.budgets.CallKeys``), so one user looping heavy SQL
+holds at most their share and never the slots another user's query needs. A query past its share,
+or finding the whole budget spent, waits up to ``sql_admission_wait_seconds``, then is refused as
+a busy server (UNAVAILABLE with a retry hint, ``security.budgets``) naming the bound."""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ import re
 import threading
 from typing import Iterator
 
-from flight_server.server.security.budgets import ServerBusyError
+from flight_server.server.security.budgets import Budget, CallKeys, ServerBusyError
 
 RETRY_SECONDS = 1.0
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)\s*$", re.IGNORECASE)
@@ -33,23 +39,45 @@ def parse_bytes(text: str) -> int:
     return int(number * factor)
 
 
-class MemoryBudget:
-    """Admission of SQL queries: at most ``budget // per_query`` run at once (at least one)."""
+def default_share(slots: int) -> int:
+    """The queries one user or connection may run at once when not configured: a quarter of the
+    budget's (at least one), so three others always find room."""
+    return max(1, slots // 4)
 
-    def __init__(self, budget: str, per_query: str, wait_seconds: float):
+
+class MemoryBudget:
+    """Admission of SQL queries: at most ``budget // per_query`` run at once (at least one), at
+    most ``per_user`` of one user and ``per_connection`` of one connection (``0``: the
+    :func:`default_share`)."""
+
+    def __init__(self, budget: str, per_query: str, wait_seconds: float, per_user: int = 0, per_connection: int = 0):
         self.budget = budget
         self.per_query = per_query
         self.slots = max(1, parse_bytes(budget) // max(1, parse_bytes(per_query)))
         self.wait_seconds = wait_seconds
         self._free = threading.BoundedSemaphore(self.slots)
+        share = default_share(self.slots)
+        self.shares = Budget(
+            "queries", per_user or share, per_connection or share, 0, RETRY_SECONDS, wait_seconds,
+            setting="sql_{name}_per_{kind}",
+        )
 
     @contextlib.contextmanager
-    def admitted(self) -> Iterator[None]:
-        """Hold one query's share of the budget for the block.
+    def admitted(self, keys: CallKeys | None = None) -> Iterator[None]:
+        """Hold one query's share of the budget for the block: first one of the caller's own
+        share (``keys``; ``None``: a query of the server itself, the budget only).
 
         Raises:
-            ServerBusyError: the budget stayed spent for ``wait_seconds``.
+            ServerBusyError: the caller's share, or the budget, stayed spent for ``wait_seconds``.
         """
+        with contextlib.ExitStack() as stack:
+            if keys is not None:
+                stack.enter_context(self.shares.held(keys))
+            stack.enter_context(self._budget())
+            yield
+
+    @contextlib.contextmanager
+    def _budget(self) -> Iterator[None]:
         if not self._free.acquire(timeout=self.wait_seconds):
             raise ServerBusyError(
                 "sql_memory_budget", self.slots,
@@ -62,4 +90,4 @@ class MemoryBudget:
             self._free.release()
 
 
-__all__ = ["MemoryBudget", "parse_bytes"]
+__all__ = ["MemoryBudget", "default_share", "parse_bytes"]

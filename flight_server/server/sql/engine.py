@@ -12,7 +12,7 @@ own Parquet reader, on a database that may read exactly those files and nothing 
 
 Every query of an :class:`Engine` runs on the connection of a pooled database
 (:mod:`.databases`: one query at a time, its native views and bound statements kept), is
-admitted against the process-wide memory budget (:mod:`.admission`), watched until it ends
+admitted against its caller's share and the process-wide memory budget (:mod:`.admission`), watched until it ends
 (:mod:`.watchdog`: deadline, client cancellation, shutdown, memory growth) and its result is
 bounded in bytes while it streams.
 """
@@ -31,7 +31,7 @@ import pyarrow.flight as flight
 
 from catalog.errors import InvalidQueryError
 from catalog.lru import BoundedLRU
-from flight_server.server.security.budgets import ServerBusyError
+from flight_server.server.security.budgets import CallKeys, ServerBusyError
 from flight_server.server.security.limits import LimitExceededError
 from flight_server.server.sql import native_files
 from flight_server.server.sql.admission import RETRY_SECONDS, MemoryBudget, parse_bytes
@@ -58,6 +58,8 @@ class EngineSettings:
     max_result_bytes: int = 4 << 30  # Arrow bytes one query may stream
     memory_budget: str = "2GB"  # all running queries together (admission; process growth)
     admission_wait_seconds: float = 5.0  # how long a query waits for the budget before refused
+    queries_per_user: int = 0  # queries of one user at once (0: a quarter of the budget's, at least 1)
+    queries_per_connection: int = 0  # ... of one connection (anonymous callers count only here)
     native_scan: bool = True  # plain Parquet base files are scanned by the engine (.native_scan)
     native_reader: bool = True  # ... local ones by its own Parquet reader (.native_files); False: through Arrow
     process_memory: str = ""  # how far an engine process may grow (.sandbox; "": twice memory_limit + 1 GiB)
@@ -75,6 +77,8 @@ class EngineSettings:
             raise ValueError("sql_memory_budget must be at least sql_memory_limit")
         if self.timeout_seconds <= 0 or self.threads < 1 or self.max_result_bytes < 1:
             raise ValueError("sql_timeout_seconds, sql_threads and sql_max_result_bytes must be positive")
+        if self.queries_per_user < 0 or self.queries_per_connection < 0:
+            raise ValueError("sql_queries_per_user and sql_queries_per_connection must not be negative")
 
 
 def connect(settings: EngineSettings, files: Files = frozenset()) -> duckdb.DuckDBPyConnection:
@@ -161,7 +165,10 @@ class Engine:
     def __init__(self, settings: EngineSettings):
         settings.check()
         self.settings = settings
-        self.budget = MemoryBudget(settings.memory_budget, settings.memory_limit, settings.admission_wait_seconds)
+        self.budget = MemoryBudget(
+            settings.memory_budget, settings.memory_limit, settings.admission_wait_seconds,
+            settings.queries_per_user, settings.queries_per_connection,
+        )
         # the process may grow by the budget plus one query's worth of Arrow input and output
         growth = parse_bytes(settings.memory_budget) + parse_bytes(settings.memory_limit)
         self.watchdog = Watchdog(memory_bytes=growth)
@@ -185,6 +192,8 @@ class Engine:
         A result schema is a function of the SQL and the views' schemas alone, so it is asked of
         the engine once (the query wrapped in ``LIMIT 0`` over empty views) and then remembered:
         a statement planned again, or prepared and executed, costs no engine query until it reads.
+        That query (over empty views, planned at once) takes a slot of the budget but not of its
+        caller's share: a client may plan its next statement while it still reads a result.
         """
         key = schema_key(sql, views)
         known = self._schemas.get(key)
@@ -199,7 +208,7 @@ class Engine:
     ) -> pa.Schema:
         stack = contextlib.ExitStack()
         try:
-            database, watch, lease = self._start(stack, cancelled)
+            database, watch, lease = self._start(stack, cancelled, None)
             try:
                 for name, schema in views.items():
                     database.register(name, schema.empty_table())
@@ -217,21 +226,23 @@ class Engine:
         sql: str,
         views: Mapping[str, pa.RecordBatchReader | ds.Dataset],
         cancelled: Callable[[], bool] | None = None,
+        keys: CallKeys | None = None,
     ) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
         """Run ``sql`` over the ``views`` (streamed readers, or datasets the engine scans with
         its projection and filters pushed: by its own Parquet reader when their files are
         local, :mod:`.native_files`); the result schema and its batches (streamed).
 
-        The connection, its watch and its share of the budget live as long as the batch
-        iterator and are given back when it ends or is dropped.
+        The connection, its watch and its share of the budget (and of its caller's, ``keys``)
+        live as long as the batch iterator and are given back when it ends or is dropped.
 
         Raises:
-            ServerBusyError: the SQL memory budget stayed spent (UNAVAILABLE, retryable).
+            ServerBusyError: the caller's share or the SQL memory budget stayed spent
+                (UNAVAILABLE, retryable).
         """
         files = native_files.parquet_views(views) if self.settings.native_reader else {}
         stack = contextlib.ExitStack()
         try:
-            database, watch, lease = self._start(stack, cancelled, native_files.file_set(files))
+            database, watch, lease = self._start(stack, cancelled, keys, native_files.file_set(files))
         except BaseException:
             stack.close()
             raise
@@ -274,7 +285,11 @@ class Engine:
         database.keep_views(native)
 
     def _start(
-        self, stack: contextlib.ExitStack, cancelled: Callable[[], bool] | None, files: Files = frozenset()
+        self,
+        stack: contextlib.ExitStack,
+        cancelled: Callable[[], bool] | None,
+        keys: CallKeys | None,
+        files: Files = frozenset(),
     ) -> tuple[Database, Watch, _Lease]:
         """Admit, take a pooled database that may read exactly ``files`` (:mod:`.databases`)
         and watch the query on its connection; closing ``stack`` undoes it all in reverse order.
@@ -285,7 +300,7 @@ class Engine:
         """
         if self.watchdog.closed:
             raise flight.FlightUnavailableError(_SHUTTING_DOWN)
-        stack.enter_context(self.budget.admitted())
+        stack.enter_context(self.budget.admitted(keys))
         database, lease = self.databases.take(files), _Lease()
         watches: list[Watch] = []  # the watch, once made (a database is given back, closed, if watching fails)
 

@@ -94,9 +94,30 @@ def test_register_and_info(server, capsys, fixture_table):
     uri, _ = server
     code, out, _ = _run(capsys, "register", "other.basic", fixture_table(V6), *_login(uri))
     assert code == 0 and out.startswith("registered other.basic (COPY_ON_WRITE, version 6)")
-    code, out, _ = _run(capsys, "info", "other.basic", *_login(uri))
+    code, out, _ = _run(capsys, "info", "other.basic", *_login(uri), "--json")
     info = json.loads(out)
     assert info["table_version"] == 6 and info["timeline"]
+    library = HudiTable.open(fixture_table(V6)).metadata_table("health").to_pylist()
+    assert [{k: c[k] for k in ("check", "status", "value", "threshold")} for c in info["health"]] == [
+        {k: c[k] for k in ("check", "status", "value", "threshold")} for c in library
+    ]
+
+
+def test_info_summarises_health_against_named_thresholds(server, capsys):
+    uri, _ = server
+    code, out, _ = _run(capsys, "info", "sales.txns", *_login(uri))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("sales.txns: COPY_ON_WRITE, table version 9")
+    assert lines[3] == "health:"
+    checks = {line.split()[1]: line for line in lines[4::2]}
+    thresholds = lines[5::2]
+    assert list(checks) == ["small_files", "log_backlog", "pending_compaction", "pending_clustering",
+                            "metadata_table_lag"]
+    assert checks["small_files"].startswith("  WARN small_files = 5: 5 of 5 base files are smaller than 104857600")
+    assert checks["metadata_table_lag"].startswith("  OK   metadata_table_lag = 0: metadata table current to")
+    assert len(thresholds) == 5 and all(t.startswith("       threshold: ") for t in thresholds)
+    assert "hoodie.parquet.small.file.limit default" in thresholds[0]
 
 
 def test_read_prints_rows(server, capsys, warehouse):

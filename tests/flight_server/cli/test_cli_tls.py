@@ -65,7 +65,7 @@ def test_tables_and_read_over_mtls_with_token(mtls_token_uri, pki, capsys):
 
 def test_token_from_environment(mtls_token_uri, pki, capsys, monkeypatch):
     monkeypatch.setenv("HUDI_FLIGHT_TOKEN", TOKEN)
-    assert main(["info", IDENT, "--server", mtls_token_uri, *_tls_flags(pki)]) == 0
+    assert main(["info", IDENT, "--json", "--server", mtls_token_uri, *_tls_flags(pki)]) == 0
     assert json.loads(capsys.readouterr().out)["table"] == IDENT
 
 

@@ -150,6 +150,7 @@ def test_discovery_never_steals_a_manual_name(registry, tmp_path):
 def test_discovery_skips_a_name_it_cannot_serve(registry, tmp_path):
     wh = tmp_path / "wh"
     _make_table(wh, "1.2.0", "orders")  # a dotted folder name is no namespace
+    _make_table(wh, "sales\u202e", "orders")  # nor a name that reads as another
     _make_table(wh, "sales", "orders")
     assert [e.identifier for e in registry.discover(str(wh))] == ["sales.orders"]
 

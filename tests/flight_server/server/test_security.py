@@ -70,6 +70,19 @@ def test_register_under_an_allowed_root_still_works(client, fixture_table):
     assert _action(client, "unregister-table", {"table": "ok.t"})["unregistered"]
 
 
+@pytest.mark.parametrize("table, match", [
+    ("ns.a\x00b", "control or invisible formatting character"),
+    ("ns.evil\u202etxt", "control or invisible formatting character"),
+    ("ns.a\u2066b", "control or invisible formatting character"),
+    ("ns.a\nb", "not of the form"),
+    ("ns." + "x" * 5000, "at most 255 characters"),
+    ("n" * 256 + ".t", "at most 255 characters"),
+])
+def test_register_refuses_unacceptable_names(client, fixture_table, table, match):
+    _refused(client, {"table": table, "uri": fixture_table(SIMPLE)}, match)
+    assert not any(t["table"] == table for t in _action(client, "list-tables"))
+
+
 def test_reference_filesystem_is_refused(client, tmp_path):
     secret = tmp_path / "secret.parquet"
     pq.write_table(pa.table({"ssn": ["123-45-6789"]}), secret)
@@ -195,11 +208,18 @@ def test_errors_carry_no_traceback_or_server_paths(client):
         (lambda: _action(client, "no-such-action"), pa.ArrowNotImplementedError),
         (lambda: _action(client, "register-table", {"table": "x"}), pa.ArrowInvalid),
         (lambda: _action(client, "table-info", {"table": "no.such"}), pa.ArrowKeyError),
+        (lambda: _exchange(client), pa.ArrowNotImplementedError),
     ]
     for call, status in cases:
         with pytest.raises(status) as info:
             call()
         _assert_clean(info.value)
+
+
+def _exchange(client: flight.FlightClient) -> None:
+    writer, reader = client.do_exchange(flight.FlightDescriptor.for_command(b"{}"))
+    with writer:
+        reader.read_all()
 
 
 def test_catalog_database_errors_hide_statement_and_parameters(client, server, monkeypatch):

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
+from flight_server.protocol import pack, sql
 from flight_server.protocol.retry import decode
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
@@ -169,3 +170,41 @@ def test_process_wide_failures_are_bounded():
         throttle.check("e")
     now[0] += 0.5
     throttle.check("e")
+
+
+def test_describe_answers_missing_and_not_yours_alike(walled):
+    srv, _, _ = walled
+    answers = []
+    with user_client(srv.port, "evil-admin", PASSWORD) as evil:
+        for table in ("sec.secret_t", "sec.no_such_table"):
+            descriptor = flight.FlightDescriptor.for_command(pack(sql.CommandStatementQuery(query=f"DESCRIBE {table}")))
+            with pytest.raises(flight.FlightError) as refused:
+                evil.get_flight_info(descriptor)
+            answers.append((type(refused.value), str(refused.value).split(". Detail")[0].replace(table, "T")))
+    assert answers[0] == answers[1] and answers[0][0] is flight.FlightUnauthorizedError
+    with user_client(srv.port, "root", PASSWORD) as root:  # who may read it is told what is missing
+        with pytest.raises(pa.ArrowKeyError, match="not found"):
+            root.get_flight_info(flight.FlightDescriptor.for_command(
+                pack(sql.CommandStatementQuery(query="DESCRIBE sec.no_such_table"))))
+
+
+def test_a_ticket_dies_with_its_account(walled):
+    srv, _, _ = walled
+    add_user(srv, "reader", PASSWORD)
+    srv.users.grant("reader", Grant.parse("read", "sec"))
+    srv.access.forget()
+    with user_client(srv.port, "reader", PASSWORD) as reader:
+        info = reader.get_flight_info(flight.FlightDescriptor.for_path("sec", "secret_t"))
+        statement = reader.get_flight_info(flight.FlightDescriptor.for_command(
+            pack(sql.CommandStatementQuery(query="SELECT count(*) + 1 AS n FROM sec.secret_t"))))
+        assert reader.do_get(info.endpoints[0].ticket).read_all().num_rows > 0  # the account's own
+    srv.users.remove_user("reader")
+    srv.users.add_user("reader", PASSWORD)  # same name, same password: another account
+    srv.users.grant("reader", Grant.parse("read", "sec"))
+    srv.access.forget()
+    with user_client(srv.port, "reader", PASSWORD) as again:
+        for ticket in (info.endpoints[0].ticket, statement.endpoints[0].ticket):
+            with pytest.raises(flight.FlightUnauthorizedError, match="earlier account"):
+                again.do_get(ticket).read_all()
+        fresh = again.get_flight_info(flight.FlightDescriptor.for_path("sec", "secret_t"))
+        assert again.do_get(fresh.endpoints[0].ticket).read_all().num_rows > 0

@@ -107,6 +107,28 @@ def test_reflected_table_has_table_and_unknown_table(engine):
         inspector.get_columns("missing", schema=ns)
 
 
+def test_metadata_tables_are_described_and_queried_but_not_listed(engine, tables):
+    ns, table = _split(TXNS)
+    inspector = sa.inspect(engine)
+    assert not any("$" in name for name in inspector.get_table_names(schema=ns))
+    library = HudiTable.open(tables[1][identifier(TXNS)])
+    for meta in ("timeline", "file_groups", "health"):
+        expected = library.metadata_table(meta)
+        columns = inspector.get_columns(f"{table}${meta}", schema=ns)
+        assert [c["name"] for c in columns] == expected.schema.names, meta
+        assert [type(c["type"]) for c in columns] == [type(sql_type(f.type)) for f in expected.schema], meta
+        assert inspector.has_table(f"{table}${meta}", schema=ns)
+    assert not inspector.has_table(f"{table}$snapshots", schema=ns)
+    file_groups = sa.Table(f"{table}$file_groups", sa.MetaData(), schema=ns, autoload_with=engine)
+    assert not file_groups.primary_key.columns  # the table's key is not its metadata table's
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(file_groups.c.file_id, file_groups.c.base_file_rows)
+                            .order_by(file_groups.c.file_id)).fetchall()
+    expected_rows = library.metadata_table("file_groups").sort_by("file_id")
+    assert [tuple(r) for r in rows] == list(zip(expected_rows["file_id"].to_pylist(),
+                                                expected_rows["base_file_rows"].to_pylist()))
+
+
 # -- queries -----------------------------------------------------------------------------------
 
 

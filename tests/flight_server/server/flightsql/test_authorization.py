@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
+from flight_server.client.sql.flightsql import like_literal
 from flight_server.protocol import pack, sql, unpack
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
@@ -157,12 +158,29 @@ def test_count_tickets_are_authorized_again(server, client):
     assert server.calls == [("read", A)]
 
 
-@pytest.mark.parametrize("name", ["mor_only", "cow_only", "missing", "mor_only_ro", "cow_only_ro", "missing_ro"])
+@pytest.mark.parametrize("name", ["mor_only", "cow_only", "missing", "mor_only_ro", "cow_only_ro", "missing_ro",
+                                  "mor_only$timeline", "cow_only$file_groups", "missing$timeline", "mor_only$nothing"])
 def test_missing_and_not_yours_get_one_answer(client, name):
-    """Existing or not, merge-on-read or not: a caller without the right learns nothing."""
+    """Existing or not, merge-on-read or not, the table or a metadata table of it: a caller
+    without the right learns nothing."""
     with pytest.raises(flight.FlightUnauthorizedError) as caught:
-        _info(client, f"SELECT * FROM {SECRET}.{name}")
+        _info(client, f'SELECT * FROM {SECRET}."{name}"')
     assert str(caught.value).split(". Detail")[0] == f"no read right on table {SECRET}.{name}"
+
+
+def test_a_metadata_table_is_authorized_like_its_table(server, client):
+    namespace, table = A.split(".")
+    info = _info(client, f'SELECT * FROM {namespace}."{table}$timeline"')
+    assert ("read", A) in server.calls
+    server.calls.clear()
+    assert client.do_get(info.endpoints[0].ticket).read_all().num_rows > 0
+    assert server.calls == [("read", A)]
+    denied_namespace, denied = DENIED.split(".")
+    with pytest.raises(flight.FlightUnauthorizedError):
+        _info(client, f'SELECT * FROM {denied_namespace}."{denied}$commits"')
+    listed = client.get_flight_info(flight.FlightDescriptor.for_command(pack(sql.CommandGetTables(
+        db_schema_filter_pattern=denied_namespace, table_name_filter_pattern=like_literal(f"{denied}$commits")))))
+    assert client.do_get(listed.endpoints[0].ticket).read_all().num_rows == 0
 
 
 @pytest.mark.parametrize("name", ["mor_only", "missing"])

@@ -1,7 +1,7 @@
 """What generic Flight SQL clients need beyond the protocol's core: column metadata on results,
 empty foreign keys, table types in any case, catalog statements (SHOW/DESCRIBE) as reads,
-``struct.field``, typed prepared-statement parameters, and every row in one endpoint for clients
-that read only the first (``x-hudi-flight-single-endpoint``)."""
+``struct.field``, typed prepared-statement parameters, and every row in the first endpoint for
+clients not known to read them all (flightsql-dbapi's wire behaviour)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,12 @@ import sqlalchemy
 
 from catalog.hudi_table import HudiTable
 from catalog.plan.options import ReadOptions
+from flight_server.client.session import HudiFlightClient
+from flight_server.client.sql import flightsql
 from flight_server.protocol import pack, sql, unpack
-from flight_server.protocol.headers import SINGLE_ENDPOINT_HEADER
+from flight_server.protocol.headers import ALL_ENDPOINTS_HEADER, SINGLE_ENDPOINT_HEADER
 from flight_server.server.flightsql import column_metadata as cm
+from flight_server.server.flightsql.single_endpoint import reads_all_endpoints
 from flight_server.server.sql.parameters import parameter_schema
 from flight_server.server.sql.planner import parse_query, plan_select
 from flight_server.server.sql.show import DescribeTable, ShowTables, catalog_statement
@@ -193,18 +196,93 @@ def test_executing_an_unbound_handle_names_the_flow(client):
         client.get_flight_info(descriptor)
 
 
-# -- one endpoint ------------------------------------------------------------------------------
+# -- endpoints: every row for a client that reads only the first -------------------------------
 
 
-def test_single_endpoint_header_gives_every_row_in_the_first_endpoint(client, sql_tables):
-    query = _query(f"SELECT * FROM {TABLE}")
-    default = client.get_flight_info(query)
-    assert len(default.endpoints) > 1  # the case first-endpoint-only clients lose rows in
-    options = flight.FlightCallOptions(headers=[(SINGLE_ENDPOINT_HEADER.encode(), b"true")])
-    info = client.get_flight_info(query, options)
-    assert len(info.endpoints) == 1
-    first = client.do_get(info.endpoints[0].ticket, options).read_all()
-    assert_same_rows(first, HudiTable.open(sql_tables[1][TABLE]).read())
+class FirstEndpointOnly:
+    """flightsql-dbapi 0.2.2 on the wire (its flightsql/client.py and dbapi.py): a plain
+    ``pyarrow.flight`` client (user-agent ``grpc-c++/...``) sending its ``metadata`` as headers,
+    ``GetFlightInfo`` of the statement (a prepared one: ``CreatePreparedStatement``, then
+    ``GetFlightInfo`` of the handle), then ``DoGet`` of ``info.endpoints[0]`` only. The package
+    itself pins SQLAlchemy < 2, so it cannot be installed beside ours."""
+
+    def __init__(self, port: int, metadata: dict[str, str] | None = None):
+        self.client = flight.FlightClient(f"grpc://127.0.0.1:{port}")
+        headers = [(k.encode(), v.encode()) for k, v in (metadata or {}).items()]
+        self.options = flight.FlightCallOptions(headers=headers)
+
+    def info(self, query: str) -> flight.FlightInfo:
+        return self.client.get_flight_info(_query(query), self.options)
+
+    def execute(self, query: str) -> pa.Table:
+        return self.client.do_get(self.info(query).endpoints[0].ticket).read_all()
+
+    def execute_prepared(self, query: str) -> pa.Table:
+        action = flight.Action(CREATE_PREPARED, pack(sql.ActionCreatePreparedStatementRequest(query=query)))
+        handle = unpack(next(iter(self.client.do_action(action, self.options))).body.to_pybytes())
+        command = _command(sql.CommandPreparedStatementQuery(
+            prepared_statement_handle=handle.prepared_statement_handle))
+        info = self.client.get_flight_info(command, self.options)
+        return self.client.do_get(info.endpoints[0].ticket).read_all()
+
+
+CREATE_PREPARED = "CreatePreparedStatement"
+MOR = "sample_table_mor_avro.v9_txns_simple_meta"
+
+
+@pytest.fixture(scope="module")
+def first_only(sql_server):
+    c = FirstEndpointOnly(sql_server.port)
+    yield c
+    c.client.close()
+
+
+@pytest.mark.parametrize("table", [TABLE, MOR])
+def test_a_first_endpoint_only_client_gets_every_row_by_default(first_only, sql_server, sql_tables, table):
+    query = f"SELECT * FROM {table}"
+    reader = FirstEndpointOnly(sql_server.port, {ALL_ENDPOINTS_HEADER: "true"})
+    assert len(reader.info(query).endpoints) > 1  # a table first-endpoint-only clients lost rows of
+    reader.client.close()
+    expected = HudiTable.open(sql_tables[1][table]).read()
+    assert len(first_only.info(query).endpoints) == 1
+    for got in (first_only.execute(query), first_only.execute_prepared(query)):
+        assert_same_rows(got, expected, exact_types=True)  # the split endpoints' types, every row
+
+
+def test_a_first_endpoint_only_client_reads_every_fixture_table_whole(first_only, sql_tables):
+    for name, path in sorted(sql_tables[1].items()):
+        assert_same_rows(first_only.execute(f"SELECT * FROM {name}"), HudiTable.open(path).read(), name)
+
+
+def test_single_endpoint_header_wins_over_a_known_reader(sql_server, sql_tables):
+    reader = FirstEndpointOnly(sql_server.port, {ALL_ENDPOINTS_HEADER: "true", SINGLE_ENDPOINT_HEADER: "true"})
+    try:
+        assert len(reader.info(f"SELECT * FROM {TABLE}").endpoints) == 1
+        assert_same_rows(reader.execute(f"SELECT * FROM {TABLE}"), HudiTable.open(sql_tables[1][TABLE]).read())
+    finally:
+        reader.client.close()
+
+
+def test_adbc_and_our_client_still_get_every_split_endpoint(cursor, sql_server):
+    """The ADBC driver is known by its user-agent; our client sends the opt-in header."""
+    partitions, _ = cursor.adbc_execute_partitions(f"SELECT * FROM {TABLE}")
+    with HudiFlightClient(f"grpc://127.0.0.1:{sql_server.port}") as ours:
+        plan = flightsql.statement_plan(ours, f"SELECT * FROM {TABLE}")
+    assert len(partitions) == len(plan.endpoints) > 1
+
+
+@pytest.mark.parametrize("headers, reads_all", [
+    ({"user-agent": ["ADBC Flight SQL Driver/1.9.0 grpc-go/1.84.0"]}, True),  # as captured, with a version
+    ({"user-agent": ["ADBC Flight SQL Driver (unknown or development build) grpc-go/1.84.0"]}, True),
+    ({"user-agent": ["grpc-java-netty/1.71.0"]}, False),  # the JDBC driver, like every Java Flight client
+    ({"user-agent": ["grpc-java-netty/1.71.0"], ALL_ENDPOINTS_HEADER: ["true"]}, True),  # its URL parameter
+    ({"user-agent": ["grpc-c++/1.78.0"]}, False),  # pyarrow: flightsql-dbapi and hand-written clients
+    ({ALL_ENDPOINTS_HEADER: ["no"]}, False),
+    ({"user-agent": ["ADBC Flight SQL Driver/1.9.0"], SINGLE_ENDPOINT_HEADER: ["TRUE"]}, False),
+    ({}, False),
+])
+def test_which_clients_read_every_endpoint(headers, reads_all):
+    assert reads_all_endpoints(headers) is reads_all
 
 
 def test_sqlalchemy_adbc_reflects_tables_types_and_keys(sql_server, sql_tables):

@@ -9,9 +9,11 @@ import datetime
 import zoneinfo
 
 import pyarrow.compute as pc
+import pyarrow.flight as flight
 import pytest
 
 from catalog.hudi_table import HudiTable
+from flight_server.protocol.headers import ALL_ENDPOINTS_HEADER
 from flight_server.server.config import ServerConfig
 from flight_server.server.registry import Registry
 from flight_server.server.security.users import Grant
@@ -40,9 +42,32 @@ def secure_server(sql_tables, pki, tmp_path_factory):
         yield srv
 
 
+class _DoGets(flight.ServerMiddlewareFactory):
+    """Counts the DoGet calls, by whether they carried the all-endpoints header."""
+
+    def __init__(self):
+        self.counts = {True: 0, False: 0}
+
+    def start_call(self, info, headers):
+        if info.method == flight.FlightMethod.DO_GET:
+            self.counts[ALL_ENDPOINTS_HEADER in headers] += 1
+
+
 @pytest.fixture(scope="module")
-def results(sql_server, sql_tables, secure_server, pki, tmp_path_factory):
+def counted_server(sql_tables, tmp_path_factory):
+    """A server serving TXNS that counts the DoGet calls it answers."""
+    registry = Registry("sqlite://")
+    registry.register_table(TXNS, sql_tables[1][TXNS])
+    do_gets = _DoGets()
+    config = ServerConfig(port=0, state_dir=str(tmp_path_factory.mktemp("jdbc-counted")), sql_threads=1)
+    with running_server(config, registry=registry, middleware={"do-gets": do_gets}) as srv:
+        yield srv, do_gets
+
+
+@pytest.fixture(scope="module")
+def results(sql_server, sql_tables, secure_server, counted_server, pki, tmp_path_factory):
     plain = url(sql_server.port)
+    counted = counted_server[0].port
     ca, _ = pki
     secure = url(secure_server.port, tls=True, tlsRootCerts=str(ca.ca_cert), user="reader", password=PASSWORD)
     wrong = url(secure_server.port, tls=True, tlsRootCerts=str(ca.ca_cert), user="reader", password="wrong")
@@ -66,15 +91,25 @@ def results(sql_server, sql_tables, secure_server, pki, tmp_path_factory):
          "timestamp:__TS__"),
         ("to_los_angeles", plain, "timezone", "America/Los_Angeles"),
         ("select_nested_la", plain, "query", f"SELECT id, name, decimalField, dateField, timestampField FROM {NESTED}"),
+        ("meta_timeline", plain, "query", f'SELECT * FROM {_meta(MOR, "timeline")}'),
+        ("meta_file_groups", plain, "query", f'SELECT * FROM {_meta(MOR, "file_groups")} ORDER BY file_id'),
+        ("meta_health", plain, "query", f'SELECT "check", status, threshold FROM {_meta(TXNS, "health")}'),
         ("secure", secure, "query", f"SELECT * FROM {TXNS}"),
         ("secure_ungranted", secure, "query", f"SELECT count(*) FROM {MOR}"),
         ("secure_wrong_password", wrong, "query", f"SELECT count(*) FROM {TXNS}"),
+        ("endpoints_default", url(counted), "query", f"SELECT * FROM {TXNS}"),
+        ("endpoints_all", url(counted, **{ALL_ENDPOINTS_HEADER: "true"}), "query", f"SELECT * FROM {TXNS}"),
     ]
     steps += [(f"every:{name}", plain, "query", f"SELECT * FROM {name}") for name in sorted(sql_tables[1])]
     nested = _table(sql_tables, NESTED).read()
     instant = _java_instant(nested.sort_by("id").column("timestampField")[0].as_py())
     steps = [tuple(f.replace("__TS__", instant) for f in step) for step in steps]
     return run_steps(steps, tmp_path_factory.mktemp("jdbc"))
+
+
+def _meta(identifier: str, name: str) -> str:
+    namespace, table = identifier.split(".")
+    return f'{namespace}."{table}${name}"'
 
 
 def _java_instant(value: datetime.datetime) -> str:
@@ -136,6 +171,25 @@ def test_keys(results):
     assert (meta["imported_keys"], meta["exported_keys"], meta["cross_reference"]) == (0, 0, 0)
 
 
+def _strings(table) -> list[list[str | None]]:
+    """The rows of ``table`` as the driver's getString writes them (booleans as true/false)."""
+    def text(value):
+        return None if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+    return [[text(v) for v in row.values()] for row in table.to_pylist()]
+
+
+def test_metadata_tables(results, sql_tables):
+    mor = _table(sql_tables, MOR)
+    timeline = _ok(results, "meta_timeline")
+    assert [c[0] for c in timeline["columns"]] == mor.metadata_table("timeline").column_names
+    assert timeline["rows"] == _strings(mor.metadata_table("timeline"))
+    groups = _ok(results, "meta_file_groups")
+    assert groups["rows"] == _strings(mor.metadata_table("file_groups").sort_by("file_id"))
+    health = _ok(results, "meta_health")
+    expected = _table(sql_tables, TXNS).metadata_table("health").select(["check", "status", "threshold"])
+    assert health["rows"] == _strings(expected)
+
+
 # -- statements ---------------------------------------------------------------------------------
 
 
@@ -146,6 +200,14 @@ def test_select_star_reads_every_endpoint(results, sql_tables):
     assert names == expected.schema.names
     ids = sorted(row[names.index("txn_id")] for row in result["rows"])
     assert ids == sorted(str(v) for v in expected.column("txn_id").to_pylist())
+
+
+def test_endpoints_one_by_default_every_split_when_asked(results, counted_server, sql_tables):
+    """The driver's user-agent is any Java Flight client's: by default it gets one endpoint; with
+    the URL parameter (sent as a header) one per split, which it fetches, every row either way."""
+    expected = _table(sql_tables, TXNS).read().num_rows
+    assert len(_ok(results, "endpoints_default")["rows"]) == len(_ok(results, "endpoints_all")["rows"]) == expected
+    assert counted_server[1].counts[False] == 1 and counted_server[1].counts[True] > 1
 
 
 def test_every_served_fixture_table_reads_through_jdbc(results, sql_tables):

@@ -12,12 +12,13 @@ import time
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
+import sqlglot
 
 from flight_server.protocol import pack, sql
 from flight_server.server.config import ServerConfig
 from flight_server.server.security.budgets import ServerBusyError
-from flight_server.server.security.limits import LimitExceededError
-from flight_server.server.sql import engine
+from flight_server.server.security.limits import LimitExceededError, Limits
+from flight_server.server.sql import bounds, engine
 from flight_server.server.sql.watchdog import MEMORY, Watchdog
 from tests.support.processes import ServeProcess, poll
 from tests.support.servers import running_server
@@ -104,6 +105,18 @@ def test_shutdown_interrupts_running_queries(sql_tables, tmp_path):
     ("SELECT lpad('x', 2000000000, 'y')", "max_sql_generated_values"),
     ("SELECT printf('%1000000000d', 1)", "max_sql_generated_values"),
     ("SELECT list_resize([1], 100000000)", "max_sql_generated_values"),
+    ("SELECT length(printf('%*d', 1000000000, 1))", "printf takes a width or precision from an argument"),
+    ("SELECT printf('%.*f', 1000000000, 1.5)", "printf takes a width or precision from an argument"),
+    ("SELECT format('{:>{}}', 1, 1000000000)", "format takes a width or precision from an argument"),
+    ("SELECT len(flatten(list_transform(range(999999), x -> range(999999))))",
+     "list_transform builds 1000000 values for each of 1000000 elements"),
+    ("SELECT list_transform(range(1000), x -> list_transform(range(1000), y -> repeat('ab', 10)))",
+     "list_transform builds .* values for each of 1001 elements"),
+    ("SELECT [range(1000) for x in range(10000)]", "a list comprehension builds"),
+    ("SELECT list_filter(range(2000), x -> len(range(1000)) > x)", "list_filter builds"),
+    ("SELECT list_transform(l, x -> range(3)) FROM (SELECT [1, 2] AS l)", "list of unknown size"),
+    ("SELECT length(repeat(repeat('x', 1000000), 1000000))", "repeat builds a value longer"),
+    ("SELECT length(replace(repeat('x', 100000), 'x', repeat('y', 100000)))", "replace builds a value longer"),
     (f"SELECT * FROM {TABLE} WHERE txn_id IN ({','.join(map(str, range(10001)))})", "max_in_values"),
     ("SELECT " + " + ".join(["1"] * 400), "max_sql_depth"),
     ("SELECT " + ", ".join(["1"] * 30000), "max_sql_tokens"),
@@ -115,9 +128,32 @@ def test_sql_past_a_bound_is_refused_by_name(client, query, bound):
     assert time.process_time() - started < 5
 
 
+def test_nested_generators_are_sized_once_each(monkeypatch):
+    """Each node of a statement is sized once: 18 nested repeats (a repeat sized its argument
+    again, and that one its own, ...) would be 2^18 walks."""
+    nested = "SELECT " + "repeat(" * 18 + "'x'" + ", 1)" * 18
+    query = sqlglot.parse_one(nested, read="duckdb")
+    calls = []
+    original = bounds._Generated._size_of
+
+    def counting(self, node):
+        calls.append(node)
+        return original(self, node)
+
+    monkeypatch.setattr(bounds._Generated, "_size_of", counting)
+    bounds.check_query(query, Limits())
+    assert len(calls) == len(list(query.bfs()))
+
+
 def test_small_generated_values_still_work(client):
-    info = client.get_flight_info(_command("SELECT len(range(1000)) AS n, repeat('ab', 3) AS s"))
-    assert client.do_get(info.endpoints[0].ticket).read_all().to_pylist() == [{"n": 1000, "s": "ababab"}]
+    info = client.get_flight_info(_command(
+        "SELECT len(range(1000)) AS n, repeat('ab', 3) AS s, printf('%3d|%-2s|%.1f', 7, 'a', 1.25) AS p, "
+        "format('{{}}{:>3}', 1) AS f, len(flatten(list_transform(range(10), x -> range(5)))) AS m, "
+        "list_transform(l, x -> x + 1) AS l FROM (SELECT [1, 2] AS l)"
+    ))
+    assert client.do_get(info.endpoints[0].ticket).read_all().to_pylist() == [
+        {"n": 1000, "s": "ababab", "p": "  7|a |1.2", "f": "{}  1", "m": 50, "l": [2, 3]}
+    ]
 
 
 def test_the_budget_admits_as_many_queries_as_it_holds():
