@@ -48,7 +48,7 @@ import pyarrow.flight as flight
 
 from catalog.errors import InvalidQueryError
 from catalog.lru import BoundedLRU
-from flight_server.server.security.budgets import ServerBusyError
+from flight_server.server.security.budgets import CallKeys, ServerBusyError
 from flight_server.server.security.limits import LimitExceededError
 from flight_server.server.sql import channel
 from flight_server.server.sql.admission import RETRY_SECONDS, MemoryBudget, parse_bytes
@@ -62,6 +62,20 @@ _KEPT_ENVIRONMENT = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "TMPDIR", "HOME", "
 #: how long a new engine process may take to start (imports on a loaded machine)
 START_SECONDS = 60.0
 _SHUTTING_DOWN = "the server is shutting down"
+#: what an engine process runs first, before any module can start a thread (a process with
+#: threads cannot enter a user namespace): a user and a network namespace of its own, with this
+#: user mapped to itself (files read and spilled as before) and no network interface but a
+#: loopback that is down. Where the kernel refuses, the process runs without them (the engine's
+#: own lock-down still holds); the worker tells which in its first message.
+_BOOTSTRAP = """
+import ctypes, os, runpy
+uid, gid = os.geteuid(), os.getegid()
+if ctypes.CDLL(None, use_errno=True).unshare(0x10000000 | 0x40000000) == 0:
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as f:
+            f.write(text)
+runpy.run_module("flight_server.server.sql.worker", run_name="__main__", alter_sys=True)
+"""
 
 
 def process_memory(settings: EngineSettings) -> int:
@@ -112,10 +126,7 @@ class EngineProcess:
     def __init__(self, settings: EngineSettings):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         arguments = json.dumps(dataclasses.asdict(settings))
-        command = [
-            sys.executable, "-m", "flight_server.server.sql.worker", str(theirs.fileno()), arguments,
-            str(process_memory(settings)),
-        ]
+        command = [sys.executable, "-c", _BOOTSTRAP, str(theirs.fileno()), arguments, str(process_memory(settings))]
         try:
             self._process = _LAUNCHER.start(command, theirs.fileno())
         finally:
@@ -132,6 +143,7 @@ class EngineProcess:
         if not ready.get("ready"):
             self.interrupt()
             raise flight.FlightUnavailableError("the SQL engine could not start; retry later")
+        self.network_isolated = ready.get("network") == "none"
 
     @property
     def pid(self) -> int:
@@ -247,7 +259,10 @@ class SandboxedEngine:
     def __init__(self, settings: EngineSettings):
         settings.check()
         self.settings = settings
-        self.budget = MemoryBudget(settings.memory_budget, settings.memory_limit, settings.admission_wait_seconds)
+        self.budget = MemoryBudget(
+            settings.memory_budget, settings.memory_limit, settings.admission_wait_seconds,
+            settings.queries_per_user, settings.queries_per_connection,
+        )
         self.watchdog = Watchdog()  # memory is bounded where it grows: in the engine processes
         self.processes = EnginePool(lambda: EngineProcess(settings), self.budget.slots)
         self.file_views = NativeViewCounts()
@@ -265,7 +280,8 @@ class SandboxedEngine:
     ) -> pa.Schema:
         """The schema of ``sql``'s result over views of these schemas, asked of an engine process
         once (the query wrapped in ``LIMIT 0`` over empty views: constant folding included) and
-        then remembered."""
+        then remembered. It takes a slot of the budget but none of the caller's share, so a
+        client may plan its next statement while it reads a result."""
         key = schema_key(sql, views)
         known = self._schemas.get(key)
         if known is not None:
@@ -286,12 +302,15 @@ class SandboxedEngine:
         sql: str,
         views: Mapping[str, pa.RecordBatchReader | ds.Dataset],
         cancelled: Callable[[], bool] | None = None,
+        keys: CallKeys | None = None,
     ) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
         """Run ``sql`` over ``views`` in an engine process; the result schema and its batches
-        (streamed; the process is given back when they end or are dropped).
+        (streamed; the process and the caller's share, ``keys``, are given back when they end or
+        are dropped).
 
         Raises:
-            ServerBusyError: the SQL memory budget stayed spent (UNAVAILABLE, retryable).
+            ServerBusyError: the caller's share or the SQL memory budget stayed spent
+                (UNAVAILABLE, retryable).
         """
         specs: dict[str, tuple[str, Any]] = {}
         streamed: dict[str, pa.RecordBatchReader] = {}
@@ -301,7 +320,7 @@ class SandboxedEngine:
             else:
                 specs[name] = (channel.STREAM, len(streamed) + 1)  # descriptor 0 is the result's
                 streamed[name] = view
-        statement = _Statement(self, {"op": channel.RUN, "sql": sql, "views": specs}, streamed, cancelled)
+        statement = _Statement(self, {"op": channel.RUN, "sql": sql, "views": specs}, streamed, cancelled, keys)
         try:
             schema = statement.schema
         except BaseException:
@@ -321,6 +340,7 @@ class _Statement:
         request: dict[str, Any],
         views: Mapping[str, pa.RecordBatchReader],
         cancelled: Callable[[], bool] | None,
+        keys: CallKeys | None = None,
     ):
         self._settings = engine.settings
         self._counts = engine.file_views
@@ -332,7 +352,7 @@ class _Statement:
         try:
             if engine.watchdog.closed:
                 raise flight.FlightUnavailableError(_SHUTTING_DOWN)
-            self._stack.enter_context(engine.budget.admitted())
+            self._stack.enter_context(engine.budget.admitted(keys))
             process = engine.processes.take()
             self._stack.callback(lambda: engine.processes.give_back(process, self._ok))
             self._process = process

@@ -1,7 +1,7 @@
 """An SQL engine process: runs the statements one serving process sends it, one at a time.
 
-Started by :mod:`.sandbox` as ``python -m flight_server.server.sql.worker FD SETTINGS ADDRESS_SPACE``
-with only the channel socket ``FD`` open and a scrubbed environment. Before it reads a request
+Started by :mod:`.sandbox` (``FD SETTINGS ALLOWANCE`` as arguments) with only the channel socket
+``FD`` open, a scrubbed environment and, where the kernel allows, no network. Before it reads a request
 it bounds itself: its address space (``RLIMIT_AS``: every allocation past it fails, so a query
 that builds gigabytes of strings fails with an out-of-memory error instead of growing the
 machine), no core files, and death with its parent (``PR_SET_PDEATHSIG``). Before each
@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from catalog.errors import InvalidQueryError
+from catalog.lru import BoundedLRU
 from flight_server.server.security.budgets import ServerBusyError
 from flight_server.server.security.limits import LimitExceededError
 from flight_server.server.sql import channel
@@ -40,6 +41,8 @@ from flight_server.server.sql.engine import Engine, EngineSettings
 _PR_SET_PDEATHSIG = 1
 #: CPU seconds a statement may use per engine thread, beyond its deadline's wall seconds
 _CPU_SLACK_SECONDS = 5
+#: bytes of datasets kept between statements (a pickled dataset: a few kilobytes per file)
+DATASET_CACHE_BYTES = 16 << 20
 View: TypeAlias = "pa.RecordBatchReader | ds.Dataset"
 
 
@@ -65,6 +68,15 @@ def _bound_process(allowance: int) -> None:
         sys.exit(0)
 
 
+def _network() -> str:
+    """``none`` when this process sees no network interface but loopback (its own namespace)."""
+    try:
+        names = {name for _, name in socket.if_nameindex()}
+    except OSError:
+        return "unknown"
+    return "none" if names <= {"lo"} else "shared"
+
+
 def _bound_cpu(settings: EngineSettings) -> None:
     """Let the next statement use at most its deadline's worth of CPU on every engine thread."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -75,14 +87,30 @@ def _bound_cpu(settings: EngineSettings) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
 
 
-def _views(specs: Mapping[str, tuple[str, Any]], streams: list[BinaryIO]) -> dict[str, View]:
+class _Datasets:
+    """Datasets of local base files as sent, kept by their pickled form: a statement run again
+    gets the same dataset, whose fragments already hold their footers' schemas (unpickled anew,
+    each would read its files' footers again)."""
+
+    def __init__(self, max_bytes: int = DATASET_CACHE_BYTES):
+        self._kept: BoundedLRU[bytes, ds.Dataset] = BoundedLRU("engine process datasets", max_bytes)
+
+    def get(self, pickled: bytes) -> ds.Dataset:
+        dataset = self._kept.get(pickled)
+        if dataset is None:
+            dataset = pickle.loads(pickled)
+            self._kept.put(pickled, dataset, 4 * len(pickled))
+        return dataset
+
+
+def _views(specs: Mapping[str, tuple[str, Any]], streams: list[BinaryIO], datasets: _Datasets) -> dict[str, View]:
     """The request's views: ``streams[i]`` carries the view whose spec is ``(STREAM, i)``."""
     views: dict[str, View] = {}
     for name, (kind, value) in specs.items():
         if kind == STREAM:
             views[name] = pa.ipc.open_stream(streams[value])
         elif kind == DATASET:
-            views[name] = pickle.loads(value)
+            views[name] = datasets.get(value)
         else:
             raise ValueError(f"unknown view kind {kind!r}")
     return views
@@ -109,6 +137,7 @@ def _write(sink: BinaryIO, schema: pa.Schema, batches: Any) -> None:
 
 def serve(control: socket.socket, engine: Engine) -> None:
     """Answer requests until the channel closes."""
+    datasets = _Datasets()
     while True:
         try:
             payload, fds = channel.receive(control, channel.MAX_FDS)
@@ -125,7 +154,7 @@ def serve(control: socket.socket, engine: Engine) -> None:
                 schemas = {name: pa.ipc.read_schema(pa.py_buffer(data)) for name, data in request["views"].items()}
                 _write(files[0], engine.result_schema(request["sql"], schemas), ())
             else:
-                schema, batches = engine.run(request["sql"], _views(request["views"], files))
+                schema, batches = engine.run(request["sql"], _views(request["views"], files, datasets))
                 _write(files[0], schema, batches)
         except (BrokenPipeError, ConnectionResetError):
             status = {"error": "abandoned"}
@@ -146,7 +175,7 @@ def main(argv: list[str]) -> None:
     control = socket.socket(fileno=fd)
     engine = Engine(EngineSettings(**json.loads(settings_json)))
     _bound_process(allowance)
-    channel.send_json(control, {"ready": True})
+    channel.send_json(control, {"ready": True, "network": _network()})
     serve(control, engine)
 
 
