@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow.flight as flight
 
+from catalog.format.log_cache import DecodedLogBlocks
 from catalog.format.row_groups import DecodedRowGroups
 from catalog.plan.splits import FooterCache
 from flight_server.server.actions import ActionServices
@@ -181,6 +182,7 @@ def compose(
         split_results,
         ops,
         DecodedRowGroups(config.point_read_cache_bytes, ops.cache_listener),
+        DecodedLogBlocks(config.log_block_cache_bytes, ops.cache_listener),
     )
     rescan = functools.partial(_scan_warehouses, config, policy, catalog)
     return App(

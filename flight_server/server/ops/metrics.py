@@ -16,7 +16,7 @@ Names (docs/flight.md, "Operations"):
   ``hudi_flight_storage_read_bytes_total``;
 * ``hudi_flight_cache_hits_total{cache}``, ``hudi_flight_cache_misses_total{cache}``,
   ``hudi_flight_cache_evictions_total{cache}``, ``hudi_flight_cache_bytes{cache}``
-  (caches: ``table_states``, ``footers``, ``point_reads``, ``split_results``, ``disk``);
+  (caches: ``table_states``, ``footers``, ``point_reads``, ``log_blocks``, ``split_results``, ``disk``);
 * ``hudi_flight_planning_seconds`` (histogram).
 """
 
