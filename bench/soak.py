@@ -50,7 +50,7 @@ HOSTILE_SQL = {
     "regex": f"SELECT count(*) FROM {NAMESPACE}.{TABLE} WHERE regexp_matches(repeat(uuid, 2000), '(a|aa)*(b|bb)*c$')",
     "lambda string": "SELECT length(list_reduce(list_transform(range(1000), x -> repeat('z', 999999)), (a, b) -> a || b))",
     "lambda lists": "SELECT len(flatten(list_transform(range(999999), x -> range(999999))))",
-    "printf width": "SELECT length(printf('%*d', 1000000000, 1))",
+    "printf width": "SELECT length(printf('%1000000000d', 1))",
 }
 PHASES = ("none", "idle sockets", "200 MB bodies", *HOSTILE_SQL)
 #: the server's settings: hostile SQL reaches the engine (see the module docstring)
