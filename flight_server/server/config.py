@@ -121,6 +121,8 @@ class ServerConfig:
     sql_queries_per_connection: int = EngineSettings.queries_per_connection
     sql_native_scan: bool = EngineSettings.native_scan  # False: every view is fed through Python
     sql_native_reader: bool = EngineSettings.native_reader  # False: local base files scanned through Arrow
+    # how far each SQL engine process's address space may grow ("": twice sql_memory_limit + 1 GiB)
+    sql_process_memory: str = EngineSettings.process_memory
     # transport security (flight_server.server.security.tls): PEM files; tls_client_ca turns on mutual TLS
     tls_cert: str | None = None
     tls_key: str | None = None

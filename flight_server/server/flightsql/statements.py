@@ -58,6 +58,7 @@ from flight_server.server.sql.analyses import Analyses
 from flight_server.server.sql.native_scan import Fragments, native_dataset, native_read_error
 from flight_server.server.sql.parameters import parameter_types
 from flight_server.server.sql.query import Analysis, hudi_options
+from flight_server.server.sql.sandbox import SandboxedEngine
 from flight_server.server.sql.show import CatalogStatement, catalog_statement
 from flight_server.server.sql.stats_count import count_by_stats
 
@@ -129,7 +130,7 @@ class Statements:
     """SQL statements: analysed, planned and read through the calls of the query path."""
 
     def __init__(self, settings: engine.EngineSettings, limits: Limits):
-        self.engine = engine.Engine(settings)
+        self.engine = SandboxedEngine(settings)
         self.analyses = Analyses(limits)
         self.fragments = Fragments()
         self.routes = ScanRoutes()

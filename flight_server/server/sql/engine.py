@@ -62,10 +62,13 @@ class EngineSettings:
     queries_per_connection: int = 0  # ... of one connection (anonymous callers count only here)
     native_scan: bool = True  # plain Parquet base files are scanned by the engine (.native_scan)
     native_reader: bool = True  # ... local ones by its own Parquet reader (.native_files); False: through Arrow
+    process_memory: str = ""  # how far an engine process may grow (.sandbox; "": twice memory_limit + 1 GiB)
 
     def check(self) -> None:
         """Refuse unusable values at start-up (a clear message naming the key)."""
-        for key in ("memory_limit", "max_temp_size", "memory_budget"):
+        for key in ("memory_limit", "max_temp_size", "memory_budget", "process_memory"):
+            if key == "process_memory" and not self.process_memory:
+                continue
             try:
                 parse_bytes(getattr(self, key))
             except ValueError as err:
@@ -125,7 +128,7 @@ def _engine_error(
     return InvalidQueryError(f"SQL engine: {first[:300]}")
 
 
-def _stopped(watch: Watch, settings: EngineSettings) -> Exception | None:
+def stopped_error(watch: Watch, settings: EngineSettings) -> Exception | None:
     """The error of a query the watchdog interrupted (``None``: it was not)."""
     if watch.reason == DEADLINE:
         return flight.FlightTimedOutError(
@@ -142,6 +145,11 @@ def _stopped(watch: Watch, settings: EngineSettings) -> Exception | None:
     if watch.reason is not None:
         return flight.FlightUnavailableError(f"{_SHUTTING_DOWN}; the query was cancelled")
     return None
+
+
+def schema_key(sql: str, views: Mapping[str, pa.Schema]) -> tuple[str, tuple[tuple[str, bytes], ...]]:
+    """What a result schema is a function of: the SQL and its views' schemas (serialised)."""
+    return sql, tuple((name, schema.serialize().to_pybytes()) for name, schema in sorted(views.items()))
 
 
 @dataclass
@@ -187,7 +195,7 @@ class Engine:
         That query (over empty views, planned at once) takes a slot of the budget but not of its
         caller's share: a client may plan its next statement while it still reads a result.
         """
-        key = (sql, tuple((name, schema.serialize().to_pybytes()) for name, schema in sorted(views.items())))
+        key = schema_key(sql, views)
         known = self._schemas.get(key)
         if known is not None:
             return known
@@ -209,7 +217,7 @@ class Engine:
                 lease.ok = watch.reason is None
                 return schema
             except duckdb.Error as err:
-                raise (_stopped(watch, self.settings) or _engine_error(err, self.settings)) from err
+                raise (stopped_error(watch, self.settings) or _engine_error(err, self.settings)) from err
         finally:
             stack.close()
 
@@ -246,7 +254,7 @@ class Engine:
                 result = database.statement(sql).to_arrow_reader(BATCH_ROWS)
         except duckdb.Error as err:
             stack.close()
-            raise (_stopped(watch, self.settings) or _engine_error(err, self.settings, files)) from err
+            raise (stopped_error(watch, self.settings) or _engine_error(err, self.settings, files)) from err
         except BaseException:
             stack.close()
             raise
@@ -318,7 +326,7 @@ class Engine:
         streamed = 0
         with stack:
             while True:
-                stopped = _stopped(watch, self.settings)
+                stopped = stopped_error(watch, self.settings)
                 if stopped is not None:
                     raise stopped
                 try:
@@ -328,9 +336,9 @@ class Engine:
                     lease.ok = watch.reason is None
                     return
                 except duckdb.Error as err:
-                    raise (_stopped(watch, self.settings) or _engine_error(err, self.settings, files)) from err
+                    raise (stopped_error(watch, self.settings) or _engine_error(err, self.settings, files)) from err
                 except pa.ArrowException as err:
-                    stopped = _stopped(watch, self.settings)
+                    stopped = stopped_error(watch, self.settings)
                     if stopped is not None:
                         raise stopped from err
                     raise InvalidQueryError(f"SQL engine: {str(err).splitlines()[0][:300]}") from err
@@ -340,4 +348,4 @@ class Engine:
                 yield batch
 
 
-__all__ = ["Engine", "EngineSettings", "connect"]
+__all__ = ["SCHEMA_CACHE_BYTES", "Engine", "EngineSettings", "connect", "schema_key", "stopped_error"]

@@ -1,0 +1,183 @@
+"""An SQL engine process: runs the statements one serving process sends it, one at a time.
+
+Started by :mod:`.sandbox` (``FD SETTINGS ALLOWANCE`` as arguments) with only the channel socket
+``FD`` open, a scrubbed environment and, where the kernel allows, no network. Before it reads a request
+it bounds itself: its address space (``RLIMIT_AS``: every allocation past it fails, so a query
+that builds gigabytes of strings fails with an out-of-memory error instead of growing the
+machine), no core files, and death with its parent (``PR_SET_PDEATHSIG``). Before each
+statement its CPU time is bounded to the statement's deadline (``RLIMIT_CPU``: the kernel ends a
+statement that outlives it even if the serving process cannot). It runs the locked-down
+in-process :class:`~.engine.Engine` (pooled databases, native views, bound statements kept
+between statements) over the views the request names: Arrow IPC streams fed by the serving
+process through passed sockets, or datasets of local base files. The result goes back as an
+Arrow IPC stream on the passed result socket, then a JSON status on the channel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import pickle
+import resource
+import signal
+import socket
+import sys
+import traceback
+from typing import Any, BinaryIO, Mapping, TypeAlias
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from catalog.errors import InvalidQueryError
+from catalog.lru import BoundedLRU
+from flight_server.server.security.budgets import ServerBusyError
+from flight_server.server.security.limits import LimitExceededError
+from flight_server.server.sql import channel
+from flight_server.server.sql.channel import DATASET, SCHEMA, STREAM
+from flight_server.server.sql.engine import Engine, EngineSettings
+
+_PR_SET_PDEATHSIG = 1
+#: CPU seconds a statement may use per engine thread, beyond its deadline's wall seconds
+_CPU_SLACK_SECONDS = 5
+#: bytes of datasets kept between statements (a pickled dataset: a few kilobytes per file)
+DATASET_CACHE_BYTES = 16 << 20
+View: TypeAlias = "pa.RecordBatchReader | ds.Dataset"
+
+
+def _address_space() -> int:
+    """This process's virtual memory size now (0 where ``/proc`` does not tell)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _bound_process(allowance: int) -> None:
+    """Bound this process before it runs any SQL (see the module docstring): its address space
+    may grow by ``allowance`` bytes past what the interpreter and the engine's libraries take."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    now = _address_space()
+    if allowance > 0 and now > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (now + allowance, now + allowance))
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() == 1:  # the parent died before the death signal was asked for
+        sys.exit(0)
+
+
+def _network() -> str:
+    """``none`` when this process sees no network interface but loopback (its own namespace)."""
+    try:
+        names = {name for _, name in socket.if_nameindex()}
+    except OSError:
+        return "unknown"
+    return "none" if names <= {"lo"} else "shared"
+
+
+def _bound_cpu(settings: EngineSettings) -> None:
+    """Let the next statement use at most its deadline's worth of CPU on every engine thread."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    used = int(usage.ru_utime + usage.ru_stime)
+    allowed = int(settings.timeout_seconds * max(1, settings.threads)) + _CPU_SLACK_SECONDS
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    soft = used + allowed if hard == resource.RLIM_INFINITY else min(hard, used + allowed)
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+
+
+class _Datasets:
+    """Datasets of local base files as sent, kept by their pickled form: a statement run again
+    gets the same dataset, whose fragments already hold their footers' schemas (unpickled anew,
+    each would read its files' footers again)."""
+
+    def __init__(self, max_bytes: int = DATASET_CACHE_BYTES):
+        self._kept: BoundedLRU[bytes, ds.Dataset] = BoundedLRU("engine process datasets", max_bytes)
+
+    def get(self, pickled: bytes) -> ds.Dataset:
+        dataset = self._kept.get(pickled)
+        if dataset is None:
+            dataset = pickle.loads(pickled)
+            self._kept.put(pickled, dataset, 4 * len(pickled))
+        return dataset
+
+
+def _views(specs: Mapping[str, tuple[str, Any]], streams: list[BinaryIO], datasets: _Datasets) -> dict[str, View]:
+    """The request's views: ``streams[i]`` carries the view whose spec is ``(STREAM, i)``."""
+    views: dict[str, View] = {}
+    for name, (kind, value) in specs.items():
+        if kind == STREAM:
+            views[name] = pa.ipc.open_stream(streams[value])
+        elif kind == DATASET:
+            views[name] = datasets.get(value)
+        else:
+            raise ValueError(f"unknown view kind {kind!r}")
+    return views
+
+
+def _failure(err: BaseException) -> dict[str, Any]:
+    """The status of a failed statement, in words a client may read (no path, no traceback)."""
+    if isinstance(err, MemoryError):
+        return {"error": "memory"}
+    if isinstance(err, ServerBusyError):
+        return {"error": "busy"}
+    if isinstance(err, LimitExceededError):
+        return {"error": "invalid", "message": str(err)}
+    if isinstance(err, InvalidQueryError):
+        return {"error": "invalid", "message": str(err)}
+    return {"error": "failed"}
+
+
+def _write(sink: BinaryIO, schema: pa.Schema, batches: Any) -> None:
+    with pa.ipc.new_stream(sink, schema) as writer:
+        for batch in batches:
+            writer.write_batch(batch)
+
+
+def serve(control: socket.socket, engine: Engine) -> None:
+    """Answer requests until the channel closes."""
+    datasets = _Datasets()
+    while True:
+        try:
+            payload, fds = channel.receive(control, channel.MAX_FDS)
+        except channel.ChannelClosed:
+            return
+        request = pickle.loads(payload)
+        # descriptor 0 carries the result, the others the streamed views (each closed at the end)
+        files: list[BinaryIO] = [os.fdopen(fd, "wb" if i == 0 else "rb") for i, fd in enumerate(fds)]
+        status: dict[str, Any] = {"ok": True}
+        read, declined = engine.file_views.read, engine.file_views.declined
+        try:
+            _bound_cpu(engine.settings)
+            if request["op"] == SCHEMA:
+                schemas = {name: pa.ipc.read_schema(pa.py_buffer(data)) for name, data in request["views"].items()}
+                _write(files[0], engine.result_schema(request["sql"], schemas), ())
+            else:
+                schema, batches = engine.run(request["sql"], _views(request["views"], files, datasets))
+                _write(files[0], schema, batches)
+        except (BrokenPipeError, ConnectionResetError):
+            status = {"error": "abandoned"}
+        except BaseException as err:  # every failure is told; the next request is still served
+            status = _failure(err)
+            if status["error"] == "failed":
+                traceback.print_exc()  # to the operator's log (the client is told no more than "failed")
+        finally:
+            for file in files:
+                with contextlib.suppress(OSError):
+                    file.close()
+        status["native_views"] = [engine.file_views.read - read, engine.file_views.declined - declined]
+        channel.send_json(control, status)
+
+
+def main(argv: list[str]) -> None:
+    fd, settings_json, allowance = int(argv[1]), argv[2], int(argv[3])
+    control = socket.socket(fileno=fd)
+    engine = Engine(EngineSettings(**json.loads(settings_json)))
+    _bound_process(allowance)
+    channel.send_json(control, {"ready": True, "network": _network()})
+    serve(control, engine)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
