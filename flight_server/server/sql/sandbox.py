@@ -161,6 +161,9 @@ class EngineProcess:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._process.wait(timeout=5)
 
+    def alive(self) -> bool:
+        return self._process.poll() is None
+
     def ended_by(self) -> int | None:
         """The signal that ended the process (``None``: it did not end by a signal, or still runs)."""
         code = self._process.poll()
@@ -184,9 +187,14 @@ class EnginePool:
         with self._lock:
             if self._closed:
                 raise flight.FlightUnavailableError(_SHUTTING_DOWN)
-            process = self._idle.pop() if self._idle else None
+            idle, self._idle = self._idle, []
+            alive = [p for p in idle if p.alive()]
+            process = alive.pop() if alive else None
+            self._idle = alive
             if process is None:
                 self.started += 1
+        for dead in set(idle).difference(alive, [process]):
+            dead.close()
         if process is None:
             process = self._start()
         with self._lock:
@@ -354,7 +362,9 @@ class _Statement:
                 raise flight.FlightUnavailableError(_SHUTTING_DOWN)
             self._stack.enter_context(engine.budget.admitted(keys))
             process = engine.processes.take()
-            self._stack.callback(lambda: engine.processes.give_back(process, self._ok))
+            # given back after the watch is released (callbacks run last first): a deadline that
+            # fired meanwhile killed the process, which must not serve the next statement
+            self._stack.callback(lambda: engine.processes.give_back(process, self._ok and self._watch.reason is None))
             self._process = process
             self._watch: Watch = engine.watchdog.watch(process, self._settings.timeout_seconds, cancelled)
             self._stack.callback(engine.watchdog.release, self._watch)
@@ -465,6 +475,10 @@ class _Statement:
         if status.get("ok"):
             return None
         error = status.get("error")
+        if error == "timeout":
+            return flight.FlightTimedOutError(
+                f"limit sql_timeout_seconds ({settings.timeout_seconds:g}) exceeded: the query was cancelled"
+            )
         if error == "memory":
             return InvalidQueryError(
                 f"limit sql_memory_limit ({settings.memory_limit}) exceeded: the query needs more memory"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import json
 import os
 import pickle
@@ -29,6 +30,7 @@ from typing import Any, BinaryIO, Mapping, TypeAlias
 
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.flight as flight
 
 from catalog.errors import InvalidQueryError
 from catalog.lru import BoundedLRU
@@ -41,6 +43,8 @@ from flight_server.server.sql.engine import Engine, EngineSettings
 _PR_SET_PDEATHSIG = 1
 #: CPU seconds a statement may use per engine thread, beyond its deadline's wall seconds
 _CPU_SLACK_SECONDS = 5
+#: seconds past the statement's deadline at which this process's own engine gives up
+_DEADLINE_SLACK_SECONDS = 30
 #: bytes of datasets kept between statements (a pickled dataset: a few kilobytes per file)
 DATASET_CACHE_BYTES = 16 << 20
 View: TypeAlias = "pa.RecordBatchReader | ds.Dataset"
@@ -120,6 +124,8 @@ def _failure(err: BaseException) -> dict[str, Any]:
     """The status of a failed statement, in words a client may read (no path, no traceback)."""
     if isinstance(err, MemoryError):
         return {"error": "memory"}
+    if isinstance(err, flight.FlightTimedOutError):
+        return {"error": "timeout"}
     if isinstance(err, ServerBusyError):
         return {"error": "busy"}
     if isinstance(err, LimitExceededError):
@@ -173,7 +179,9 @@ def serve(control: socket.socket, engine: Engine) -> None:
 def main(argv: list[str]) -> None:
     fd, settings_json, allowance = int(argv[1]), argv[2], int(argv[3])
     control = socket.socket(fileno=fd)
-    engine = Engine(EngineSettings(**json.loads(settings_json)))
+    settings = EngineSettings(**json.loads(settings_json))
+    # the serving process kills a statement at its deadline; this engine's own watch is a backstop
+    engine = Engine(dataclasses.replace(settings, timeout_seconds=settings.timeout_seconds + _DEADLINE_SLACK_SECONDS))
     _bound_process(allowance)
     channel.send_json(control, {"ready": True, "network": _network()})
     serve(control, engine)
