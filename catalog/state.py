@@ -25,6 +25,7 @@ from catalog.storage import Storage
 from catalog.table.bootstrap import BootstrapIndex, bootstrap_base_path
 from catalog.table.config import TableConfig
 from catalog.table.files import BaseFile
+from catalog.table.partitions import with_dropped_partition_columns
 from catalog.table.internal_schema import (
     LATEST_SCHEMA_KEY,
     SCHEMA_COMMIT,
@@ -121,10 +122,13 @@ class TableState:
         schema (Java's TableSchemaResolver includes them only when populated; hudi-rs agrees).
         """
         text = self.timeline.latest_schema_json() or self.config.create_schema
-        data = avro_to_arrow_schema(text) if text else self._schema_from_base_file()
-        if self.config.populate_meta_fields:
-            return with_meta_columns(data)
-        return without_meta_columns(data)
+        return self._table_schema(avro_to_arrow_schema(text) if text else self._schema_from_base_file())
+
+    def _table_schema(self, data: pa.Schema) -> pa.Schema:
+        """A writer's schema as the table's: meta columns first (when populated), dropped partition
+        columns appended."""
+        data = with_dropped_partition_columns(data, self.config)
+        return with_meta_columns(data) if self.config.populate_meta_fields else without_meta_columns(data)
 
     @cached_property
     def schema_history(self) -> SchemaHistory | None:
@@ -168,8 +172,7 @@ class TableState:
         text = self.timeline.latest_schema_json(instant)
         if not text:
             return self.schema
-        data = avro_to_arrow_schema(text)
-        return with_meta_columns(data) if self.config.populate_meta_fields else without_meta_columns(data)
+        return self._table_schema(avro_to_arrow_schema(text))
 
     def _schema_from_base_file(self) -> pa.Schema:
         files = self.listing.list_files(self.listing.list_partitions())
