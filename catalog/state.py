@@ -62,7 +62,7 @@ class TableState:
     ):
         if config.base_file_format == "LANCE":
             lance_file_module()  # a missing extra is refused when the table is opened, by name
-        elif config.base_file_format != "PARQUET":
+        elif config.base_file_format not in ("PARQUET", "ORC"):
             raise UnsupportedTableError(f"unsupported base file format: {config.base_file_format.lower()}")
         self.storage = storage
         self.config = config

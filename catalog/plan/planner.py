@@ -29,6 +29,7 @@ from catalog.read.context import COMMIT_TIME_COLUMN, ReadContext
 from catalog.state import TableState
 from catalog.table.cdc import CDC_SCHEMA
 from catalog.table.files import FileSlice, Split
+from catalog.table.partitions import dropped_partition_columns
 
 #: partitions whose slices are built together (bounds memory while planning streams)
 PARTITION_BATCH = 256
@@ -235,10 +236,14 @@ def _slices(
         state.metadata_table, at_latest, state.use_record_index, options.read_optimized
     )
     partitions = state.listing.list_partitions()
+    # the stats of a column the data files leave out (its values are the path's) decide nothing
+    dropped = dropped_partition_columns(state.config)
+    index_filters = [f for f in filters if f.column not in dropped]
     if filters:
         partitions = PartitionValuePruner(state.config, state.schema).prune(partitions, filters)
+    if index_filters:
         for pruner in partition_pruners:
-            partitions = pruner.prune(partitions, filters)
+            partitions = pruner.prune(partitions, index_filters)
     view = state.fs_view
     if written is not None:
         view = written.view
@@ -248,9 +253,9 @@ def _slices(
         slices: Sequence[FileSlice] = list(view.latest_file_slices(chunk, instant, options.read_optimized))
         if state.bootstrap_index is not None:
             slices = state.bootstrap_index.with_sources(slices)
-        if filters:
+        if index_filters:
             for slice_pruner in slice_pruners:
-                slices = slice_pruner.prune(slices, filters)
+                slices = slice_pruner.prune(slices, index_filters)
         return slices
 
     if len(partitions) <= PARTITION_BATCH:
