@@ -25,7 +25,6 @@ from catalog.storage import Storage
 from catalog.table.bootstrap import BootstrapIndex, bootstrap_base_path
 from catalog.table.config import TableConfig
 from catalog.table.files import BaseFile
-from catalog.table.partitions import with_dropped_partition_columns
 from catalog.table.internal_schema import (
     LATEST_SCHEMA_KEY,
     SCHEMA_COMMIT,
@@ -34,6 +33,7 @@ from catalog.table.internal_schema import (
     SchemaHistory,
     parse_internal_schemas,
 )
+from catalog.table.partitions import with_dropped_partition_columns
 from catalog.timeline import Timeline
 from catalog.timeline.instant_files import written_file_groups
 

@@ -127,8 +127,8 @@ def aligned_row_groups(metadata: pq.FileMetaData, start: int, length: int) -> li
     return [i for i, s in enumerate(row_group_starts(metadata)) if start <= s < end]
 
 
-class FooterCache(BoundedLRU[tuple[str, int], "CachedFooter | LanceFooter"]):
-    """An LRU of base file footers (Parquet footers, Lance row counts) keyed by (normalised full
+class FooterCache(BoundedLRU[tuple[str, int], "CachedFooter | LanceFooter | OrcFooter"]):
+    """An LRU of base file footers (Parquet footers, Lance and ORC row counts) keyed by (normalised full
     path, size), bounded in bytes (each footer counts its serialized size plus object overhead);
     thread safe.
 

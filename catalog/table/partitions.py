@@ -61,8 +61,7 @@ def with_dropped_partition_columns(schema: pa.Schema, config: TableConfig) -> pa
     from the partition path (:meth:`PartitionScheme.typed_values`)."""
     if not config.drop_partition_columns:
         return schema
-    missing = [pa.field(name, pa.string()) for name in sorted(dropped_partition_columns(config), key=config.partition_fields.index)
-               if schema.get_field_index(name) < 0]
+    missing = [pa.field(name, pa.string()) for name in config.partition_fields if schema.get_field_index(name) < 0]
     return pa.schema([*schema, *missing], metadata=schema.metadata) if missing else schema
 
 
@@ -120,4 +119,10 @@ class PartitionScheme:
         return {name: table.column(name)[0] for name in table.column_names if name != PARTITION_PATH_COLUMN}
 
 
-__all__ = ["PARTITION_PATH_COLUMN", "PartitionScheme", "dropped_partition_columns", "timestamp_fields", "with_dropped_partition_columns"]
+__all__ = [
+    "PARTITION_PATH_COLUMN",
+    "PartitionScheme",
+    "dropped_partition_columns",
+    "timestamp_fields",
+    "with_dropped_partition_columns",
+]
