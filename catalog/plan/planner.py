@@ -179,6 +179,11 @@ def _context(state: TableState, resolved: ResolvedRead, filters: list[BoundFilte
             cond = pc.scalar(True)
             if options.start is not None:
                 cond = cond & (commit_time > options.start)
+            if resolved.incremental_instants and not state.config.is_mor:
+                # Hudi 0.x's copy-on-write range keeps commit times from its first active commit
+                # on: a range reaching archived commits leaves the rows they wrote out (its
+                # merge-on-read range keeps ``(start, end]``; ``catalog.plan.options.resolve``)
+                cond = cond & (commit_time >= min(resolved.incremental_instants))
             if options.end is not None:
                 cond = cond & (commit_time <= options.end)
         expr = cond if expr is None else expr & cond

@@ -91,10 +91,6 @@ def test_reads_equal_hudi(written_table, case):
     path = written_table(table)
     expected = read_result(table.expected, query)
     what = f"{table.key} {query.name} {query.read_kwargs()}"
-    if _reaches_v6_archive(table, query):
-        with pytest.raises(UnsupportedTableError, match="archived commits"):
-            HudiTable.open(path).read(**query.read_kwargs())
-        return
     try:
         ours = HudiTable.open(path).read(**_as_hudi_read_it(table, query))
     except UnsupportedTableError as refused:
@@ -118,15 +114,6 @@ def test_reads_equal_hudi(written_table, case):
 
 #: table feature -> the words of our reader's refusal of some of its queries (never wrong rows)
 OUR_REFUSALS = {"custom_payload": "custom record merge mode / payload is not supported"}
-
-
-def _reaches_v6_archive(table: WrittenTable, query: Query) -> bool:
-    """An incremental range of a table version 6 table reaching archived commits: we refuse it
-    (Hudi 0.15 and the ``hudi`` package answer from the active timeline only)."""
-    manifest = table.manifest()
-    if manifest.table_version != 6 or query.query_type != "incremental" or "archival" not in manifest.features:
-        return False
-    return query.start is None
 
 
 #: Hudi releases whose Spark reader moves partition columns to the end of some answers
