@@ -473,7 +473,8 @@ SERVED_RANGES = [(t, q) for t, q in QUERIES if q.query_type == "incremental" and
 
 
 def _served_range(server, table: WrittenTable, query: Query) -> pa.Table:
-    command = {"table": table.identifier, "query_type": "incremental", "start": query.start, "end": query.end}
+    asked = _as_hudi_read_it(table, query)
+    command = {"table": table.identifier, "query_type": "incremental", "start": asked["start"], "end": asked["end"]}
     with flight.connect(f"grpc://127.0.0.1:{server.port}") as client:
         info = client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(command)))
         parts = [client.do_get(ep.ticket).read_all() for ep in info.endpoints]
@@ -483,7 +484,7 @@ def _served_range(server, table: WrittenTable, query: Query) -> pa.Table:
 def _sql_range(server, table: WrittenTable, query: Query) -> pa.Table:
     with adbc.connect(f"grpc://127.0.0.1:{server.port}") as conn, conn.cursor() as cursor:
         cursor.execute(f"SELECT * FROM hudi_table_changes('{table.identifier}', 'latest_state', "
-                       f"'{query.start}', '{query.end}')")
+                       f"'{_as_hudi_read_it(table, query)['start']}', '{query.end}')")
         return cursor.fetch_arrow_table()
 
 

@@ -299,6 +299,10 @@ def _table_services() -> list[TableSpec]:
         TableSpec("cow_clean_archive", COW, CLEAN_ARCHIVE_STEPS, CLEAN_ARCHIVE, features=("clean", "archival")),
         TableSpec("mor_clean_archive", MOR, CLEAN_ARCHIVE_STEPS, {**CLEAN_ARCHIVE, **INLINE_COMPACT},
                   features=("clean", "archival", "compaction")),
+        # archived commits with every file version kept: incremental ranges from the start reach
+        # the archive of a table nothing was cleaned from (issue 30)
+        *_both("archive_no_clean", CLEAN_ARCHIVE_STEPS, {**CLEAN_ARCHIVE, "hoodie.clean.automatic": "false"},
+               ("archival",), releases=("1.1.1",)),
         *_both("savepoint_restore", (
             INSERT, Sql("CALL create_savepoint('{table}', '{first}')"),
             UPSERT, DELETE, Sql("CALL rollback_to_savepoint('{table}', '{first}')"),
