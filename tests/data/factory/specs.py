@@ -429,8 +429,12 @@ def _dropped_partition_columns() -> list[TableSpec]:
 
 
 def _orc() -> list[TableSpec]:
-    """ORC base files (issue 30): merge-on-read logs stay Avro blocks."""
-    return _both("orc", CORE_STEPS, {"hoodie.table.base.file.format": "ORC"}, ("orc",))
+    """ORC base files (issue 30): merge-on-read logs stay Avro blocks. Not on Hudi 1.0.2: it writes
+    them, but its Spark reader opens every ORC base file as Parquet and fails ("is not a Parquet
+    file. Expected magic number at tail"), so it has no answer to compare with. Hudi 0.15.0
+    refuses to write them (its ``refused.json``)."""
+    return _both("orc", CORE_STEPS, {"hoodie.table.base.file.format": "ORC"}, ("orc",),
+                 releases=("0.15.0", "1.1.1", "1.2.0"))
 
 
 BOOTSTRAP_MODES = ("METADATA_ONLY", "FULL_RECORD")
