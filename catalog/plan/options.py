@@ -273,11 +273,11 @@ class ResolvedRead:
             CDC) written out, so that the same read later sees the same table state.
         instant: the query instant (a requested time); ``None`` for a table without commits.
         incremental_instants: requested times of the commits an incremental or CDC read returns.
-        full_table_scan: the incremental range reaches archived commits of a table (version 8+)
-            the cleaner has cleaned, whose file versions may be gone (or, found by the planner, a
-            file the range wrote is gone); as Hudi 1.x does, the rows then come from the latest
-            snapshot of every file group, kept when their commit time is in range (``instant`` is
-            the latest commit).
+        full_table_scan: the incremental range reaches archived commits of a table (version 8+),
+            whose file versions may be gone (or, found by the planner, a file the range wrote is
+            gone); as Hudi 1.x does, the rows then come from the latest snapshot of every file
+            group, kept when their commit time is in range (``instant`` is the latest commit), and
+            ``_hoodie_file_name`` names the latest slice.
     """
 
     options: ReadOptions
@@ -308,8 +308,9 @@ def resolve(options: ReadOptions, timeline: Timeline) -> ResolvedRead:
         pinned = options
         if options.end is None and chosen:
             pinned = options.replace(end=max(timeline.range_time(i) for i in chosen))
-        if horizon is not None and requested and timeline.needs_archive(min(requested)):
-            # archived commits of a cleaned table: their file versions may be gone
+        if requested and timeline.needs_archive(min(requested)):
+            # archived commits (table version 8+: those of 5 and 6 are left out above): as Hudi 1.x
+            # does, the range is answered by a full table scan
             return ResolvedRead(pinned, commits[-1].requested_time, requested, full_table_scan=True)
         return ResolvedRead(pinned, max(requested) if requested else None, requested)
     if options.as_of is not None and horizon is not None and options.as_of < horizon:
