@@ -26,6 +26,7 @@ from tests.data.factory.archive import Query, read_result
 from tests.data.factory.oracle import SCHEMA_ON_READ
 from tests.data.factory.specs import CDC_MODES, RELEASES, TABLE_VERSIONS, specs_for
 from tests.support.compare import assert_same_rows, hudi_read, rows
+from tests.support.planning import planned_partitions
 from tests.support.servers import serving_tables
 from tests.support.written import WRITTEN_DIR, WrittenTable, base_file_rows, written_queries, written_tables
 
@@ -575,3 +576,35 @@ def test_hudi_0_13_and_0_15_put_partition_columns_last(written_table, release, n
     width = len(partition_columns)
     assert expected.column_names[-width:] == partition_columns and ours[-width:] != partition_columns
     assert sorted(expected.column_names) == sorted(ours)
+
+
+# -- filters on partition columns the data files leave out (issue 30) ------------------------------
+
+DROPPED = [(t, q) for t, q in SNAPSHOTS if "drop_partition_columns" in t.manifest().features]
+#: (column, operator, value) filters on the dropped columns, and the Spark SQL of each
+DROPPED_FILTERS = [(("part", "=", "p1"), "part = 'p1'"), (("part", "!=", "p1"), "part <> 'p1'"),
+                   (("part", ">", "p0"), "part > 'p0'")]
+_COMPARE = {"=": pc.equal, "!=": pc.not_equal, ">": pc.greater}
+
+
+@pytest.mark.parametrize("case", DROPPED, ids=_id)
+@pytest.mark.parametrize(("condition", "sql"), DROPPED_FILTERS, ids=[s for _, s in DROPPED_FILTERS])
+def test_filters_on_dropped_partition_columns(written_server, written_table, case, condition, sql):
+    """A filter on a dropped partition column plans the partitions whose path holds a matching
+    value only (never by the files' statistics, which know nothing of it) and returns exactly
+    Hudi's snapshot rows that match, through the library and Flight SQL."""
+    table, query = case
+    path = written_table(table)
+    column, op, value = condition
+    snapshot = read_result(table.expected, query)
+    expected = snapshot.filter(_COMPARE[op](snapshot[column], value))
+    assert 0 < expected.num_rows < snapshot.num_rows
+    opened = HudiTable.open(path)
+    ours = opened.read(filters=[condition])
+    assert_same_rows(ours, _in_order(table, expected, ours.column_names), f"{table.key} {sql}")
+    wanted = set(expected["_hoodie_partition_path"].to_pylist())
+    assert set(planned_partitions(opened, filters=[condition])) == wanted
+    with adbc.connect(f"grpc://127.0.0.1:{written_server.port}") as conn, conn.cursor() as cursor:
+        cursor.execute(f"SELECT * FROM {table.identifier} WHERE {sql}")
+        served = cursor.fetch_arrow_table()
+    assert_same_rows(served, _in_order(table, expected, served.column_names), f"flight sql {table.key} {sql}")
