@@ -33,6 +33,7 @@ from catalog.table.internal_schema import (
     SchemaHistory,
     parse_internal_schemas,
 )
+from catalog.table.partitions import with_dropped_partition_columns
 from catalog.timeline import Timeline
 from catalog.timeline.active import load_config_and_timeline
 from catalog.timeline.instant_files import written_file_groups
@@ -62,7 +63,7 @@ class TableState:
     ):
         if config.base_file_format == "LANCE":
             lance_file_module()  # a missing extra is refused when the table is opened, by name
-        elif config.base_file_format != "PARQUET":
+        elif config.base_file_format not in ("PARQUET", "ORC"):
             raise UnsupportedTableError(f"unsupported base file format: {config.base_file_format.lower()}")
         self.storage = storage
         self.config = config
@@ -123,10 +124,13 @@ class TableState:
         schema (Java's TableSchemaResolver includes them only when populated; hudi-rs agrees).
         """
         text = self.timeline.latest_schema_json() or self.config.create_schema
-        data = avro_to_arrow_schema(text) if text else self._schema_from_base_file()
-        if self.config.populate_meta_fields:
-            return with_meta_columns(data)
-        return without_meta_columns(data)
+        return self._table_schema(avro_to_arrow_schema(text) if text else self._schema_from_base_file())
+
+    def _table_schema(self, data: pa.Schema) -> pa.Schema:
+        """A writer's schema as the table's: meta columns first (when populated), dropped partition
+        columns appended."""
+        data = with_dropped_partition_columns(data, self.config)
+        return with_meta_columns(data) if self.config.populate_meta_fields else without_meta_columns(data)
 
     @cached_property
     def schema_history(self) -> SchemaHistory | None:
@@ -170,8 +174,7 @@ class TableState:
         text = self.timeline.latest_schema_json(instant)
         if not text:
             return self.schema
-        data = avro_to_arrow_schema(text)
-        return with_meta_columns(data) if self.config.populate_meta_fields else without_meta_columns(data)
+        return self._table_schema(avro_to_arrow_schema(text))
 
     def _schema_from_base_file(self) -> pa.Schema:
         files = self.listing.list_files(self.listing.list_partitions())

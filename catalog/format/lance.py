@@ -157,7 +157,7 @@ def read_lance(
             local = copy.path if copy is not None else storage.full_path(path)
             metadata = lance_file.LanceFileReader(local).metadata()
             physical = metadata.schema
-            columns, rename = file_columns_to_read(schema, physical, source_names)
+            columns, rename = file_columns_to_read(schema, physical, source_names, constants)
             if copy is not None:
                 copy.complete(metadata, columns or physical.names[:1])
             # No column to read (a count, or only absent columns): read the first one for the row count.

@@ -125,15 +125,22 @@ def rows_matching(table: pa.Table, expr: pc.Expression) -> pa.Table:
 
 
 def file_columns_to_read(
-    schema: pa.Schema, physical: pa.Schema, source_names: Mapping[str, str] | None
+    schema: pa.Schema,
+    physical: pa.Schema,
+    source_names: Mapping[str, str] | None,
+    constants: Mapping[str, pa.Scalar] | None = None,
 ) -> tuple[list[str], dict[str, str] | None]:
     """The file's columns to decode for ``schema``, and (schema on read) file name -> query name.
 
     ``source_names`` maps query names to file names; columns it leaves out are absent from the file.
+    Columns of ``constants`` are never decoded: a partition column the table leaves out of its data
+    files comes from the path even where a file holds it (Hudi 1.1 writes it into the base file a
+    merge rewrites, null for the rows it carries over; Hudi's readers take the path's value).
     """
+    names = [n for n in schema.names if not constants or n not in constants]
     if source_names is None:
-        return [name for name in schema.names if physical.get_field_index(name) >= 0], None
-    to_query = {source_names[n]: n for n in schema.names if n in source_names}
+        return [name for name in names if physical.get_field_index(name) >= 0], None
+    to_query = {source_names[n]: n for n in names if n in source_names}
     return [c for c in to_query if physical.get_field_index(c) >= 0], to_query
 
 
@@ -168,12 +175,19 @@ def conform_batches(
 
 
 def _pushable(
-    expr: pc.Expression | None, filter_columns: Sequence[str], physical: pa.Schema, schema: pa.Schema
+    expr: pc.Expression | None,
+    filter_columns: Sequence[str],
+    physical: pa.Schema,
+    schema: pa.Schema,
+    constants: Mapping[str, pa.Scalar] | None,
 ) -> bool:
-    """Only hand the filter to the Parquet reader when the file has its columns with the table's types."""
+    """Only hand the filter to the Parquet reader when the file has its columns with the table's
+    types (and none of them is a constant, whose value the file does not hold)."""
     if expr is None:
         return False
     for name in filter_columns:
+        if constants and name in constants:
+            return False
         idx = physical.get_field_index(name)
         if idx < 0 or not physical.field(idx).type.equals(schema.field(name).type):
             return False
@@ -247,8 +261,8 @@ def read_parquet(
         raise FileNotFoundError(f"base file missing: {storage.uri}/{path}") from err
     except (pa.ArrowInvalid, OSError) as err:
         raise CorruptTableError(f"cannot read Parquet base file {storage.uri}/{path}: {err}") from err
-    columns, to_query = file_columns_to_read(schema, physical, source_names)
-    pushable = to_query is None and _pushable(filter, filter_columns, physical, schema)
+    columns, to_query = file_columns_to_read(schema, physical, source_names, constants)
+    pushable = to_query is None and _pushable(filter, filter_columns, physical, schema, constants)
     pushed = arrow_fs is not None and pushable
     try:
         # the filter's columns keep their file types: statistics prune row groups by them
@@ -449,8 +463,8 @@ def _read_point(
 
     try:
         footer = decoded.footer(file, footer_of_file)
-        columns, to_query = file_columns_to_read(schema, footer.schema, source_names)
-        pushed = to_query is None and _pushable(filter, filter_columns, footer.schema, schema)
+        columns, to_query = file_columns_to_read(schema, footer.schema, source_names, constants)
+        pushed = to_query is None and _pushable(filter, filter_columns, footer.schema, schema, constants)
         groups = list(row_groups) if row_groups else list(range(footer.metadata.num_row_groups))
         if pushed and filter is not None and len(groups) > 1:
             groups = _row_groups_matching(footer.metadata, groups, filter)

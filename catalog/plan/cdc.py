@@ -51,7 +51,8 @@ def check_cdc_table(state: TableState) -> str:
 
     Raises:
         UnsupportedTableError: CDC is not enabled (Hudi refuses these tables too), meta fields
-            are not populated (no record keys to compare), or the logging mode is unknown.
+            are not populated (no record keys to compare), the logging mode is unknown, or the
+            table drops its partition columns from the data files.
     """
     config = state.config
     if not config.cdc_enabled:
@@ -61,6 +62,12 @@ def check_cdc_table(state: TableState) -> str:
         )
     if not config.populate_meta_fields:
         raise UnsupportedTableError("CDC queries are not supported when meta fields are disabled")
+    if config.drop_partition_columns:
+        raise UnsupportedTableError(
+            "CDC queries of a table that leaves its partition columns out of the data files "
+            "(hoodie.datasource.write.drop.partition.columns) are not supported: Hudi's change images leave "
+            "those columns out of some images and null in others"
+        )
     mode = config.cdc_logging_mode
     if mode not in LOGGING_MODES:
         raise UnsupportedTableError(f"CDC supplemental logging mode {mode!r} is not supported")

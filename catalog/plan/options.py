@@ -273,11 +273,11 @@ class ResolvedRead:
             CDC) written out, so that the same read later sees the same table state.
         instant: the query instant (a requested time); ``None`` for a table without commits.
         incremental_instants: requested times of the commits an incremental or CDC read returns.
-        full_table_scan: the incremental range reaches archived commits of a table (version 8+)
-            the cleaner has cleaned, whose file versions may be gone (or, found by the planner, a
-            file the range wrote is gone); as Hudi 1.x does, the rows then come from the latest
-            snapshot of every file group, kept when their commit time is in range (``instant`` is
-            the latest commit).
+        full_table_scan: the incremental range reaches archived commits of a table (version 8+),
+            whose file versions may be gone (or, found by the planner, a file the range wrote is
+            gone); as Hudi 1.x does, the rows then come from the latest snapshot of every file
+            group, kept when their commit time is in range (``instant`` is the latest commit), and
+            ``_hoodie_file_name`` names the latest slice.
     """
 
     options: ReadOptions
@@ -292,8 +292,6 @@ def resolve(options: ReadOptions, timeline: Timeline) -> ResolvedRead:
     Raises:
         InvalidInstantError: ``as_of`` lies before the table's first commit, or before the oldest
             instant whose files the cleaner kept (Hudi refuses both).
-        UnsupportedTableError: an incremental range of a table version 5 or 6 table reaching archived
-            commits.
     """
     options = _in_timeline_zone(options, timeline)
     commits = timeline.commits
@@ -302,17 +300,17 @@ def resolve(options: ReadOptions, timeline: Timeline) -> ResolvedRead:
     horizon = timeline.clean_horizon
     if options.incremental:
         chosen = timeline.instants_in_range(options.start, options.end)
+        if not timeline.completion_times:
+            # table version 5 or 6: Hudi 0.x's incremental query (without its full-table-scan
+            # fallback, off by default) returns the range's commits of the active timeline only
+            chosen = [i for i in chosen if not timeline.needs_archive(i.requested_time)]
         requested = tuple(i.requested_time for i in chosen)
         pinned = options
         if options.end is None and chosen:
             pinned = options.replace(end=max(timeline.range_time(i) for i in chosen))
-        if requested and timeline.needs_archive(min(requested)) and not timeline.completion_times:
-            raise UnsupportedTableError(
-                "incremental queries reaching archived commits of a table version 5 or 6 table are not supported "
-                "(Hudi 0.x answers them from the active timeline only)"
-            )
-        if horizon is not None and requested and timeline.needs_archive(min(requested)):
-            # archived commits of a cleaned table: their file versions may be gone
+        if requested and timeline.needs_archive(min(requested)):
+            # archived commits (table version 8+: those of 5 and 6 are left out above): as Hudi 1.x
+            # does, the range is answered by a full table scan
             return ResolvedRead(pinned, commits[-1].requested_time, requested, full_table_scan=True)
         return ResolvedRead(pinned, max(requested) if requested else None, requested)
     if options.as_of is not None and horizon is not None and options.as_of < horizon:

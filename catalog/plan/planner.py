@@ -30,6 +30,7 @@ from catalog.read.context import COMMIT_TIME_COLUMN, ReadContext
 from catalog.state import TableState
 from catalog.table.cdc import CDC_SCHEMA
 from catalog.table.files import FileSlice, Split
+from catalog.table.partitions import dropped_partition_columns
 
 #: partitions whose slices are built together (bounds memory while planning streams)
 PARTITION_BATCH = 256
@@ -187,6 +188,11 @@ def _context(state: TableState, resolved: ResolvedRead, filters: list[BoundFilte
             cond = pc.scalar(True)
             if options.start is not None:
                 cond = cond & (commit_time > options.start)
+            if resolved.incremental_instants and not state.config.is_mor:
+                # Hudi 0.x's copy-on-write range keeps commit times from its first active commit
+                # on: a range reaching archived commits leaves the rows they wrote out (its
+                # merge-on-read range keeps ``(start, end]``; ``catalog.plan.options.resolve``)
+                cond = cond & (commit_time >= min(resolved.incremental_instants))
             if options.end is not None:
                 cond = cond & (commit_time <= options.end)
         expr = cond if expr is None else expr & cond
@@ -244,10 +250,14 @@ def _slices(
         state.metadata_table, at_latest, state.use_record_index, options.read_optimized
     )
     partitions = state.listing.list_partitions()
+    # the stats of a column the data files leave out (its values are the path's) decide nothing
+    dropped = dropped_partition_columns(state.config)
+    index_filters = [f for f in filters if f.column not in dropped]
     if filters:
         partitions = PartitionValuePruner(state.config, state.schema).prune(partitions, filters)
+    if index_filters:
         for pruner in partition_pruners:
-            partitions = pruner.prune(partitions, filters)
+            partitions = pruner.prune(partitions, index_filters)
     view = state.fs_view
     if written is not None:
         view = written.view
@@ -257,9 +267,9 @@ def _slices(
         slices: Sequence[FileSlice] = list(view.latest_file_slices(chunk, instant, options.read_optimized))
         if state.bootstrap_index is not None:
             slices = state.bootstrap_index.with_sources(slices)
-        if filters:
+        if index_filters:
             for slice_pruner in slice_pruners:
-                slices = slice_pruner.prune(slices, filters)
+                slices = slice_pruner.prune(slices, index_filters)
         return slices
 
     if len(partitions) <= PARTITION_BATCH:

@@ -9,6 +9,9 @@ Modelled on Trino's Hudi split manager (and RFC-40's background split loader):
   for the first ``initial_split_count`` splits of a query). A range owns the Parquet row groups
   whose first byte lies inside it, so the ranges tile the file and every row group (hence every
   row) belongs to exactly one split; ranges that own no row group are dropped;
+* an ORC base file without logs is cut into runs of consecutive stripes of about
+  ``target_split_bytes`` (``Split.row_groups`` numbers the stripes), each stripe weighed at its
+  share of the file (pyarrow reads the stripe count from the footer, not the stripes' sizes);
 * weight = clamp(split bytes / ``standard_split_bytes``, ``min_weight``, 1), Trino's
   size-based split weight, so tiny files get small weights.
 
@@ -29,6 +32,7 @@ import pyarrow.parquet as pq
 
 from catalog.errors import CorruptTableError
 from catalog.format.lance import LanceFooter, read_lance_footer
+from catalog.format.orc import OrcFooter, read_orc_footer
 from catalog.format.parquet_ranges import read_footer
 from catalog.lru import BoundedLRU, CacheListener
 from catalog.parallel import bounded_parallel
@@ -124,8 +128,8 @@ def aligned_row_groups(metadata: pq.FileMetaData, start: int, length: int) -> li
     return [i for i, s in enumerate(row_group_starts(metadata)) if start <= s < end]
 
 
-class FooterCache(BoundedLRU[tuple[str, int], "CachedFooter | LanceFooter"]):
-    """An LRU of base file footers (Parquet footers, Lance row counts) keyed by (normalised full
+class FooterCache(BoundedLRU[tuple[str, int], "CachedFooter | LanceFooter | OrcFooter"]):
+    """An LRU of base file footers (Parquet footers, Lance and ORC row counts) keyed by (normalised full
     path, size), bounded in bytes (each footer counts its serialized size plus object overhead);
     thread safe.
 
@@ -155,6 +159,16 @@ class FooterCache(BoundedLRU[tuple[str, int], "CachedFooter | LanceFooter"]):
         if isinstance(hit, LanceFooter):
             return hit
         footer = read_lance_footer(storage, rel_path, size)
+        self.put(key, footer, 256)
+        return footer
+
+    def orc_footer(self, storage: Storage, rel_path: str, size: int) -> OrcFooter:
+        """The row and stripe counts of the ORC base file ``rel_path`` of ``size`` bytes (read on a miss)."""
+        key = self._key(storage, rel_path, size)
+        hit = self.get(key)
+        if isinstance(hit, OrcFooter):
+            return hit
+        footer = read_orc_footer(storage, rel_path)
         self.put(key, footer, 256)
         return footer
 
@@ -240,6 +254,11 @@ class SplitPlanner:
             # Never cut (Lance pages are not aligned to byte ranges): one split, rows from the footer.
             rows = self.footers.lance_footer(self.storage, base_path, base.size).num_rows
             return [self._split(fs, fs.total_size, self._with_log_rows(fs, rows))]
+        if base.extension == "orc":
+            orc_footer = self.footers.orc_footer(self.storage, base_path, base.size)
+            if fs.has_logs or fs.bootstrap_source is not None or orc_footer.num_stripes <= 1:
+                return [self._split(fs, fs.total_size, self._with_log_rows(fs, orc_footer.num_rows))]
+            return self._stripes(fs, orc_footer)
         if base.extension != "parquet":
             # Other formats are refused by the reader; plan them as one unit so it says so.
             return [self._split(fs, fs.total_size, 0)]
@@ -257,6 +276,21 @@ class SplitPlanner:
         if not fs.has_logs or not size:
             return base_rows
         return base_rows + round((fs.total_size - size) * base_rows / size)
+
+    def _stripes(self, fs: FileSlice, footer: OrcFooter) -> list[Split]:
+        """Splits of consecutive stripes of an ORC base file, about ``target_split_bytes`` each.
+        pyarrow gives no stripe sizes or row counts: each stripe is weighed at its share of the
+        file (ORC writers cut stripes of one size)."""
+        assert fs.base_file is not None  # only slices with a base file are cut into stripes
+        count = footer.num_stripes
+        per_stripe = max(1, fs.base_file.size // count)
+        per_split = max(1, self.options.target_split_bytes // per_stripe)
+        out = []
+        for first in range(0, count, per_split):
+            stripes = tuple(range(first, min(first + per_split, count)))
+            rows = footer.num_rows * len(stripes) // count
+            out.append(self._split(fs, per_stripe * len(stripes), rows, row_groups=stripes))
+        return out
 
     def _byte_ranges(self, fs: FileSlice, footer: CachedFooter, budget: _InitialBudget | None) -> list[Split]:
         assert fs.base_file is not None  # only slices with a base file are cut into byte ranges

@@ -13,13 +13,14 @@ from functools import cached_property
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from catalog.errors import UnsupportedTableError
 from catalog.format.parquet_ranges import FooterSource
 from catalog.format.row_groups import PointLookup
 from catalog.storage import Storage
 from catalog.table.cdc import CdcPlan
 from catalog.table.config import TableConfig
 from catalog.table.internal_schema import ColumnMap, SchemaHistory
-from catalog.table.partitions import PartitionScheme
+from catalog.table.partitions import PartitionScheme, dropped_partition_columns
 from catalog.timeline import CommitSet
 
 COMMIT_TIME_COLUMN = "_hoodie_commit_time"
@@ -75,10 +76,23 @@ class ReadContext:
         return self.schema_history.column_map(instant) if self.schema_history is not None else None
 
     def partition_constants(self, partition: str) -> dict[str, pa.Scalar] | None:
-        """Typed partition values for tables whose data files leave partition columns out."""
+        """Typed partition values for tables whose data files leave partition columns out.
+
+        A dropped column the path gives no value for (a timestamp key generator's formatted
+        date, a segment that does not parse as the column's type) is refused by name: it would
+        otherwise read as null."""
         if not self.config.drop_partition_columns:
             return None
-        return self.partition_scheme.typed_values(partition)
+        values = self.partition_scheme.typed_values(partition)
+        unfilled = dropped_partition_columns(self.config) - values.keys()
+        missing = sorted(n for n in unfilled if n in self.read_schema.names)
+        if missing:
+            raise UnsupportedTableError(
+                f"{self.storage.uri}: partition column(s) {', '.join(missing)} are left out of the data files "
+                f"(hoodie.datasource.write.drop.partition.columns) and partition path {partition!r} gives no "
+                "value of their type: reading them is not supported"
+            )
+        return values
 
 
 __all__ = ["COMMIT_TIME_COLUMN", "ReadContext"]

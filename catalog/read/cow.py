@@ -1,7 +1,8 @@
 """Reading a base file for a query: the copy-on-write path, and the base side of a MOR merge.
 
-The file's extension picks the decoder: Parquet (``catalog.format.parquet``) or Lance
-(``catalog.format.lance``, Hudi 1.2); any other format is refused by the Parquet reader by name.
+The file's extension picks the decoder: Parquet (``catalog.format.parquet``), ORC
+(``catalog.format.orc``; ``row_groups`` number its stripes) or Lance (``catalog.format.lance``,
+Hudi 1.2); any other format is refused by the Parquet reader by name.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from catalog.format.lance import read_lance
+from catalog.format.orc import read_orc
 from catalog.format.parquet import read_parquet
 from catalog.read.bootstrap import read_skeleton
 from catalog.read.context import ReadContext
@@ -45,6 +47,17 @@ def read_base(
             fs.base_file_path,
             schema,
             size=fs.base_file.size,
+            filter=filter,
+            constants=constants,
+            source_names=source_names,
+            adapt=adapt,
+        )
+    if fs.base_file.extension == "orc":
+        return read_orc(
+            ctx.storage,
+            fs.base_file_path,
+            schema,
+            stripes=row_groups,
             filter=filter,
             constants=constants,
             source_names=source_names,

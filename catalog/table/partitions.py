@@ -47,6 +47,24 @@ def timestamp_fields(config: TableConfig) -> set[str]:
     return out
 
 
+def dropped_partition_columns(config: TableConfig) -> frozenset[str]:
+    """The partition columns the table leaves out of its data files: their values are the partition
+    path's, so file statistics (the MDT's column and partition stats) say nothing about them."""
+    return frozenset(config.partition_fields) if config.drop_partition_columns else frozenset()
+
+
+def with_dropped_partition_columns(schema: pa.Schema, config: TableConfig) -> pa.Schema:
+    """The table schema of a table whose data files leave the partition columns out
+    (``hoodie.datasource.write.drop.partition.columns``): the writer's schema (in the commit
+    metadata and the files) lacks them, and Hudi's readers append each one missing as a nullable
+    string (Java's ``TableSchemaResolver`` appends them after the data columns), whose values come
+    from the partition path (:meth:`PartitionScheme.typed_values`)."""
+    if not config.drop_partition_columns:
+        return schema
+    missing = [pa.field(name, pa.string()) for name in config.partition_fields if schema.get_field_index(name) < 0]
+    return pa.schema([*schema, *missing], metadata=schema.metadata) if missing else schema
+
+
 class PartitionScheme:
     """How a table's partition paths map to its partition columns."""
 
@@ -101,4 +119,10 @@ class PartitionScheme:
         return {name: table.column(name)[0] for name in table.column_names if name != PARTITION_PATH_COLUMN}
 
 
-__all__ = ["PARTITION_PATH_COLUMN", "PartitionScheme", "timestamp_fields"]
+__all__ = [
+    "PARTITION_PATH_COLUMN",
+    "PartitionScheme",
+    "dropped_partition_columns",
+    "timestamp_fields",
+    "with_dropped_partition_columns",
+]

@@ -36,7 +36,10 @@ SCHEMA_ORDER_RELEASES = ("1.1.1", "1.2.0")
 #: releases whose Spark CDC query loses rows (apache/hudi#14016)
 LOSSY_RELEASES = ("1.0.2",)
 CDC_TABLES = [t for t in written_tables() if "cdc" in t.manifest().features]
-ENABLED = [t for t in CDC_TABLES if "cdc_disabled" not in t.manifest().features]
+#: CDC tables whose data files leave the partition columns out: we refuse their CDC queries (Hudi's
+#: images leave the columns out of base-file inserts and null in logged images)
+DROPPED_PARTITION_COLUMNS = [t for t in CDC_TABLES if "drop_partition_columns" in t.manifest().features]
+ENABLED = [t for t in CDC_TABLES if "cdc_disabled" not in t.manifest().features and t not in DROPPED_PARTITION_COLUMNS]
 ANSWERED = [(t, q) for t in ENABLED for q in t.manifest().queries if q.query_type == "cdc" and q.file]
 REFUSED = [(t, q) for t in CDC_TABLES for q in t.manifest().queries if q.query_type == "cdc" and q.error]
 
@@ -182,3 +185,26 @@ def test_served_cdc_refusal_names_the_table(cdc_server):
     with flight.connect(f"grpc://127.0.0.1:{cdc_server.port}") as client:
         with pytest.raises(pa.ArrowNotImplementedError, match="not a CDC table"):  # Flight UNIMPLEMENTED
             client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(command)))
+
+
+DROPPED_REFUSAL = "partition columns out of the data files"
+
+
+@pytest.mark.parametrize("table", DROPPED_PARTITION_COLUMNS, ids=lambda t: t.key)
+def test_cdc_of_dropped_partition_columns_is_refused_by_name(cdc_server, written_table, table):
+    """Hudi answers these tables' CDC queries with the partition column left out of some images
+    (base-file inserts) and null in others (logged images), filled in yet others (merge-on-read):
+    the stored answers say so. We refuse by name, in the library, through Flight and Flight SQL."""
+    answered = [read_result(table.expected, q) for q in table.manifest().queries if q.query_type == "cdc" and q.file]
+    images = [json.loads(i) for t in answered for i in t.column("after").to_pylist() if i not in (None, "null")]
+    assert images and any(image.get("part") is None for image in images)
+    with pytest.raises(UnsupportedTableError, match=DROPPED_REFUSAL):
+        HudiTable.open(written_table(table)).read(query_type="cdc")
+    command = {"table": table.identifier, "query_type": "cdc"}
+    with flight.connect(f"grpc://127.0.0.1:{cdc_server.port}") as client:
+        with pytest.raises(pa.ArrowNotImplementedError, match=DROPPED_REFUSAL):
+            client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(command)))
+    with adbc.connect(f"grpc://127.0.0.1:{cdc_server.port}") as conn, conn.cursor() as cursor:
+        with pytest.raises(Exception, match=DROPPED_REFUSAL):
+            cursor.execute(f"SELECT * FROM hudi_table_changes('{table.identifier}', 'cdc', 'earliest')")
+            cursor.fetch_arrow_table()

@@ -10,6 +10,7 @@ where the writer put it). CDC queries are compared in ``tests/catalog/test_cdc.p
 from __future__ import annotations
 
 import json
+import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from tests.data.factory.archive import Query, read_result
 from tests.data.factory.oracle import SCHEMA_ON_READ
 from tests.data.factory.specs import CDC_MODES, RELEASES, TABLE_VERSIONS, specs_for
 from tests.support.compare import assert_same_rows, hudi_read, rows
+from tests.support.planning import planned_partitions
 from tests.support.servers import serving_tables
 from tests.support.written import WRITTEN_DIR, WrittenTable, base_file_rows, written_queries, written_tables
 
@@ -90,10 +92,6 @@ def test_reads_equal_hudi(written_table, case):
     path = written_table(table)
     expected = read_result(table.expected, query)
     what = f"{table.key} {query.name} {query.read_kwargs()}"
-    if _reaches_v6_archive(table, query):
-        with pytest.raises(UnsupportedTableError, match="archived commits"):
-            HudiTable.open(path).read(**query.read_kwargs())
-        return
     try:
         ours = HudiTable.open(path).read(**_as_hudi_read_it(table, query))
     except UnsupportedTableError as refused:
@@ -110,21 +108,13 @@ def test_reads_equal_hudi(written_table, case):
         expected = expected.slice(0, 0)  # Hudi 1.1's legacy log scan: pinned below
     if _hudi_0_15_drops_bootstrap_data(table, query):
         expected = _with_data_of(expected, ours)
+    expected = _dropped_partition_values_from_paths(table, query, path, expected)
     ours, expected = _without_partition_path_values(table, query, path, ours, expected)
     assert_same_rows(_blob_paths_in_table(ours, table), _blob_paths_in_table(expected, table), what)
 
 
 #: table feature -> the words of our reader's refusal of some of its queries (never wrong rows)
 OUR_REFUSALS = {"custom_payload": "custom record merge mode / payload is not supported"}
-
-
-def _reaches_v6_archive(table: WrittenTable, query: Query) -> bool:
-    """An incremental range of a table version 6 table reaching archived commits: we refuse it
-    (Hudi 0.15 and the ``hudi`` package answer from the active timeline only)."""
-    manifest = table.manifest()
-    if manifest.table_version != 6 or query.query_type != "incremental" or "archival" not in manifest.features:
-        return False
-    return query.start is None
 
 
 #: Hudi releases whose Spark reader moves partition columns to the end of some answers
@@ -251,6 +241,33 @@ def test_hudi_0_15_mor_bootstrap_incremental_has_null_data(written_table):
     assert expected.num_rows == ours.num_rows == 12
     assert expected["name"].null_count == 12 and ours["name"].null_count == 0
     assert sorted(expected["_hoodie_record_key"].to_pylist()) == sorted(ours["id"].to_pylist())
+
+
+#: Hudi releases whose copy-on-write incremental query answers the partition columns a table
+#: leaves out of its data files (``hoodie.datasource.write.drop.partition.columns``) as nulls; their
+#: snapshot, time travel and merge-on-read ranges fill them from the partition path, as 1.x does
+NULL_DROPPED_PARTITION_COLUMNS_RELEASES = ("0.15.0",)
+
+
+def _dropped_partition_values_from_paths(table: WrittenTable, query: Query, path: str, expected: pa.Table) -> pa.Table:
+    """For a query of ``NULL_DROPPED_PARTITION_COLUMNS_RELEASES`` Hudi answers with null dropped
+    partition columns: check they are all null, then fill each with its segment of the row's
+    ``_hoodie_partition_path`` (``field=value`` when hive-style, else the field's position in
+    ``hoodie.table.partition.fields``); every other column is compared as Hudi answered it."""
+    manifest = table.manifest()
+    if (table.release not in NULL_DROPPED_PARTITION_COLUMNS_RELEASES or "drop_partition_columns" not in manifest.features
+            or manifest.table_type != "COPY_ON_WRITE" or query.query_type != "incremental"):
+        return expected
+    properties = dict(line.split("=", 1) for line in Path(path, ".hoodie", "hoodie.properties").read_text().splitlines()
+                      if "=" in line and not line.startswith("#"))
+    fields = properties["hoodie.table.partition.fields"].split(",")
+    for position, field in enumerate(fields):
+        assert expected[field].null_count == expected.num_rows, "Hudi now fills the column: drop the departure"
+        values = [segments.split("/")[position].removeprefix(f"{field}=")
+                  for segments in expected["_hoodie_partition_path"].to_pylist()]
+        index = expected.schema.get_field_index(field)
+        expected = expected.set_column(index, expected.schema.field(index), pa.array(values, pa.string()))
+    return expected
 
 
 #: Hudi releases whose Spark incremental read includes the commit completed exactly at ``begin``
@@ -450,11 +467,15 @@ def test_served_snapshot_equals_hudi(written_server, written_table, surface, cas
 #: tables whose incremental ranges merge logged updates without the older base file (a late-arriving
 #: update, a log-compaction block): ``catalog/plan/incremental.py``
 RANGE_TABLES = ("0.15.0/mor_payload_default", "1.2.0/mor_merge_event_time", "1.2.0/mor_log_compaction")
-SERVED_RANGES = [(t, q) for t, q in QUERIES if t.key in RANGE_TABLES and q.query_type == "incremental" and q.start]
+#: features whose tables' ranges are served too: partition columns filled from the path, ORC base files
+RANGE_FEATURES = ("drop_partition_columns", "orc")
+SERVED_RANGES = [(t, q) for t, q in QUERIES if q.query_type == "incremental" and q.start and (
+    t.key in RANGE_TABLES or any(f in t.manifest().features for f in RANGE_FEATURES))]
 
 
 def _served_range(server, table: WrittenTable, query: Query) -> pa.Table:
-    command = {"table": table.identifier, "query_type": "incremental", "start": query.start, "end": query.end}
+    asked = _as_hudi_read_it(table, query)
+    command = {"table": table.identifier, "query_type": "incremental", "start": asked["start"], "end": asked["end"]}
     with flight.connect(f"grpc://127.0.0.1:{server.port}") as client:
         info = client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(command)))
         parts = [client.do_get(ep.ticket).read_all() for ep in info.endpoints]
@@ -464,17 +485,18 @@ def _served_range(server, table: WrittenTable, query: Query) -> pa.Table:
 def _sql_range(server, table: WrittenTable, query: Query) -> pa.Table:
     with adbc.connect(f"grpc://127.0.0.1:{server.port}") as conn, conn.cursor() as cursor:
         cursor.execute(f"SELECT * FROM hudi_table_changes('{table.identifier}', 'latest_state', "
-                       f"'{query.start}', '{query.end}')")
+                       f"'{_as_hudi_read_it(table, query)['start']}', '{query.end}')")
         return cursor.fetch_arrow_table()
 
 
 @pytest.mark.parametrize("case", SERVED_RANGES, ids=_id)
 @pytest.mark.parametrize("surface", ["flight", "flight_sql"])
-def test_served_range_equals_hudi(written_server, surface, case):
+def test_served_range_equals_hudi(written_server, written_table, surface, case):
     table, query = case
     fetch = _served_range if surface == "flight" else _sql_range
     ours = fetch(written_server, table, query)
     expected = _in_order(table, read_result(table.expected, query), ours.column_names)
+    expected = _dropped_partition_values_from_paths(table, query, written_table(table), expected)
     assert_same_rows(ours, expected, f"{surface} {table.key} {query.name}")
 
 
@@ -495,6 +517,11 @@ HUDI_RS_DEPARTURES: dict[str, str] = {
     "1.2.0/cow_keygen_custom": "fails: takes 'part:simple' of hoodie.table.partition.fields for a column name",
     "1.2.0/mor_bucket_consistent": "returns no rows from a consistent-hashing bucket index table",
 }
+#: table feature -> how the ``hudi`` package refuses every table that has it (by name)
+HUDI_RS_REFUSED_FEATURES = {
+    "drop_partition_columns": "Only support when `hoodie.datasource.write.drop.partition.columns` is disabled",
+    "orc": "Config value 'ORC' is not supported",
+}
 #: the table versions the ``hudi`` package opens: it refuses Hudi 0.13's version 5 by name
 HUDI_RS_TABLE_VERSIONS = (6, 8, 9)
 
@@ -505,6 +532,11 @@ def test_hudi_package_snapshot_agrees_with_hudi_or_is_pinned(written_table, case
     expected = read_result(table.expected, query)
     if table.manifest().table_version not in HUDI_RS_TABLE_VERSIONS:
         with pytest.raises(Exception, match=f"Found: {table.manifest().table_version}"):
+            hudi_read(written_table(table))
+        return
+    refused = [text for feature, text in HUDI_RS_REFUSED_FEATURES.items() if feature in table.manifest().features]
+    if refused:
+        with pytest.raises(Exception, match=re.escape(refused[0])):
             hudi_read(written_table(table))
         return
     if table.key in HUDI_RS_DEPARTURES:
@@ -544,3 +576,35 @@ def test_hudi_0_13_and_0_15_put_partition_columns_last(written_table, release, n
     width = len(partition_columns)
     assert expected.column_names[-width:] == partition_columns and ours[-width:] != partition_columns
     assert sorted(expected.column_names) == sorted(ours)
+
+
+# -- filters on partition columns the data files leave out (issue 30) ------------------------------
+
+DROPPED = [(t, q) for t, q in SNAPSHOTS if "drop_partition_columns" in t.manifest().features]
+#: (column, operator, value) filters on the dropped columns, and the Spark SQL of each
+DROPPED_FILTERS = [(("part", "=", "p1"), "part = 'p1'"), (("part", "!=", "p1"), "part <> 'p1'"),
+                   (("part", ">", "p0"), "part > 'p0'")]
+_COMPARE = {"=": pc.equal, "!=": pc.not_equal, ">": pc.greater}
+
+
+@pytest.mark.parametrize("case", DROPPED, ids=_id)
+@pytest.mark.parametrize(("condition", "sql"), DROPPED_FILTERS, ids=[s for _, s in DROPPED_FILTERS])
+def test_filters_on_dropped_partition_columns(written_server, written_table, case, condition, sql):
+    """A filter on a dropped partition column plans the partitions whose path holds a matching
+    value only (never by the files' statistics, which know nothing of it) and returns exactly
+    Hudi's snapshot rows that match, through the library and Flight SQL."""
+    table, query = case
+    path = written_table(table)
+    column, op, value = condition
+    snapshot = read_result(table.expected, query)
+    expected = snapshot.filter(_COMPARE[op](snapshot[column], value))
+    assert 0 < expected.num_rows < snapshot.num_rows
+    opened = HudiTable.open(path)
+    ours = opened.read(filters=[condition])
+    assert_same_rows(ours, _in_order(table, expected, ours.column_names), f"{table.key} {sql}")
+    wanted = set(expected["_hoodie_partition_path"].to_pylist())
+    assert set(planned_partitions(opened, filters=[condition])) == wanted
+    with adbc.connect(f"grpc://127.0.0.1:{written_server.port}") as conn, conn.cursor() as cursor:
+        cursor.execute(f"SELECT * FROM {table.identifier} WHERE {sql}")
+        served = cursor.fetch_arrow_table()
+    assert_same_rows(served, _in_order(table, expected, served.column_names), f"flight sql {table.key} {sql}")

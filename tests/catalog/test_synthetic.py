@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from catalog import HudiTable
+from catalog import HudiTable, UnsupportedTableError
 from tests.support.planning import planned_partitions
 
 META = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path",
@@ -72,6 +72,34 @@ def test_url_encoded_values_and_dropped_partition_columns(tmp_path):
     assert result.to_pylist() == [{"id": 1, "region": "a/b"}, {"id": 2, "region": "a/b"}, {"id": 3, "region": "c=d"}]
     assert planned_partitions(table, columns=["id"], filters=[("region", "=", "c=d")]) == ["region=c%3Dd"]
     assert table.read(columns=["id"], filters=[("region", "=", "c=d")]).column("id").to_pylist() == [3]
+
+
+def _dropped_int_partition(tmp_path: Path, folder: str) -> str:
+    """A table partitioned by the int ``grp``, which its data files leave out, whose commit schema
+    keeps the column (with its type), with one file in partition ``folder``."""
+    return _write(
+        tmp_path,
+        {"hoodie.table.partition.fields": "grp", "hoodie.datasource.write.hive_style_partitioning": "true",
+         "hoodie.datasource.write.drop.partition.columns": "true"},
+        [("20240101000000000", _avro([("id", "int"), ("grp", "int")]), {
+            f"{folder}/{FG1}_0-1-1_20240101000000000.parquet": pa.table({"id": pa.array([1, 2], pa.int32())}),
+        })],
+    )
+
+
+def test_a_dropped_partition_column_keeps_the_schemas_type(tmp_path):
+    table = HudiTable.open(_dropped_int_partition(tmp_path, "grp=7"))
+    assert table.schema.field("grp").type == pa.int32()
+    assert table.read(columns=["id", "grp"], filters=[("grp", ">", 5)]).to_pylist() == [
+        {"id": 1, "grp": 7}, {"id": 2, "grp": 7}]
+
+
+def test_a_dropped_partition_column_the_path_gives_no_value_for_is_refused(tmp_path):
+    """Never a column of nulls: a path segment that is not a value of the column's type is refused."""
+    table = HudiTable.open(_dropped_int_partition(tmp_path, "grp=seven"))
+    with pytest.raises(UnsupportedTableError, match="partition column.s. grp are left out of the data files"):
+        table.read(columns=["id", "grp"])
+    assert table.read(columns=["id"]).num_rows == 2  # the column not asked for
 
 
 def test_schema_evolution_across_files(tmp_path):

@@ -62,9 +62,21 @@ def test_incremental_between_consecutive_commits(generated_table, table_type):
     for k in range(1, COMMITS + 1):
         start = times[k - 2][1] if k > 1 else None
         ours = table.read(columns=columns, query_type="incremental", start=start, end=times[k - 1][1])
-        assert_same_rows(ours, expected_table(spec, as_of=k, since=k - 1), f"incremental into commit {k}")
+        expected = expected_table(spec, as_of=k, since=k - 1) if k > ARCHIVED else _latest_written_by(spec, k)
+        assert_same_rows(ours, expected, f"incremental into commit {k}")
     ours = table.read(columns=columns, query_type="incremental")
     assert_same_rows(ours, expected_table(spec), "incremental from the beginning")
+
+
+def _latest_written_by(spec: GeneratorSpec, k: int):
+    """A range reaching archived commits, as Hudi 1.x answers it (a full table scan): the rows of
+    the latest snapshot that commit ``k`` wrote last."""
+    import pyarrow.compute as pc
+
+    since = expected_table(spec, with_meta=True, since=k - 1)
+    later = expected_table(spec, with_meta=True, since=k)["_hoodie_record_key"]
+    rows = since.filter(pc.invert(pc.is_in(since["_hoodie_record_key"], value_set=later)))
+    return rows.select(_data_columns(spec))
 
 
 def test_history_folder_comes_from_the_table_config(generated_copy):
