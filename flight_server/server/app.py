@@ -202,7 +202,7 @@ def compose(
         cluster=cluster,
         queries=queries,
         flight_sql=FlightSqlService(config.sql_engine_settings(), limits),
-        actions=ActionServices(queries, config, policy, time.time(), cluster, rescan),
+        actions=ActionServices(config, policy, time.time(), cluster, rescan),
         discover=discover,
         stop=threading.Event(),
     )

@@ -158,7 +158,7 @@ class FlightSqlService:
         one for an update) and the parameters' types (it binds only into declared parameters)."""
         schema = self.statements.result_schema(call, text, [None] * self.statements.placeholder_count(text))
         parameters = self.statements.parameter_schema(call, text)
-        handle = call.queries.codec.issue(PreparedHandle(call.owner, text))
+        handle = call.issue(PreparedHandle(call.owner, text))
         return sql.ActionCreatePreparedStatementResult(
             prepared_statement_handle=handle,
             dataset_schema=self.statements.infos.serialized(schema),
@@ -178,8 +178,8 @@ class FlightSqlService:
                 raise NotImplementedError("hudi-flight is read-only: Flight SQL updates are not implemented")
             raise _unimplemented(message)
         prepared = self._prepared(call, message.prepared_statement_handle)
-        batch = _parameters(reader, call.queries.limits.max_body_bytes)
-        bound = call.queries.codec.issue(PreparedHandle(prepared.user, prepared.sql, batch))
+        batch = _parameters(reader, call.max_body_bytes)
+        bound = call.issue(PreparedHandle(prepared.user, prepared.sql, batch))
         result = sql.DoPutPreparedStatementResult(prepared_statement_handle=bound)
         # the app_metadata is the bare message (clients unmarshal it directly, not as an Any)
         writer.write(pa.py_buffer(result.SerializeToString()))
@@ -190,11 +190,11 @@ class FlightSqlService:
         A client sends each handle back to the process that issued it (the prepared handle with
         every DoPut, the bound one with the GetFlightInfo that follows): the codec remembers the
         tickets it issued, so redeeming one is a look-up; any other is verified and parsed."""
-        return call.queries.codec.redeem(handle, (PreparedHandle,), None)
+        return call.redeem(handle, (PreparedHandle,))
 
 
 def _action_body(call: Call, body: bytes, cls: type[M]) -> M:
-    call.queries.limits.check_body(body, "action body")
+    call.check_body(body, "action body")
     message = unpack(body)
     if not isinstance(message, cls):
         raise ValueError(f"action body must be a packed {cls.__name__}")

@@ -73,7 +73,7 @@ class TableFacts:
         :mod:`.names`) is pinned, not planned: its schema is fixed."""
         meta = meta_reference(call, identifier)
         if meta is not None and meta.meta is not None:
-            pinned = call.queries.pin_meta(call.open_entry(meta.entry), meta.meta, options.as_of)
+            pinned = call.pin_meta(call.open_entry(meta.entry), meta.meta, options.as_of)
             return ScanFacts(META_TABLES[meta.meta].schema, pinned)
 
         def planned() -> ScanFacts:

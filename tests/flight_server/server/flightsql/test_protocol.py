@@ -274,15 +274,16 @@ def test_engine_itself_reaches_no_file(query):
 def test_engine_read_errors_keep_their_status(client, monkeypatch):
     """When reading a table fails under the engine, the client gets that error's status (a missing
     file: NOT_FOUND, as on the JSON path), not the engine's text."""
-    from flight_server.server.flightsql import statements
+    from catalog.plan.planner import ScanPlan
+    from flight_server.server.query.queries import Queries
 
-    def failing(context, splits, limit=None):
+    def failing(self, scan):
         raise FileNotFoundError("base file vanished")
-        yield  # a generator, like read_splits
+        yield  # a generator, like Queries.read
 
     info = client.get_flight_info(_command(sql.CommandStatementQuery(query=f"SELECT max(amount) FROM {TABLE}")))
-    monkeypatch.setattr(statements, "read_splits", failing)
-    monkeypatch.setattr(statements, "native_dataset", lambda *args: None)  # fed through Python
+    monkeypatch.setattr(Queries, "read", failing)
+    monkeypatch.setattr(ScanPlan, "to_dataset", lambda *args: None)  # fed through Python
     err = _status(lambda: client.do_get(info.endpoints[0].ticket).read_all())
     assert isinstance(err, pa.ArrowKeyError) and "vanished" in str(err), err
 
