@@ -198,3 +198,18 @@ def test_kept_fragments_serve_the_next_statement_and_name_only_its_files(sql_tab
     assert again.to_table().sort_by("txn_id").equals(
         base_file_dataset(plan.context, splits, plan.options).to_table().sort_by("txn_id")
     )
+
+
+def test_a_streamed_view_is_read_through_the_split_result_cache(sql_tables, tmp_path):
+    """A view fed through Python reads its splits as split tickets are read: a statement run again
+    is answered from the split results the first run kept."""
+    registry, _ = sql_tables
+    config = ServerConfig(port=0, state_dir=str(tmp_path), secret=SECRET, sql_memory_limit="512MB", sql_threads=1,
+                          sql_native_scan=False, split_cache_bytes=64 << 20)
+    sql = f"SELECT region, count(*) AS n FROM {COW} GROUP BY region ORDER BY region"
+    with running_server(config, registry=registry) as server:
+        first = _query(server, sql)
+        before = server.app.split_results.stats()
+        assert before.entries > 0 and before.hits == 0
+        assert _query(server, sql).equals(first)
+        assert server.app.split_results.stats().hits - before.hits == before.entries
