@@ -26,7 +26,6 @@ from flight_server.server.flightsql.statements import Statements
 from flight_server.server.query.queries import Call
 from flight_server.server.query.tickets import PreparedHandle
 from flight_server.server.security.limits import LimitExceededError, Limits
-from flight_server.server.sql import engine
 
 M = TypeVar("M", bound=Message)
 SQL_PACKAGE = "arrow.flight.protocol.sql."
@@ -84,8 +83,8 @@ def _no_transactions(message: Message) -> None:
 class FlightSqlService:
     """The Flight SQL front end: each method answers one RPC through the call's query path."""
 
-    def __init__(self, settings: engine.EngineSettings, limits: Limits):
-        self.statements = Statements(settings, limits)
+    def __init__(self, statements: Statements):
+        self.statements = statements
 
     def stop(self) -> None:
         """Interrupt every running SQL query (the server is shutting down)."""

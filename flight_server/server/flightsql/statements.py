@@ -52,8 +52,6 @@ from flight_server.server.flightsql.names import CATALOG, Reference, meta_refere
 from flight_server.server.flightsql.table_facts import TableFacts
 from flight_server.server.query.queries import Call, PlannedScan, expiration_time
 from flight_server.server.query.tickets import CountTicket, PinnedScan, StatementTicket, Ticket, check_owner
-from flight_server.server.security.limits import Limits
-from flight_server.server.sql import engine
 from flight_server.server.sql.analyses import Analyses
 from flight_server.server.sql.native_scan import native_read_error
 from flight_server.server.sql.parameters import parameter_types
@@ -110,7 +108,7 @@ def _combine(name_options: ReadOptions, clause_options: ReadOptions, name: str) 
 
 class ScanRoutes:
     """How many views of engine queries the engine scanned natively, and how many were fed
-    through Python (:mod:`flight_server.server.sql.native_scan`)."""
+    through Python (``ScanPlan.to_dataset``)."""
 
     def __init__(self) -> None:
         self.native = 0
@@ -126,15 +124,27 @@ class ScanRoutes:
 
 
 class Statements:
-    """SQL statements: analysed, planned and read through the calls of the query path."""
+    """SQL statements: analysed, planned and read through the calls of the query path.
 
-    def __init__(self, settings: engine.EngineSettings, limits: Limits):
-        self.engine = SandboxedEngine(settings)
-        self.analyses = Analyses(limits)
-        self.fragments = Fragments()
+    Args:
+        engine: runs the engine SQL (and keeps the result schemas it told).
+        analyses: the statements' templates and analyses kept.
+        fragments: the base files' fragments native scans keep (``ScanPlan.to_dataset``).
+        facts: the scans' schemas, pins and metadata counts kept per table state.
+        infos: the FlightInfos' result schemas in their wire form.
+
+    The caches are built, sized and reported by the composition root (``app.sql_statements``).
+    """
+
+    def __init__(
+        self, engine: SandboxedEngine, analyses: Analyses, fragments: Fragments, facts: TableFacts, infos: FlightInfos
+    ):
+        self.engine = engine
+        self.analyses = analyses
+        self.fragments = fragments
         self.routes = ScanRoutes()
-        self.facts = TableFacts()
-        self.infos = FlightInfos()
+        self.facts = facts
+        self.infos = infos
 
     # -- planning ------------------------------------------------------------------------
     def analyze(self, call: Call, text: str, parameters: Sequence[Any] | None, owner: Ticket | None = None) -> Analysis:
