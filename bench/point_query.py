@@ -2,9 +2,11 @@
 
 The peer is the server as it was before the one-query-path change (commit ``PEER_COMMIT``),
 checked out into a ``git worktree`` under the ignored ``.cache/`` folder and served from there.
-Both are ``hudi-flight serve`` (one process) on loopback over the same generated copy-on-write
-table (metadata table with ``files`` and ``record_index``), warmed up, then asked the same random
-live keys one after the other by one client:
+Both are ``hudi-flight serve`` (one process) on loopback over the same generated table (metadata
+table with ``files`` and ``record_index``), warmed up, then asked the same random live keys one
+after the other by one client. Two tables: copy-on-write (one commit), and merge-on-read with a
+second commit that updated a tenth and deleted a fiftieth of the rows into log files (every file
+group has a log file; a MOR query merges its key's slice):
 
 * ``JSON command``: ``get_flight_info`` of ``{"table", "filters": [["uuid", "=", key]]}`` and
   ``do_get`` of every endpoint (pyarrow.flight);
@@ -25,7 +27,9 @@ Each path is measured twice on every server, with the same measured keys:
 * ``server CPU per query, steady state``: then, after a warm-up that touched every row group and
   every record-index block (the first record key of every row group, and one key in every stretch
   of ``STEADY_STEP`` consecutive keys), as many other random keys, none asked before: no measured
-  query decodes anything first, as on a server that has been answering for a while.
+  query decodes anything first, as on a server that has been answering for a while. Beside it,
+  ``storage reads per query, steady state``: the storage requests (``open``, ``read``, ``info``;
+  the timeline listing every query makes is not counted) the server's metrics counted meanwhile.
 """
 
 from __future__ import annotations
@@ -42,10 +46,11 @@ from typing import TYPE_CHECKING, Callable
 
 import pyarrow.flight as flight
 
-from bench.common import median, row
-from bench.latency import NAMESPACE, TABLE, _table
+from bench.common import generated_once, median, row, table_dir
+from bench.latency import NAMESPACE, SIZES, TABLE, _table
 
 if TYPE_CHECKING:
+    from hudi_generator.generator import GeneratorSpec
     from tests.support.processes import ServeProcess
 
 PEER_COMMIT = "4019a99"
@@ -56,6 +61,8 @@ WARMUP = 20
 #: record-index block (about 640 keys each in this table) is read before the measured queries
 STEADY_STEP = 500
 TICKS = os.sysconf("SC_CLK_TCK")
+#: the storage requests a warm point query should not make (the timeline listing aside)
+READ_KINDS = ("open", "read", "info")
 
 
 def tree_cpu_seconds(pid: int) -> float:
@@ -110,6 +117,38 @@ def serve_trees(warehouse: Path, trees: dict[str, tuple[Path, dict]], tmp: str) 
             server.stop()
         raise
     return servers
+
+
+def _mor_table(size: str) -> tuple[Path, GeneratorSpec]:
+    """The merge-on-read twin of the latency table: a second commit's updates and deletes in log files."""
+    from hudi_generator.generator import MERGE_ON_READ, GeneratorSpec
+
+    rows, partitions, files, _ = SIZES[size]
+    spec = GeneratorSpec(rows=rows, partitions=partitions, files_per_partition=files, commits=2, table_name=TABLE,
+                         record_index=True, table_type=MERGE_ON_READ)
+    warehouse = table_dir("point_query", size) / "mor"
+    generated_once(warehouse / NAMESPACE / TABLE, spec, warehouse / f"{TABLE}-{rows}-{partitions}-{files}-mor.done")
+    return warehouse, spec
+
+
+TABLES = {"copy-on-write": _table, "merge-on-read": _mor_table}
+
+
+def _live(warehouse: Path) -> set[str]:
+    """The record keys the table holds now (the merge-on-read table deleted some)."""
+    from catalog import HudiTable
+
+    return set(HudiTable.open(str(warehouse / NAMESPACE / TABLE)).read(columns=["uuid"])["uuid"].to_pylist())
+
+
+def _storage_reads(metrics_uri: str) -> float:
+    """The server's storage requests of ``READ_KINDS`` so far (its Prometheus text)."""
+    from urllib.request import urlopen
+
+    with urlopen(metrics_uri, timeout=10) as response:  # noqa: S310 - a loopback URL of our own
+        text = response.read().decode()
+    kinds = {f'hudi_flight_storage_requests_total{{kind="{kind}"}}' for kind in READ_KINDS}
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.rsplit(" ", 1)[0] in kinds)
 
 
 def _json_query(uri: str) -> Callable[[str], int]:
@@ -169,35 +208,65 @@ def _measure(server_pid: int, query: Callable[[str], int], warmup: list[str], ke
     return 1000 * cpu / len(walls), 1000 * median(walls)
 
 
-def run(size: str) -> list[dict]:
-    warehouse, spec = _table(size)
-    rnd = random.Random(7)
-    keys = [f"trip-{rnd.randrange(spec.rows):010d}" for _ in range(WARMUP + QUERIES[size])]
-    steady_keys = [f"trip-{rnd.randrange(spec.rows):010d}" for _ in range(QUERIES[size])]  # not asked before
+def run(size: str, peer: str = PEER_COMMIT) -> list[dict]:
+    """Every table of ``TABLES``, this tree (as configured by default and without the point-read
+    cache) against the ``peer`` commit."""
     # name -> (checkout served, config beyond the defaults)
     trees = {
         "hudi-flight": (REPO, {}),
         "hudi-flight, point_read_cache_bytes=0": (REPO, {"point_read_cache_bytes": 0}),
-        f"hudi-flight @ {PEER_COMMIT}": (peer_tree(), {}),
+        f"hudi-flight @ {peer}": (peer_tree(peer), {}),
     }
+    return [r for kind in TABLES for r in run_table(size, kind, trees)]
+
+
+def run_table(size: str, kind: str, trees: dict[str, tuple[Path, dict]]) -> list[dict]:
+    """The rows of one table of ``TABLES`` served by each of ``trees`` (name -> checkout, settings)."""
+    from tests.support.servers import free_port
+
+    warehouse, spec = TABLES[kind](size)
+    live = _live(warehouse) if kind != "copy-on-write" else None
+    rnd = random.Random(7)
+
+    def random_keys(n: int) -> list[str]:
+        keys: list[str] = []
+        while len(keys) < n:
+            key = f"trip-{rnd.randrange(spec.rows):010d}"
+            if live is None or key in live:
+                keys.append(key)
+        return keys
+
+    keys = random_keys(WARMUP + QUERIES[size])
+    steady_keys = random_keys(QUERIES[size])  # not asked before
+    ports = {name: free_port() for name in trees}
+    trees = {name: (tree, {**settings, "metrics_port": ports[name]}) for name, (tree, settings) in trees.items()}
+    suffix = "" if kind == "copy-on-write" else f", {kind}"
     out = []
     with tempfile.TemporaryDirectory(prefix="hudi-flight-point-") as tmp:
         servers = serve_trees(warehouse, trees, tmp)
         try:
             params = {"rows": spec.rows, "partitions": spec.partitions, "queries": QUERIES[size],
                       "cpus": os.cpu_count(), "load_average": round(os.getloadavg()[0], 2)}
-            steady = _steady_warmup(warehouse, spec.rows)
+            steady = [k for k in _steady_warmup(warehouse, spec.rows) if live is None or k in live]
             for path, client in PATHS.items():
                 for name, server in servers.items():  # side by side, same table, same keys
                     query = client(server.uri)
                     cpu_ms, p50_ms = _measure(server.pid, query, keys[:WARMUP], keys[WARMUP:])
-                    title = f"point query/{path} ({spec.rows:,} rows)"
+                    title = f"point query/{path} ({spec.rows:,} rows{suffix})"
                     out.append(row(title, name, "server CPU per query", cpu_ms, "ms", repeats=QUERIES[size],
                                    params=params))
                     out.append(row(title, name, "p50 latency", p50_ms, "ms", repeats=QUERIES[size], params=params))
-                    steady_ms, _ = _measure(server.pid, query, steady, steady_keys)
+                    metrics = f"http://127.0.0.1:{ports[name]}/metrics"
+                    for key in steady:
+                        query(key)
+                    before = _storage_reads(metrics)
+                    steady_ms, _ = _measure(server.pid, query, [], steady_keys)
+                    reads = (_storage_reads(metrics) - before) / len(steady_keys)
+                    steady_params = {**params, "warmup_queries": len(steady)}
                     out.append(row(title, name, "server CPU per query, steady state", steady_ms, "ms",
-                                   repeats=QUERIES[size], params={**params, "warmup_queries": len(steady)}))
+                                   repeats=QUERIES[size], params=steady_params))
+                    out.append(row(title, name, "storage reads per query, steady state", reads, "requests",
+                                   repeats=QUERIES[size], params=steady_params))
         finally:
             for server in servers.values():
                 server.stop()
@@ -205,5 +274,6 @@ def run(size: str) -> list[dict]:
 
 
 if __name__ == "__main__":
-    for r in run(sys.argv[1] if len(sys.argv) > 1 else "quick"):
+    # python -m bench.point_query [quick|full] [peer commit]
+    for r in run(sys.argv[1] if len(sys.argv) > 1 else "quick", *sys.argv[2:3]):
         print(f"{r['name']:56} {r['competitor']:26} {r['metric']:22} {r['value']:8.2f} {r['unit']}")

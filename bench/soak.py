@@ -10,7 +10,13 @@ phase's duration over a mix of point queries (record key), scans (one partition)
 * ``idle sockets``: 300 TCP connections that never speak (held for the phase);
 * ``200 MB bodies``: a client sending 200 MB commands, one after the other;
 * ``recursive CTE``: an unbounded ``WITH RECURSIVE`` over Flight SQL;
-* ``regex``: a pathological regular expression over Flight SQL.
+* ``regex``: a pathological regular expression over Flight SQL;
+* ``lambda string``, ``lambda lists``, ``printf width``: SQL that builds gigabytes in one
+  expression (a 1 GB string from a lambda, a trillion list elements, a 1 GB ``printf`` width).
+
+The server's static SQL bounds would refuse the last three before the engine sees them; the soak
+relaxes ``max_sql_generated_values`` so that they run, in the server's engine processes, bounded
+only by the operating system (``sql_process_memory``, the deadline ``sql_timeout_seconds`` = 10).
 
 Reported per phase: failed legitimate requests (target 0), legitimate p99 latency and its ratio
 to the baseline's (target within 2x), the server's peak RSS (all its processes), and for the
@@ -20,6 +26,7 @@ test suite; ``python -m bench --only soak --size quick`` for a short run.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import random
@@ -33,16 +40,21 @@ from typing import Any, Callable
 from bench.common import ServedWarehouse, generated_once, percentile, row, table_dir
 
 # rows, partitions, legitimate clients, seconds per phase
-SIZES = {"quick": (50_000, 8, 8, 8.0), "full": (500_000, 32, 32, 60.0)}
+SIZES = {"quick": (50_000, 8, 16, 8.0), "full": (500_000, 32, 32, 60.0)}
 CLIENT_PROCESSES = 4
 IDLE_SOCKETS = 300
 BODY_BYTES = 200 << 20
 NAMESPACE, TABLE = "soak", "trips"
-PHASES = ("none", "idle sockets", "200 MB bodies", "recursive CTE", "regex")
 HOSTILE_SQL = {
     "recursive CTE": "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r",
     "regex": f"SELECT count(*) FROM {NAMESPACE}.{TABLE} WHERE regexp_matches(repeat(uuid, 2000), '(a|aa)*(b|bb)*c$')",
+    "lambda string": "SELECT length(list_reduce(list_transform(range(1000), x -> repeat('z', 999999)), (a, b) -> a || b))",
+    "lambda lists": "SELECT len(flatten(list_transform(range(999999), x -> range(999999))))",
+    "printf width": "SELECT length(printf('%1000000000d', 1))",
 }
+PHASES = ("none", "idle sockets", "200 MB bodies", *HOSTILE_SQL)
+#: the server's settings: hostile SQL reaches the engine (see the module docstring)
+SERVER_SETTINGS = {"max_sql_generated_values": 10**15, "sql_timeout_seconds": 10}
 
 
 def _warehouse(size: str) -> tuple[Path, list[str]]:
@@ -230,7 +242,9 @@ def _phase(served: ServedWarehouse, size: str, regions: list[str], hostile: str)
 def run(size: str) -> list[dict]:
     warehouse, regions = _warehouse(size)
     _, _, clients, seconds = SIZES[size]
-    served = ServedWarehouse(warehouse, processes=2)
+    config = table_dir("soak", size) / "serve.json"
+    config.write_text(json.dumps({"server": SERVER_SETTINGS}))
+    served = ServedWarehouse(warehouse, processes=2, extra_args=("--config", str(config)))
     out: list[dict] = []
     try:
         phases = {hostile: _phase(served, size, regions, hostile) for hostile in PHASES}
@@ -238,7 +252,7 @@ def run(size: str) -> list[dict]:
         served.close()
     base = phases["none"]
     base_p99 = percentile([s[1] for s in base["samples"] if not s[2]], 99)
-    params = {"clients": clients, "seconds_per_phase": seconds, "processes": 2}
+    params = {"clients": clients, "seconds_per_phase": seconds, "processes": 2, **SERVER_SETTINGS}
     for hostile, got in phases.items():
         name = f"soak/hostile: {hostile}"
         ok = [s[1] for s in got["samples"] if not s[2]]

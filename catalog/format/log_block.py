@@ -285,6 +285,14 @@ def decode_delete_block(block: LogBlock, content: bytes) -> DeleteRecords:
     )
 
 
+def decode_record_block(block: LogBlock, content: bytes) -> pa.Table | DeleteRecords:
+    """A data block's records (:func:`decode_data_block`) or a delete block's keys
+    (:func:`decode_delete_block`): what a merge takes from one block."""
+    if block.block_type is BlockType.DELETE:
+        return decode_delete_block(block, content)
+    return decode_data_block(block, content)
+
+
 def rollback_target(block: LogBlock) -> str:
     """The instant a rollback command block undoes."""
     kind = block.header.get("COMMAND_BLOCK_TYPE")
@@ -358,6 +366,7 @@ __all__ = [
     "decode_data_block",
     "decode_delete_block",
     "decode_parquet_block",
+    "decode_record_block",
     "fold_blocks",
     "rollback_target",
 ]

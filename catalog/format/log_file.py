@@ -197,12 +197,11 @@ class _Reader:
             block_size = struct.unpack(">q", raw_size)[0] if len(raw_size) == _SIZE_FIELD else -1
             if not self._framing_ok(pos, block_size):
                 nxt = self._next_magic(pos + len(MAGIC))
-                what = f"{self.uri}/{self.path}: corrupt log block at offset {pos} ({nxt - pos} bytes)"
+                corrupt = LogBlock(self.path, pos, nxt - pos, BlockType.CORRUPT)
                 if self.strict:
-                    raise CorruptTableError(what)
-                _note_corrupt_block(f"{what} skipped")
-                warnings.warn(CorruptBlockWarning(f"{what} skipped"), stacklevel=3)
-                yield LogBlock(self.path, pos, nxt - pos, BlockType.CORRUPT)
+                    raise CorruptTableError(_corrupt_block_text(self.uri, corrupt))
+                report_corrupt_block(self.uri, corrupt)
+                yield corrupt
                 pos = nxt
                 continue
             yield self._block(pos, block_size)
@@ -250,6 +249,18 @@ class _Reader:
 _collectors = threading.local()
 
 
+def _corrupt_block_text(uri: str, block: LogBlock) -> str:
+    return f"{uri}/{block.path}: corrupt log block at offset {block.offset} ({block.size} bytes)"
+
+
+def report_corrupt_block(uri: str, block: LogBlock) -> None:
+    """Warn about the skipped corrupt ``block`` and note it for :func:`collecting_corrupt_blocks`
+    (also when a cache hands out the blocks of a file read before: every read reports it)."""
+    message = f"{_corrupt_block_text(uri, block)} skipped"
+    _note_corrupt_block(message)
+    warnings.warn(CorruptBlockWarning(message), stacklevel=3)
+
+
 def _note_corrupt_block(message: str) -> None:
     notes = getattr(_collectors, "notes", None)
     if notes is not None:
@@ -291,14 +302,18 @@ def relay_corrupt_block_notes(notes: Iterable[str]) -> None:
         _note_corrupt_block(message)
 
 
-def iter_log_blocks(storage: Storage, path: str, *, with_content: bool = True) -> Iterator[LogBlock]:
+def iter_log_blocks(
+    storage: Storage, path: str, *, size: int | None = None, with_content: bool = True
+) -> Iterator[LogBlock]:
     """The blocks of the log file at ``path`` (relative to ``storage``), in file order.
 
     Corrupt blocks come out as ``BlockType.CORRUPT`` blocks (after a warning) so callers see
     where they were; skip them. With ``with_content=False`` only headers and footers are read
-    and :meth:`LogBlock.load_content` fetches a block's content later.
+    and :meth:`LogBlock.load_content` fetches a block's content later. ``size``: the file's size
+    as listed (a log file's bytes are fixed by its name and size), else asked of storage.
     """
-    size = int(storage.info(path)["size"])
+    if not size:
+        size = int(storage.info(path)["size"])
     with storage.open(path) as fh:
         yield from _Reader(fh, size, path, storage.uri, with_content).blocks()
 
@@ -322,4 +337,5 @@ __all__ = [
     "iter_log_blocks",
     "iter_log_blocks_in",
     "relay_corrupt_block_notes",
+    "report_corrupt_block",
 ]

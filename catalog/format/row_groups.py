@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from catalog.format.log_cache import DecodedLogBlocks
 from catalog.lru import BoundedLRU, CacheListener, CacheStats
 from catalog.storage import Storage
 
@@ -133,12 +134,15 @@ class PointLookup:
             lookup, no query plan).
         exact: the keys are the whole row filter (only ``=`` / ``in`` on the record key; filter
             values are never null): the narrowed rows are the answer, no filter runs after.
+        logs: where the block indexes and decoded blocks of MOR log files are kept (``None``:
+            log files are read for this read only).
     """
 
     cache: DecodedRowGroups
     column: str
     keys: tuple[str, ...]
     exact: bool
+    logs: DecodedLogBlocks | None = None
 
 
 __all__ = ["DecodedRowGroups", "KeyColumn", "ParquetFooter", "PointLookup"]

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from catalog.errors import ColumnNotFoundError, InvalidInstantError, UnsupportedTableError
+from catalog.format.log_cache import DecodedLogBlocks
 from catalog.format.row_groups import DecodedRowGroups, PointLookup
 from catalog.plan.cdc import check_cdc_table, plan_changes
 from catalog.plan.count import count_rows
@@ -74,12 +75,14 @@ def plan(
     split_options: SplitOptions | None = None,
     footers: FooterCache | None = None,
     decoded: DecodedRowGroups | None = None,
+    logs: DecodedLogBlocks | None = None,
 ) -> ScanPlan:
     """Plan ``options`` on ``state``. Everything that can be wrong with the query (unknown
     column, bad filter value, instant before the first commit) fails here, before any data IO.
 
     ``decoded`` is handed to the read context of point reads (filters pinning record keys) only:
-    they decode a whole row group for a few rows, which the next lookup may reuse.
+    they decode a whole row group for a few rows, which the next lookup may reuse; ``logs``
+    likewise (with ``decoded``) keeps the log blocks of the MOR slices they read.
 
     Raises:
         InvalidQueryError: bad options, filters or columns (``ValueError``).
@@ -95,7 +98,7 @@ def plan(
     filters = bind_filters(list(options.filters), schema)
     context = _context(state, resolved, filters, schema)
     if decoded is not None:
-        point = _point_lookup(state, options, filters, decoded)
+        point = _point_lookup(state, options, filters, decoded, logs)
         if point is not None:
             context = replace(context, point=point)
     splits = (
@@ -158,7 +161,11 @@ def _plan_cdc(state: TableState, options: ReadOptions) -> ScanPlan:
 
 
 def _point_lookup(
-    state: TableState, options: ReadOptions, filters: list[BoundFilter], decoded: DecodedRowGroups
+    state: TableState,
+    options: ReadOptions,
+    filters: list[BoundFilter],
+    decoded: DecodedRowGroups,
+    logs: DecodedLogBlocks | None,
 ) -> PointLookup | None:
     """The point lookup of filters pinning record keys (``None``: any other read)."""
     keys = record_key_values(state.config, filters)
@@ -166,7 +173,7 @@ def _point_lookup(
         return None
     column = state.config.record_key_fields[0]
     exact = not options.incremental and all(f.column == column and f.op in ("=", "in") for f in filters)
-    return PointLookup(decoded, column, tuple(sorted(keys)), exact)
+    return PointLookup(decoded, column, tuple(sorted(keys)), exact, logs)
 
 
 def output_schema(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:

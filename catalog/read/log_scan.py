@@ -55,8 +55,8 @@ def scan_blocks(
 
 def slice_blocks(storage: Storage, fs: FileSlice) -> Iterator[LogBlock]:
     """Headers of every block of the slice's log files, in log-file order then file order."""
-    for path in fs.log_file_paths:
-        yield from iter_log_blocks(storage, path, with_content=False)
+    for path, log in zip(fs.log_file_paths, fs.log_files):
+        yield from iter_log_blocks(storage, path, size=log.size, with_content=False)
 
 
 def valid_blocks(storage: Storage, fs: FileSlice, commits: CommitSet, query_instant: str | None) -> list[LogBlock]:

@@ -35,12 +35,14 @@ import pyarrow.parquet as pq
 
 from catalog.errors import UnsupportedTableError
 from catalog.format.avro import OPERATION_COLUMN
-from catalog.format.log_block import DeleteRecords, decode_data_block, decode_delete_block
-from catalog.format.log_file import BlockType, LogBlock
+from catalog.format.log_block import DeleteRecords, decode_record_block
+from catalog.format.log_cache import Decoded
+from catalog.format.log_file import LogBlock
 from catalog.format.parquet import cast_array
+from catalog.format.row_groups import PointLookup
 from catalog.read.context import ReadContext
 from catalog.read.cow import read_base
-from catalog.read.log_scan import valid_blocks
+from catalog.read.log_scan import scan_blocks, valid_blocks
 from catalog.storage import Storage
 from catalog.table.files import FileSlice
 from catalog.table.internal_schema import ColumnMap, rename_columns
@@ -221,26 +223,42 @@ def _greater(spec: MergeSpec, base: pa.RecordBatch, winners: pa.Table) -> pa.Arr
     return result
 
 
+#: ``decode(block)``: a data block's records or a delete block's keys
+BlockDecoder = Callable[[LogBlock], Decoded]
+
+
 def collect_winners(
     spec: MergeSpec,
     storage: Storage,
     blocks: Sequence[LogBlock],
     column_map: Callable[[str | None], ColumnMap | None] | None = None,
+    decode: BlockDecoder | None = None,
+    point: PointLookup | None = None,
 ) -> pa.Table | None:
     """Decode ``blocks`` in order and fold them into the winner table (``column_map``: schema on
-    read, the renames/drops of a block written at an instant)."""
+    read, the renames/drops of a block written at an instant; ``decode``: how a block is decoded,
+    by default from its content read now; ``point``: only the rows of its keys are kept)."""
+    if decode is None:
+        decode = lambda block: decode_record_block(block, block.load_content(storage))  # noqa: E731
     winners: pa.Table | None = None
     pending: list[pa.Table] = []
     pending_rows = 0
     seq = 0
     for block in blocks:
-        content = block.load_content(storage)
-        if block.block_type is BlockType.DELETE:
-            rows = delete_rows(spec, decode_delete_block(block, content), seq)
+        decoded = decode(block)
+        if isinstance(decoded, DeleteRecords):
+            deletes = _deletes_of(decoded, point.keys) if point is not None else decoded
+            if not len(deletes):
+                continue
+            rows = delete_rows(spec, deletes, seq)
         else:
-            records = decode_data_block(block, content)
+            records = decoded
             if column_map is not None:
                 records = rename_columns(records, column_map(block.instant_time))
+            if point is not None:
+                records = _records_of(spec, records, point.keys)
+            if not records.num_rows:
+                continue
             rows = data_rows(spec, records, seq)
         seq += rows.num_rows
         pending.append(rows)
@@ -269,23 +287,77 @@ def merge_file_slice(
     holds row group 0, and keys living in other row groups are not re-emitted.
     """
     spec = MergeSpec.for_context(ctx)
-    blocks = valid_blocks(ctx.storage, fs, ctx.commits, ctx.instant)
+    blocks, decode = _log_blocks(ctx, fs)
     if not blocks:
-        yield from read_base(ctx, fs, spec.schema, row_groups)
+        yield from _base(ctx, fs, spec, row_groups)
         return
-    winners = collect_winners(spec, ctx.storage, blocks, ctx.column_map if ctx.schema_history is not None else None)
+    column_map = ctx.column_map if ctx.schema_history is not None else None
+    winners = collect_winners(spec, ctx.storage, blocks, column_map, decode, ctx.point)
     if winners is None or winners.num_rows == 0:
-        yield from read_base(ctx, fs, spec.schema, row_groups)
+        yield from _base(ctx, fs, spec, row_groups)
         return
     constants = ctx.partition_constants(fs.partition)
     if constants:
         winners = _fill_constants(winners, constants)
-    base = read_base(ctx, fs, spec.schema, row_groups)
+    base = _base(ctx, fs, spec, row_groups)
     emit_inserts = row_groups is None or 0 in row_groups
     extra_keys = (
         _other_row_group_keys(ctx.storage, spec, fs, row_groups) if row_groups is not None and emit_inserts else None
     )
     yield from merge_batches(spec, base, winners, emit_inserts=emit_inserts, other_base_keys=extra_keys)
+
+
+def _base(
+    ctx: ReadContext, fs: FileSlice, spec: MergeSpec, row_groups: Sequence[int] | None
+) -> Iterator[pa.RecordBatch]:
+    """The base rows a merge needs: every row, or for a point read whose filter is only its record
+    keys, the rows of those keys (a record's key is the same in all its versions: the rows of
+    other keys never pass the filter)."""
+    if ctx.point is not None and ctx.point.exact:
+        return read_base(ctx, fs, spec.schema, row_groups, ctx.row_filter, ctx.filter_columns)
+    return read_base(ctx, fs, spec.schema, row_groups)
+
+
+def _log_blocks(ctx: ReadContext, fs: FileSlice) -> tuple[list[LogBlock], BlockDecoder | None]:
+    """The valid log blocks of ``fs`` and how to decode one: through the point read's cache of
+    log blocks when it has one (``None``: from content read now)."""
+    logs = ctx.point.logs if ctx.point is not None else None
+    if logs is None:
+        return valid_blocks(ctx.storage, fs, ctx.commits, ctx.instant), None
+    files = [(path, log.size) for path, log in zip(fs.log_file_paths, fs.log_files)]
+    sizes = dict(files)
+    blocks = scan_blocks(logs.blocks(ctx.storage, files), ctx.commits, ctx.instant)
+    return blocks, lambda block: logs.decoded(ctx.storage, block, sizes[block.path])
+
+
+# A point read's keys are plain record keys (``catalog.plan.prune.record_key_values``): the log
+# rows of other keys cannot reach its answer (the row filter pins the keys after the merge), so
+# they are dropped before they become merge rows.
+
+
+def _in(keys: pa.Array, wanted: tuple[str, ...]) -> pa.Array:
+    if not (pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type)):
+        keys = pc.cast(keys, pa.string())  # e.g. dictionary-encoded keys of a Parquet block
+    return pc.is_in(keys, value_set=pa.array(wanted, keys.type))
+
+
+def _records_of(spec: MergeSpec, records: pa.Table, wanted: tuple[str, ...]) -> pa.Table:
+    """The data records of the ``wanted`` keys (a block lacking a key column: all of them; their
+    merge keys are null or the null marker, as without narrowing)."""
+    if any(records.schema.get_field_index(name) < 0 for name in spec.key_fields):
+        return records
+    return records.filter(_in(spec.keys(records), wanted))
+
+
+def _deletes_of(deletes: DeleteRecords, wanted: tuple[str, ...]) -> DeleteRecords:
+    """The deletes of the ``wanted`` keys."""
+    positions = pc.indices_nonzero(_in(deletes.record_keys, wanted))
+    ordering = deletes.ordering_values
+    return DeleteRecords(
+        deletes.record_keys.take(positions),
+        deletes.partition_paths.take(positions),
+        [ordering[i] for i in positions.to_pylist()],
+    )
 
 
 def merge_batches(

@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow.flight as flight
 
+from catalog.format.log_cache import DecodedLogBlocks
 from catalog.format.row_groups import DecodedRowGroups
 from catalog.lru import CacheListener
 from catalog.plan.dataset import Fragments
@@ -200,6 +201,7 @@ def compose(
         split_results,
         ops,
         DecodedRowGroups(config.point_read_cache_bytes, ops.cache_listener),
+        DecodedLogBlocks(config.log_block_cache_bytes, ops.cache_listener),
     )
     rescan = functools.partial(_scan_warehouses, config, policy, catalog)
     return App(

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from catalog.errors import HudiError, UnknownTableError
+from catalog.format.log_cache import DecodedLogBlocks
 from catalog.format.row_groups import DecodedRowGroups
 from catalog.lru import BoundedLRU
 from catalog.meta import meta_table, meta_table_named
@@ -159,6 +160,8 @@ class Queries:
         split_results: cached Arrow results of splits.
         ops: planning metrics.
         decoded: decoded row groups of point reads (``None``: none kept).
+        logs: block indexes and decoded blocks of the log files point reads merge (``None``:
+            none kept; used with ``decoded`` only).
     """
 
     def __init__(
@@ -174,6 +177,7 @@ class Queries:
         split_results: SplitResultCache,
         ops: Operations,
         decoded: DecodedRowGroups | None = None,
+        logs: DecodedLogBlocks | None = None,
     ):
         self.catalog = catalog
         self.tables = tables
@@ -186,6 +190,7 @@ class Queries:
         self.split_results = split_results
         self.ops = ops
         self.decoded = decoded
+        self.logs = logs
         self._plans: BoundedLRU[str, _Reading] = BoundedLRU("plans", PLAN_CACHE_ENTRIES)
 
     def call(self, context: flight.ServerCallContext, fresh: bool = True) -> "Call":
@@ -228,7 +233,7 @@ class Queries:
     # -- planning ----------------------------------------------------------------------------
     def plan(self, table: OpenTable, options: ReadOptions) -> PlannedScan:
         with _table_path_hidden(table.entry):
-            scan = plan(table.state, options, self.split_options, self.footers, self.decoded)
+            scan = plan(table.state, options, self.split_options, self.footers, self.decoded, self.logs)
             return PlannedScan(table, scan, self.limits, self.footers)
 
     def endpoints(self, call: "Call", identifier: str, options: ReadOptions, single: bool = False) -> PlannedQuery:

@@ -14,7 +14,7 @@ import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -266,16 +266,20 @@ def _prepared(client: flight.FlightClient, query: str, key: str) -> pa.Table:
     return _fetch(client, client.get_flight_info(command))
 
 
-def test_a_point_query_lists_the_timeline_once_on_every_path(served):
-    """JSON command, Flight SQL statement and prepared statement: plan and read cost one timeline
-    listing in all (the prepare uses the cached state; do_get the plan it was pinned to)."""
-    server, client, path = served
-    key = "trip-0000000042"
-    paths = {
+def _point_queries(client: flight.FlightClient, key: str) -> dict[str, Callable[[], pa.Table]]:
+    """A point query of ``key`` on every path: JSON command, Flight SQL statement and prepared statement."""
+    return {
         "json": lambda: _fetch(client, client.get_flight_info(_descriptor(filters=[["uuid", "=", key]]))),
         "sql": lambda: _sql(client, f"SELECT * FROM {TABLE} WHERE uuid = '{key}'"),
         "prepared": lambda: _prepared(client, f"SELECT * FROM {TABLE} WHERE uuid = ?", key),
     }
+
+
+def test_a_point_query_lists_the_timeline_once_on_every_path(served):
+    """JSON command, Flight SQL statement and prepared statement: plan and read cost one timeline
+    listing in all (the prepare uses the cached state; do_get the plan it was pinned to)."""
+    server, client, path = served
+    paths = _point_queries(client, "trip-0000000042")
     answers = {}
     for name, query in paths.items():
         query()  # warm
@@ -285,6 +289,23 @@ def test_a_point_query_lists_the_timeline_once_on_every_path(served):
         assert listings == [f"{path}/.hoodie/timeline"], name
     assert answers["json"].num_rows == 1
     assert answers["sql"].equals(answers["json"]) and answers["prepared"].equals(answers["json"])
+
+
+def test_a_warm_point_query_of_a_key_in_log_files_makes_no_request_but_the_timeline_listing(versions, tmp_path):
+    """Merge-on-read: the key's latest version is in a log file of its slice; warm, on every path,
+    neither the base file nor the log files are read (their blocks are kept, by path and size)."""
+    table = HudiTable.open(versions[1])
+    base = {r["uuid"]: r for r in table.read(query_type="read_optimized").to_pylist()}
+    key = next(r["uuid"] for r in table.read().to_pylist() if base.get(r["uuid"]) not in (None, r))
+    with serving_a_copy(versions[1], tmp_path) as (server, client, path):
+        expected = HudiTable.open(path).read(filters=[("uuid", "=", key)])
+        for name, query in _point_queries(client, key).items():
+            query()  # warm
+            CountingFileSystem.reset()
+            got = query()
+            assert CountingFileSystem.reset() == [("list", f"{path}/.hoodie/timeline")], name
+            assert_same_rows(got, expected)
+        assert expected.num_rows == 1 and server.app.queries.logs.stats().hits > 0
 
 
 def test_max_staleness_skips_the_timeline_listing(versions, tmp_path):

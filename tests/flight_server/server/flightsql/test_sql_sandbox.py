@@ -28,8 +28,8 @@ FOLDED = "SELECT length(list_reduce(list_transform(range(1000), x -> repeat('z',
 MULTIPLIED = "SELECT len(flatten(list_transform(range(999999), x -> range(999999)))) AS n"
 #: a query that never ends by itself
 ENDLESS = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n+1 FROM r) SELECT count(*) FROM r"
-#: a 1 GB string from a width taken from an argument
-WIDE = "SELECT length(printf('%*d', 1000000000, 1)) AS n"
+#: a 1 GB string from a printf width (a width from an argument is refused before the engine)
+WIDE = "SELECT length(printf('%1000000000d', 1)) AS n"
 #: what the refusal of each names
 BOUNDS = "sql_timeout_seconds|sql_memory_limit|sql_process_memory"
 

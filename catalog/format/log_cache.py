@@ -1,0 +1,137 @@
+"""Log files of point reads as immutable bytes: each file's block index and decoded blocks, kept.
+
+A merge-on-read point query reads the same log files again and again: walking a file's block
+headers costs a request per block, decoding a data block (Avro) costs more CPU than the rest of
+the query. Both are kept here, so a warm point query on a MOR table reads no log file at all.
+
+Safe because a log file's bytes are fixed by its path and size, both known from the listing or
+the metadata table (the key is the normalised full path and that size; no ``info`` is asked):
+Hudi writes a log file once and never rewrites it in place. Where a file system allows appends
+(table version 6 on HDFS), an appended file has another size, so another key. A file rewritten
+under the same name with the same size is not detected (as for the base files of
+:class:`~catalog.format.row_groups.DecodedRowGroups`); one whose bytes no longer match the listed
+size is refused.
+
+Cold, the log files of a slice are read whole, in one request for all of them (object stores
+fetch the ranges concurrently), as long as together they hold at most ``WHOLE_READ_BYTES`` (the
+bytes held at once); the files past it are walked block by block. Bounded in bytes; only readers
+given a cache use it (the planner hands it to point reads only, so scans never churn it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Hashable, Sequence, Union
+
+import pyarrow as pa
+
+from catalog.errors import CorruptTableError
+from catalog.format.log_block import DeleteRecords, decode_record_block
+from catalog.format.log_file import BlockType, LogBlock, iter_log_blocks, iter_log_blocks_in, report_corrupt_block
+from catalog.lru import BoundedLRU, CacheListener, CacheStats
+from catalog.storage import Storage
+
+#: the log files of a slice read whole (one range each, one request) hold at most this many bytes
+WHOLE_READ_BYTES = 16 << 20
+#: what a kept block header is charged beyond its header and footer text
+_BLOCK_OVERHEAD = 512
+#: what a delete block's ordering value is charged (a Python object in a list)
+_VALUE_BYTES = 64
+
+#: a data block's records or a delete block's keys
+Decoded = Union[pa.Table, DeleteRecords]
+
+
+def _index_bytes(blocks: Sequence[LogBlock]) -> int:
+    text = sum(len(v) for b in blocks for m in (b.header, b.footer) for v in m.values())
+    return text + _BLOCK_OVERHEAD * (len(blocks) + 1)
+
+
+def _decoded_bytes(value: Decoded) -> int:
+    if isinstance(value, pa.Table):
+        return value.nbytes
+    return value.record_keys.nbytes + value.partition_paths.nbytes + _VALUE_BYTES * len(value.ordering_values)
+
+
+class DecodedLogBlocks:
+    """Block indexes (headers and footers) and decoded data / delete blocks of log files; thread safe.
+
+    Args:
+        max_bytes: the bound of indexes and decoded blocks together (0: keep nothing).
+        listener: hears the hits, misses and evictions (see :class:`~catalog.lru.BoundedLRU`).
+    """
+
+    def __init__(self, max_bytes: int, listener: CacheListener | None = None):
+        self._lru: BoundedLRU[Hashable, tuple[LogBlock, ...] | Decoded] = BoundedLRU(
+            "log_blocks", max_bytes, listener=listener
+        )
+
+    def __reduce__(self) -> tuple[type["DecodedLogBlocks"], tuple[int]]:
+        """A cache travels (pickled with a read context) as its bound, empty."""
+        return DecodedLogBlocks, (self._lru.max_bytes,)
+
+    def blocks(self, storage: Storage, files: Sequence[tuple[str, int]]) -> list[LogBlock]:
+        """Every block of the log ``files`` (path relative to ``storage``, listed size), in order.
+
+        Kept indexes answer without a request (their corrupt blocks reported again, as a read
+        would); the other files are read, whole and together up to ``WHOLE_READ_BYTES``.
+        Blocks read now carry their content; blocks of kept indexes load it when decoded.
+        """
+        keys = [(storage.file_uri(path), size, path) for path, size in files]
+        kept = [self._lru.get(key) if size else None for key, (_, size) in zip(keys, files)]
+        cold = [file for file, index in zip(files, kept) if index is None]
+        fetched = iter(self._read(storage, cold))
+        out: list[LogBlock] = []
+        for key, index in zip(keys, kept):
+            if isinstance(index, tuple):
+                for block in index:
+                    if block.block_type is BlockType.CORRUPT:
+                        report_corrupt_block(storage.uri, block)
+                out.extend(index)
+                continue
+            read = next(fetched)
+            out.extend(read)
+            if key[1]:
+                stripped = tuple(replace(b, content=None) for b in read)
+                self._lru.put(key, stripped, _index_bytes(stripped))
+        return out
+
+    def _read(self, storage: Storage, files: Sequence[tuple[str, int]]) -> list[list[LogBlock]]:
+        """The blocks of each of ``files``, read now (see :meth:`blocks`)."""
+        whole, total = [], 0
+        for path, size in files:
+            if 0 < size <= WHOLE_READ_BYTES - total:
+                whole.append((path, size))
+                total += size
+        datas = storage.read_ranges([p for p, _ in whole], [0] * len(whole), [s for _, s in whole]) if whole else []
+        contents = {path: data for (path, _), data in zip(whole, datas)}
+        out = []
+        for path, size in files:
+            data = contents.get(path)
+            if data is None:
+                out.append(list(iter_log_blocks(storage, path, size=size, with_content=False)))
+                continue
+            if len(data) != size:
+                raise CorruptTableError(
+                    f"{storage.uri}/{path}: {len(data)} bytes where {size} were listed (the file changed since)"
+                )
+            out.append(list(iter_log_blocks_in(data, path, storage.uri)))
+        return out
+
+    def decoded(self, storage: Storage, block: LogBlock, file_size: int) -> Decoded:
+        """The records of data ``block`` (or the keys of a delete block) of the log file of
+        ``file_size`` bytes, decoded once per file version."""
+        key = (storage.file_uri(block.path), file_size, block.offset)
+        hit = self._lru.get(key) if file_size else None
+        if isinstance(hit, (pa.Table, DeleteRecords)):
+            return hit
+        value = decode_record_block(block, block.load_content(storage))
+        if file_size:
+            self._lru.put(key, value, _decoded_bytes(value))
+        return value
+
+    def stats(self) -> CacheStats:
+        return self._lru.stats()
+
+
+__all__ = ["WHOLE_READ_BYTES", "Decoded", "DecodedLogBlocks"]
