@@ -296,7 +296,7 @@ class Statements:
                 readers[view] = pa.RecordBatchReader.from_batches(rows.schema, rows.to_batches())
                 sources.append((scan.table + SEPARATOR + scan.meta, rows.schema))
                 continue
-            listed = call.listed(scan)  # its splits are iterated once: by the dataset or the read
+            listed = call.listed(scan)  # its splits iterate once
             schema = listed.schema
             native = listed.to_dataset(self.fragments) if self.engine.settings.native_scan else None
             self.routes.count(native is not None)
@@ -304,7 +304,8 @@ class Statements:
                 readers[view] = native
                 native_tables[view] = scan.table
             else:
-                unread = listed if not self.engine.settings.native_scan else call.listed(scan)
+                # the dataset, when asked for, iterated the listed splits: list them again to read
+                unread = call.listed(scan) if self.engine.settings.native_scan else listed
                 batches = _recording(call.read(unread), failures)
                 readers[view] = pa.RecordBatchReader.from_batches(schema, notes.collecting(batches))
             sources.append((scan.table, schema))

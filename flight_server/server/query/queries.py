@@ -70,6 +70,7 @@ class PlannedScan:
         table: the table it plans.
         scan: the planner's answer (its splits iterator is consumed by :meth:`splits` only).
         limits: bounds the listing (``planning_seconds``).
+        footers: the footer cache planning read through (:meth:`count` reads it again).
     """
 
     def __init__(self, table: OpenTable, scan: ScanPlan, limits: Limits, footers: FooterCache | None = None):
@@ -90,14 +91,10 @@ class PlannedScan:
             self._splits = tuple(self._limits.deadline().bounded(pending)) if pending is not None else ()
         return self._splits
 
-    def listed(self) -> ScanPlan:
-        """The plan with its splits listed (:meth:`splits`)."""
-        return ScanPlan(self.schema, self.context, self.options, iter(self.splits()))
-
     def count(self) -> int | None:
-        """The rows the scan returns from footers alone (:meth:`ScanPlan.count`, through the
-        footer cache planning used); ``None``: they must be read."""
-        return self.listed().count(self._footers)
+        """The rows the scan returns from footers alone (:meth:`ScanPlan.count` of the listed
+        splits, through the footer cache planning used); ``None``: they must be read."""
+        return ScanPlan(self.schema, self.context, self.options, iter(self.splits())).count(self._footers)
 
 
 @dataclass(frozen=True)
