@@ -146,7 +146,7 @@ def benchmark(partitions: int, repeat: int, queries: int, log: Callable[[str], N
                 point_plan = h.timed(lambda: h.plan(point), repeat)
 
                 def cold() -> None:
-                    h.server.tables.drop()
+                    h.server.app.tables.drop()
                     h.plan()
 
                 cold_runs = max(2, repeat // 4)
@@ -154,7 +154,7 @@ def benchmark(partitions: int, repeat: int, queries: int, log: Callable[[str], N
                 h.plan()
                 copied = _land_commit(fs, served, local / "older", local / "newer")
                 delta = h.timed(h.plan, 1)
-                mdt = h.server.tables.get(h.server.app.registry.load_table(f"{NAMESPACE}.{TABLE}")).metadata_table
+                mdt = h.server.app.tables.get(h.server.app.registry.load_table(f"{NAMESPACE}.{TABLE}")).metadata_table
                 updates = dict(mdt.update_counts) if mdt is not None else {"incremental": 0, "full": 0}
                 after = h.timed(h.plan, repeat)
                 cold_after = h.timed(cold, cold_runs)
@@ -205,10 +205,10 @@ def _zipf(moto, served, options, partitions, queries, name, params, log) -> list
                 raise AssertionError(f"point queries found {found} rows for {len(keys)} keys")
             server = h.server
             caches = {
-                "table_states": (server.tables.stats(), BOUNDS["table_cache_bytes"]),
-                "footers": (server.queries.footers.stats(), BOUNDS["footer_cache_bytes"]),
-                "split_results": (server.split_results.stats(), BOUNDS["split_cache_bytes"]),
-                "disk": (server.tables.disk_cache.stats(), BOUNDS["disk_cache_bytes"]),
+                "table_states": (server.app.tables.stats(), BOUNDS["table_cache_bytes"]),
+                "footers": (server.app.queries.footers.stats(), BOUNDS["footer_cache_bytes"]),
+                "split_results": (server.app.split_results.stats(), BOUNDS["split_cache_bytes"]),
+                "disk": (server.app.tables.disk_cache.stats(), BOUNDS["disk_cache_bytes"]),
             }
         finally:
             h.close()

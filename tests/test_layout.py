@@ -121,6 +121,18 @@ def test_server_rooms_import_downward_only():
     assert not wrong, "\n".join(sorted(wrong))
 
 
+def test_the_sql_rooms_translate_and_run_but_do_not_read():
+    """``sql/`` and ``flightsql/`` plan and run statements; reading a table is the query path's
+    (its split cache) and the reader's features (``ScanPlan.count``, ``ScanPlan.to_dataset``),
+    never ``catalog.read`` called from there."""
+    wrong = []
+    for module, deps in _graph().items():
+        parts = module.split(".")
+        if parts[:2] == ["flight_server", "server"] and len(parts) > 2 and parts[2] in ("sql", "flightsql"):
+            wrong += [f"{module} imports {dep}" for dep in deps if dep == "catalog.read" or dep.startswith("catalog.read.")]
+    assert not wrong, "\n".join(sorted(wrong))
+
+
 def test_the_wire_is_spelled_once():
     """``protocol/`` (shared by client and server) imports neither; the client reaches the wire
     through it, never through the server."""

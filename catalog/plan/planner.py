@@ -15,11 +15,14 @@ from typing import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 
 from catalog.errors import ColumnNotFoundError, InvalidInstantError, UnsupportedTableError
 from catalog.format.log_cache import DecodedLogBlocks
 from catalog.format.row_groups import DecodedRowGroups, PointLookup
 from catalog.plan.cdc import check_cdc_table, plan_changes
+from catalog.plan.count import count_rows
+from catalog.plan.dataset import Fragments, base_file_dataset
 from catalog.plan.filters import BoundFilter, bind_filters, to_expression
 from catalog.plan.incremental import WrittenFiles
 from catalog.plan.options import ReadOptions, ResolvedRead, resolve
@@ -44,13 +47,27 @@ class ScanPlan:
         schema: the result schema.
         context: what :func:`catalog.read.split_reader.read_split` needs for every split.
         options: the options with their instants pinned (see :func:`resolve`).
-        splits: the splits, produced lazily as planning proceeds; iterate once.
+        splits: the splits, produced lazily as planning proceeds; iterate once (:meth:`count`
+            and :meth:`to_dataset` iterate them too: a caller that needs them again plans
+            with them listed, ``ScanPlan(..., iter(listed))``).
     """
 
     schema: pa.Schema
     context: ReadContext
     options: ReadOptions
     splits: Iterator[Split]
+
+    def count(self, footers: FooterCache | None = None) -> int | None:
+        """The rows the read returns, from Parquet footers alone (footer row counts, or column
+        statistics with filters: :mod:`catalog.plan.count`); ``None``: they must be read.
+        ``footers``: the footer cache planning read through."""
+        return count_rows(self.context, list(self.splits), self.options, footers)
+
+    def to_dataset(self, fragments: Fragments | None = None) -> ds.Dataset | None:
+        """The planned Parquet base files as an Arrow dataset, when they hold exactly the rows the
+        read returns before its row filter (:mod:`catalog.plan.dataset`); ``None``: read the splits.
+        ``fragments``: the fragments (footers) of earlier datasets to reuse."""
+        return base_file_dataset(self.context, list(self.splits), self.options, fragments)
 
 
 def plan(

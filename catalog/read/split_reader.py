@@ -9,7 +9,7 @@ projects and casts to the output schema.
 from __future__ import annotations
 
 import os
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,6 +26,8 @@ from catalog.table.files import Split
 #: IO-bound: a few threads per core
 DEFAULT_WORKERS = max(2, min(8, (os.cpu_count() or 2) * 2))
 _QUEUE_BATCHES = 16
+#: how one split is read: :func:`read_split`, or a cache in front of it
+SplitRead = Callable[[ReadContext, Split], Iterator[pa.RecordBatch]]
 
 
 def read_split(ctx: ReadContext, split: Split) -> Iterator[pa.RecordBatch]:
@@ -49,7 +51,11 @@ def read_split(ctx: ReadContext, split: Split) -> Iterator[pa.RecordBatch]:
 
 
 def read_splits(
-    ctx: ReadContext, splits: Iterable[Split], limit: int | None = None, workers: int = DEFAULT_WORKERS
+    ctx: ReadContext,
+    splits: Iterable[Split],
+    limit: int | None = None,
+    workers: int = DEFAULT_WORKERS,
+    read: SplitRead = read_split,
 ) -> Iterator[pa.RecordBatch]:
     """Every split's rows, read by ``workers`` threads, batches yielded as they come (any order).
 
@@ -61,14 +67,16 @@ def read_splits(
     Log blocks the workers skip as corrupt are relayed to this (the consuming) thread's
     :func:`~catalog.format.log_file.collecting_corrupt_blocks` before the batch that follows
     them, so a Flight stream reports them as it does for a single split.
+
+    ``read`` reads one split (a server reads through its split result cache).
     """
     if limit == 0:
         return
     remaining = limit
     if isinstance(splits, Sequence) and len(splits) <= 1:
-        batches: Iterator[pa.RecordBatch] = (b for split in splits for b in read_split(ctx, split))
+        batches: Iterator[pa.RecordBatch] = (b for split in splits for b in read(ctx, split))
     else:
-        batches = _relayed(bounded_parallel(splits, lambda split, _: _with_notes(ctx, split), workers,
+        batches = _relayed(bounded_parallel(splits, lambda split, _: _with_notes(ctx, split, read), workers,
                                             _QUEUE_BATCHES, "hudi-read"))
     for batch in batches:
         if remaining is not None:
@@ -79,10 +87,10 @@ def read_splits(
         yield batch
 
 
-def _with_notes(ctx: ReadContext, split: Split) -> Iterator[pa.RecordBatch | _Notes]:
+def _with_notes(ctx: ReadContext, split: Split, read: SplitRead) -> Iterator[pa.RecordBatch | _Notes]:
     """The split's batches (on a worker thread), each after the corrupt-block notes found before it."""
     with collecting_corrupt_blocks() as notes:
-        for batch in read_split(ctx, split):
+        for batch in read(ctx, split):
             if notes:
                 yield _Notes(notes)
                 notes.clear()  # handed on: the next notes belong to the next batch
@@ -118,4 +126,4 @@ def _select(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return batch.select(schema.names)  # keeps num_rows even for an empty projection (count queries)
 
 
-__all__ = ["DEFAULT_WORKERS", "read_split", "read_splits"]
+__all__ = ["DEFAULT_WORKERS", "SplitRead", "read_split", "read_splits"]

@@ -8,7 +8,6 @@ JSON-serialisable result. Catalog changes forget the cached rows, rights and tab
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from catalog.storage import open_table_storage
 from flight_server.protocol import wire
 from flight_server.server.cluster.membership import Membership
 from flight_server.server.config import ServerConfig
-from flight_server.server.query.queries import Call, Queries
+from flight_server.server.query.queries import Call
 from flight_server.server.registry import check_new_identifier
 from flight_server.server.security.policy import StoragePolicy
 
@@ -28,9 +27,8 @@ Body = dict[str, Any]
 
 @dataclass(frozen=True)
 class ActionServices:
-    """What the actions work with besides the query path."""
+    """What the actions work with besides the call."""
 
-    queries: Queries
     config: ServerConfig
     policy: StoragePolicy
     started: float  # epoch seconds
@@ -42,7 +40,7 @@ Handler = Callable[[ActionServices, Body, Call], Any]
 
 
 def list_namespaces(services: ActionServices, body: Body, call: Call) -> list[str]:
-    return call.visible_namespaces(services.queries.catalog.list_namespaces())
+    return call.visible_namespaces(call.namespaces())
 
 
 def list_tables(services: ActionServices, body: Body, call: Call) -> list[dict[str, Any]]:
@@ -52,25 +50,21 @@ def list_tables(services: ActionServices, body: Body, call: Call) -> list[dict[s
 
 
 def register_table(services: ActionServices, body: Body, call: Call) -> dict[str, Any]:
-    user = call.authorize("admin", body["table"])
+    call.authorize("admin", body["table"])
     properties = body.get("properties") or {}
-    services.queries.limits.check_properties(properties, len(json.dumps(properties)))
+    call.check_properties(properties)
     policy = services.policy
-    catalog_admin = services.queries.access.allowed(user, "admin")  # else an admin of the namespace only
+    catalog_admin = call.allowed("admin")  # else an admin of the namespace only
     uri, client_options = policy.check_in_namespace(
         check_new_identifier(body["table"])[0], body["uri"], body.get("storage_options"), catalog_admin)
     state = TableState.load(open_table_storage(uri, policy.options_for(uri, client_options) or None))
-    entry = services.queries.catalog.registry.register_table(
-        body["table"], uri, client_options, body.get("properties"), body.get("replace", False)
-    )
-    services.queries.forget(entry.identifier)
+    entry = call.register_table(body["table"], uri, client_options, body.get("properties"), body.get("replace", False))
     return {**entry.to_json(), "table_type": state.config.table_type, "table_version": state.config.table_version}
 
 
 def unregister_table(services: ActionServices, body: Body, call: Call) -> dict[str, Any]:
     call.authorize("admin", body["table"])
-    services.queries.catalog.registry.unregister_table(body["table"])
-    services.queries.forget(body["table"])
+    call.unregister_table(body["table"])
     return {"table": body["table"], "unregistered": True}
 
 
@@ -78,9 +72,9 @@ def refresh_table(services: ActionServices, body: Body, call: Call) -> dict[str,
     call.authorize("admin", body.get("table"))
     if "table" not in body:
         found = services.rescan()
-        services.queries.forget()
+        call.forget()
         return {"tables": found}
-    services.queries.forget(body["table"])
+    call.forget(body["table"])
     timeline = call.open(body["table"]).state.timeline
     return {"table": body["table"], "latest_instant": timeline[-1].requested_time if timeline else None}
 

@@ -1,10 +1,9 @@
 """The composition root: every part of one serving process, built once from its configuration.
 
 :func:`compose` builds the catalog (registry and its cached rows), the ticket signer and codec,
-the users and the rights, the caches, the query path (:class:`~.query.queries.Queries`) and the
-front ends (Flight SQL, the actions); ``service.HudiFlightServer`` only answers RPCs with them.
-The one exception: the Flight SQL statements (``flightsql/statements.py``) still build the SQL
-room's own caches (analyses, result schemas, fragments, table facts) for themselves.
+the users and the rights, the caches (the SQL room's too: :func:`sql_statements`), the query
+path (:class:`~.query.queries.Queries`) and the front ends (Flight SQL, the actions);
+``service.HudiFlightServer`` only answers RPCs with them.
 """
 
 from __future__ import annotations
@@ -20,6 +19,8 @@ import pyarrow.flight as flight
 
 from catalog.format.log_cache import DecodedLogBlocks
 from catalog.format.row_groups import DecodedRowGroups
+from catalog.lru import CacheListener
+from catalog.plan.dataset import Fragments
 from catalog.plan.splits import FooterCache
 from flight_server.server.actions import ActionServices
 from flight_server.server.cache.disk_cache import DiskCache
@@ -29,7 +30,10 @@ from flight_server.server.cache.tables import TableCache
 from flight_server.server.cluster.membership import HEARTBEAT_PURPOSE, Membership
 from flight_server.server.config import ServerConfig
 from flight_server.server.flightsql.dispatch import FlightSqlService
+from flight_server.server.flightsql.flight_infos import FlightInfos
 from flight_server.server.flightsql.single_endpoint import SINGLE_ENDPOINT_KEY, SingleEndpointMiddlewareFactory
+from flight_server.server.flightsql.statements import Statements
+from flight_server.server.flightsql.table_facts import TableFacts
 from flight_server.server.ops.operations import Operations
 from flight_server.server.query.placement import Placement
 from flight_server.server.query.queries import Queries
@@ -45,6 +49,9 @@ from flight_server.server.security.policy import StoragePolicy
 from flight_server.server.security.state_files import private_dir, private_sqlite
 from flight_server.server.security.tickets import TicketSigner, configured_signer
 from flight_server.server.security.users import UserStore
+from flight_server.server.sql.analyses import Analyses
+from flight_server.server.sql.engine import result_schemas
+from flight_server.server.sql.sandbox import SandboxedEngine
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +126,18 @@ def _scan_warehouses(config: ServerConfig, policy: StoragePolicy, catalog: Regis
     # Cached table states stay: they are keyed by (table, URI) and checked on every plan.
     catalog.forget()
     return found
+
+
+def sql_statements(config: ServerConfig, limits: Limits, listener: CacheListener | None) -> Statements:
+    """The Flight SQL statements with the SQL room's caches, sized by the ``sql_*_cache_bytes``
+    settings and reporting to ``listener`` (the metrics)."""
+    return Statements(
+        SandboxedEngine(config.sql_engine_settings(), result_schemas(config.sql_result_schema_cache_bytes, listener)),
+        Analyses(limits, config.sql_analysis_cache_bytes, listener),
+        Fragments(config.sql_fragment_cache_bytes, listener),
+        TableFacts(config.sql_table_facts_cache_bytes, listener),
+        FlightInfos(config.sql_flight_info_cache_bytes, listener),
+    )
 
 
 def compose(
@@ -203,11 +222,11 @@ def compose(
         stream_memory=MemoryBudget(limits.stream_memory_bytes),
         cluster=cluster,
         queries=queries,
-        flight_sql=FlightSqlService(config.sql_engine_settings(), limits),
-        actions=ActionServices(queries, config, policy, time.time(), cluster, rescan),
+        flight_sql=FlightSqlService(sql_statements(config, limits, ops.cache_listener)),
+        actions=ActionServices(config, policy, time.time(), cluster, rescan),
         discover=discover,
         stop=threading.Event(),
     )
 
 
-__all__ = ["App", "compose"]
+__all__ = ["App", "compose", "sql_statements"]

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 import pyarrow as pa
 import pyarrow.ipc
 
+from catalog.plan.dataset import FRAGMENT_CACHE_BYTES
 from catalog.plan.splits import DEFAULT_TARGET_SPLIT_BYTES, SplitOptions
 from flight_server.protocol.wire import DEFAULT_HOST, DEFAULT_PORT, TCP_SCHEME, TLS_SCHEME
 from flight_server.server.cache.tables import DEFAULT_TABLE_CACHE_BYTES
@@ -23,7 +24,8 @@ from flight_server.server.security.limits import Limits, RelayLimits
 from flight_server.server.security.policy import DEFAULT_PROTOCOLS, DEFAULT_RESOLVED_CACHE_BYTES, StoragePolicy
 from flight_server.server.security.state_files import private_dir
 from flight_server.server.security.tls import TlsFiles
-from flight_server.server.sql.engine import EngineSettings
+from flight_server.server.sql.analyses import CACHE_BYTES as ANALYSIS_CACHE_BYTES
+from flight_server.server.sql.engine import SCHEMA_CACHE_BYTES, EngineSettings
 
 
 def default_state_dir() -> Path:
@@ -123,6 +125,12 @@ class ServerConfig:
     sql_native_reader: bool = EngineSettings.native_reader  # False: local base files scanned through Arrow
     # how far each SQL engine process's address space may grow ("": twice sql_memory_limit + 1 GiB)
     sql_process_memory: str = EngineSettings.process_memory
+    # the SQL room's caches, bounded in bytes and reported in metrics (docs/sql.md, "Caches")
+    sql_analysis_cache_bytes: int = ANALYSIS_CACHE_BYTES  # each: templates, analyses, generic ones, parameters
+    sql_result_schema_cache_bytes: int = SCHEMA_CACHE_BYTES  # result schemas the engine told
+    sql_flight_info_cache_bytes: int = 4 << 20  # result schemas' wire forms (~0.7 KB per column)
+    sql_fragment_cache_bytes: int = FRAGMENT_CACHE_BYTES  # base files' fragments and footers (native scans)
+    sql_table_facts_cache_bytes: int = 8 << 20  # each: scans' schemas and pins, metadata counts
     # transport security (flight_server.server.security.tls): PEM files; tls_client_ca turns on mutual TLS
     tls_cert: str | None = None
     tls_key: str | None = None

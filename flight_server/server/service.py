@@ -80,24 +80,24 @@ class HudiFlightServer(flight.FlightServerBase):
         **kwargs: Any,
     ):
         app = app or compose(config, registry, signer, discover)
-        self.app = app
-        # the parts operators and tests reach through the server
-        self.config, self.registry, self.signer, self.users = app.config, app.registry, app.signer, app.users
-        self.access, self.limits, self.tables, self.streams = app.access, app.limits, app.tables, app.streams
-        self.split_results, self.ops, self.cluster, self.queries = app.split_results, app.ops, app.cluster, app.queries
-        self.plan_budget, self.stream_memory = app.plans, app.stream_memory
+        self.app = app  # every part, as composed (operators and tests reach them here)
         composed = app.server_kwargs()
         kwargs.setdefault("middleware", {}).update(composed.pop("middleware"))
         kwargs.update(composed)
         kwargs.setdefault("auth_handler", HandshakeEnabled())
-        check_locations(self.config.locations, self.config.tls() is not None)
-        listen = location or self.config.location
+        check_locations(self.app.config.locations, self.app.config.tls() is not None)
+        listen = location or self.app.config.location
         try:
             super().__init__(listen, **kwargs)
         except pa.ArrowException as err:
             raise OSError(f"cannot listen on {listen} (address in use?)") from err
-        self.ipc_options = self.config.ipc_options()
+        self.ipc_options = self.app.config.ipc_options()
         app.start()
+
+    @property
+    def registry(self) -> Registry:
+        """The catalog (``runtime.serve.Serving``: what a start-up callback reads)."""
+        return self.app.registry
 
     def scan_warehouses(self) -> int:
         """Register the tables of every configured warehouse; returns how many there are."""
@@ -123,40 +123,40 @@ class HudiFlightServer(flight.FlightServerBase):
 
     def shutdown(self) -> None:
         self.app.stop.set()
-        self.ops.stopping()
+        self.app.ops.stopping()
         self.app.flight_sql.stop()  # a running query would hold the shutdown until it ends
         super().shutdown()
-        self.tables.close()
-        self.ops.close()
+        self.app.tables.close()
+        self.app.ops.close()
 
     # -- Flight RPCs ---------------------------------------------------------------------
     @flight_errors
     def get_flight_info(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.FlightInfo:
-        call = self.queries.call(context)
+        call = self.app.queries.call(context)
         message = self._sql_command(descriptor)
         if message is not None:
             return self.app.flight_sql.get_flight_info(call, descriptor, message)
-        command = _descriptor_command(descriptor, self.limits)
+        command = _descriptor_command(descriptor, self.app.limits)
         user = call.authorize("read", command.table)
-        with self.plan_budget.held(CallKeys.of(context, user)):
-            return self.queries.endpoints(call, command.table, command.options).flight_info(descriptor)
+        with self.app.plans.held(CallKeys.of(context, user)):
+            return self.app.queries.endpoints(call, command.table, command.options).flight_info(descriptor)
 
     @schema_errors
     def get_schema(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor) -> flight.SchemaResult:
-        call = self.queries.call(context)
+        call = self.app.queries.call(context)
         message = self._sql_command(descriptor)
         if message is not None:
             return self.app.flight_sql.get_schema(call, message)
-        command = _descriptor_command(descriptor, self.limits)
+        command = _descriptor_command(descriptor, self.app.limits)
         call.authorize("read", command.table)
         call.note(table=command.table)
         return flight.SchemaResult(call.plan(command.table, command.options).schema)
 
     @flight_errors
     def list_flights(self, context: flight.ServerCallContext, criteria: bytes) -> Iterator[flight.FlightInfo]:
-        call = self.queries.call(context)
+        call = self.app.queries.call(context)
         infos = []
         entries = call.entries()
         readable = set(call.readable([e.identifier for e in entries]))
@@ -179,13 +179,13 @@ class HudiFlightServer(flight.FlightServerBase):
 
     @flight_errors
     def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.FlightDataStream:
-        self.limits.check_ticket(ticket.ticket)
-        call = self.queries.call(context)
-        message = flight_sql_message(ticket.ticket, self.limits)
+        self.app.limits.check_ticket(ticket.ticket)
+        call = self.app.queries.call(context)
+        message = flight_sql_message(ticket.ticket, self.app.limits)
         if message is not None:
             schema, batches = self.app.flight_sql.do_get(call, message)
             return self._stream(call, schema, batches)
-        answer = self.queries.stream(call, ticket.ticket)
+        answer = self.app.queries.stream(call, ticket.ticket)
         if answer.few_rows:
             return self._at_once(call, answer.schema, answer.batches)
         return self._stream(call, answer.schema, answer.batches)
@@ -197,30 +197,30 @@ class HudiFlightServer(flight.FlightServerBase):
         the point-read cache holds, so handing them over holds no bytes the cache does not.
         Corrupt log blocks skipped on the way: then streamed as usual, with the notes."""
         keys = call.keys
-        self.stream_memory.admit()
-        with self.streams.held(keys), collecting_corrupt_blocks() as notes:
+        self.app.stream_memory.admit()
+        with self.app.streams.held(keys), collecting_corrupt_blocks() as notes:
             read = list(batches)
         if notes:
             return self._stream(call, schema, _noted_again(read, notes))
-        table = pa.Table.from_batches(list(self.ops.streamed(iter(read))), schema=schema)
+        table = pa.Table.from_batches(list(self.app.ops.streamed(iter(read))), schema=schema)
         return flight.RecordBatchStream(table, options=write_options(call.context, self.ipc_options))
 
     def _stream(self, call: Call, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> flight.FlightDataStream:
         """Stream ``batches`` to the caller, counted against the concurrent-stream bounds of the
         user, the connection and the process, and the process' memory budget for batches in flight."""
-        keys = call.keys
-        self.stream_memory.admit()
-        self.streams.acquire(keys)
-        sized = self.stream_memory.charged(_message_sized(self._until_cancelled(call.context, batches)), _batch_bytes)
-        notes = _with_corrupt_block_notes(self.ops.streamed(sized), schema)
-        guarded = self.streams.guarded(keys, stream_errors(notes))
+        keys, app = call.keys, self.app
+        app.stream_memory.admit()
+        app.streams.acquire(keys)
+        sized = app.stream_memory.charged(_message_sized(self._until_cancelled(call.context, batches)), _batch_bytes)
+        notes = _with_corrupt_block_notes(app.ops.streamed(sized), schema)
+        guarded = app.streams.guarded(keys, stream_errors(notes))
         return flight.GeneratorStream(schema, guarded, options=write_options(call.context, self.ipc_options))
 
     def _sql_command(self, descriptor: flight.FlightDescriptor) -> Message | None:
         """The Flight SQL message of a command descriptor (``None``: a JSON command or a path)."""
         if descriptor.descriptor_type != flight.DescriptorType.CMD:
             return None
-        return flight_sql_message(descriptor.command, self.limits)
+        return flight_sql_message(descriptor.command, self.app.limits)
 
     @staticmethod
     def _until_cancelled(
@@ -249,9 +249,9 @@ class HudiFlightServer(flight.FlightServerBase):
         raw = action.body.to_pybytes() if action.body is not None else b""
         if action.type in SQL_ACTIONS:
             # preparing needs the schema, not the newest timeline: its execution checks that
-            return self.app.flight_sql.do_action(self.queries.call(context, fresh=False), action.type, raw)
-        call = self.queries.call(context)
-        body = parse_action(action.type, raw, self.limits)
+            return self.app.flight_sql.do_action(self.app.queries.call(context, fresh=False), action.type, raw)
+        call = self.app.queries.call(context)
+        body = parse_action(action.type, raw, self.app.limits)
         return [json.dumps(HANDLERS[action.type](self.app.actions, body, call), default=str).encode()]
 
     @flight_errors
@@ -265,7 +265,7 @@ class HudiFlightServer(flight.FlightServerBase):
         message = self._sql_command(descriptor)
         if message is None:
             raise NotImplementedError("DoPut takes only Flight SQL prepared-statement parameters (read-only server)")
-        self.app.flight_sql.do_put(self.queries.call(context), message, reader, writer)
+        self.app.flight_sql.do_put(self.app.queries.call(context), message, reader, writer)
 
     @flight_errors
     def do_exchange(

@@ -31,9 +31,9 @@ class _Sending(flight.ClientMiddleware):
 
 def add_user(server: HudiFlightServer, name: str, password: str, admin: bool = False) -> None:
     """Create ``name`` in the server's catalog unless it exists; the server sees it at once."""
-    if server.users.user(name) is None:
-        server.users.add_user(name, password, admin=admin)
-    server.access.forget()
+    if server.app.users.user(name) is None:
+        server.app.users.add_user(name, password, admin=admin)
+    server.app.access.forget()
 
 
 def add_admin(server: HudiFlightServer) -> None:

@@ -32,8 +32,8 @@ def _add_admin(users: Any, name: str = TOKEN_USER) -> None:
 
 def allow_token_user(server: Any) -> None:
     """Give the token's user every right on a running in-process server (where users exist)."""
-    _add_admin(server.users)
-    server.access.forget()
+    _add_admin(server.app.users)
+    server.app.access.forget()
 
 
 def prepare_state(state_dir: str, names: tuple[str, ...] = (TOKEN_USER,)) -> None:
@@ -54,6 +54,6 @@ def prepare_state(state_dir: str, names: tuple[str, ...] = (TOKEN_USER,)) -> Non
 def add_login_users(server: Any, users: dict[str, str]) -> None:
     """Create ``users`` (with every right) in a running server's catalog, where the service has users."""
     for name, password in users.items():
-        if server.users.user(name) is None:
-            server.users.add_user(name, password, admin=True)
-    server.access.forget()
+        if server.app.users.user(name) is None:
+            server.app.users.add_user(name, password, admin=True)
+    server.app.access.forget()

@@ -58,7 +58,7 @@ def db_schemas(call: Call, cmd: sql.CommandGetDbSchemas) -> pa.Table:
 def _empty_namespaces(call: Call) -> set[str]:
     """Namespaces without tables are shown to callers who may administer the catalog only."""
     used = {e.namespace for e in call.entries()}
-    empty = set(call.queries.catalog.list_namespaces()) - used
+    empty = set(call.namespaces()) - used
     if not empty:
         return set()
     try:

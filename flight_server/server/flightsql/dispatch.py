@@ -26,7 +26,6 @@ from flight_server.server.flightsql.statements import Statements
 from flight_server.server.query.queries import Call
 from flight_server.server.query.tickets import PreparedHandle
 from flight_server.server.security.limits import LimitExceededError, Limits
-from flight_server.server.sql import engine
 
 M = TypeVar("M", bound=Message)
 SQL_PACKAGE = "arrow.flight.protocol.sql."
@@ -84,8 +83,8 @@ def _no_transactions(message: Message) -> None:
 class FlightSqlService:
     """The Flight SQL front end: each method answers one RPC through the call's query path."""
 
-    def __init__(self, settings: engine.EngineSettings, limits: Limits):
-        self.statements = Statements(settings, limits)
+    def __init__(self, statements: Statements):
+        self.statements = statements
 
     def stop(self) -> None:
         """Interrupt every running SQL query (the server is shutting down)."""
@@ -158,7 +157,7 @@ class FlightSqlService:
         one for an update) and the parameters' types (it binds only into declared parameters)."""
         schema = self.statements.result_schema(call, text, [None] * self.statements.placeholder_count(text))
         parameters = self.statements.parameter_schema(call, text)
-        handle = call.queries.codec.issue(PreparedHandle(call.owner, text))
+        handle = call.issue(PreparedHandle(call.owner, text))
         return sql.ActionCreatePreparedStatementResult(
             prepared_statement_handle=handle,
             dataset_schema=self.statements.infos.serialized(schema),
@@ -178,8 +177,8 @@ class FlightSqlService:
                 raise NotImplementedError("hudi-flight is read-only: Flight SQL updates are not implemented")
             raise _unimplemented(message)
         prepared = self._prepared(call, message.prepared_statement_handle)
-        batch = _parameters(reader, call.queries.limits.max_body_bytes)
-        bound = call.queries.codec.issue(PreparedHandle(prepared.user, prepared.sql, batch))
+        batch = _parameters(reader, call.max_body_bytes)
+        bound = call.issue(PreparedHandle(prepared.user, prepared.sql, batch))
         result = sql.DoPutPreparedStatementResult(prepared_statement_handle=bound)
         # the app_metadata is the bare message (clients unmarshal it directly, not as an Any)
         writer.write(pa.py_buffer(result.SerializeToString()))
@@ -190,11 +189,11 @@ class FlightSqlService:
         A client sends each handle back to the process that issued it (the prepared handle with
         every DoPut, the bound one with the GetFlightInfo that follows): the codec remembers the
         tickets it issued, so redeeming one is a look-up; any other is verified and parsed."""
-        return call.queries.codec.redeem(handle, (PreparedHandle,), None)
+        return call.redeem(handle, (PreparedHandle,))
 
 
 def _action_body(call: Call, body: bytes, cls: type[M]) -> M:
-    call.queries.limits.check_body(body, "action body")
+    call.check_body(body, "action body")
     message = unpack(body)
     if not isinstance(message, cls):
         raise ValueError(f"action body must be a packed {cls.__name__}")

@@ -22,19 +22,22 @@ import pyarrow as pa
 import pyarrow.flight as flight
 from google.protobuf.wrappers_pb2 import BytesValue
 
-from catalog.lru import BoundedLRU
+from catalog.lru import BoundedLRU, CacheListener
+from flight_server.server.config import ServerConfig
 
-#: bytes of schemas' wire forms kept (a described schema is ~0.7 KB per column)
-SCHEMA_BYTES = 4 << 20
 _NO_SCHEMA = pa.schema([])
 
 
 class FlightInfos:
     """Builds the FlightInfos of statement results, each schema object serialised once."""
 
-    def __init__(self, max_bytes: int = SCHEMA_BYTES):
+    def __init__(
+        self, max_bytes: int = ServerConfig.sql_flight_info_cache_bytes, listener: CacheListener | None = None
+    ):
         # by the schema object's id; the entry holds the object, so its id is not reused meanwhile
-        self._kept: BoundedLRU[int, tuple[pa.Schema, bytes, bytes]] = BoundedLRU("sql result schemas", max_bytes)
+        self._kept: BoundedLRU[int, tuple[pa.Schema, bytes, bytes]] = BoundedLRU(
+            "sql_wire_schemas", max_bytes, listener=listener
+        )
 
     def info(
         self,

@@ -7,12 +7,13 @@ Three answers, by the query's shape (:func:`flight_server.server.sql.query.analy
   (``Queries.endpoints``), so clients fetch the splits in parallel;
 - ``SELECT count(*) FROM t`` where the planned slices are Parquet base files without logs: the sum
   of their footer row counts, in a signed count ticket (with a WHERE the scan carries whole: when
-  column statistics prove every row of every planned row group matches, :mod:`flight_server.server.sql.stats_count`);
+  column statistics prove every row of every planned row group matches: ``ScanPlan.count``);
 - anything else: one endpoint whose signed statement ticket carries the engine SQL and each scan's
-  pinned options; DoGet streams every scan's splits into the locked-down DuckDB
-  (:mod:`flight_server.server.sql.engine`) and streams its result. A scan of plain Parquet base
-  files that the reader would return unchanged is handed to the engine as an Arrow dataset of
-  exactly those files instead, which it scans itself (:mod:`flight_server.server.sql.native_scan`).
+  pinned options; DoGet streams every scan's splits (through the query path's split result cache,
+  as split tickets are read) into the locked-down DuckDB (:mod:`flight_server.server.sql.engine`)
+  and streams its result. A scan of plain Parquet base files that the reader would return
+  unchanged is handed to the engine as an Arrow dataset of exactly those files instead, which it
+  scans itself (``ScanPlan.to_dataset``).
 
 A call whose client has not shown that it reads every endpoint (:mod:`.single_endpoint`) gets a
 plain scan in one endpoint: one scan ticket reading every split, in the same types (a table without
@@ -41,9 +42,8 @@ from sqlglot import exp
 from catalog.errors import InvalidQueryError
 from catalog.format.log_file import collecting_corrupt_blocks, relay_corrupt_block_notes
 from catalog.meta import SEPARATOR
-from catalog.plan.filters import bind_filters
+from catalog.plan.dataset import Fragments
 from catalog.plan.options import RANGE_QUERY_TYPES, ReadOptions
-from catalog.read.split_reader import read_splits
 from flight_server.protocol import pack, sql
 from flight_server.server.flightsql import show
 from flight_server.server.flightsql.column_metadata import Origin, describe
@@ -52,15 +52,12 @@ from flight_server.server.flightsql.names import CATALOG, Reference, meta_refere
 from flight_server.server.flightsql.table_facts import TableFacts
 from flight_server.server.query.queries import Call, PlannedScan, expiration_time
 from flight_server.server.query.tickets import CountTicket, PinnedScan, StatementTicket, Ticket, check_owner
-from flight_server.server.security.limits import Limits
-from flight_server.server.sql import engine
 from flight_server.server.sql.analyses import Analyses
-from flight_server.server.sql.native_scan import Fragments, native_dataset, native_read_error
+from flight_server.server.sql.native_scan import native_read_error
 from flight_server.server.sql.parameters import parameter_types
 from flight_server.server.sql.query import Analysis, hudi_options
 from flight_server.server.sql.sandbox import SandboxedEngine
 from flight_server.server.sql.show import CatalogStatement, catalog_statement
-from flight_server.server.sql.stats_count import count_by_stats
 
 
 @dataclass
@@ -111,7 +108,7 @@ def _combine(name_options: ReadOptions, clause_options: ReadOptions, name: str) 
 
 class ScanRoutes:
     """How many views of engine queries the engine scanned natively, and how many were fed
-    through Python (:mod:`flight_server.server.sql.native_scan`)."""
+    through Python (``ScanPlan.to_dataset``)."""
 
     def __init__(self) -> None:
         self.native = 0
@@ -127,15 +124,27 @@ class ScanRoutes:
 
 
 class Statements:
-    """SQL statements: analysed, planned and read through the calls of the query path."""
+    """SQL statements: analysed, planned and read through the calls of the query path.
 
-    def __init__(self, settings: engine.EngineSettings, limits: Limits):
-        self.engine = SandboxedEngine(settings)
-        self.analyses = Analyses(limits)
-        self.fragments = Fragments()
+    Args:
+        engine: runs the engine SQL (and keeps the result schemas it told).
+        analyses: the statements' templates and analyses kept.
+        fragments: the base files' fragments native scans keep (``ScanPlan.to_dataset``).
+        facts: the scans' schemas, pins and metadata counts kept per table state.
+        infos: the FlightInfos' result schemas in their wire form.
+
+    The caches are built, sized and reported by the composition root (``app.sql_statements``).
+    """
+
+    def __init__(
+        self, engine: SandboxedEngine, analyses: Analyses, fragments: Fragments, facts: TableFacts, infos: FlightInfos
+    ):
+        self.engine = engine
+        self.analyses = analyses
+        self.fragments = fragments
         self.routes = ScanRoutes()
-        self.facts = TableFacts()
-        self.infos = FlightInfos()
+        self.facts = facts
+        self.infos = infos
 
     # -- planning ------------------------------------------------------------------------
     def analyze(self, call: Call, text: str, parameters: Sequence[Any] | None, owner: Ticket | None = None) -> Analysis:
@@ -144,7 +153,7 @@ class Statements:
         Raises:
             flight.FlightUnauthorizedError: ``owner`` (a prepared statement) was issued to another user.
         """
-        call.queries.limits.check_body(text.encode(), "SQL")
+        call.check_body(text.encode(), "SQL")
         resolution = _Resolution(call, self.facts)
         analysis = self.analyses.analyze(text, resolution, parameters)
         resolution.caller()  # the caller may read (also a query without tables)
@@ -181,7 +190,7 @@ class Statements:
 
     def _catalog_statement(self, call: Call, text: str, owner: Ticket | None) -> CatalogStatement | None:
         """The catalog statement ``text`` is (the caller may read), ``None`` for anything else."""
-        call.queries.limits.check_body(text.encode(), "SQL")
+        call.check_body(text.encode(), "SQL")
         statement = self.analyses.catalog_statement(text)
         if statement is not None:
             call.authorize("read")
@@ -211,16 +220,15 @@ class Statements:
     ) -> flight.FlightInfo:
         """The statement's FlightInfo: the weighted-split endpoints of a plain scan, else one
         endpoint (always one when ``single_endpoint``: for clients that read only the first)."""
-        codec = call.queries.codec
-        expires_at = codec.expiry()
+        expires_at = call.expiry()
         statement = self._catalog_statement(call, text, owner)
         if statement is not None:
             show.result(call, statement)  # an unknown table fails now, not when read
-            ticket = codec.issue(StatementTicket(call.owner, text, ()), expires_at)
+            ticket = call.issue(StatementTicket(call.owner, text, ()), expires_at)
             return self._single_endpoint(descriptor, show.result_schema(statement), ticket, expires_at, -1)
         analysis = self.analyze(call, text, parameters, owner)
         if analysis.scan is not None:
-            planned = call.queries.endpoints(call, analysis.scan.table, analysis.scan.options, single_endpoint)
+            planned = call.endpoints(analysis.scan.table, analysis.scan.options, single_endpoint)
             if planned.endpoints or not single_endpoint:
                 schema = _described(planned.schema, ((analysis.scan.table, planned.schema),))
                 endpoints = planned.endpoints
@@ -229,7 +237,7 @@ class Statements:
             counted = self._metadata_count(call, analysis)
             if counted is not None:
                 pinned, count = counted
-                ticket = codec.issue(CountTicket(call.owner, analysis.count_star, count, pinned), expires_at)
+                ticket = call.issue(CountTicket(call.owner, analysis.count_star, count, pinned), expires_at)
                 return self._single_endpoint(descriptor, _count_schema(analysis.count_star), ticket, expires_at, 1)
         views, schemas = [], {}
         for spec in analysis.plan.scans:
@@ -238,7 +246,7 @@ class Statements:
             schemas[spec.view] = planned_scan.schema
         sources = tuple((spec.table, schemas[spec.view]) for spec in analysis.plan.scans)
         schema = _described(self.engine.result_schema(analysis.plan.sql, schemas, call.context.is_cancelled), sources)
-        ticket = codec.issue(StatementTicket(call.owner, analysis.plan.sql, tuple(views)), expires_at)
+        ticket = call.issue(StatementTicket(call.owner, analysis.plan.sql, tuple(views)), expires_at)
         return self._single_endpoint(descriptor, schema, ticket, expires_at, -1)
 
     def _single_endpoint(
@@ -252,19 +260,17 @@ class Statements:
         """The pinned scan and its rows when every planned slice is a Parquet base file without
         logs (a COW snapshot, a read-optimized read): without a filter the footer row counts are
         exactly the rows the read returns; with filters, when column statistics prove that every
-        row of every planned row group matches (:mod:`flight_server.server.sql.stats_count`).
-        ``None``: count by reading."""
+        row of every planned row group matches (``ScanPlan.count``). ``None``: count by reading."""
         spec = analysis.plan.scans[0]
         options = spec.options.replace(columns=None, limit=None)
         if options.incremental or options.cdc:
             return None
-        return self.facts.count(call, spec.table, options, lambda planned: _counted(call, planned))
+        return self.facts.count(call, spec.table, options, PlannedScan.count)
 
     # -- reading -------------------------------------------------------------------------
     def stream(self, call: Call, handle: bytes) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
         """Redeem a statement or count ticket (signature, expiry, every table's right, its user) and run it."""
-        queries = call.queries
-        ticket = queries.codec.redeem(handle, (StatementTicket, CountTicket), None)
+        ticket = call.redeem(handle, (StatementTicket, CountTicket))
         scans = [ticket.scan] if isinstance(ticket, CountTicket) else [scan for _, scan in ticket.views]
         for scan in scans:
             call.authorize("read", scan.table)
@@ -272,7 +278,7 @@ class Statements:
             call.authorize("read")
         check_owner(ticket, call.owner)
         if isinstance(ticket, CountTicket):
-            queries.reading(ticket.scan, with_splits=False)  # the table is still registered there
+            call.check_registered(ticket.scan)
             schema = _count_schema(ticket.column)
             return schema, iter([pa.record_batch([pa.array([ticket.count], pa.int64())], schema=schema)])
         statement = catalog_statement(ticket.sql) if not ticket.views else None
@@ -286,25 +292,23 @@ class Statements:
         notes = _EngineThreadNotes()
         for view, scan in ticket.views:
             if scan.meta is not None:
-                rows = queries.meta_rows(scan)
+                rows = call.meta_rows(scan)
                 readers[view] = pa.RecordBatchReader.from_batches(rows.schema, rows.to_batches())
                 sources.append((scan.table + SEPARATOR + scan.meta, rows.schema))
                 continue
-            reading = queries.reading(scan, with_splits=True)
-            splits = list(reading.splits or ())
-            native = (
-                native_dataset(reading.context, splits, scan.options, self.fragments)
-                if self.engine.settings.native_scan
-                else None
-            )
+            listed = call.listed(scan)  # its splits iterate once
+            schema = listed.schema
+            native = listed.to_dataset(self.fragments) if self.engine.settings.native_scan else None
             self.routes.count(native is not None)
             if native is not None:
                 readers[view] = native
                 native_tables[view] = scan.table
             else:
-                batches = _recording(read_splits(reading.context, splits, scan.options.limit), failures)
-                readers[view] = pa.RecordBatchReader.from_batches(reading.schema, notes.collecting(batches))
-            sources.append((scan.table, reading.schema))
+                # the dataset, when asked for, iterated the listed splits: list them again to read
+                unread = call.listed(scan) if self.engine.settings.native_scan else listed
+                batches = _recording(call.read(unread), failures)
+                readers[view] = pa.RecordBatchReader.from_batches(schema, notes.collecting(batches))
+            sources.append((scan.table, schema))
         try:
             schema, results = self.engine.run(ticket.sql, readers, call.context.is_cancelled, call.keys)
         except InvalidQueryError as err:
@@ -315,22 +319,6 @@ class Statements:
         described = _described(schema, tuple(sources))
         results = _source_errors_first(results, failures, native_tables)
         return described, _with_schema(notes.relayed(results), described)
-
-
-def _counted(call: Call, planned: PlannedScan) -> int | None:
-    """The rows of ``planned`` from metadata (see :meth:`Statements._metadata_count`), ``None``:
-    count by reading."""
-    splits = planned.splits()
-    if planned.options.filters:
-        filters = bind_filters(list(planned.options.filters), planned.schema)
-        return count_by_stats(planned.context, splits, filters, call.queries.footers.footer)
-    total = 0
-    for split in splits:
-        base = split.file_slice.base_file
-        if base is None or base.extension != "parquet" or split.file_slice.log_files:
-            return None
-        total += split.estimated_rows
-    return total
 
 
 class _EngineThreadNotes:

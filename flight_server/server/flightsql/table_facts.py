@@ -9,7 +9,8 @@ their rows. Both are functions of the table state and the read options: the stat
 decides the instant options resolve to, its schema and its file listing. So both are kept per
 table state *object*, which the table cache replaces as soon as one timeline listing shows an
 instant file added or removed: the next statement after a commit plans and counts again. A state
-no longer cached is not kept alive by them (a weak reference), and both are bounded.
+no longer cached is not kept alive by them (a weak reference), and both are bounded in bytes
+(``sql_table_facts_cache_bytes`` each).
 """
 
 from __future__ import annotations
@@ -21,24 +22,37 @@ from typing import Callable, Generic, TypeVar
 
 import pyarrow as pa
 
-from catalog.lru import BoundedLRU
+from catalog.lru import BoundedLRU, CacheListener
 from catalog.meta import META_TABLES
 from catalog.plan.options import ReadOptions
 from catalog.state import TableState
+from flight_server.server.config import ServerConfig
 from flight_server.server.flightsql.names import meta_reference
 from flight_server.server.query.queries import Call, OpenTable, PlannedScan
 from flight_server.server.query.tickets import PinnedScan
 
-#: entries kept by each (an entry is a table's identifier, its options' text and its value)
-PER_STATE_ENTRIES = 1024
+#: what an entry costs besides its key's text and its value (the weak reference, tuples, dict slot)
+ENTRY_OVERHEAD = 256
 V = TypeVar("V")
 
 
 class PerState(Generic[V]):
-    """Values by table and read options, each valid for the table state it was made from."""
+    """Values by table and read options, each valid for the table state it was made from.
 
-    def __init__(self, name: str, entries: int = PER_STATE_ENTRIES):
-        self._kept: BoundedLRU[tuple[str, str, str], tuple[weakref.ref[TableState], V]] = BoundedLRU(name, entries)
+    Args:
+        name: the cache's name (metrics).
+        max_bytes: the bound, each entry costing its key's text, ``size(value)`` and
+            :data:`ENTRY_OVERHEAD`.
+        size: what a value costs in bytes.
+    """
+
+    def __init__(
+        self, name: str, max_bytes: int, size: Callable[[V], int], listener: CacheListener | None = None
+    ):
+        self._kept: BoundedLRU[tuple[str, str, str], tuple[weakref.ref[TableState], V]] = BoundedLRU(
+            name, max_bytes, listener=listener
+        )
+        self._size = size
 
     def get(self, table: OpenTable, options: ReadOptions, make: Callable[[], V]) -> V:
         """The value for ``options`` on ``table``: kept for its state, else ``make()`` (kept
@@ -48,7 +62,8 @@ class PerState(Generic[V]):
         if kept is not None and kept[0]() is table.state:
             return kept[1]
         value = make()
-        self._kept.put(key, (weakref.ref(table.state), value), 1)
+        nbytes = sum(len(part) for part in key) + self._size(value) + ENTRY_OVERHEAD
+        self._kept.put(key, (weakref.ref(table.state), value), nbytes)
         return value
 
 
@@ -63,9 +78,13 @@ class ScanFacts:
 class TableFacts:
     """The schemas, pinned scans and metadata counts of recent statements' scans (see the module docstring)."""
 
-    def __init__(self, entries: int = PER_STATE_ENTRIES):
-        self._scans: PerState[ScanFacts] = PerState("sql scan facts", entries)
-        self._counts: PerState[tuple[PinnedScan, int] | None] = PerState("sql metadata counts", entries)
+    def __init__(
+        self, max_bytes: int = ServerConfig.sql_table_facts_cache_bytes, listener: CacheListener | None = None
+    ):
+        self._scans: PerState[ScanFacts] = PerState("sql_scan_facts", max_bytes, _scan_bytes, listener)
+        self._counts: PerState[tuple[PinnedScan, int] | None] = PerState(
+            "sql_metadata_counts", max_bytes, _count_bytes, listener
+        )
 
     def scan(self, call: Call, identifier: str, options: ReadOptions) -> ScanFacts:
         """The result schema and pinned scan of reading table ``identifier`` with ``options``, as
@@ -73,7 +92,7 @@ class TableFacts:
         :mod:`.names`) is pinned, not planned: its schema is fixed."""
         meta = meta_reference(call, identifier)
         if meta is not None and meta.meta is not None:
-            pinned = call.queries.pin_meta(call.open_entry(meta.entry), meta.meta, options.as_of)
+            pinned = call.pin_meta(call.open_entry(meta.entry), meta.meta, options.as_of)
             return ScanFacts(META_TABLES[meta.meta].schema, pinned)
 
         def planned() -> ScanFacts:
@@ -100,4 +119,16 @@ class TableFacts:
         return self._counts.get(call.open(identifier), options, counted)
 
 
-__all__ = ["PerState", "ScanFacts", "TableFacts"]
+def _scan_bytes(facts: ScanFacts) -> int:
+    return facts.schema.serialize().size + _pinned_bytes(facts.pinned)
+
+
+def _count_bytes(counted: tuple[PinnedScan, int] | None) -> int:
+    return 0 if counted is None else _pinned_bytes(counted[0]) + 32
+
+
+def _pinned_bytes(pinned: PinnedScan) -> int:
+    return len(pinned.key) + 128
+
+
+__all__ = ["ENTRY_OVERHEAD", "PerState", "ScanFacts", "TableFacts"]

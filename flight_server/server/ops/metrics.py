@@ -16,7 +16,10 @@ Names (docs/flight.md, "Operations"):
   ``hudi_flight_storage_read_bytes_total``;
 * ``hudi_flight_cache_hits_total{cache}``, ``hudi_flight_cache_misses_total{cache}``,
   ``hudi_flight_cache_evictions_total{cache}``, ``hudi_flight_cache_bytes{cache}``
-  (caches: ``table_states``, ``footers``, ``point_reads``, ``log_blocks``, ``split_results``, ``disk``);
+  (caches: ``table_states``, ``footers``, ``point_reads``, ``log_blocks``, ``split_results``,
+  ``disk``, and the SQL room's: ``sql_templates``, ``sql_analyses``, ``sql_generic_analyses``,
+  ``sql_parameter_places``, ``sql_result_schemas``, ``sql_wire_schemas``, ``sql_fragments``,
+  ``sql_scan_facts``, ``sql_metadata_counts``; every ``bytes`` figure in bytes);
 * ``hudi_flight_planning_seconds`` (histogram).
 """
 

@@ -16,7 +16,7 @@ import contextlib
 import functools
 import json
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator, Mapping, TypeVar, overload
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -39,7 +39,7 @@ from flight_server.server.cache.tables import TableCache
 from flight_server.server.ops.call_log import note
 from flight_server.server.ops.operations import Operations
 from flight_server.server.query.placement import Placement
-from flight_server.server.query.tickets import PinnedScan, ScanTicket, SplitTicket, TicketCodec, check_owner
+from flight_server.server.query.tickets import PinnedScan, ScanTicket, SplitTicket, Ticket, TicketCodec, check_owner
 from flight_server.server.query.wire import endpoint_metadata, query_metadata
 from flight_server.server.registry import TableEntry
 from flight_server.server.security.access import Access
@@ -51,6 +51,8 @@ from flight_server.server.security.limits import Limits
 PLAN_CACHE_ENTRIES = 512
 #: a point read of at most this many record keys is answered at once (see TicketStream)
 POINT_KEYS_AT_ONCE = 16
+A = TypeVar("A", bound=Ticket)
+B = TypeVar("B", bound=Ticket)
 
 
 @dataclass(frozen=True)
@@ -68,9 +70,10 @@ class PlannedScan:
         table: the table it plans.
         scan: the planner's answer (its splits iterator is consumed by :meth:`splits` only).
         limits: bounds the listing (``planning_seconds``).
+        footers: the footer cache planning read through (:meth:`count` reads it again).
     """
 
-    def __init__(self, table: OpenTable, scan: ScanPlan, limits: Limits):
+    def __init__(self, table: OpenTable, scan: ScanPlan, limits: Limits, footers: FooterCache | None = None):
         self.table = table
         self.schema = scan.schema
         self.context = scan.context
@@ -79,6 +82,7 @@ class PlannedScan:
         self._pending: Iterator[Split] | None = scan.splits
         self._splits: tuple[Split, ...] | None = None
         self._limits = limits
+        self._footers = footers
 
     def splits(self) -> tuple[Split, ...]:
         """The splits (listed on first use, within the planning deadline)."""
@@ -86,6 +90,11 @@ class PlannedScan:
             pending, self._pending = self._pending, None
             self._splits = tuple(self._limits.deadline().bounded(pending)) if pending is not None else ()
         return self._splits
+
+    def count(self) -> int | None:
+        """The rows the scan returns from footers alone (:meth:`ScanPlan.count` of the listed
+        splits, through the footer cache planning used); ``None``: they must be read."""
+        return ScanPlan(self.schema, self.context, self.options, iter(self.splits())).count(self._footers)
 
 
 @dataclass(frozen=True)
@@ -222,7 +231,7 @@ class Queries:
     def plan(self, table: OpenTable, options: ReadOptions) -> PlannedScan:
         with _table_path_hidden(table.entry):
             scan = plan(table.state, options, self.split_options, self.footers, self.decoded, self.logs)
-            return PlannedScan(table, scan, self.limits)
+            return PlannedScan(table, scan, self.limits, self.footers)
 
     def endpoints(self, call: "Call", identifier: str, options: ReadOptions, single: bool = False) -> PlannedQuery:
         """Schema, endpoints, estimated rows and bytes of a scan for the caller ``call.user``
@@ -309,9 +318,18 @@ class Queries:
             point = reading.context.point
             few = point is not None and len(point.keys) <= POINT_KEYS_AT_ONCE
             return TicketStream(reading.schema, self.split_results.read(reading.context, ticket.split), few)
-        reading = self.reading(ticket.scan, with_splits=True)
-        batches = read_splits(reading.context, list(reading.splits or ()), ticket.scan.options.limit)
-        return TicketStream(reading.schema, batches, False)
+        scan = self.listed(ticket.scan)
+        return TicketStream(scan.schema, self.read(scan), False)
+
+    def listed(self, pinned: PinnedScan) -> ScanPlan:
+        """The plan of a pinned scan with its splits listed (:meth:`reading`), iterable once."""
+        reading = self.reading(pinned, with_splits=True)
+        return ScanPlan(reading.schema, reading.context, pinned.options, iter(reading.splits or ()))
+
+    def read(self, scan: ScanPlan) -> Iterator[pa.RecordBatch]:
+        """Every split's rows (at most the options' limit), read in parallel, each split through
+        the split result cache as a split ticket is."""
+        return read_splits(scan.context, list(scan.splits), scan.options.limit, read=self.split_results.read)
 
     def reading(self, pinned: PinnedScan, with_splits: bool) -> _Reading:
         """The schema and read context of a pinned scan (and its splits when asked): from the
@@ -395,6 +413,91 @@ class Call:
         if planned is None:
             planned = self._plans[key] = self.queries.plan(self.open(identifier), options)
         return planned
+
+    def endpoints(self, identifier: str, options: ReadOptions, single: bool = False) -> PlannedQuery:
+        """See :meth:`Queries.endpoints` (the tickets are issued to this caller)."""
+        return self.queries.endpoints(self, identifier, options, single)
+
+    # -- tickets (query.tickets) -----------------------------------------------------------
+    def expiry(self) -> float:
+        """The expiry of a ticket issued now (``TicketCodec.expiry``)."""
+        return self.queries.codec.expiry()
+
+    def issue(self, ticket: Ticket, expires_at: float | None = None) -> bytes:
+        """``ticket`` signed (``TicketCodec.issue``)."""
+        return self.queries.codec.issue(ticket, expires_at)
+
+    @overload
+    def redeem(self, raw: bytes, kinds: tuple[type[A]]) -> A: ...
+
+    @overload
+    def redeem(self, raw: bytes, kinds: tuple[type[A], type[B]]) -> A | B: ...
+
+    def redeem(self, raw: bytes, kinds: tuple[type[Ticket], ...]) -> Ticket:
+        """The ticket in ``raw`` (``TicketCodec.redeem``); its owner is checked by the caller."""
+        return self.queries.codec.redeem(raw, kinds, None)  # type: ignore[arg-type]  # the overloads above
+
+    # -- bounds (security.limits) ----------------------------------------------------------
+    def check_body(self, body: bytes, what: str) -> None:
+        """Refuse a request part larger than ``max_body_bytes``."""
+        self.queries.limits.check_body(body, what)
+
+    @property
+    def max_body_bytes(self) -> int:
+        return self.queries.limits.max_body_bytes
+
+    # -- reading pinned scans --------------------------------------------------------------
+    def pin_meta(self, table: OpenTable, name: str, as_of: str | None) -> PinnedScan:
+        """See :meth:`Queries.pin_meta`."""
+        return self.queries.pin_meta(table, name, as_of)
+
+    def meta_rows(self, pinned: PinnedScan) -> pa.Table:
+        """See :meth:`Queries.meta_rows`."""
+        return self.queries.meta_rows(pinned)
+
+    def check_registered(self, pinned: PinnedScan) -> None:
+        """Raises ``UnknownTableError`` when the pinned scan's table is gone or registered
+        elsewhere since planning (see :meth:`Queries.reading`)."""
+        self.queries.reading(pinned, with_splits=False)
+
+    def listed(self, pinned: PinnedScan) -> ScanPlan:
+        """See :meth:`Queries.listed`."""
+        return self.queries.listed(pinned)
+
+    def read(self, scan: ScanPlan) -> Iterator[pa.RecordBatch]:
+        """See :meth:`Queries.read`."""
+        return self.queries.read(scan)
+
+    # -- the catalog (actions) -------------------------------------------------------------
+    def namespaces(self) -> list[str]:
+        """Every namespace of the catalog (cached rows; listings filter them by the caller's rights)."""
+        return self.queries.catalog.list_namespaces()
+
+    def allowed(self, right: str, table: str | None = None) -> bool:
+        """Whether the caller (as last authorized) holds ``right`` on ``table`` (``None``: the catalog)."""
+        return self.queries.access.allowed(self.user, right, table)
+
+    def check_properties(self, properties: Mapping[str, Any]) -> None:
+        """Refuse table properties larger than ``max_properties_bytes``."""
+        self.queries.limits.check_properties(properties, len(json.dumps(properties)))
+
+    def register_table(
+        self, identifier: str, uri: str, storage_options: Mapping[str, Any] | None,
+        properties: Mapping[str, str] | None, replace: bool,
+    ) -> TableEntry:
+        """Register ``uri`` as ``identifier`` (``Registry.register_table``), forgetting what was cached of it."""
+        entry = self.queries.catalog.registry.register_table(identifier, uri, storage_options, properties, replace)
+        self.queries.forget(entry.identifier)
+        return entry
+
+    def unregister_table(self, identifier: str) -> None:
+        """Unregister ``identifier``, forgetting what was cached of it."""
+        self.queries.catalog.registry.unregister_table(identifier)
+        self.queries.forget(identifier)
+
+    def forget(self, identifier: str | None = None) -> None:
+        """See :meth:`Queries.forget`."""
+        self.queries.forget(identifier)
 
     def note(self, **fields: object) -> None:
         """Facts for the call's log line (``ops.call_log``)."""

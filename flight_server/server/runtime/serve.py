@@ -97,21 +97,23 @@ def serve(config: ServerConfig, ready: Callable[[Serving], None] | None = None) 
             supervisor.close()
         return
 
+    from flight_server.server.app import compose
     from flight_server.server.service import HudiFlightServer
 
-    server = HudiFlightServer(config, discover=discover)
+    app = compose(config, discover=discover)
+    server = HudiFlightServer(app=app)
     try:
         if config.role == "worker":
-            registration = _register(config, server.port, server.signer)
+            registration = _register(config, server.port, app.signer)
         if ready is not None:
             ready(server)
         server.serve()
     finally:
-        server.ops.stopping()  # health checks answer NOT_SERVING while the server stops
+        app.ops.stopping()  # health checks answer NOT_SERVING while the server stops
         if registration is not None:
             registration.stop()
         server.shutdown()
-        server.ops.close()
+        app.ops.close()
 
 
 __all__ = ["Serving", "check_placeholders", "check_topology", "serve"]

@@ -72,13 +72,15 @@ def _follow_parent(conn: Connection, placement: Placement) -> None:
 
 def _serve_child(config: ServerConfig, discover: bool, conn: Connection, listen: str) -> None:
     """Body of one serving process: listen at ``listen``, report the bound port, serve."""
+    from flight_server.server.app import compose
     from flight_server.server.ops.call_log import configure_logging
     from flight_server.server.service import HudiFlightServer
 
     configure_logging(config.log_format)
-    server = HudiFlightServer(config, discover=discover, location=listen)
+    app = compose(config, discover=discover)
+    server = HudiFlightServer(location=listen, app=app)
     conn.send(server.port)
-    threading.Thread(target=_follow_parent, args=(conn, server.queries.placement), name="hudi-flight-parent",
+    threading.Thread(target=_follow_parent, args=(conn, app.queries.placement), name="hudi-flight-parent",
                      daemon=True).start()
     server.serve()
 

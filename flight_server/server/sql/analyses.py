@@ -31,7 +31,7 @@ from typing import Any, Generic, Sequence, TypeVar
 import pyarrow as pa
 from sqlglot import exp
 
-from catalog.lru import BoundedLRU
+from catalog.lru import BoundedLRU, CacheListener
 from catalog.plan.options import ReadOptions
 from flight_server.server.security.limits import Limits
 from flight_server.server.sql.generic import GenericAnalysis, analyze_generic, kinds
@@ -94,18 +94,20 @@ _PER_BINDING = _Kept[GenericAnalysis | None](None, ())
 class Analyses:
     """Analyses of one server's statements (within its ``limits``), reused while they hold."""
 
-    def __init__(self, limits: Limits, max_bytes: int = CACHE_BYTES):
+    def __init__(self, limits: Limits, max_bytes: int = CACHE_BYTES, listener: CacheListener | None = None):
+        """``max_bytes`` bounds each of the four kinds kept (templates, analyses, generic
+        analyses, parameter places); ``listener`` hears their counters (``catalog.lru``)."""
         self.limits = limits
         self._templates: BoundedLRU[str, tuple[Template, CatalogStatement | None]] = BoundedLRU(
-            "sql templates", max_bytes
+            "sql_templates", max_bytes, listener=listener
         )
         self._analyses: BoundedLRU[tuple[str, tuple[str, ...]], _Kept[Analysis]] = BoundedLRU(
-            "sql analyses", max_bytes
+            "sql_analyses", max_bytes, listener=listener
         )
         self._generic: BoundedLRU[tuple[str, tuple[str, ...]], _Kept[GenericAnalysis | None]] = BoundedLRU(
-            "sql generic analyses", max_bytes
+            "sql_generic_analyses", max_bytes, listener=listener
         )
-        self._places: BoundedLRU[str, Places] = BoundedLRU("sql parameter places", max_bytes)
+        self._places: BoundedLRU[str, Places] = BoundedLRU("sql_parameter_places", max_bytes, listener=listener)
 
     def template(self, sql: str) -> Template:
         """``sql`` tokenized and checked (:func:`.query.template`), once per text."""

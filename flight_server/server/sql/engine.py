@@ -30,7 +30,7 @@ import pyarrow.dataset as ds
 import pyarrow.flight as flight
 
 from catalog.errors import InvalidQueryError
-from catalog.lru import BoundedLRU
+from catalog.lru import BoundedLRU, CacheListener
 from flight_server.server.security.budgets import CallKeys, ServerBusyError
 from flight_server.server.security.limits import LimitExceededError
 from flight_server.server.sql import native_files
@@ -147,9 +147,23 @@ def stopped_error(watch: Watch, settings: EngineSettings) -> Exception | None:
     return None
 
 
-def schema_key(sql: str, views: Mapping[str, pa.Schema]) -> tuple[str, tuple[tuple[str, bytes], ...]]:
+SchemaKey = tuple[str, tuple[tuple[str, bytes], ...]]
+#: result schemas by :func:`schema_key`
+ResultSchemas = BoundedLRU[SchemaKey, pa.Schema]
+
+
+def schema_key(sql: str, views: Mapping[str, pa.Schema]) -> SchemaKey:
     """What a result schema is a function of: the SQL and its views' schemas (serialised)."""
     return sql, tuple((name, schema.serialize().to_pybytes()) for name, schema in sorted(views.items()))
+
+
+def result_schemas(max_bytes: int = SCHEMA_CACHE_BYTES, listener: CacheListener | None = None) -> ResultSchemas:
+    """The cache of result schemas an engine keeps (each entry costs its SQL, views and schema)."""
+    return BoundedLRU("sql_result_schemas", max_bytes, listener=listener)
+
+
+def keep_schema(schemas: ResultSchemas, key: SchemaKey, schema: pa.Schema) -> None:
+    schemas.put(key, schema, len(key[0]) + sum(len(view) for _, view in key[1]) + len(schema.serialize()))
 
 
 @dataclass
@@ -175,9 +189,7 @@ class Engine:
         idle = max(1, parse_bytes(settings.memory_budget) // parse_bytes(settings.memory_limit))
         self.databases = DatabasePool(lambda files: connect(settings, files), idle)
         self.file_views = FileViews()
-        self._schemas: BoundedLRU[tuple[str, tuple[tuple[str, bytes], ...]], pa.Schema] = BoundedLRU(
-            "sql result schemas", SCHEMA_CACHE_BYTES
-        )
+        self._schemas = result_schemas()
 
     def stop_all(self) -> None:
         """Interrupt every running query (the server is shutting down)."""
@@ -200,7 +212,7 @@ class Engine:
         if known is not None:
             return known
         schema = self._engine_result_schema(sql, views, cancelled)
-        self._schemas.put(key, schema, len(sql) + sum(len(view) for _, view in key[1]) + len(schema.serialize()))
+        keep_schema(self._schemas, key, schema)
         return schema
 
     def _engine_result_schema(
@@ -348,4 +360,7 @@ class Engine:
                 yield batch
 
 
-__all__ = ["SCHEMA_CACHE_BYTES", "Engine", "EngineSettings", "connect", "schema_key", "stopped_error"]
+__all__ = [
+    "SCHEMA_CACHE_BYTES", "Engine", "EngineSettings", "ResultSchemas", "connect", "keep_schema", "result_schemas",
+    "schema_key", "stopped_error",
+]

@@ -86,8 +86,8 @@ class ParquetFiles:
 
 def parquet_files(view: pa.RecordBatchReader | ds.Dataset) -> ParquetFiles | None:
     """The files of ``view`` when the engine may read them itself: an Arrow dataset of Parquet
-    fragments on Arrow's local filesystem (what :func:`.native_scan.native_dataset` makes for a
-    local table), with absolute paths DuckDB would not read as globs, and no two columns of a
+    fragments on Arrow's local filesystem (what :func:`catalog.plan.dataset.base_file_dataset`
+    makes for a local table), with absolute paths DuckDB would not read as globs, and no two columns of a
     file whose names differ only in case (DuckDB binds names case-insensitively). ``None``:
     anything else (the view is registered as it is)."""
     if not isinstance(view, ds.FileSystemDataset) or not isinstance(view.filesystem, pafs.LocalFileSystem):

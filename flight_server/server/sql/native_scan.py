@@ -1,152 +1,11 @@
-"""Scans the engine reads natively: an Arrow dataset of exactly a plan's base files.
-
-A view fed through Python (``catalog.read.split_reader.read_splits`` turned into a
-``RecordBatchReader``) hands DuckDB every column of every row, decoded and conformed on Python
-threads. When a planned scan is nothing but plain Parquet base files that the reader would return
-unchanged, DuckDB can instead scan a ``pyarrow.dataset`` of those files itself, pushing its
-projection and filters into Arrow's Parquet reader (statistics pruning, late materialization).
-
-"Unchanged" is decided file by file, from what :func:`catalog.read.cow.read_base` and
-:func:`catalog.format.parquet.read_parquet` do beyond decoding; any of these keeps the scan on the
-Python-fed stream:
-
-- incremental and CDC queries (the row filter holds the commit-time filter; CDC builds rows);
-- a slice with log files that a snapshot merges, a log-only slice, a Lance base file;
-- schema on read (the file's columns are renamed by field id) and dropped partition columns
-  (filled in from the partition path);
-- a file lacking a column of the view, or holding it with another type (the reader would cast it
-  by Hudi's rules or fill nulls);
-- a table outside Arrow's native local filesystem: no Python-backed filesystem is ever handed to
-  Arrow's threads (``Storage.arrow_filesystem``);
-- a file whose footer cannot be read: the Python-fed reader then reports it as it always does.
-
-Query filters need no care: the engine runs the whole WHERE clause itself, so planning with them
-only drops files and row groups whose rows the query drops anyway. The dataset names exactly the
-planned files (and row groups), so the engine still reaches no file the plan did not name.
-
-A server keeps the fragments it made (:class:`Fragments`, by file path, size and row groups: a
-Hudi base file is never rewritten in place), each holding its footer once read, so a statement
-run again reads no footer before the engine scans: only the dataset around them is new.
-"""
+"""The engine's errors reading a native view (an Arrow dataset of a plan's base files,
+:func:`catalog.plan.dataset.base_file_dataset`), told as the split reader tells them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Mapping, Sequence
-
-import pyarrow as pa
-import pyarrow.dataset as ds
+from typing import Mapping
 
 from catalog.errors import CorruptTableError
-from catalog.lru import BoundedLRU, CacheStats
-from catalog.plan.options import ReadOptions
-from catalog.read.context import ReadContext
-from catalog.table.files import Split
-
-_PARQUET = ds.ParquetFileFormat()
-#: bytes of fragments kept (each counts its footer)
-FRAGMENT_CACHE_BYTES = 64 << 20
-_FragmentKey = tuple[str, str, int, tuple[int, ...] | None]
-
-
-@dataclass(frozen=True)
-class BaseFile:
-    """A base file's fragment (its footer read) and the schema of its columns as stored."""
-
-    fragment: ds.ParquetFileFragment
-    physical_schema: pa.Schema
-
-
-class Fragments:
-    """Fragments of base files with their footers, kept between statements (bounded LRU)."""
-
-    def __init__(self, max_bytes: int = FRAGMENT_CACHE_BYTES):
-        self._kept: BoundedLRU[_FragmentKey, BaseFile] = BoundedLRU("sql fragments", max_bytes)
-
-    def stats(self) -> CacheStats:
-        return self._kept.stats()
-
-    def fragment(
-        self, filesystem: pa.fs.FileSystem, path: str, size: int | None, row_groups: list[int] | None
-    ) -> BaseFile | None:
-        """The fragment of ``path`` (``row_groups`` of it; ``None``: all) with its footer read;
-        ``None`` when the footer cannot be read (missing or damaged: the Python-fed reader reports it)."""
-        key = (filesystem.type_name, path, size or -1, tuple(row_groups) if row_groups is not None else None)
-        kept = self._kept.get(key)
-        if kept is not None:
-            return kept
-        fragment = _PARQUET.make_fragment(path, filesystem=filesystem, file_size=size, row_groups=row_groups)
-        try:
-            fragment.ensure_complete_metadata()
-            made = BaseFile(fragment, fragment.physical_schema)
-            footer = fragment.metadata.serialized_size
-        except (pa.ArrowException, OSError):
-            return None
-        self._kept.put(key, made, int(footer) + 1024)
-        return made
-
-
-def native_dataset(
-    context: ReadContext, splits: Sequence[Split], options: ReadOptions, fragments: Fragments | None = None
-) -> ds.Dataset | None:
-    """A dataset of exactly the splits' base files (and row groups) in ``context.output_schema``
-    when it returns the very rows and values the Python-fed reader would; ``None`` otherwise.
-
-    ``fragments``: the server's kept fragments (else each file's footer is read now)."""
-    if options.incremental or options.cdc or context.cdc is not None:
-        return None
-    filesystem = context.storage.arrow_filesystem()
-    if filesystem is None:
-        return None
-    schema = context.output_schema
-    if len(schema) == 0:  # no column to scan: the stream carries the row counts
-        return None
-    made = []
-    for split in splits:
-        base_file = _base_file(context, split, filesystem, fragments or Fragments(0))
-        if base_file is None or not _same_columns(base_file.physical_schema, schema):
-            return None
-        made.append(base_file.fragment)
-    return ds.FileSystemDataset(made, schema, _PARQUET, filesystem)
-
-
-def _base_file(
-    context: ReadContext, split: Split, filesystem: pa.fs.FileSystem, fragments: Fragments
-) -> BaseFile | None:
-    """The split's base file as a fragment, when the reader would only decode it."""
-    file_slice = split.file_slice
-    base = file_slice.base_file
-    if base is None or file_slice.base_file_path is None or not only_decoded(context, split):
-        return None
-    context.storage.stats.add("open")
-    return fragments.fragment(
-        filesystem,
-        context.storage.full_path(file_slice.base_file_path),
-        base.size or None,
-        list(split.row_groups) if split.row_groups else None,
-    )
-
-
-def only_decoded(context: ReadContext, split: Split) -> bool:
-    """Whether the reader returns the split's rows as its Parquet base file stores them: no log
-    to merge (a snapshot), no column renamed by schema on read, no partition column filled in, no
-    bootstrap source holding the data columns beside a skeleton file."""
-    file_slice = split.file_slice
-    base = file_slice.base_file
-    if base is None or base.extension != "parquet" or file_slice.bootstrap_source is not None:
-        return False
-    if file_slice.has_logs and not context.read_optimized:
-        return False  # merged with its logs
-    return context.column_map(base.instant) is None and context.partition_constants(file_slice.partition) is None
-
-
-def _same_columns(physical: pa.Schema, schema: pa.Schema) -> bool:
-    """Whether a file of this ``physical`` schema holds every column of ``schema`` with exactly its type."""
-    for field in schema:
-        index = physical.get_field_index(field.name)
-        if index < 0 or not physical.field(index).type.equals(field.type):
-            return False
-    return True
 
 
 def native_read_error(message: str, tables: Mapping[str, str]) -> Exception | None:
@@ -163,4 +22,4 @@ def native_read_error(message: str, tables: Mapping[str, str]) -> Exception | No
     return None
 
 
-__all__ = ["BaseFile", "Fragments", "native_dataset", "native_read_error", "only_decoded"]
+__all__ = ["native_read_error"]

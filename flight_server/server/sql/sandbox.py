@@ -47,12 +47,18 @@ import pyarrow.dataset as ds
 import pyarrow.flight as flight
 
 from catalog.errors import InvalidQueryError
-from catalog.lru import BoundedLRU
 from flight_server.server.security.budgets import CallKeys, ServerBusyError
 from flight_server.server.security.limits import LimitExceededError
 from flight_server.server.sql import channel
 from flight_server.server.sql.admission import RETRY_SECONDS, MemoryBudget, parse_bytes
-from flight_server.server.sql.engine import SCHEMA_CACHE_BYTES, EngineSettings, schema_key, stopped_error
+from flight_server.server.sql.engine import (
+    EngineSettings,
+    ResultSchemas,
+    keep_schema,
+    result_schemas,
+    schema_key,
+    stopped_error,
+)
 from flight_server.server.sql.watchdog import Watch, Watchdog
 
 log = logging.getLogger(__name__)
@@ -264,7 +270,7 @@ class SandboxedEngine:
     """The serving process's SQL engine (see the module docstring); the same calls as the
     in-process :class:`~.engine.Engine` that each engine process runs."""
 
-    def __init__(self, settings: EngineSettings):
+    def __init__(self, settings: EngineSettings, schemas: ResultSchemas | None = None):
         settings.check()
         self.settings = settings
         self.budget = MemoryBudget(
@@ -274,9 +280,7 @@ class SandboxedEngine:
         self.watchdog = Watchdog()  # memory is bounded where it grows: in the engine processes
         self.processes = EnginePool(lambda: EngineProcess(settings), self.budget.slots)
         self.file_views = NativeViewCounts()
-        self._schemas: BoundedLRU[tuple[str, tuple[tuple[str, bytes], ...]], pa.Schema] = BoundedLRU(
-            "sql result schemas", SCHEMA_CACHE_BYTES
-        )
+        self._schemas = schemas if schemas is not None else result_schemas()
 
     def stop_all(self) -> None:
         """Kill every statement's engine process now and refuse new statements (shutdown)."""
@@ -302,7 +306,7 @@ class SandboxedEngine:
                 pass
         finally:
             statement.end()
-        self._schemas.put(key, schema, len(sql) + sum(len(view) for _, view in key[1]) + len(schema.serialize()))
+        keep_schema(self._schemas, key, schema)
         return schema
 
     def run(

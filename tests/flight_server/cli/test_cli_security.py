@@ -96,7 +96,7 @@ def test_changes_reach_a_running_server(tmp_path, capsys, monkeypatch, fixture_t
         assert code == 1 and err.startswith("hudi-flight: error: planning sales.t refused by") and \
             "reader has no read right on sales.t" in err
         assert _run(capsys, monkeypatch, "grant", "read", "sales.t", "--to", "reader", *s)[0] == 0
-        srv.access.forget()  # instead of waiting auth_cache_seconds
+        srv.app.access.forget()  # instead of waiting auth_cache_seconds
         code, out, _ = _run(capsys, monkeypatch, "tables", *uri, "--user", "reader")
         assert code == 0 and out.split("\t")[0] == "sales.t"
         code, out, _ = _run(capsys, monkeypatch, "read", "sales.t", *uri, "--user", "reader", "--max-rows", "1")

@@ -70,7 +70,7 @@ def server(tmp_path_factory, fixture_table):
         for user, (grants, _) in MATRIX.items():
             add_user(srv, user, PASSWORD)
             for right, target in grants:
-                srv.users.grant(user, Grant.parse(right, target))
+                srv.app.users.grant(user, Grant.parse(right, target))
         yield srv
 
 
@@ -90,7 +90,7 @@ def test_handshake_returns_a_bearer_token_naming_the_user(server):
         key, value = plain.authenticate_basic_token("ns-reader", PASSWORD)
         assert key == b"authorization" and value.startswith(b"Bearer hft1.")
         token = value.decode()[len("Bearer "):]
-        assert TokenIssuer(server.signer, 60).user_of(token) == "ns-reader"
+        assert TokenIssuer(server.app.signer, 60).user_of(token) == "ns-reader"
         with pytest.raises(flight.FlightUnauthenticatedError, match="credentials required"):
             _action(plain, "list-tables")
         listed = list(plain.do_action(flight.Action("list-tables", b"{}"), _bearer(token)))
@@ -123,9 +123,9 @@ def _forged_tokens(server) -> dict[str, str]:
     real = _token_of(server, "ns-reader")
     head, payload, sig = real.split(".")
     other = TicketSigner(b"x" * 32)  # another server's secret
-    ticket = server.signer.sign({"u": "ns-reader"}, time.time() + 60).decode()  # a ticket, not a token
+    ticket = server.app.signer.sign({"u": "ns-reader"}, time.time() + 60).decode()  # a ticket, not a token
     return {
-        "expired": TokenIssuer(server.signer, 60).issue("ns-reader", now=time.time() - 120),
+        "expired": TokenIssuer(server.app.signer, 60).issue("ns-reader", now=time.time() - 120),
         "altered": f"{head}.{payload[:-2]}{'A' if payload[-2] != 'A' else 'B'}{payload[-1]}.{sig}",
         "re-signed for admin": TokenIssuer(other, 60).issue("ns-admin"),
         "foreign secret": TokenIssuer(other, 60).issue("ns-reader"),
@@ -147,11 +147,11 @@ def test_expired_altered_and_foreign_tokens_are_unauthenticated(server):
 
 def test_token_of_a_removed_user_stops_working(server):
     add_user(server, "leaver", PASSWORD)
-    server.users.grant("leaver", Grant.parse("read", "*"))
+    server.app.users.grant("leaver", Grant.parse("read", "*"))
     token = _token_of(server, "leaver")
     with flight.connect(f"grpc://127.0.0.1:{server.port}") as plain:
         assert plain.get_flight_info(_path("ns1.a"), _bearer(token)).endpoints
-        server.users.remove_user("leaver")
+        server.app.users.remove_user("leaver")
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:  # visible within auth_cache_seconds
             try:
@@ -250,11 +250,11 @@ def test_ticket_of_one_user_is_refused_for_another(clients):
 
 def test_revoke_takes_effect_on_the_next_do_get(server):
     add_user(server, "revoked", PASSWORD)
-    server.users.grant("revoked", Grant.parse("read", "ns1.a"))
+    server.app.users.grant("revoked", Grant.parse("read", "ns1.a"))
     with user_client(server.port, "revoked", PASSWORD) as client:
         info = client.get_flight_info(_path("ns1.a"))
         assert client.do_get(info.endpoints[0].ticket).read_all().num_rows > 0
-        server.users.revoke("revoked", Grant.parse("read", "ns1.a"))
+        server.app.users.revoke("revoked", Grant.parse("read", "ns1.a"))
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:  # visible within auth_cache_seconds
             try:
@@ -269,9 +269,9 @@ def test_revoke_takes_effect_on_the_next_do_get(server):
 def test_streams_are_counted_per_user_not_per_token(server):
     """A fresh handshake (a new token) or a new connection does not buy more concurrent streams."""
     token = _token_of(server, "everything-reader")
-    keys = [CallKeys("everything-reader", f"ipv4:10.0.0.1:{port}") for port in range(server.streams._bounds["user"])]
+    keys = [CallKeys("everything-reader", f"ipv4:10.0.0.1:{port}") for port in range(server.app.streams._bounds["user"])]
     for k in keys:  # the user's other streams, opened with other tokens on other connections
-        server.streams.acquire(k)
+        server.app.streams.acquire(k)
     try:
         with flight.connect(f"grpc://127.0.0.1:{server.port}") as plain:
             info = plain.get_flight_info(_path("ns2.c"), _bearer(token))
@@ -279,7 +279,7 @@ def test_streams_are_counted_per_user_not_per_token(server):
                 plain.do_get(info.endpoints[0].ticket, _bearer(token)).read_all()
     finally:
         for k in keys:
-            server.streams.release(k)
+            server.app.streams.release(k)
 
 
 # -- anonymous callers and exposed servers ---------------------------------------------------
@@ -316,8 +316,8 @@ def test_no_anonymous_access_when_tokens_are_configured(tmp_path, fixture_table)
                 anonymous.get_flight_info(_path("ns1.a"))
             with pytest.raises(flight.FlightUnauthorizedError, match="bot has no read right"):
                 anonymous.get_flight_info(_path("ns1.a"), _bearer("a-static-token-0123456789"))
-            srv.users.grant("bot", Grant.parse("read", "ns1.a"))
-            srv.access.forget()
+            srv.app.users.grant("bot", Grant.parse("read", "ns1.a"))
+            srv.app.access.forget()
             assert anonymous.get_flight_info(_path("ns1.a"), _bearer("a-static-token-0123456789")).endpoints
 
 
@@ -360,9 +360,9 @@ def test_password_hashes_are_salted_and_no_secret_reaches_db_or_logs(tmp_path, f
     config = ServerConfig(port=0, state_dir=str(state))
     caplog.set_level(logging.DEBUG)
     with running_server(config) as srv:
-        srv.users.add_user("twin-a", PASSWORD)
-        srv.users.add_user("twin-b", PASSWORD)
-        with srv.registry.engine.connect() as conn:
+        srv.app.users.add_user("twin-a", PASSWORD)
+        srv.app.users.add_user("twin-b", PASSWORD)
+        with srv.app.registry.engine.connect() as conn:
             hashes = dict(conn.exec_driver_sql("SELECT name, password_hash FROM hudi_flight_users").all())
         assert hashes["twin-a"] != hashes["twin-b"] and all(h.startswith("scrypt$16384$8$1$") for h in hashes.values())
         assert verify_password(PASSWORD, hashes["twin-a"]) and not verify_password(PASSWORD + "x", hashes["twin-a"])

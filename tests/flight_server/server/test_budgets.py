@@ -90,20 +90,20 @@ def test_local_clients_do_not_share_one_budget(served):
     """Other connections of the same host holding their whole share do not lock this one out."""
     others = [CallKeys(None, f"ipv4:127.0.0.1:{port}") for port in range(2000, 2007)]
     for keys in others:
-        served.streams.acquire(keys)
+        served.app.streams.acquire(keys)
     try:
         with flight.connect(f"grpc://127.0.0.1:{served.port}") as c:
             info = c.get_flight_info(flight.FlightDescriptor.for_path("a", "b"))
             assert c.do_get(info.endpoints[0].ticket).read_all().num_rows > 0
     finally:
         for keys in others:
-            served.streams.release(keys)
+            served.app.streams.release(keys)
 
 
 def test_refusal_for_load_is_unavailable_with_a_hint_and_our_client_retries(served):
     others = [CallKeys(None, f"ipv4:127.0.0.1:{port}") for port in range(3000, 3008)]
     for keys in others:  # the process-wide bound is full
-        served.streams.acquire(keys)
+        served.app.streams.acquire(keys)
     try:
         with flight.connect(f"grpc://127.0.0.1:{served.port}") as c:
             info = c.get_flight_info(flight.FlightDescriptor.for_path("a", "b"))
@@ -117,18 +117,18 @@ def test_refusal_for_load_is_unavailable_with_a_hint_and_our_client_retries(serv
             client.read("a.b")
         assert busy.value.limit == "max_streams_total" and busy.value.retry_after > 0
         client.busy_retry_seconds = 20.0
-        threading.Timer(0.5, lambda: [served.streams.release(k) for k in others]).start()
+        threading.Timer(0.5, lambda: [served.app.streams.release(k) for k in others]).start()
         assert client.read("a.b").num_rows > 0  # retried with backoff until the budget frees up
         client.close()
         others = []
     finally:
         for keys in others:
-            served.streams.release(keys)
+            served.app.streams.release(keys)
 
 
 def test_planning_is_bounded_per_connection(served):
-    served.plan_budget = Budget("plans", per_user=0, per_connection=0, total=1)
-    served.plan_budget.acquire(CallKeys(None, "ipv4:127.0.0.1:4000"))
+    served.app.plans = Budget("plans", per_user=0, per_connection=0, total=1)
+    served.app.plans.acquire(CallKeys(None, "ipv4:127.0.0.1:4000"))
     with flight.connect(f"grpc://127.0.0.1:{served.port}") as c:
         with pytest.raises(flight.FlightUnavailableError, match="max_plans_total"):
             c.get_flight_info(flight.FlightDescriptor.for_path("a", "b"))

@@ -64,24 +64,24 @@ def test_remote_file_bytes_come_from_disk_the_second_time(serve, table, tmp_path
         CountingFileSystem.reset()
         assert_same_rows(_query(server), expected, exact_types=True)
         assert _data_reads(CountingFileSystem.reset()) == []
-        stats = server.tables.disk_cache.stats()
+        stats = server.app.tables.disk_cache.stats()
         assert stats.hits > 0 and 0 < stats.bytes <= 64 << 20
         _query(server, "local")  # local tables are read directly, never copied
-        entry = server.registry.load_table("t.local")
-        assert type(server.tables.get(entry).storage.fs).__name__ == "LocalFileSystem"
+        entry = server.app.registry.load_table("t.local")
+        assert type(server.app.tables.get(entry).storage.fs).__name__ == "LocalFileSystem"
 
 
 def test_a_deleted_cache_folder_falls_back_to_storage(serve, table):
     with serve(disk_cache_bytes=64 << 20) as server:
         expected = HudiTable.open(table).read()
         _query(server)
-        shutil.rmtree(server.tables.disk_cache.root.parent)
+        shutil.rmtree(server.app.tables.disk_cache.root.parent)
         CountingFileSystem.reset()
         assert_same_rows(_query(server), expected, exact_types=True)
         assert _data_reads(CountingFileSystem.reset())  # storage answered
-        assert server.tables.disk_cache.fallbacks > 0
+        assert server.app.tables.disk_cache.fallbacks > 0
         assert_same_rows(_query(server), expected, exact_types=True)  # and the cache refills
-        assert any(server.tables.disk_cache.root.iterdir())
+        assert any(server.app.tables.disk_cache.root.iterdir())
 
 
 def test_a_full_disk_falls_back_to_storage(serve, table, monkeypatch):
@@ -93,7 +93,7 @@ def test_a_full_disk_falls_back_to_storage(serve, table, monkeypatch):
         expected = HudiTable.open(table).read()
         assert_same_rows(_query(server), expected, exact_types=True)
         assert_same_rows(_query(server), expected, exact_types=True)
-        cache = server.tables.disk_cache
+        cache = server.app.tables.disk_cache
         assert cache.fallbacks > 0 and cache.stats().entries == 0 and not any(cache.root.iterdir())
 
 
@@ -102,7 +102,7 @@ def test_the_disk_cache_stays_within_its_bound(serve, table):
     with serve(disk_cache_bytes=bound) as server:
         for _ in range(2):
             _query(server)
-        cache = server.tables.disk_cache
+        cache = server.app.tables.disk_cache
         on_disk = sum(os.path.getsize(p) for p in cache.root.iterdir())
         stats = cache.stats()
         assert stats.bytes <= bound and on_disk <= bound and stats.evictions > 0

@@ -109,8 +109,8 @@ def test_worker_heartbeats_pass_a_coordinator_that_has_users(tmp_path):
         worker_config = ServerConfig(coordinator=f"grpc://127.0.0.1:{coordinator.port}", secret="ab" * 32)
         registration = Registration(worker_config, "grpc+tcp://worker-a:8815", configured_signer("ab" * 32, "", 60))
         assert registration.beat()
-        assert coordinator.cluster is not None and coordinator.cluster.live() == ["grpc+tcp://worker-a:8815"]
-        member = TokenIssuer(coordinator.signer, 60).issue(CLUSTER_MEMBER)
+        assert coordinator.app.cluster is not None and coordinator.app.cluster.live() == ["grpc+tcp://worker-a:8815"]
+        member = TokenIssuer(coordinator.app.signer, 60).issue(CLUSTER_MEMBER)
         as_member = flight.FlightCallOptions(headers=[(b"authorization", f"Bearer {member}".encode())])
         assert json.loads(next(iter(anonymous.do_action(flight.Action("list-namespaces", b"{}"), as_member))).body.to_pybytes()) == []
         anonymous.close()

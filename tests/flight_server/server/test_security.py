@@ -145,7 +145,7 @@ def test_client_storage_options_only_for_allowed_keys(tmp_path, root, fixture_ta
                  "secret")
         _action(c, "register-table", {"table": "a.b", "uri": fixture_table(SIMPLE),
                                       "storage_options": {"auto_mkdir": False}})
-        assert srv.registry.load_table("a.b").storage_options == {"auto_mkdir": False}
+        assert srv.app.registry.load_table("a.b").storage_options == {"auto_mkdir": False}
         listed = _action(c, "list-tables")
         assert "storage_options" not in json.dumps(listed)
     db = (tmp_path / "s" / "catalog.db").read_bytes()
@@ -227,7 +227,7 @@ def test_catalog_database_errors_hide_statement_and_parameters(client, server, m
         raise sa.exc.OperationalError("UPDATE hudi_flight_tables SET storage_options=?",
                                       ('{"secret": "WAREHOUSE-SECRET-KEY"}',), Exception("database or disk is full"))
 
-    monkeypatch.setattr(server.registry, "load_table", broken)
+    monkeypatch.setattr(server.app.registry, "load_table", broken)
     with pytest.raises(flight.FlightInternalError, match="catalog database error") as info:
         _action(client, "refresh-table", {"table": "a.b"})
     _assert_clean(info.value)
@@ -281,7 +281,7 @@ def test_planning_time_is_bounded(tmp_path, fixture_table):
     registry.register_table("a.b", fixture_table(SIMPLE))
     config = ServerConfig(port=0, state_dir=str(tmp_path / "s"))
     with running_server(config, registry=registry) as srv, flight.connect(f"grpc://127.0.0.1:{srv.port}") as c:
-        srv.queries.limits = type(srv.limits)(planning_seconds=1e-9)  # the bounds planning works within
+        srv.app.queries.limits = type(srv.app.limits)(planning_seconds=1e-9)  # the bounds planning works within
         with pytest.raises(pa.ArrowInvalid, match="limit planning_seconds"):
             c.get_flight_info(flight.FlightDescriptor.for_path("a", "b"))
 

@@ -283,7 +283,7 @@ def test_unexpected_error_is_internal_without_its_text(client, server, monkeypat
     def broken(entry, instant=None, fresh=True):
         raise RuntimeError("secret-detail /srv/private")
 
-    monkeypatch.setattr(server.queries, "open_entry", broken)
+    monkeypatch.setattr(server.app.queries, "open_entry", broken)
     with pytest.raises(flight.FlightInternalError) as caught:
         client.get_flight_info(flight.FlightDescriptor.for_path(*identifier(SIMPLE).split(".")))
     assert "secret-detail" not in str(caught.value) and "/srv/private" not in str(caught.value)
@@ -395,7 +395,7 @@ def test_static_bearer_token_authentication(tables, tmp_path):
     token = "static-token-for-the-reader"
     config = ServerConfig(port=0, state_dir=str(tmp_path), tokens={token: "token-reader"})
     with running_server(config, registry=registry) as srv:
-        srv.users.grant("token-reader", Grant.parse("read", identifier(SIMPLE).split(".")[0]))
+        srv.app.users.grant("token-reader", Grant.parse("read", identifier(SIMPLE).split(".")[0]))
         c = flight.connect(f"grpc://127.0.0.1:{srv.port}")
         desc = flight.FlightDescriptor.for_path(*identifier(SIMPLE).split("."))
         with pytest.raises(flight.FlightUnauthenticatedError, match="Bearer"):

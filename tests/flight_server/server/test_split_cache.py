@@ -52,7 +52,7 @@ def test_a_repeated_ticket_is_answered_from_the_split_cache(table, tmp_path):
         import pyarrow as pa
 
         assert_same_rows(pa.concat_tables(again), HudiTable.open(table).read(), exact_types=True)
-        stats = server.split_results.stats()
+        stats = server.app.split_results.stats()
         assert stats.hits == len(info.endpoints) and stats.misses == len(info.endpoints)
         assert 0 < stats.bytes <= 64 << 20
         client.close()
@@ -64,7 +64,7 @@ def test_results_larger_than_the_entry_bound_are_not_kept(table, tmp_path):
         info = client.get_flight_info(flight.FlightDescriptor.for_path("t", "trips"))
         _read(client, info)
         _read(client, info)
-        stats = server.split_results.stats()
+        stats = server.app.split_results.stats()
         assert stats.entries == 0 and stats.bytes == 0 and stats.hits == 0
         client.close()
 

@@ -97,7 +97,7 @@ def _fetch(client: flight.FlightClient, info: flight.FlightInfo) -> pa.Table:
 
 
 def _ticket_instant(server, info: flight.FlightInfo) -> str:
-    instants = {server.signer.verify(ep.ticket.ticket)["s"]["i"] for ep in info.endpoints}
+    instants = {server.app.signer.verify(ep.ticket.ticket)["s"]["i"] for ep in info.endpoints}
     assert len(instants) == 1
     return instants.pop()
 
@@ -127,7 +127,7 @@ def test_a_commit_is_visible_to_the_next_plan_and_only_the_delta_is_read(served,
     # only the new instant's files and hoodie.properties; never an older MDT file or instant file
     assert reads - new_files == {f"{path}/.hoodie/hoodie.properties"}
     assert f"{path}/.hoodie/metadata/files" in {p for kind, p in calls if kind == "list"}
-    assert server.tables.stats().entries == 1
+    assert server.app.tables.stats().entries == 1
 
 
 def test_the_files_partition_is_updated_incrementally(served, versions):
@@ -135,8 +135,8 @@ def test_the_files_partition_is_updated_incrementally(served, versions):
     client.get_flight_info(_descriptor())
     land_commit(path, versions[1], new_commit_files(path, versions[1]))
     client.get_flight_info(_descriptor())
-    entry = server.registry.load_table(TABLE)
-    state = server.tables.get(entry)
+    entry = server.app.registry.load_table(TABLE)
+    state = server.app.tables.get(entry)
     assert state.metadata_table is not None
     assert state.metadata_table.update_counts == {"incremental": 1, "full": 0}
     fresh = HudiTable.open(path).state
@@ -182,7 +182,7 @@ def test_a_point_read_is_answered_at_once_and_a_scan_is_streamed(served, monkeyp
     got = _fetch(client, client.get_flight_info(_descriptor(filters=key)))
     assert streamed == [] and got.num_rows == 2
     assert_same_rows(got, HudiTable.open(path).read(filters=key), exact_types=True)
-    assert server.stream_memory.used == 0 and server.streams.in_use() == 0
+    assert server.app.stream_memory.used == 0 and server.app.streams.in_use() == 0
 
     info = client.get_flight_info(_descriptor())
     assert _fetch(client, info).num_rows == HudiTable.open(path).read().num_rows
@@ -196,7 +196,7 @@ def test_a_point_read_that_skipped_corrupt_blocks_streams_their_notes(served, mo
     from flight_server.server.query.queries import TicketStream
 
     server, client, _ = served
-    real = server.queries.stream
+    real = server.app.queries.stream
 
     def noted(call, raw):
         answer = real(call, raw)
@@ -207,7 +207,7 @@ def test_a_point_read_that_skipped_corrupt_blocks_streams_their_notes(served, mo
 
         return TicketStream(answer.schema, batches(), answer.few_rows)
 
-    monkeypatch.setattr(server.queries, "stream", noted)
+    monkeypatch.setattr(server.app.queries, "stream", noted)
     info = client.get_flight_info(_descriptor(filters=[["uuid", "=", "trip-0000000042"]]))
     reader = client.do_get(info.endpoints[0].ticket)
     chunk = reader.read_chunk()
@@ -224,7 +224,7 @@ def test_table_states_stay_within_their_byte_bound(versions, tmp_path):
     with running_server(config, registry=registry) as server:
         client = flight.connect(f"grpc://127.0.0.1:{server.port}")
         client.get_flight_info(flight.FlightDescriptor.for_path("cache", "t0"))
-        state_bytes = server.tables.stats().bytes
+        state_bytes = server.app.tables.stats().bytes
         client.close()
     assert state_bytes and state_bytes > 0
     bound = int(state_bytes * 2.5)
@@ -234,7 +234,7 @@ def test_table_states_stay_within_their_byte_bound(versions, tmp_path):
         client = flight.connect(f"grpc://127.0.0.1:{server.port}")
         for i in range(4):
             client.get_flight_info(flight.FlightDescriptor.for_path("cache", f"t{i}"))
-            stats = server.tables.stats()
+            stats = server.app.tables.stats()
             assert stats.bytes <= bound
         client.close()
     assert stats.evictions >= 1 and stats.entries < 4
@@ -305,7 +305,7 @@ def test_a_warm_point_query_of_a_key_in_log_files_makes_no_request_but_the_timel
             got = query()
             assert CountingFileSystem.reset() == [("list", f"{path}/.hoodie/timeline")], name
             assert_same_rows(got, expected)
-        assert expected.num_rows == 1 and server.queries.logs.stats().hits > 0
+        assert expected.num_rows == 1 and server.app.queries.logs.stats().hits > 0
 
 
 def test_max_staleness_skips_the_timeline_listing(versions, tmp_path):
@@ -316,7 +316,7 @@ def test_max_staleness_skips_the_timeline_listing(versions, tmp_path):
         again = _fetch(client, client.get_flight_info(_descriptor()))
         assert not [p for kind, p in CountingFileSystem.reset() if "/.hoodie/" in p]
         assert_same_rows(again, first)  # within the bound: the state it had
-        server.tables.max_staleness_seconds = 0  # the bound passed: the next plan checks
+        server.app.tables.max_staleness_seconds = 0  # the bound passed: the next plan checks
         assert _fetch(client, client.get_flight_info(_descriptor())).num_rows != first.num_rows
 
 

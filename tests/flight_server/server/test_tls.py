@@ -62,7 +62,7 @@ def _expected(fixture_table) -> list:
 
 def test_tls_read_equals_library(tls_server, pki, fixture_table):
     ca, _ = pki
-    assert tls_server.config.location.startswith("grpc+tls://")
+    assert tls_server.app.config.location.startswith("grpc+tls://")
     with HudiFlightClient(f"grpc+tls://127.0.0.1:{tls_server.port}", tls_root_certs=str(ca.ca_cert)) as client:
         got = client.read(IDENT)
     assert rows(got) == _expected(fixture_table)

@@ -46,9 +46,9 @@ def walled(tmp_path, fixture_table):
     with running_server(config, registry=registry) as srv:
         for user, (right, ns) in {"evil-admin": ("admin", "evil"), "open-admin": ("admin", "open")}.items():
             add_user(srv, user, PASSWORD)
-            srv.users.grant(user, Grant.parse(right, ns))
+            srv.app.users.grant(user, Grant.parse(right, ns))
         add_user(srv, "root", PASSWORD, admin=True)
-        srv.access.forget()
+        srv.app.access.forget()
         yield srv, secret, mine
 
 
@@ -70,7 +70,7 @@ def test_a_namespace_admin_cannot_register_another_namespaces_folder(walled):
 
 def test_a_row_outside_its_namespace_roots_is_refused_when_opened(walled):
     srv, secret, _ = walled
-    srv.registry.register_table("evil.smuggled", str(secret))  # e.g. written before the walls
+    srv.app.registry.register_table("evil.smuggled", str(secret))  # e.g. written before the walls
     with user_client(srv.port, "root", PASSWORD) as root:
         with pytest.raises(pa.ArrowInvalid, match="an admin must register it again"):
             root.get_flight_info(flight.FlightDescriptor.for_path("evil", "smuggled"))
@@ -104,10 +104,10 @@ def test_a_token_dies_with_its_account(walled):
         header = plain.authenticate_basic_token("evil-admin", PASSWORD)
         options = flight.FlightCallOptions(headers=[header])
         assert _list(plain, options) == []
-        srv.users.remove_user("evil-admin")
-        srv.users.add_user("evil-admin", PASSWORD)  # same name, same password: another account
-        srv.users.grant("evil-admin", Grant.parse("admin", "evil"))
-        srv.access.forget()
+        srv.app.users.remove_user("evil-admin")
+        srv.app.users.add_user("evil-admin", PASSWORD)  # same name, same password: another account
+        srv.app.users.grant("evil-admin", Grant.parse("admin", "evil"))
+        srv.app.access.forget()
         with pytest.raises(flight.FlightUnauthenticatedError, match="earlier account"):
             _list(plain, options)
         fresh = flight.FlightCallOptions(headers=[plain.authenticate_basic_token("evil-admin", PASSWORD)])
@@ -191,17 +191,17 @@ def test_describe_answers_missing_and_not_yours_alike(walled):
 def test_a_ticket_dies_with_its_account(walled):
     srv, _, _ = walled
     add_user(srv, "reader", PASSWORD)
-    srv.users.grant("reader", Grant.parse("read", "sec"))
-    srv.access.forget()
+    srv.app.users.grant("reader", Grant.parse("read", "sec"))
+    srv.app.access.forget()
     with user_client(srv.port, "reader", PASSWORD) as reader:
         info = reader.get_flight_info(flight.FlightDescriptor.for_path("sec", "secret_t"))
         statement = reader.get_flight_info(flight.FlightDescriptor.for_command(
             pack(sql.CommandStatementQuery(query="SELECT count(*) + 1 AS n FROM sec.secret_t"))))
         assert reader.do_get(info.endpoints[0].ticket).read_all().num_rows > 0  # the account's own
-    srv.users.remove_user("reader")
-    srv.users.add_user("reader", PASSWORD)  # same name, same password: another account
-    srv.users.grant("reader", Grant.parse("read", "sec"))
-    srv.access.forget()
+    srv.app.users.remove_user("reader")
+    srv.app.users.add_user("reader", PASSWORD)  # same name, same password: another account
+    srv.app.users.grant("reader", Grant.parse("read", "sec"))
+    srv.app.access.forget()
     with user_client(srv.port, "reader", PASSWORD) as again:
         for ticket in (info.endpoints[0].ticket, statement.endpoints[0].ticket):
             with pytest.raises(flight.FlightUnauthorizedError, match="earlier account"):

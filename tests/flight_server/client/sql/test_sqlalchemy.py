@@ -314,7 +314,7 @@ def test_bearer_token_from_the_url(tables, tmp_path):
     registry = Registry("sqlite://")  # its own catalog: the users made here must not reach the shared server
     registry.register_table(identifier(TXNS), tables[1][identifier(TXNS)])
     with running_server(config, registry=registry) as srv:
-        srv.users.grant("sql-reader", Grant.parse("read", "*"))
+        srv.app.users.grant("sql-reader", Grant.parse("read", "*"))
         with pytest.raises(dbapi.OperationalError, match="refused"):
             dbapi.connect(f"grpc://127.0.0.1:{srv.port}")
         for url in (f"hudi+flight://:{token}@127.0.0.1:{srv.port}", f"hudi+flight://127.0.0.1:{srv.port}?token={token}"):
@@ -324,9 +324,9 @@ def test_bearer_token_from_the_url(tables, tmp_path):
             finally:
                 engine.dispose()
         # a user and password in the URL log in with the basic-auth handshake
-        srv.users.add_user("sql-user", "sql-user-password")
-        srv.users.grant("sql-user", Grant.parse("read", _split(TXNS)[0]))
-        srv.access.forget()
+        srv.app.users.add_user("sql-user", "sql-user-password")
+        srv.app.users.grant("sql-user", Grant.parse("read", _split(TXNS)[0]))
+        srv.app.access.forget()
         engine = sa.create_engine(f"hudi+flight://sql-user:sql-user-password@127.0.0.1:{srv.port}")
         try:
             assert sa.inspect(engine).get_schema_names() == [_split(TXNS)[0]]

@@ -221,7 +221,7 @@ def test_count_star_from_metadata_equals_count(cursor, sql_tables, sql_server):
         info = client.get_flight_info(flight.FlightDescriptor.for_command(
             pack(sql.CommandStatementQuery(query=f"SELECT count(*) AS n FROM {COW_TXNS}"))))
         handle = unpack(info.endpoints[0].ticket.ticket).statement_handle
-        assert sql_server.signer.verify(handle)["k"] == "count"
+        assert sql_server.app.signer.verify(handle)["k"] == "count"
         assert client.do_get(info.endpoints[0].ticket).read_all().column("n").to_pylist() == [
             _table(sql_tables, COW_TXNS).read().num_rows]
     finally:

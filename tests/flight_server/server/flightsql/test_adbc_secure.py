@@ -32,8 +32,8 @@ def secure_server(fixture_table, pki, tmp_path_factory):
                           tls_cert=str(ca.server_cert), tls_key=str(ca.server_key), sql_threads=1)
     with running_server(config, registry=registry) as srv:
         add_user(srv, "reader", PASSWORD)
-        srv.users.grant("reader", Grant.parse("read", identifier(GRANTED)))
-        srv.access.forget()
+        srv.app.users.grant("reader", Grant.parse("read", identifier(GRANTED)))
+        srv.app.access.forget()
         yield srv, paths
 
 

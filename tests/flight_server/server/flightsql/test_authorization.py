@@ -32,8 +32,8 @@ class RecordingServer(HudiFlightServer):
         super().__init__(*args, **kwargs)
         self.calls: list[tuple[str, str | None]] = []
         self.user = "alice"
-        self.queries.authorize = self.authorize
-        self.queries.readable = self.readable
+        self.app.queries.authorize = self.authorize
+        self.app.queries.readable = self.readable
 
     def authorize(self, context, right, table=None):
         self.calls.append((right, table))
@@ -132,14 +132,14 @@ def test_a_prepared_statement_is_authorized_at_every_execution(server, client, m
         server.calls.clear()
         execute(key)
         assert ("read", A) in server.calls
-    authorize = server.queries.authorize
+    authorize = server.app.queries.authorize
 
     def revoked(context, right, table=None):
         if table == A:
             raise flight.FlightUnauthorizedError(f"alice may no longer read {table}")
         return authorize(context, right, table)
 
-    monkeypatch.setattr(server.queries, "authorize", revoked)
+    monkeypatch.setattr(server.app.queries, "authorize", revoked)
     with pytest.raises(flight.FlightUnauthorizedError, match="no read right"):
         execute("TXN-3")
 

@@ -37,8 +37,8 @@ def secure_server(sql_tables, pki, tmp_path_factory):
                           tls_cert=str(ca.server_cert), tls_key=str(ca.server_key), sql_threads=1)
     with running_server(config, registry=registry) as srv:
         add_user(srv, "reader", PASSWORD)
-        srv.users.grant("reader", Grant.parse("read", TXNS))
-        srv.access.forget()
+        srv.app.users.grant("reader", Grant.parse("read", TXNS))
+        srv.app.access.forget()
         yield srv
 
 

@@ -20,11 +20,12 @@ import pytest
 
 from catalog import HudiTable
 from catalog.errors import InvalidQueryError
+from catalog.plan.dataset import Fragments, base_file_dataset
 from catalog.read.split_reader import read_splits
 from flight_server.server.sql import databases
 from flight_server.server.sql.engine import Engine, EngineSettings, connect
 from flight_server.server.sql.native_files import parquet_files
-from flight_server.server.sql.native_scan import Fragments, native_dataset, native_read_error
+from flight_server.server.sql.native_scan import native_read_error
 from hudi_generator.generator import COPY_ON_WRITE, MERGE_ON_READ, GeneratorSpec, generate
 from tests.support.compare import assert_same_rows
 from tests.support.written import written_tables
@@ -43,7 +44,7 @@ def engine():
 
 
 def _dataset(paths: list[str], schema: pa.Schema) -> ds.FileSystemDataset:
-    """What :func:`native_dataset` makes: fragments of local files with their footers read."""
+    """What :func:`base_file_dataset` makes: fragments of local files with their footers read."""
     local = pafs.LocalFileSystem()
     fragments = []
     for path in paths:
@@ -210,7 +211,7 @@ def _side_by_side(engine: Engine, path: str, sql: str, **options) -> pa.Table:
     """``sql`` over view ``t`` read natively and fed through our reader: the same rows and types."""
     plan = HudiTable.open(path).scan(**options)
     splits = list(plan.splits)
-    dataset = native_dataset(plan.context, splits, plan.options, Fragments())
+    dataset = base_file_dataset(plan.context, splits, plan.options, Fragments())
     assert dataset is not None and parquet_files(dataset) is not None
     read_before = engine.file_views.read
     native = _run(engine, sql, {"t": dataset})
@@ -252,7 +253,7 @@ def test_schema_evolved_table_current_files(engine, tmp_path):
     plan = HudiTable.open(path).scan()
     current = [s for s in plan.splits if plan.context.column_map(s.file_slice.base_file.instant) is None]
     sql = "SELECT count(*) AS n FROM t"
-    dataset = native_dataset(plan.context, current, plan.options)
+    dataset = base_file_dataset(plan.context, current, plan.options)
     assert dataset is not None
     stream = pa.RecordBatchReader.from_batches(plan.schema, read_splits(plan.context, current, None))
     assert _run(engine, sql, {"t": dataset}).equals(_run(engine, sql, {"t": stream}))
@@ -332,7 +333,7 @@ def test_hudi_written_tables_read_natively_answer_as_the_stream(written_table, t
                if all(f.name in schema.names and schema.field(f.name).type == f.type for schema in stored)]
     plan = HudiTable.open(path).scan(columns=columns, **options)
     splits = list(plan.splits)
-    dataset = native_dataset(plan.context, splits, plan.options)
+    dataset = base_file_dataset(plan.context, splits, plan.options)
     assert dataset is not None and len(columns) > 5, table.key
     engine = Engine(EngineSettings(memory_limit="256MB", memory_budget="256MB", threads=1))
     try:

@@ -14,9 +14,10 @@ import pytest
 
 from catalog import HudiTable
 from catalog.errors import CorruptTableError, InvalidQueryError
+from catalog.plan.dataset import Fragments, base_file_dataset
 from flight_server.server.config import ServerConfig
 from flight_server.server.sql.engine import Engine, EngineSettings
-from flight_server.server.sql.native_scan import Fragments, native_dataset, native_read_error
+from flight_server.server.sql.native_scan import native_read_error
 from hudi_generator.generator import COPY_ON_WRITE, GeneratorSpec, generate
 from tests.flight_server.server.flightsql.conftest import SECRET
 from tests.support.compare import assert_same_rows
@@ -109,7 +110,7 @@ def _planned(path: str, **options):
 
 def test_dataset_names_exactly_the_planned_files(sql_tables):
     plan, splits = _planned(sql_tables[1][COW], filters=[("region", "=", "us")])
-    dataset = native_dataset(plan.context, splits, plan.options)
+    dataset = base_file_dataset(plan.context, splits, plan.options)
     assert dataset is not None
     assert dataset.schema == plan.schema
     expected = sorted(plan.context.storage.full_path(s.file_slice.base_file_path) for s in splits)
@@ -120,15 +121,15 @@ def test_dataset_names_exactly_the_planned_files(sql_tables):
 def test_incremental_mor_snapshot_and_retyped_views_are_not_native(sql_tables):
     cow = sql_tables[1][COW]
     plan, splits = _planned(cow, query_type="incremental", start=_instant(sql_tables, COW, 0))
-    assert native_dataset(plan.context, splits, plan.options) is None
+    assert base_file_dataset(plan.context, splits, plan.options) is None
     plan, splits = _planned(sql_tables[1][MOR_WITH_LOGS])
-    assert native_dataset(plan.context, splits, plan.options) is None
+    assert base_file_dataset(plan.context, splits, plan.options) is None
     plan, splits = _planned(sql_tables[1][MOR_WITH_LOGS], query_type="read_optimized")
-    assert native_dataset(plan.context, splits, plan.options) is not None
+    assert base_file_dataset(plan.context, splits, plan.options) is not None
     plan, splits = _planned(cow, columns=["txn_id", "amount"])
     retyped = pa.schema([plan.schema.field("txn_id"), pa.field("amount", pa.float64())])
     context = dataclasses.replace(plan.context, output_schema=retyped)
-    assert native_dataset(context, splits, plan.options) is None  # the reader would cast
+    assert base_file_dataset(context, splits, plan.options) is None  # the reader would cast
 
 
 def test_a_file_gone_since_planning_stays_on_the_stream(sql_tables, tmp_path):
@@ -136,7 +137,7 @@ def test_a_file_gone_since_planning_stays_on_the_stream(sql_tables, tmp_path):
     shutil.copytree(sql_tables[1][COW], copy)
     plan, splits = _planned(str(copy))
     os.remove(plan.context.storage.full_path(splits[0].file_slice.base_file_path))
-    assert native_dataset(plan.context, splits, plan.options) is None  # the reader reports it (NOT_FOUND)
+    assert base_file_dataset(plan.context, splits, plan.options) is None  # the reader reports it (NOT_FOUND)
 
 
 def _engine_error(dataset) -> Exception:
@@ -158,10 +159,10 @@ def test_a_file_the_engine_cannot_read_is_reported_as_the_stream_does(sql_tables
     data = bytearray(open(path, "rb").read())
     data[40:400] = b"Z" * 360  # data pages, not the footer
     open(path, "wb").write(bytes(data))
-    error = _engine_error(native_dataset(plan.context, splits, plan.options))
+    error = _engine_error(base_file_dataset(plan.context, splits, plan.options))
     assert isinstance(error, CorruptTableError) and "ns.t" in str(error) and str(tmp_path) not in str(error)
     others = [s for s in splits if s.file_slice.base_file_path != splits[0].file_slice.base_file_path]
-    dataset = native_dataset(plan.context, others, plan.options)  # none of them the damaged file
+    dataset = base_file_dataset(plan.context, others, plan.options)  # none of them the damaged file
     os.remove(plan.context.storage.full_path(others[0].file_slice.base_file_path))  # after its footer was read
     error = _engine_error(dataset)
     assert isinstance(error, FileNotFoundError) and str(tmp_path) not in str(error)
@@ -175,25 +176,40 @@ def test_files_written_before_a_schema_change_are_not_native(tmp_path):
     plan, splits = _planned(str(path))
     older = [s for s in splits if plan.context.column_map(s.file_slice.base_file.instant) is not None]
     assert older and len(older) < len(splits)  # files of older schemas (renamed, dropped columns) and current ones
-    assert native_dataset(plan.context, splits, plan.options) is None
+    assert base_file_dataset(plan.context, splits, plan.options) is None
     current = [s for s in splits if s not in older]
-    assert native_dataset(plan.context, current, plan.options) is not None
+    assert base_file_dataset(plan.context, current, plan.options) is not None
 
 
 def test_kept_fragments_serve_the_next_statement_and_name_only_its_files(sql_tables):
     fragments = Fragments()
     everything, all_splits = _planned(sql_tables[1][COW])
-    first = native_dataset(everything.context, all_splits, everything.options, fragments)
+    first = base_file_dataset(everything.context, all_splits, everything.options, fragments)
     plan, splits = _planned(sql_tables[1][COW], filters=[("region", "=", "us")])
-    dataset = native_dataset(plan.context, splits, plan.options, fragments)
+    dataset = base_file_dataset(plan.context, splits, plan.options, fragments)
     assert dataset is not None and first is not None
     expected = sorted(plan.context.storage.full_path(s.file_slice.base_file_path) for s in splits)
     assert sorted(dataset.files) == expected and len(expected) < len(first.files)  # kept others: not named
     before = fragments.stats()
-    again = native_dataset(plan.context, splits, plan.options, fragments)  # the same statement again
+    again = base_file_dataset(plan.context, splits, plan.options, fragments)  # the same statement again
     after = fragments.stats()
     assert after.hits - before.hits == len(splits) and after.misses == before.misses  # no footer read again
     assert again is not None and sorted(again.files) == expected
     assert again.to_table().sort_by("txn_id").equals(
-        native_dataset(plan.context, splits, plan.options).to_table().sort_by("txn_id")
+        base_file_dataset(plan.context, splits, plan.options).to_table().sort_by("txn_id")
     )
+
+
+def test_a_streamed_view_is_read_through_the_split_result_cache(sql_tables, tmp_path):
+    """A view fed through Python reads its splits as split tickets are read: a statement run again
+    is answered from the split results the first run kept."""
+    registry, _ = sql_tables
+    config = ServerConfig(port=0, state_dir=str(tmp_path), secret=SECRET, sql_memory_limit="512MB", sql_threads=1,
+                          sql_native_scan=False, split_cache_bytes=64 << 20)
+    sql = f"SELECT region, count(*) AS n FROM {COW} GROUP BY region ORDER BY region"
+    with running_server(config, registry=registry) as server:
+        first = _query(server, sql)
+        before = server.app.split_results.stats()
+        assert before.entries > 0 and before.hits == 0
+        assert _query(server, sql).equals(first)
+        assert server.app.split_results.stats().hits - before.hits == before.entries

@@ -192,11 +192,11 @@ def _statement_ticket(client, query: str) -> bytes:
 
 def test_forged_and_expired_statement_tickets_are_refused(client, sql_server):
     handle = _statement_ticket(client, f"SELECT region, count(*) FROM {TABLE} GROUP BY region")
-    doc = sql_server.signer.verify(handle)
+    doc = sql_server.app.signer.verify(handle)
     assert doc["k"] == "sql" and doc["u"] == "anonymous" and doc["v"][0][1]["i"]  # pinned instant
     # altered payload (another query) under the right prefix, signed with another secret
     forged = TicketSigner(b"x" * 32).sign({**doc, "q": "SELECT 42"}, time.time() + 60)
-    expired = sql_server.signer.sign(doc, time.time() - 1)
+    expired = sql_server.app.signer.sign(doc, time.time() - 1)
     for bad in (forged, expired, handle[:-4] + b"AAAA"):
         ticket = flight.Ticket(pack(sql.TicketStatementQuery(statement_handle=bad)))
         err = _status(lambda t=ticket: client.do_get(t).read_all())
@@ -215,7 +215,7 @@ def test_prepared_statement_handles_are_signed(client, sql_server):
     created = unpack(result.body.to_pybytes())
     assert isinstance(created, sql.ActionCreatePreparedStatementResult)
     assert pa.ipc.read_schema(pa.py_buffer(created.dataset_schema)).names[0] == "_hoodie_commit_time"
-    prepared = sql_server.queries.codec.redeem(created.prepared_statement_handle, (PreparedHandle,), None)
+    prepared = sql_server.app.queries.codec.redeem(created.prepared_statement_handle, (PreparedHandle,), None)
     assert prepared.sql == f"SELECT * FROM {TABLE}" and prepared.parameters is None
     forged = TicketSigner(b"y" * 32).sign({"k": "prep", "q": "SELECT 1", "u": "anonymous"}, time.time() + 60)
     for bad in (forged, b"not a handle"):
@@ -232,7 +232,7 @@ def test_do_put_binds_one_parameter_row(client, sql_server):
     handle = unpack(result.body.to_pybytes()).prepared_statement_handle
     descriptor = _command(sql.CommandPreparedStatementQuery(prepared_statement_handle=handle))
     answer = bind(client, handle, pa.record_batch([pa.array(["us"])], names=["p0"]))
-    bound = sql_server.queries.codec.redeem(answer, (PreparedHandle,), None)
+    bound = sql_server.app.queries.codec.redeem(answer, (PreparedHandle,), None)
     assert bound.parameter_values() == ["us"]
     two = pa.record_batch([pa.array(["us", "eu"])], names=["p0"])
     writer, reader = client.do_put(descriptor, two.schema)
@@ -274,15 +274,16 @@ def test_engine_itself_reaches_no_file(query):
 def test_engine_read_errors_keep_their_status(client, monkeypatch):
     """When reading a table fails under the engine, the client gets that error's status (a missing
     file: NOT_FOUND, as on the JSON path), not the engine's text."""
-    from flight_server.server.flightsql import statements
+    from catalog.plan.planner import ScanPlan
+    from flight_server.server.query.queries import Queries
 
-    def failing(context, splits, limit=None):
+    def failing(self, scan):
         raise FileNotFoundError("base file vanished")
-        yield  # a generator, like read_splits
+        yield  # a generator, like Queries.read
 
     info = client.get_flight_info(_command(sql.CommandStatementQuery(query=f"SELECT max(amount) FROM {TABLE}")))
-    monkeypatch.setattr(statements, "read_splits", failing)
-    monkeypatch.setattr(statements, "native_dataset", lambda *args: None)  # fed through Python
+    monkeypatch.setattr(Queries, "read", failing)
+    monkeypatch.setattr(ScanPlan, "to_dataset", lambda *args: None)  # fed through Python
     err = _status(lambda: client.do_get(info.endpoints[0].ticket).read_all())
     assert isinstance(err, pa.ArrowKeyError) and "vanished" in str(err), err
 

@@ -116,8 +116,13 @@ def test_a_schema_is_planned_once_per_state_and_a_failed_plan_is_not_kept():
     assert facts.schema(call, "ns.t", ReadOptions()).metadata == {b"plan": b"3"}
 
 
-def test_the_facts_are_bounded():
-    facts, call = TableFacts(entries=2), _Call()
+def test_the_facts_are_bounded_in_bytes_and_reported():
+    events: list[tuple[str, str, int]] = []
+    probe = TableFacts(listener=lambda *event: events.append(event))
+    probe.schema(_Call(), "ns.t", ReadOptions(as_of="2024-01-01"))
+    entry = next(amount for name, event, amount in events if (name, event) == ("sql_scan_facts", "bytes"))
+    assert entry > 300  # in bytes: its key's text, the schema's wire form and the pin
+    facts, call = TableFacts(max_bytes=2 * entry + entry // 2), _Call()
     for as_of in ("2024-01-01", "2024-01-02", "2024-01-03", "2024-01-01"):
         facts.schema(call, "ns.t", ReadOptions(as_of=as_of))
     assert call.plans == 4  # the first was evicted

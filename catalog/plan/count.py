@@ -1,11 +1,14 @@
-"""``SELECT count(*) FROM t WHERE ...`` answered from Parquet column statistics, where they decide it.
+"""The rows a plan returns, from Parquet footers alone, where they decide it.
 
-The planner already drops the row groups whose statistics prove that no row matches. When the
-statistics of every row group left prove the opposite, that *every* row matches, the count is the
-sum of their row counts, and no page needs decoding. Proof only, never estimation: the answer is
+Without filters, when every planned slice is a Parquet base file without logs (a copy-on-write
+snapshot, a read-optimized read), the footer row counts of the planned row groups are exactly the
+rows the read returns. With filters, column statistics decide it or nothing does: the planner
+already drops the row groups whose statistics prove that no row matches; when the statistics of
+every row group left prove the opposite, that *every* row matches, the count is the sum of their
+row counts, and no page needs decoding. Proof only, never estimation: the answer is
 ``None`` (count by reading) as soon as one row group is undecided, and also when
 
-- a base file is not returned as stored (:func:`.native_scan.only_decoded`: logs to merge, columns
+- a base file is not returned as stored (:func:`.dataset.only_decoded`: logs to merge, columns
   renamed by schema on read, partition columns filled in) or has log files at all;
 - a filtered column is floating point (NaN sits outside Parquet's min/max but compares in the
   engine), of a type whose statistics are not compared here (timestamps, nested, binary), or
@@ -19,24 +22,48 @@ so on; a comparison is never true on a null, so those need a null count of 0.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from catalog.plan.filters import BoundFilter
+from catalog.plan.dataset import only_decoded
+from catalog.plan.filters import BoundFilter, bind_filters
+from catalog.plan.options import ReadOptions
+from catalog.plan.splits import FooterCache
 from catalog.read.context import ReadContext
-from catalog.storage import Storage
 from catalog.table.files import Split
-from flight_server.server.sql.native_scan import only_decoded
 
-#: (storage, base file path, size) -> its Parquet footer (the server's footer cache)
-FooterOf = Callable[[Storage, str, int], pq.FileMetaData]
+
+def count_rows(
+    context: ReadContext, splits: Sequence[Split], options: ReadOptions, footers: FooterCache | None = None
+) -> int | None:
+    """The rows a read of ``splits`` with ``options`` returns, from footers only (see the module
+    docstring); ``None``: they must be read. ``footers``: the footers planning cached (else read
+    now; unfiltered counts need none: the planner noted each split's rows)."""
+    if options.incremental or options.cdc or context.cdc is not None:
+        return None
+    if options.filters:
+        filters = bind_filters(list(options.filters), context.table_schema)
+        rows = count_by_stats(context, splits, filters, footers if footers is not None else FooterCache(0))
+    else:
+        rows = _footer_rows(splits)
+    return rows if rows is None or options.limit is None else min(rows, options.limit)
+
+
+def _footer_rows(splits: Sequence[Split]) -> int | None:
+    total = 0
+    for split in splits:
+        base = split.file_slice.base_file
+        if base is None or base.extension != "parquet" or split.file_slice.log_files:
+            return None
+        total += split.estimated_rows
+    return total
 
 
 def count_by_stats(
-    context: ReadContext, splits: Sequence[Split], filters: Sequence[BoundFilter], footer_of: FooterOf
+    context: ReadContext, splits: Sequence[Split], filters: Sequence[BoundFilter], footers: FooterCache
 ) -> int | None:
     """The rows of ``splits`` matching all ``filters``, when the statistics decide every row
     group (see the module docstring); ``None``: count by reading."""
@@ -48,7 +75,7 @@ def count_by_stats(
         base, path = file_slice.base_file, file_slice.base_file_path
         if base is None or path is None or file_slice.log_files or not only_decoded(context, split):
             return None
-        footer = footer_of(context.storage, path, base.size)
+        footer = footers.footer(context.storage, path, base.size)
         columns = _columns(footer, filters)
         if columns is None:
             return None
@@ -122,4 +149,4 @@ def _eq(a: pa.Scalar, b: pa.Scalar) -> bool:
     return bool(pc.equal(a, b).as_py())
 
 
-__all__ = ["FooterOf", "count_by_stats"]
+__all__ = ["count_by_stats", "count_rows"]
