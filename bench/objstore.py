@@ -13,7 +13,9 @@ too, so at the end its count of the whole run is set against moto's own request 
 For each delay, fresh ``hudi-flight serve`` processes are started over the bucket (the warehouse
 ``s3://BUCKET/objstore``, the server's credentials for it in its config), one per setting:
 
-* ``hudi-flight``: the defaults;
+* ``hudi-flight (no disk cache)``: the defaults but the disk cache of remote bytes
+  (``disk_cache_bytes`` 0; on by default), so every scan round fetches its bytes from the store
+  as ``pyarrow.dataset`` and hudi-rs do;
 * ``hudi-flight (disk cache, max_staleness_ms)``: ``CACHED`` settings (a local disk cache of
   remote bytes, and a table state reused without a timeline listing for ``max_staleness_ms``);
 * with ``--peer COMMIT``: the same two for a checkout of another commit (:func:`serve_trees`).
@@ -73,7 +75,8 @@ DELAYS_MS = (0, 25)
 PROJECTION = ["uuid", "fare"]
 SCAN_THREADS = 4
 CACHED = {"disk_cache_bytes": 512 << 20, "max_staleness_ms": 30_000}
-DEFAULT_NAME, CACHED_NAME = "hudi-flight", "hudi-flight (disk cache, max_staleness_ms)"
+UNCACHED = {"disk_cache_bytes": 0}
+DEFAULT_NAME, CACHED_NAME = "hudi-flight (no disk cache)", "hudi-flight (disk cache, max_staleness_ms)"
 
 
 @dataclass(frozen=True)
@@ -305,9 +308,9 @@ def benchmark(size: Size, log: Callable[[str], None], delays: tuple[float, ...] 
         fresh = [key for key in (f"trip-{i:010d}" for i in range(rows)) if key not in asked]
         picked = rnd.sample(fresh, size.queries + size.clients * size.per_client)
         measured[kind], concurrent[kind] = picked[:size.queries], picked[size.queries:]
-    settings: dict[str, tuple[Path, dict]] = {DEFAULT_NAME: (REPO, {})}
+    settings: dict[str, tuple[Path, dict]] = {DEFAULT_NAME: (REPO, UNCACHED)}
     if peer:
-        settings[f"hudi-flight @ {peer}"] = (peer_tree(peer), {})
+        settings[f"hudi-flight @ {peer} (no disk cache)"] = (peer_tree(peer), UNCACHED)
     if cached:
         settings[CACHED_NAME] = (REPO, CACHED)
         if peer:

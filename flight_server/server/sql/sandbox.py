@@ -204,7 +204,12 @@ class EnginePool:
         if process is None:
             process = self._start()
         with self._lock:
-            self._lent.add(process)
+            closed = self._closed
+            if not closed:
+                self._lent.add(process)
+        if closed:  # the server began to stop while the process started
+            process.close()
+            raise flight.FlightUnavailableError(_SHUTTING_DOWN)
         return process
 
     def give_back(self, process: EngineProcess, reusable: bool) -> None:

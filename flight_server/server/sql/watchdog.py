@@ -106,6 +106,9 @@ class Watchdog:
                 self._thread = threading.Thread(target=self._loop, name="hudi-sql-watchdog", daemon=True)
                 self._thread.start()
             self._lock.notify_all()
+            closed = self.closed
+        if closed:  # the server began to stop while this query started: it never runs
+            entry.stop(SHUTDOWN)
         return entry
 
     def release(self, entry: Watch) -> None:
