@@ -442,7 +442,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="serve a non-loopback address with no users or tokens (anonymous read-only)")
     p.add_argument("--anonymous-read", choices=("auto", "on", "off"),
                    help="callers without credentials: auto (read only while the server has no users or tokens, "
-                        "the default), on (keep reading when users exist), off; loopback or --insecure only")
+                        "the default), on (keep reading when users exist), off; loopback or --insecure only. "
+                        "On a loopback address with no users or tokens they may also `hudi-flight refresh` and "
+                        "`register` (under the warehouses and --allow-root); never on other addresses")
     p.add_argument("--refresh-interval", type=float, metavar="SECONDS",
                    help="re-scan the warehouses this often for new or removed tables (default 60; 0: never; "
                         "`hudi-flight refresh` sees a new commit at once)")

@@ -3,7 +3,8 @@
 Each handler takes the validated JSON body (``flight_server.server.query.wire.parse_action``) and the
 call (``query.queries.Call``), checks the caller's right through it (catalog changes need
 ``admin``, table info ``read``, listings show only what the caller may read), and returns a
-JSON-serialisable result. Catalog changes forget the cached rows, rights and table states.
+JSON-serialisable result. Refresh and register need the local change of that name
+(``security.access.LOCAL_CHANGES``: ``admin``, or anonymous on a loopback server). Catalog changes forget the cached rows, rights and table states.
 """
 
 from __future__ import annotations
@@ -50,11 +51,12 @@ def list_tables(services: ActionServices, body: Body, call: Call) -> list[dict[s
 
 
 def register_table(services: ActionServices, body: Body, call: Call) -> dict[str, Any]:
-    call.authorize("admin", body["table"])
+    call.authorize("register", body["table"])
     properties = body.get("properties") or {}
     call.check_properties(properties)
     policy = services.policy
-    catalog_admin = call.allowed("admin")  # else an admin of the namespace only
+    # registers in every namespace (still under the allowed roots), else as an admin of the namespace only
+    catalog_admin = call.allowed("register")
     uri, client_options = policy.check_in_namespace(
         check_new_identifier(body["table"])[0], body["uri"], body.get("storage_options"), catalog_admin)
     state = TableState.load(open_table_storage(uri, policy.options_for(uri, client_options) or None))
@@ -69,7 +71,7 @@ def unregister_table(services: ActionServices, body: Body, call: Call) -> dict[s
 
 
 def refresh_table(services: ActionServices, body: Body, call: Call) -> dict[str, Any]:
-    call.authorize("admin", body.get("table"))
+    call.authorize("refresh", body.get("table"))
     if "table" not in body:
         found = services.rescan()
         call.forget()
