@@ -33,6 +33,7 @@ from catalog.errors import InvalidQueryError, shown
 from catalog.plan.options import ReadOptions, parse_instant
 from flight_server.server.security.limits import Limits
 from flight_server.server.sql import bounds
+from flight_server.server.sql.syntax import syntax_error
 from flight_server.server.sql.planner import (
     DIALECT,
     Resolver,
@@ -193,7 +194,7 @@ def sql_tokens(sql: str) -> list[Token]:
     try:
         return Dialect.get_or_raise(DIALECT).tokenize(sql)
     except SqlglotError as err:
-        raise InvalidQueryError(f"cannot parse SQL: {err}") from err
+        raise InvalidQueryError(syntax_error(err)) from None
 
 
 def _check_nesting(tokens: list[Token]) -> None:
