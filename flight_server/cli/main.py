@@ -90,7 +90,23 @@ def _namespace_roots(pairs: list[str] | None) -> dict[str, list[str]] | None:
 #: costs milliseconds of system time (twice its decoding). The allocator reads this when Arrow
 #: loads, which in this process has happened already: set here, it reaches the serving processes
 #: ``serve`` starts (``--processes N``, spawned); the container image sets it for the first one.
-_SERVER_ENVIRONMENT = {"MIMALLOC_ALLOW_LARGE_OS_PAGES": "0"}
+#: gRPC's C++ core logs to stderr (e.g. two lines of its own before "cannot listen ... address in
+#: use?"); it reads GRPC_VERBOSITY when the first server starts, so NONE here keeps the CLI's one
+#: line. The server's own log says what went wrong; set GRPC_VERBOSITY=ERROR (or INFO) to see gRPC's.
+_SERVER_ENVIRONMENT = {"MIMALLOC_ALLOW_LARGE_OS_PAGES": "0", "GRPC_VERBOSITY": "NONE"}
+
+
+def _check_local_warehouses(warehouses: Sequence[str]) -> None:
+    """Refuse a local warehouse that is not a folder (the scan would say only ``[Errno 2]``)."""
+    for warehouse in warehouses:
+        scheme, sep, rest = warehouse.partition("://")
+        if sep and scheme != "file":
+            continue  # remote storage: checked by its scan, with the server's credentials
+        path = rest if sep else warehouse
+        if not os.path.exists(path):
+            raise CliError(f"warehouse folder {warehouse} does not exist")
+        if not os.path.isdir(path):
+            raise CliError(f"warehouse {warehouse} is not a folder")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -133,6 +149,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         split_cache_bytes=args.split_cache_bytes,
         disk_cache_bytes=args.disk_cache_bytes,
     )
+
+    _check_local_warehouses(config.warehouses)
 
     def ready(server: Any) -> None:
         tables = len(server.registry.list_tables())

@@ -189,6 +189,13 @@ class OutputFile:
 
 
 def one_line(err: BaseException) -> str:
+    """The error as one line: an OS error says what it could not find or open (not ``[Errno 2]``)."""
+    if isinstance(err, OSError) and err.strerror and err.filename is not None:
+        if isinstance(err, FileNotFoundError):
+            return f"{err.filename} does not exist"
+        if isinstance(err, PermissionError):
+            return f"no permission to open {err.filename}"
+        return f"{err.filename}: {err.strerror[:1].lower()}{err.strerror[1:]}"
     text = str(err).strip() or type(err).__name__
     # Flight errors carry gRPC debug context after the message: keep the first line.
     return text.splitlines()[0]

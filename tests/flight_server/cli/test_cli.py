@@ -19,6 +19,7 @@ import pytest
 
 from catalog.hudi_table import HudiTable
 from flight_server.cli.main import main
+from flight_server.cli.output import one_line
 from tests.support.auth import ADMIN, ADMIN_PASSWORD
 from tests.support.compare import assert_same_rows
 from tests.support.servers import free_port
@@ -222,14 +223,36 @@ def test_example_config_loads():
     assert cfg.split_options().target_split_bytes == 128 * 1024 * 1024
 
 
-def test_port_in_use_is_one_line(capsys, tmp_path):
+def test_port_in_use_is_one_line(tmp_path):
+    """A subprocess: gRPC's C++ core writes to the process's stderr, which capsys does not see."""
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"}
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        code, _, err = _run(capsys, "serve", "--port", str(port), "--state-dir", str(tmp_path))
-    assert code == 1
-    assert err.strip() == f"hudi-flight: error: cannot listen on grpc+tcp://127.0.0.1:{port} (address in use?)"
+        done = subprocess.run([sys.executable, "-m", "flight_server.cli", "serve", "--port", str(port),
+                               "--state-dir", str(tmp_path)], capture_output=True, text=True,
+                              env={**env, "PYTHONPATH": str(REPO)}, cwd=REPO, timeout=120)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == f"hudi-flight: error: cannot listen on grpc+tcp://127.0.0.1:{port} (address in use?)\n"
+
+
+def test_missing_warehouse_says_which_folder(capsys, tmp_path):
+    code, _, err = _run(capsys, "serve", "--warehouse", str(tmp_path / "nope"), "--state-dir", str(tmp_path / "s"))
+    assert code == 1 and err == f"hudi-flight: error: warehouse folder {tmp_path / 'nope'} does not exist\n"
+    (tmp_path / "file").write_text("")
+    code, _, err = _run(capsys, "serve", "--warehouse", f"file://{tmp_path / 'file'}", "--state-dir", str(tmp_path))
+    assert code == 1 and err == f"hudi-flight: error: warehouse file://{tmp_path / 'file'} is not a folder\n"
+
+
+@pytest.mark.parametrize("error, line", [
+    (FileNotFoundError(2, "No such file or directory", "/data/x.parquet"), "/data/x.parquet does not exist"),
+    (PermissionError(13, "Permission denied", "/data/x.parquet"), "no permission to open /data/x.parquet"),
+    (IsADirectoryError(21, "Is a directory", "/data"), "/data: is a directory"),
+    (OSError("no file name"), "no file name"),
+])
+def test_os_errors_say_what_was_missing(error, line):
+    assert one_line(error) == line
 
 
 def test_serve_defaults(monkeypatch, tmp_path):
