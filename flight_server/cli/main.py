@@ -542,8 +542,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_admin_parsers(sub)
 
     p = sub.add_parser("demo", help="write a demo warehouse, serve it and show what hudi-flight does, in one screenful")
-    p.add_argument("--warehouse", help="where to write the demo warehouse (default: a temp dir)")
-    p.add_argument("--keep", action="store_true", help="keep the demo warehouse")
+    p.add_argument("--warehouse", help="where to write the demo warehouse, which stays there "
+                                       "(default: a temporary folder, removed at the end)")
+    p.add_argument("--keep", action="store_true", help="keep the temporary warehouse")
     p.set_defaults(func=cmd_demo)
 
     # "generate" is dispatched before parsing (its options belong to the generator); listed for --help.

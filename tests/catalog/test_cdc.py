@@ -166,7 +166,7 @@ def test_flight_sql_table_changes_equal_spark(cdc_server, case):
     table, query = case
     end = f", '{query.end}'" if query.end else ""
     start = "earliest" if "start" not in _kwargs(query) else query.start
-    with adbc.connect(f"grpc://127.0.0.1:{cdc_server.port}") as conn, conn.cursor() as cursor:
+    with adbc.connect(f"grpc://127.0.0.1:{cdc_server.port}", autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"SELECT * FROM hudi_table_changes('{table.identifier}', 'cdc', '{start}'{end})")
         ours = cursor.fetch_arrow_table()
         cursor.execute(

@@ -444,7 +444,7 @@ def _served_snapshot(server, table: WrittenTable) -> pa.Table:
 
 
 def _sql_snapshot(server, table: WrittenTable) -> pa.Table:
-    with adbc.connect(f"grpc://127.0.0.1:{server.port}") as conn, conn.cursor() as cursor:
+    with adbc.connect(f"grpc://127.0.0.1:{server.port}", autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"SELECT * FROM {table.identifier}")
         return cursor.fetch_arrow_table()
 
@@ -483,7 +483,7 @@ def _served_range(server, table: WrittenTable, query: Query) -> pa.Table:
 
 
 def _sql_range(server, table: WrittenTable, query: Query) -> pa.Table:
-    with adbc.connect(f"grpc://127.0.0.1:{server.port}") as conn, conn.cursor() as cursor:
+    with adbc.connect(f"grpc://127.0.0.1:{server.port}", autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"SELECT * FROM hudi_table_changes('{table.identifier}', 'latest_state', "
                        f"'{_as_hudi_read_it(table, query)['start']}', '{query.end}')")
         return cursor.fetch_arrow_table()

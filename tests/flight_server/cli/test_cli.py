@@ -198,13 +198,24 @@ def test_bad_config_file(capsys, tmp_path):
 def test_demo_end_to_end(capsys):
     code, out, err = _run(capsys, "demo")
     assert code == 0, err
-    assert "MERGE_ON_READ" in out and "COPY_ON_WRITE" in out and out.rstrip().endswith("demo done")
+    assert "MERGE_ON_READ" in out and "COPY_ON_WRITE" in out
+    assert out.splitlines()[-1] == ("demo done; its temporary warehouse is removed (hudi-flight demo --warehouse DIR "
+                                    "keeps the tables in DIR; hudi-flight serve --warehouse DIR then serves them)")
     planning = re.search(r"(\d+) storage requests from the metadata table, (\d+) by listing storage", out)
     assert planning and int(planning.group(1)) < int(planning.group(2)), out
-    assert re.search(r"\d+ endpoints \(weights [\d.]+ to [\d.]+\), fetched \d+ at a time: [\d,]+ rows", out), out
+    endpoints = r"\d+ endpoints \((weights [\d.]+ to [\d.]+|each weighted [\d.]+)\), fetched \d+ at a time: [\d,]+ rows"
+    assert re.search(endpoints, out), out
+    assert not re.search(r"weights ([\d.]+) to \1\b", out)  # equal weights are said once
     assert re.search(r"as_of \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d: [\d,]+ rows; now: [\d,]+ rows \(trip-\d+: fare", out), out
     assert "Flight SQL through the ADBC driver" in out and "region-00000 |" in out
     assert len(out.splitlines()) <= 30  # one screenful
+
+
+def test_demo_into_a_warehouse_keeps_it_and_says_how_to_serve_it(capsys, tmp_path):
+    code, out, err = _run(capsys, "demo", "--warehouse", str(tmp_path / "wh"))
+    assert code == 0, err
+    assert out.splitlines()[-1] == f"demo done; serve its tables with: hudi-flight serve --warehouse {tmp_path / 'wh'}"
+    assert sorted(p.name for p in (tmp_path / "wh" / "demo").iterdir()) == ["trips_cow", "trips_mor"]
 
 
 def test_generate_delegates_to_generator(capsys, tmp_path):
