@@ -367,7 +367,7 @@ def _read_to_screen(args: argparse.Namespace, client: HudiFlightClient, options:
         total = count_rows(client, args.table, options)
         more = f"{total - shown:,} more" if total is not None else "more not fetched"
         more += ": --limit N shows N rows, --output FILE writes them all"
-    return format_table(result, shown, more=more)
+    return format_table(result, shown, more=more, vertical=True if args.vertical else None)
 
 
 def _read_to_file(args: argparse.Namespace, client: HudiFlightClient, options: ReadOptions,
@@ -531,6 +531,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-rows", type=int, default=DEFAULT_DISPLAY_ROWS,
                    help=f"rows printed without --limit (default {DEFAULT_DISPLAY_ROWS}); only those are fetched")
     p.add_argument("--no-progress", action="store_true", help="no progress line")
+    p.add_argument("--vertical", action="store_true",
+                   help="print each row as one 'column | value' line per field (the default when the grid "
+                        "would cut column names)")
     _add_server(p)
     p.set_defaults(func=cmd_read)
 
