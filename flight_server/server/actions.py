@@ -4,7 +4,8 @@ Each handler takes the validated JSON body (``flight_server.server.query.wire.pa
 call (``query.queries.Call``), checks the caller's right through it (catalog changes need
 ``admin``, table info ``read``, listings show only what the caller may read), and returns a
 JSON-serialisable result. Refresh and register need the local change of that name
-(``security.access.LOCAL_CHANGES``: ``admin``, or anonymous on a loopback server). Catalog changes forget the cached rows, rights and table states.
+(``security.access.LOCAL_CHANGES``: ``admin``, or anonymous on a loopback server). Catalog
+changes forget the cached rows, rights and table states.
 """
 
 from __future__ import annotations

@@ -33,7 +33,6 @@ from catalog.errors import InvalidQueryError, shown
 from catalog.plan.options import ReadOptions, parse_instant
 from flight_server.server.security.limits import Limits
 from flight_server.server.sql import bounds
-from flight_server.server.sql.syntax import syntax_error
 from flight_server.server.sql.planner import (
     DIALECT,
     Resolver,
@@ -43,6 +42,7 @@ from flight_server.server.sql.planner import (
     plan_select,
     table_references,
 )
+from flight_server.server.sql.syntax import syntax_error
 
 TABLE_CHANGES = "hudi_table_changes"
 #: functions that read files, URLs, the environment or the engine's own state
