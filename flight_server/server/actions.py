@@ -74,12 +74,19 @@ def unregister_table(services: ActionServices, body: Body, call: Call) -> dict[s
 def refresh_table(services: ActionServices, body: Body, call: Call) -> dict[str, Any]:
     call.authorize("refresh", body.get("table"))
     if "table" not in body:
-        found = services.rescan()
-        call.forget()
-        return {"tables": found}
+        return {"tables": _rescan(services, call)}
     call.forget(body["table"])
+    if services.config.warehouses and call.allowed("refresh") \
+            and body["table"] not in {e.identifier for e in call.entries()}:
+        _rescan(services, call)  # a new table folder: served now, not after the next timed scan
     timeline = call.open(body["table"]).state.timeline
     return {"table": body["table"], "latest_instant": timeline[-1].requested_time if timeline else None}
+
+
+def _rescan(services: ActionServices, call: Call) -> int:
+    found = services.rescan()
+    call.forget()
+    return found
 
 
 def table_info(services: ActionServices, body: Body, call: Call) -> dict[str, Any]:

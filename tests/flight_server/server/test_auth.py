@@ -321,6 +321,9 @@ def test_anonymous_callers_of_a_loopback_server_refresh_and_register(tmp_path, f
             info = anonymous.get_flight_info(_path("lake.trips"))  # served at the next request
             assert anonymous.do_get(info.endpoints[0].ticket).read_all().num_rows > 0
             assert _action(anonymous, "refresh-table", {"table": "lake.trips"})["latest_instant"]
+            shutil.copytree(fixture_table(SIMPLE), warehouse / "lake" / "more")  # refreshed by its name
+            assert _action(anonymous, "refresh-table", {"table": "lake.more"})["latest_instant"]
+            assert anonymous.get_flight_info(_path("lake.more")).endpoints
             uri = str(warehouse / "lake" / "trips")
             assert _action(anonymous, "register-table", {"table": "other.t", "uri": uri})["table"] == "other.t"
             with pytest.raises(pa.ArrowInvalid, match="not under a root"):  # still confined to the roots
