@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from catalog.hudi_table import HudiTable
-from flight_server.cli.main import main
+from flight_server.cli.main import build_parser, main
 from flight_server.cli.output import one_line
 from tests.support.auth import ADMIN, ADMIN_PASSWORD
 from tests.support.compare import assert_same_rows
@@ -246,6 +246,14 @@ def test_port_in_use_is_one_line(tmp_path):
                               env={**env, "PYTHONPATH": str(REPO)}, cwd=REPO, timeout=120)
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr == f"hudi-flight: error: cannot listen on grpc+tcp://127.0.0.1:{port} (address in use?)\n"
+
+
+def test_serve_help_says_anonymous_refresh_is_for_loopback_only(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "On a loopback address with no users or tokens they may also `hudi-flight refresh` and `register`" in text
+    assert "never on other addresses" in text
 
 
 def test_missing_warehouse_says_which_folder(capsys, tmp_path):
