@@ -632,7 +632,7 @@ def test_filters_on_dropped_partition_columns(written_server, written_table, cas
     assert_same_rows(ours, _in_order(table, expected, ours.column_names), f"{table.key} {sql}")
     wanted = set(expected["_hoodie_partition_path"].to_pylist())
     assert set(planned_partitions(opened, filters=[condition])) == wanted
-    with adbc.connect(f"grpc://127.0.0.1:{written_server.port}") as conn, conn.cursor() as cursor:
+    with adbc.connect(f"grpc://127.0.0.1:{written_server.port}", autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"SELECT * FROM {table.identifier} WHERE {sql}")
         served = cursor.fetch_arrow_table()
     assert_same_rows(served, _in_order(table, expected, served.column_names), f"flight sql {table.key} {sql}")
