@@ -329,7 +329,6 @@ def test_anonymous_callers_of_a_loopback_server_refresh_and_register(tmp_path, f
             with pytest.raises(pa.ArrowInvalid, match="not under a root"):  # still confined to the roots
                 _action(anonymous, "register-table", {"table": "other.u", "uri": fixture_table(SIMPLE)})
             add_user(srv, "first-user", PASSWORD)  # users end anonymous calls, changes included
-            srv.access.forget()
             with pytest.raises(flight.FlightUnauthenticatedError, match="credentials required"):
                 _action(anonymous, "refresh-table", {})
 
