@@ -16,10 +16,13 @@ system-deps:
 	fi
 
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[all,dev,spark]"
-	touch $(STAMP)
+	@echo "installing hudi-flight and its dependencies (pyarrow, duckdb, grpc, pyspark, ...) into $(VENV):"
+	@echo "about 4 to 5 minutes on the first run, quiet unless something fails..."
+	@$(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install --quiet --upgrade pip
+	@$(PY) -m pip install --quiet -e ".[all,dev,spark]"
+	@touch $(STAMP)
+	@echo "installed into $(VENV)"
 
 venv: $(STAMP)
 

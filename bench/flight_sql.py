@@ -140,10 +140,10 @@ def run(size: str) -> list[dict]:
     # the paths before: every table fed through Python; plain base files scanned through Arrow
     streamed = _configured_server(path.parent.parent, "sql_native_scan = false\n")
     arrow_scan = _configured_server(path.parent.parent, "sql_native_reader = false\n")
-    conns = [adbc.connect(server.uri) for _ in range(WORKERS)]
+    conns = [adbc.connect(server.uri, autocommit=True) for _ in range(WORKERS)]
     conn = conns[0]
-    streamed_conn = adbc.connect(streamed.uri)
-    arrow_conn = adbc.connect(arrow_scan.uri)
+    streamed_conn = adbc.connect(streamed.uri, autocommit=True)
+    arrow_conn = adbc.connect(arrow_scan.uri, autocommit=True)
     out: list[dict] = []
     try:
         cpu, pid = CpuMeter(), server.process.pid

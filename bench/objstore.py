@@ -224,7 +224,7 @@ class _SqlPoint:
     def __init__(self, uri: str, table: str):
         import adbc_driver_flightsql.dbapi as adbc
 
-        self.conn = adbc.connect(uri)
+        self.conn = adbc.connect(uri, autocommit=True)
         self.cursor = self.conn.cursor()
         self.sql = f"SELECT * FROM {NAMESPACE}.{table} WHERE uuid = ?"
 

@@ -168,7 +168,7 @@ def _json_query(uri: str) -> Callable[[str], int]:
 def _sql_query(uri: str) -> Callable[[str], int]:
     import adbc_driver_flightsql.dbapi as adbc
 
-    conn = adbc.connect(uri)
+    conn = adbc.connect(uri, autocommit=True)
     cursor = conn.cursor()
 
     def query(key: str) -> int:

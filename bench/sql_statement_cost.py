@@ -84,7 +84,7 @@ def run(size: str) -> list[dict]:
         connections: dict[str, Any] = {}
         try:
             for name, server in servers.items():
-                connections[name] = adbc.connect(server.uri)
+                connections[name] = adbc.connect(server.uri, autocommit=True)
             for label, statement in _statements(spec.rows).items():
                 rnd = random.Random(7)
                 cursors = {name: conn.cursor() for name, conn in connections.items()}

@@ -29,6 +29,7 @@ import io
 import re
 import shlex
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -199,7 +200,11 @@ def test_examples_run(page, served, utc, tmp_path, monkeypatch):
     mine = [e for e in examples() if e.page == page and not e.marker]
     python = [e for e in mine if e.lang == "python"]
     uri = f"grpc://127.0.0.1:{served.port}"
-    _run_python(python, REWRITES(served.warehouse, served.port), {"__name__": "__example__", "uri": uri})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _run_python(python, REWRITES(served.warehouse, served.port), {"__name__": "__example__", "uri": uri})
+    if page == "README.md":  # a first reader's snippets print nothing unexpected (e.g. ADBC's autocommit)
+        assert [str(w.message) for w in caught] == []
     admin_uri = f"grpc://127.0.0.1:{served.admin_port}"
     for example in mine:
         if example.lang in ("", "sh", "bash", "console", "shell"):

@@ -57,7 +57,7 @@ def check_cdc_table(state: TableState) -> str:
     config = state.config
     if not config.cdc_enabled:
         raise UnsupportedTableError(
-            f"table {config.table_name or state.storage.uri} is not a CDC table: CDC queries need "
+            f"{state.storage.uri} is not a CDC table: CDC queries need "  # a server names its table instead
             "hoodie.table.cdc.enabled=true when the table is written"
         )
     if not config.populate_meta_fields:

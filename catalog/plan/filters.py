@@ -82,28 +82,59 @@ def _orderable(dtype: pa.DataType) -> bool:
 
 
 def cast_value(value: Any, dtype: pa.DataType, column: str) -> pa.Scalar:
-    """``value`` as a scalar of ``dtype``; strings are parsed. Raise InvalidQueryError otherwise."""
+    """``value`` as a scalar of ``dtype``; strings are parsed. Raise InvalidQueryError otherwise,
+    naming the column, its type and what a value of it looks like (not pyarrow's conversion error)."""
     if value is None:
         raise InvalidQueryError(f"filter on {column!r}: value is None; use 'is null' / 'is not null'")
     if isinstance(value, pa.Scalar):
         value = value.as_py()
     if isinstance(value, bool) and not pa.types.is_boolean(dtype):
-        raise InvalidQueryError(f"filter on {column!r}: {value!r} is not a valid {dtype} value")
+        raise _wrong_type(value, dtype, column)
     if isinstance(value, float):
         if pa.types.is_integer(dtype) and not value.is_integer():
-            raise InvalidQueryError(f"filter on {column!r}: {value!r} is not a valid {dtype} value (not whole)")
+            raise _wrong_type(value, dtype, column)
         if pa.types.is_decimal(dtype):
             value = Decimal(repr(value))
     try:
         return pa.scalar(value, type=dtype)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as err:
-        first_error: Exception = err
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        pass
     if isinstance(value, str):
         try:
             return _parse_string(value, dtype)
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, ValueError):
             pass
-    raise InvalidQueryError(f"filter on {column!r}: {value!r} is not a valid {dtype} value ({first_error})")
+    raise _wrong_type(value, dtype, column)
+
+
+def _wrong_type(value: Any, dtype: pa.DataType, column: str) -> InvalidQueryError:
+    """``filter: column 'amount' is int64; 'abc' is not a 64-bit integer`` (the value clipped)."""
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return InvalidQueryError(f"filter: column {column!r} is {dtype}; {shown} is not {_expected(dtype)}")
+
+
+def _expected(dtype: pa.DataType) -> str:
+    """What a filter value of ``dtype`` is, in words."""
+    if pa.types.is_integer(dtype):
+        bits, signed = dtype.bit_width, pa.types.is_signed_integer(dtype)
+        if bits == 64:
+            return "a 64-bit integer" if signed else "a non-negative 64-bit integer"
+        low, high = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2**bits - 1)
+        return f"an integer from {low} to {high}"
+    if pa.types.is_floating(dtype):
+        return "a number"
+    if pa.types.is_decimal(dtype):
+        return f"a number of at most {dtype.precision} digits, {dtype.scale} after the point"
+    if pa.types.is_boolean(dtype):
+        return "true or false"
+    if pa.types.is_date(dtype):
+        return "a date such as '2024-01-31'"
+    if pa.types.is_timestamp(dtype):
+        return "a timestamp such as '2024-01-31 12:00:00'"
+    if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
+        return "a text (write it in quotes)"
+    return f"a {dtype} value"
 
 
 def _parse_string(text: str, dtype: pa.DataType) -> pa.Scalar:

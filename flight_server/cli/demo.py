@@ -17,7 +17,6 @@ import shutil
 import tempfile
 import threading
 import time
-import warnings
 import zipfile
 from pathlib import Path
 
@@ -92,11 +91,12 @@ def _planning(path: Path) -> str:
 
 def _endpoints(client: HudiFlightClient, table: str) -> str:
     plan = client.plan(table)
-    weights = sorted(e.weight for e in plan.endpoints)
+    low, high = (f"{w:.2f}" for w in (min(e.weight for e in plan.endpoints), max(e.weight for e in plan.endpoints)))
+    weights = f"each weighted {low}" if low == high else f"weights {low} to {high}"
     started = time.perf_counter()
     rows = sum(batch.num_rows for batch in client.fetch_all(plan.endpoints))
     seconds = time.perf_counter() - started
-    return (f"   {len(plan.endpoints)} endpoints (weights {weights[0]:.2f} to {weights[-1]:.2f}), fetched "
+    return (f"   {len(plan.endpoints)} endpoints ({weights}), fetched "
             f"{client.max_workers} at a time: {rows:,} rows in {seconds:.2f} s")
 
 
@@ -118,11 +118,10 @@ def _flight_sql(uri: str, sql: str) -> pa.Table | str:
         import adbc_driver_flightsql.dbapi as adbc
     except ModuleNotFoundError:
         return "   (the ADBC Flight SQL driver is not installed: pip install adbc-driver-flightsql)"
-    with warnings.catch_warnings():  # the driver warns that autocommit stays on: nothing is written here
-        warnings.simplefilter("ignore")
-        with adbc.connect(uri) as conn, conn.cursor() as cur:
-            cur.execute(sql)
-            return cur.fetch_arrow_table()
+    # autocommit: nothing is written, and asked to turn it off the driver warns that it cannot
+    with adbc.connect(uri, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute(sql)
+        return cur.fetch_arrow_table()
 
 
 def _show(client: HudiFlightClient, uri: str, wh: Path, names: list[str]) -> None:
@@ -165,13 +164,19 @@ def run_demo(warehouse: str | None = None, keep: bool = False) -> int:
         finally:
             server.shutdown()
             thread.join(10)
-        print("\ndemo done")
+        print(f"\ndemo done; {_afterwards(wh, kept=keep or warehouse is not None)}")
         return 0
     finally:
-        if keep:
-            print(f"kept {wh}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(tmp, ignore_errors=True)  # the server's state; a --warehouse of the caller stays
+
+
+def _afterwards(wh: Path, kept: bool) -> str:
+    """How to serve the demo's tables again (the last line of the demo)."""
+    if kept:
+        return f"serve its tables with: hudi-flight serve --warehouse {wh}"
+    return ("its temporary warehouse is removed (hudi-flight demo --warehouse DIR keeps the tables in DIR; "
+            "hudi-flight serve --warehouse DIR then serves them)")
 
 
 __all__ = ["run_demo", "write_demo_warehouse"]

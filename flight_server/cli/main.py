@@ -90,7 +90,23 @@ def _namespace_roots(pairs: list[str] | None) -> dict[str, list[str]] | None:
 #: costs milliseconds of system time (twice its decoding). The allocator reads this when Arrow
 #: loads, which in this process has happened already: set here, it reaches the serving processes
 #: ``serve`` starts (``--processes N``, spawned); the container image sets it for the first one.
-_SERVER_ENVIRONMENT = {"MIMALLOC_ALLOW_LARGE_OS_PAGES": "0"}
+#: gRPC's C++ core logs to stderr (e.g. two lines of its own before "cannot listen ... address in
+#: use?"); it reads GRPC_VERBOSITY when the first server starts, so NONE here keeps the CLI's one
+#: line. The server's own log says what went wrong; set GRPC_VERBOSITY=ERROR (or INFO) to see gRPC's.
+_SERVER_ENVIRONMENT = {"MIMALLOC_ALLOW_LARGE_OS_PAGES": "0", "GRPC_VERBOSITY": "NONE"}
+
+
+def _check_local_warehouses(warehouses: Sequence[str]) -> None:
+    """Refuse a local warehouse that is not a folder (the scan would say only ``[Errno 2]``)."""
+    for warehouse in warehouses:
+        scheme, sep, rest = warehouse.partition("://")
+        if sep and scheme != "file":
+            continue  # remote storage: checked by its scan, with the server's credentials
+        path = rest if sep else warehouse
+        if not os.path.exists(path):
+            raise CliError(f"warehouse folder {warehouse} does not exist")
+        if not os.path.isdir(path):
+            raise CliError(f"warehouse {warehouse} is not a folder")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -133,6 +149,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         split_cache_bytes=args.split_cache_bytes,
         disk_cache_bytes=args.disk_cache_bytes,
     )
+
+    _check_local_warehouses(config.warehouses)
 
     def ready(server: Any) -> None:
         tables = len(server.registry.list_tables())
@@ -349,7 +367,7 @@ def _read_to_screen(args: argparse.Namespace, client: HudiFlightClient, options:
         total = count_rows(client, args.table, options)
         more = f"{total - shown:,} more" if total is not None else "more not fetched"
         more += ": --limit N shows N rows, --output FILE writes them all"
-    return format_table(result, shown, more=more)
+    return format_table(result, shown, more=more, vertical=True if args.vertical else None)
 
 
 def _read_to_file(args: argparse.Namespace, client: HudiFlightClient, options: ReadOptions,
@@ -442,7 +460,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="serve a non-loopback address with no users or tokens (anonymous read-only)")
     p.add_argument("--anonymous-read", choices=("auto", "on", "off"),
                    help="callers without credentials: auto (read only while the server has no users or tokens, "
-                        "the default), on (keep reading when users exist), off; loopback or --insecure only")
+                        "the default), on (keep reading when users exist), off; loopback or --insecure only. "
+                        "On a loopback address with no users or tokens they may also `hudi-flight refresh` and "
+                        "`register` (under the warehouses and --allow-root); never on other addresses")
     p.add_argument("--refresh-interval", type=float, metavar="SECONDS",
                    help="re-scan the warehouses this often for new or removed tables (default 60; 0: never; "
                         "`hudi-flight refresh` sees a new commit at once)")
@@ -511,6 +531,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-rows", type=int, default=DEFAULT_DISPLAY_ROWS,
                    help=f"rows printed without --limit (default {DEFAULT_DISPLAY_ROWS}); only those are fetched")
     p.add_argument("--no-progress", action="store_true", help="no progress line")
+    p.add_argument("--vertical", action="store_true",
+                   help="print each row as one 'column | value' line per field (the default when the grid "
+                        "would cut column names)")
     _add_server(p)
     p.set_defaults(func=cmd_read)
 
@@ -522,8 +545,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_admin_parsers(sub)
 
     p = sub.add_parser("demo", help="write a demo warehouse, serve it and show what hudi-flight does, in one screenful")
-    p.add_argument("--warehouse", help="where to write the demo warehouse (default: a temp dir)")
-    p.add_argument("--keep", action="store_true", help="keep the demo warehouse")
+    p.add_argument("--warehouse", help="where to write the demo warehouse, which stays there "
+                                       "(default: a temporary folder, removed at the end)")
+    p.add_argument("--keep", action="store_true", help="keep the temporary warehouse")
     p.set_defaults(func=cmd_demo)
 
     # "generate" is dispatched before parsing (its options belong to the generator); listed for --help.

@@ -70,24 +70,56 @@ def terminal_width() -> int:
     return shutil.get_terminal_size((120, 24)).columns
 
 
-def format_table(table: pa.Table, max_rows: int | None = None, width: int | None = None, more: str = "") -> str:
+def format_table(
+    table: pa.Table, max_rows: int | None = None, width: int | None = None, more: str = "",
+    vertical: bool | None = None,
+) -> str:
     """A grid of the first ``max_rows`` rows of ``table`` (all of them for ``None``), each column
     at most its share of ``width`` (the terminal's by default), cut cells ending in an ellipsis;
-    the footer counts the rows and adds ``more`` (e.g. ``"12 more rows"``)."""
+    the footer counts the rows and adds ``more`` (e.g. ``"12 more rows"``).
+
+    ``vertical``: one ``column | value`` line per field and a header per record, like psql's
+    ``\\x``; ``None`` chooses it when the grid would cut a column name (a wide table's names, e.g.
+    ``_hoodie_commit_time``, would all read ``_hoodie…``).
+    """
     shown = table if max_rows is None else table.slice(0, max_rows)
     names = shown.column_names
     width = width or terminal_width()
     share = (width - 3 * max(len(names) - 1, 0)) // max(len(names), 1)
     cap = max(MIN_CELL_WIDTH, min(MAX_CELL_WIDTH, share))
+    if vertical or (vertical is None and any(len(n) > cap for n in names)):
+        lines = _records(shown, width)
+    else:
+        lines = _grid(shown, cap)
+    count = f"{shown.num_rows} row" + ("" if shown.num_rows == 1 else "s")
+    return "\n".join(lines + [f"({count} shown; {more})" if more else f"({count})"])
+
+
+def _grid(shown: pa.Table, cap: int) -> list[str]:
     cells = [[cut(cell_text(v), cap) for v in col.to_pylist()] for col in shown.columns]
-    headers = [cut(n, cap) for n in names]
+    headers = [cut(n, cap) for n in shown.column_names]
     widths = [max([len(h)] + [len(c) for c in col]) for h, col in zip(headers, cells)]
     lines = [" | ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip(),
              "-+-".join("-" * w for w in widths)]
     for r in range(shown.num_rows):
         lines.append(" | ".join(col[r].ljust(w) for col, w in zip(cells, widths)).rstrip())
-    count = f"{shown.num_rows} row" + ("" if shown.num_rows == 1 else "s")
-    return "\n".join(lines + [f"({count} shown; {more})" if more else f"({count})"])
+    return lines
+
+
+def _records(shown: pa.Table, width: int) -> list[str]:
+    """Each row as ``-[ RECORD n ]`` and one ``name | value`` line per column, values cut to
+    what the terminal has left beside the names."""
+    names = [cut(n, MAX_CELL_WIDTH) for n in shown.column_names]
+    name_width = max((len(n) for n in names), default=0)
+    value_width = max(MIN_CELL_WIDTH, width - name_width - 3)
+    rows = shown.to_pylist()
+    lines = []
+    for number, row in enumerate(rows, 1):
+        title = f"-[ RECORD {number} ]"
+        lines.append(title + "-" * max(name_width + 3 - len(title), 1))  # to where the values start
+        for name, value in zip(names, row.values()):
+            lines.append(f"{name.ljust(name_width)} | {cut(cell_text(value), value_width)}".rstrip())
+    return lines
 
 
 # -- progress --------------------------------------------------------------------------------
@@ -189,6 +221,13 @@ class OutputFile:
 
 
 def one_line(err: BaseException) -> str:
+    """The error as one line: an OS error says what it could not find or open (not ``[Errno 2]``)."""
+    if isinstance(err, OSError) and err.strerror and err.filename is not None:
+        if isinstance(err, FileNotFoundError):
+            return f"{err.filename} does not exist"
+        if isinstance(err, PermissionError):
+            return f"no permission to open {err.filename}"
+        return f"{err.filename}: {err.strerror[:1].lower()}{err.strerror[1:]}"
     text = str(err).strip() or type(err).__name__
     # Flight errors carry gRPC debug context after the message: keep the first line.
     return text.splitlines()[0]

@@ -3,7 +3,9 @@
 Each handler takes the validated JSON body (``flight_server.server.query.wire.parse_action``) and the
 call (``query.queries.Call``), checks the caller's right through it (catalog changes need
 ``admin``, table info ``read``, listings show only what the caller may read), and returns a
-JSON-serialisable result. Catalog changes forget the cached rows, rights and table states.
+JSON-serialisable result. Refresh and register need the local change of that name
+(``security.access.LOCAL_CHANGES``: ``admin``, or anonymous on a loopback server). Catalog
+changes forget the cached rows, rights and table states.
 """
 
 from __future__ import annotations
@@ -50,11 +52,12 @@ def list_tables(services: ActionServices, body: Body, call: Call) -> list[dict[s
 
 
 def register_table(services: ActionServices, body: Body, call: Call) -> dict[str, Any]:
-    call.authorize("admin", body["table"])
+    call.authorize("register", body["table"])
     properties = body.get("properties") or {}
     call.check_properties(properties)
     policy = services.policy
-    catalog_admin = call.allowed("admin")  # else an admin of the namespace only
+    # registers in every namespace (still under the allowed roots), else as an admin of the namespace only
+    catalog_admin = call.allowed("register")
     uri, client_options = policy.check_in_namespace(
         check_new_identifier(body["table"])[0], body["uri"], body.get("storage_options"), catalog_admin)
     state = TableState.load(open_table_storage(uri, policy.options_for(uri, client_options) or None))
@@ -69,14 +72,21 @@ def unregister_table(services: ActionServices, body: Body, call: Call) -> dict[s
 
 
 def refresh_table(services: ActionServices, body: Body, call: Call) -> dict[str, Any]:
-    call.authorize("admin", body.get("table"))
+    call.authorize("refresh", body.get("table"))
     if "table" not in body:
-        found = services.rescan()
-        call.forget()
-        return {"tables": found}
+        return {"tables": _rescan(services, call)}
     call.forget(body["table"])
+    if services.config.warehouses and call.allowed("refresh") \
+            and body["table"] not in {e.identifier for e in call.entries()}:
+        _rescan(services, call)  # a new table folder: served now, not after the next timed scan
     timeline = call.open(body["table"]).state.timeline
     return {"table": body["table"], "latest_instant": timeline[-1].requested_time if timeline else None}
+
+
+def _rescan(services: ActionServices, call: Call) -> int:
+    found = services.rescan()
+    call.forget()
+    return found
 
 
 def table_info(services: ActionServices, body: Body, call: Call) -> dict[str, Any]:

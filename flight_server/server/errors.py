@@ -157,8 +157,16 @@ def schema_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def _message(err: Exception) -> str:
+def _message(err: BaseException) -> str:
     return str(err).split(". Detail:")[0]
+
+
+def reason(err: BaseException, limit: int = 500) -> str:
+    """The first line of the message a client sees for ``err`` (already :func:`translated`: no
+    traceback, no server path), at most ``limit`` characters: the reason of a call's log line."""
+    lines = _message(err).strip().splitlines()
+    text = lines[0] if lines else type(err).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def stream_errors(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -180,6 +188,7 @@ __all__ = [
     "ServerError",
     "flight_errors",
     "install",
+    "reason",
     "schema_errors",
     "stream_errors",
     "translated",

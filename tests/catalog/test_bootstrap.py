@@ -163,7 +163,7 @@ def test_flight_sql_time_travel_to_the_bootstrap_commit_equals_hudi(bootstrap_se
     files natively), a count, and a filter on a source column."""
     expected = _bootstrap_answer(table)
     at = f"{table.identifier} TIMESTAMP AS OF '{METADATA_BOOTSTRAP_INSTANT}'"
-    with adbc.connect(f"grpc://127.0.0.1:{bootstrap_server.port}") as conn, conn.cursor() as cursor:
+    with adbc.connect(f"grpc://127.0.0.1:{bootstrap_server.port}", autocommit=True) as conn, conn.cursor() as cursor:
         def sql(text: str) -> pa.Table:
             cursor.execute(text)
             return cursor.fetch_arrow_table()

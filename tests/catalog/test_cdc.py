@@ -166,7 +166,7 @@ def test_flight_sql_table_changes_equal_spark(cdc_server, case):
     table, query = case
     end = f", '{query.end}'" if query.end else ""
     start = "earliest" if "start" not in _kwargs(query) else query.start
-    with adbc.connect(f"grpc://127.0.0.1:{cdc_server.port}") as conn, conn.cursor() as cursor:
+    with adbc.connect(f"grpc://127.0.0.1:{cdc_server.port}", autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"SELECT * FROM hudi_table_changes('{table.identifier}', 'cdc', '{start}'{end})")
         ours = cursor.fetch_arrow_table()
         cursor.execute(
@@ -183,8 +183,9 @@ def test_served_cdc_refusal_names_the_table(cdc_server):
     disabled = next(t for t in CDC_TABLES if "cdc_disabled" in t.manifest().features)
     command = {"table": disabled.identifier, "query_type": "cdc"}
     with flight.connect(f"grpc://127.0.0.1:{cdc_server.port}") as client:
-        with pytest.raises(pa.ArrowNotImplementedError, match="not a CDC table"):  # Flight UNIMPLEMENTED
+        with pytest.raises(pa.ArrowNotImplementedError, match="not a CDC table") as err:  # Flight UNIMPLEMENTED
             client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(command)))
+    assert f"table {disabled.identifier} is not a CDC table" in str(err.value)  # the name it is served as
 
 
 DROPPED_REFUSAL = "partition columns out of the data files"
@@ -204,7 +205,7 @@ def test_cdc_of_dropped_partition_columns_is_refused_by_name(cdc_server, written
     with flight.connect(f"grpc://127.0.0.1:{cdc_server.port}") as client:
         with pytest.raises(pa.ArrowNotImplementedError, match=DROPPED_REFUSAL):
             client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(command)))
-    with adbc.connect(f"grpc://127.0.0.1:{cdc_server.port}") as conn, conn.cursor() as cursor:
+    with adbc.connect(f"grpc://127.0.0.1:{cdc_server.port}", autocommit=True) as conn, conn.cursor() as cursor:
         with pytest.raises(Exception, match=DROPPED_REFUSAL):
             cursor.execute(f"SELECT * FROM hudi_table_changes('{table.identifier}', 'cdc', 'earliest')")
             cursor.fetch_arrow_table()

@@ -116,16 +116,16 @@ def test_as_of_before_first_commit(cow):
     [
         ([("amount", "~", 1)], "unsupported filter operator"),
         ([("amount", "like", "1")], "unsupported filter operator"),
-        ([("txn_ts", "=", "not-a-number")], "not a valid int64"),
-        ([("txn_ts", "=", 1.5)], "not a valid int64"),
-        ([("is_international", "=", 3)], "not a valid bool"),
-        ([("txn_date", ">", "yesterday")], "not a valid date32"),
+        ([("txn_ts", "=", "not-a-number")], "column 'txn_ts' is int64; 'not-a-number' is not a 64-bit integer"),
+        ([("txn_ts", "=", 1.5)], "column 'txn_ts' is int64; 1.5 is not a 64-bit integer"),
+        ([("is_international", "=", 3)], "column 'is_international' is bool; 3 is not true or false"),
+        ([("txn_date", ">", "yesterday")], "'yesterday' is not a date such as '2024-01-31'"),
         ([("txn_id", "in", "TXN-001")], "needs a list"),
         ([("txn_id", "in", [])], "at least one value"),
         ([("txn_id", "=", None)], "is null"),
         ([("txn_id", "=", ["a", "b"])], "single value"),
         ([("txn_id",)], "tuple"),
-        ("txn_id = 1", "1 is not a valid string value"),  # the text grammar: numbers are numbers
+        ("txn_id = 1", r"column 'txn_id' is string; 1 is not a text \(write it in quotes\)"),  # numbers are numbers
         ("txn_id = = 1", "unexpected '=' at position 10"),
         (5, "list of"),
     ],

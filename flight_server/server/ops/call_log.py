@@ -3,8 +3,8 @@
 Every RPC is logged by the ``flight_server.calls`` logger when it completes, with the method, the
 status, the duration in ms and what the service noted about it (:func:`note`): the user that
 :meth:`HudiFlightServer.authorize` returned, the table, the pinned instant and the number of
-endpoints. Only these named fields are logged: never headers, tokens, passwords or storage
-options.
+endpoints; a failed call also with its reason (the message its client got, never a traceback).
+Only these named fields are logged: never headers, tokens, passwords or storage options.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import time
 from typing import Any, Callable
 
 import pyarrow.flight as flight
+
+from flight_server.server.errors import reason
 
 CALL_LOG = logging.getLogger("flight_server.calls")
 MIDDLEWARE_KEY = "hudi-call-log"
@@ -79,6 +81,8 @@ class CallRecord(flight.ServerMiddleware):
         if not CALL_LOG.isEnabledFor(logging.INFO):  # e.g. text logs at WARNING: no line to build
             return
         call = {"method": self.method, "status": status, "duration_ms": round(seconds * 1000, 3), **self.fields}
+        if exception is not None:
+            call["reason"] = reason(exception)  # what the client was told, last (a text line's spaces)
         text = " ".join(f"{k}={v}" for k, v in call.items())
         CALL_LOG.info("call %s", text, extra={"call": call})
 

@@ -6,7 +6,10 @@ grant on ``*`` covers every namespace, an ``admin`` grant implies ``read`` where
 catalog-wide changes (re-scanning every warehouse) need the admin flag or ``admin`` on ``*``.
 
 Anonymous callers read everything, and only while the server has no users and no tokens and
-listens on a loopback address (or was started ``--insecure``); they never get ``admin``.
+listens on a loopback address (or was started ``--insecure``); they never get ``admin``. On a
+loopback address (not merely ``--insecure``) with no users and no tokens they may also make the
+local changes (:data:`LOCAL_CHANGES`: refresh, register under the allowed roots), so a local
+server picks up a new table folder without adding a user, which would end anonymous reads.
 
 Lookups are cached per user for ``cache_seconds`` (about a second): planning pays no database
 query per call, and a revoke or a removed user counts from the next call after that.
@@ -70,12 +73,16 @@ class Rights:
     admin: bool
     grants: frozenset[Grant]
     incarnation: str | None = None  # the user's account (users.User.incarnation); None: no account
+    local_changes: bool = False  # the LOCAL_CHANGES without admin (anonymous on a loopback server)
 
     def allows(self, right: str, table: str | None = None) -> bool:
         """``right`` on ``table`` (``"ns.name"``), or on the catalog as a whole when ``None``
-        (``read``: any authenticated caller; ``admin``: admin flag or ``admin`` on ``*``)."""
-        if self.admin:
+        (``read``: any authenticated caller; ``admin``: admin flag or ``admin`` on ``*``; a
+        local change: ``local_changes``, else what ``admin`` allows)."""
+        if self.admin or (self.local_changes and right in LOCAL_CHANGES):
             return True
+        if right in LOCAL_CHANGES:
+            right = "admin"
         if table is None:
             return right == "read" or any(g.right == "admin" and g.namespace == EVERY_NAMESPACE for g in self.grants)
         ns, name = parse_identifier(table)
@@ -86,7 +93,12 @@ class Rights:
         return self.admin or any(g.namespace in (EVERY_NAMESPACE, namespace) for g in self.grants)
 
 
+#: the rights below ``admin`` that anonymous callers of a loopback server hold (else ``admin`` is needed)
+LOCAL_CHANGES = frozenset({"refresh", "register"})
+
 ANONYMOUS_RIGHTS = Rights(ANONYMOUS, False, frozenset({Grant("read", EVERY_NAMESPACE)}))
+#: anonymous callers of a loopback server without users and tokens
+LOCAL_ANONYMOUS_RIGHTS = Rights(ANONYMOUS, False, ANONYMOUS_RIGHTS.grants, local_changes=True)
 
 
 #: the values of the ``anonymous_read`` switch (docs/flight.md, Security)
@@ -104,6 +116,8 @@ class Access:
         anonymous_read: ``auto`` (anonymous callers read only while the server has no users and
             no tokens), ``on`` (they keep reading every table when users exist) or ``off``
             (never); in every case only on an open address.
+        loopback: the server listens on a loopback address only (anonymous callers may then make
+            the :data:`LOCAL_CHANGES` while there are no users and no tokens).
     """
 
     def __init__(
@@ -113,6 +127,7 @@ class Access:
         open_address: bool,
         cache_seconds: float = 1.0,
         anonymous_read: str = "auto",
+        loopback: bool = False,
     ):
         if anonymous_read not in ANONYMOUS_READ_MODES:
             raise ValueError(f"anonymous_read must be one of {', '.join(ANONYMOUS_READ_MODES)}, not {anonymous_read!r}")
@@ -120,6 +135,7 @@ class Access:
         self.users = users
         self.token_users = frozenset(token_users)
         self.open_address = open_address
+        self.loopback = loopback
         self.cache_seconds = cache_seconds
         self._cache: dict[str, tuple[float, object]] = {}
         self._lock = threading.Lock()
@@ -149,14 +165,18 @@ class Access:
             return False
         if self.anonymous_read == "on":
             return True
-        if self.token_users:
-            return False
-        return not self._cached("\0has-users", self.users.has_users)
+        return self._no_credentials()
+
+    def _no_credentials(self) -> bool:
+        return not self.token_users and not self._cached("\0has-users", self.users.has_users)
 
     def rights(self, user: str) -> Rights | None:
         """The caller's rights; ``None`` when it is not (or no longer) a known caller."""
         if user == ANONYMOUS:
-            return ANONYMOUS_RIGHTS if self.anonymous_allowed() else None
+            if not self.anonymous_allowed():
+                return None
+            local = self.loopback and self._no_credentials()
+            return LOCAL_ANONYMOUS_RIGHTS if local else ANONYMOUS_RIGHTS
         if user == CLUSTER_MEMBER:  # a worker: authenticated by the shared secret, no grants
             return Rights(user, False, frozenset())
         return self._cached("user:" + user, lambda: self._load(user))
@@ -179,7 +199,10 @@ class Access:
         if rights is None:
             raise flight.FlightUnauthenticatedError(_unknown(user))
         if not rights.allows(right, table):
-            raise flight.FlightUnauthorizedError(f"{user} has no {right} right on {table or 'the catalog'}")
+            needed = "admin" if right in LOCAL_CHANGES else right
+            hint = " (anonymous callers refresh and register on a loopback server without users only)" \
+                if user == ANONYMOUS and right in LOCAL_CHANGES else ""
+            raise flight.FlightUnauthorizedError(f"{user} has no {needed} right on {table or 'the catalog'}{hint}")
         return user
 
     def owner(self, user: str) -> str:
@@ -210,4 +233,6 @@ def _unknown(user: str) -> str:
     return f"user {user} does not exist (any more)"
 
 
-__all__ = ["ANONYMOUS_RIGHTS", "Access", "Rights", "check_exposure", "is_loopback"]
+__all__ = [
+    "ANONYMOUS_RIGHTS", "LOCAL_ANONYMOUS_RIGHTS", "LOCAL_CHANGES", "Access", "Rights", "check_exposure", "is_loopback",
+]

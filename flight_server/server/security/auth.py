@@ -205,7 +205,8 @@ def authentication(config: AuthSettings, users: UserStore, tickets: TicketSigner
             raise ValueError(f"static tokens need at least {MIN_STATIC_TOKEN_CHARS} characters (one of user {user})")
     check_exposure(config.host, bool(config.tokens) or users.has_users(), config.insecure, config.tls)
     open_address = is_loopback(config.host) or config.insecure
-    access = Access(users, config.tokens.values(), open_address, config.cache_seconds, config.anonymous_read)
+    access = Access(users, config.tokens.values(), open_address, config.cache_seconds, config.anonymous_read,
+                    loopback=is_loopback(config.host))
     return AuthMiddlewareFactory(access, users, TokenIssuer(tickets, config.token_ttl_seconds), dict(config.tokens))
 
 

@@ -27,6 +27,7 @@ from sqlglot.tokens import Token
 
 from catalog.plan.options import ReadOptions
 from flight_server.server.errors import ServerError
+from flight_server.server.sql.syntax import syntax_error
 
 DIALECT = "duckdb"
 READ_ONLY = "hudi-flight is read-only: only SELECT queries are supported"
@@ -108,7 +109,7 @@ def parse_query(sql: str, tokens: list[Token] | None = None) -> exp.Query:
         parsed = dialect.parser().parse(dialect.tokenize(sql) if tokens is None else tokens, sql)
         statements = [s for s in parsed if s is not None]
     except sqlglot.errors.SqlglotError as err:
-        raise ValueError(f"cannot parse SQL: {err}") from err
+        raise ValueError(syntax_error(err)) from None  # the cause names sqlglot's classes
     if len(statements) != 1:
         raise ValueError(f"expected exactly one statement, got {len(statements)}")
     statement = statements[0]

@@ -42,6 +42,7 @@ from flight_server.server.sql.planner import (
     plan_select,
     table_references,
 )
+from flight_server.server.sql.syntax import syntax_error
 
 TABLE_CHANGES = "hudi_table_changes"
 #: functions that read files, URLs, the environment or the engine's own state
@@ -193,7 +194,7 @@ def sql_tokens(sql: str) -> list[Token]:
     try:
         return Dialect.get_or_raise(DIALECT).tokenize(sql)
     except SqlglotError as err:
-        raise InvalidQueryError(f"cannot parse SQL: {err}") from err
+        raise InvalidQueryError(syntax_error(err)) from None
 
 
 def _check_nesting(tokens: list[Token]) -> None:

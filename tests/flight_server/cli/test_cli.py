@@ -18,7 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from catalog.hudi_table import HudiTable
-from flight_server.cli.main import main
+from flight_server.cli.main import build_parser, main
+from flight_server.cli.output import one_line
 from tests.support.auth import ADMIN, ADMIN_PASSWORD
 from tests.support.compare import assert_same_rows
 from tests.support.servers import free_port
@@ -197,13 +198,24 @@ def test_bad_config_file(capsys, tmp_path):
 def test_demo_end_to_end(capsys):
     code, out, err = _run(capsys, "demo")
     assert code == 0, err
-    assert "MERGE_ON_READ" in out and "COPY_ON_WRITE" in out and out.rstrip().endswith("demo done")
+    assert "MERGE_ON_READ" in out and "COPY_ON_WRITE" in out
+    assert out.splitlines()[-1] == ("demo done; its temporary warehouse is removed (hudi-flight demo --warehouse DIR "
+                                    "keeps the tables in DIR; hudi-flight serve --warehouse DIR then serves them)")
     planning = re.search(r"(\d+) storage requests from the metadata table, (\d+) by listing storage", out)
     assert planning and int(planning.group(1)) < int(planning.group(2)), out
-    assert re.search(r"\d+ endpoints \(weights [\d.]+ to [\d.]+\), fetched \d+ at a time: [\d,]+ rows", out), out
+    endpoints = r"\d+ endpoints \((weights [\d.]+ to [\d.]+|each weighted [\d.]+)\), fetched \d+ at a time: [\d,]+ rows"
+    assert re.search(endpoints, out), out
+    assert not re.search(r"weights ([\d.]+) to \1\b", out)  # equal weights are said once
     assert re.search(r"as_of \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d: [\d,]+ rows; now: [\d,]+ rows \(trip-\d+: fare", out), out
     assert "Flight SQL through the ADBC driver" in out and "region-00000 |" in out
     assert len(out.splitlines()) <= 30  # one screenful
+
+
+def test_demo_into_a_warehouse_keeps_it_and_says_how_to_serve_it(capsys, tmp_path):
+    code, out, err = _run(capsys, "demo", "--warehouse", str(tmp_path / "wh"))
+    assert code == 0, err
+    assert out.splitlines()[-1] == f"demo done; serve its tables with: hudi-flight serve --warehouse {tmp_path / 'wh'}"
+    assert sorted(p.name for p in (tmp_path / "wh" / "demo").iterdir()) == ["trips_cow", "trips_mor"]
 
 
 def test_generate_delegates_to_generator(capsys, tmp_path):
@@ -222,14 +234,44 @@ def test_example_config_loads():
     assert cfg.split_options().target_split_bytes == 128 * 1024 * 1024
 
 
-def test_port_in_use_is_one_line(capsys, tmp_path):
+def test_port_in_use_is_one_line(tmp_path):
+    """A subprocess: gRPC's C++ core writes to the process's stderr, which capsys does not see."""
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"}
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        code, _, err = _run(capsys, "serve", "--port", str(port), "--state-dir", str(tmp_path))
-    assert code == 1
-    assert err.strip() == f"hudi-flight: error: cannot listen on grpc+tcp://127.0.0.1:{port} (address in use?)"
+        done = subprocess.run([sys.executable, "-m", "flight_server.cli", "serve", "--port", str(port),
+                               "--state-dir", str(tmp_path)], capture_output=True, text=True,
+                              env={**env, "PYTHONPATH": str(REPO)}, cwd=REPO, timeout=120)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == f"hudi-flight: error: cannot listen on grpc+tcp://127.0.0.1:{port} (address in use?)\n"
+
+
+def test_serve_help_says_anonymous_refresh_is_for_loopback_only(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "On a loopback address with no users or tokens they may also `hudi-flight refresh` and `register`" in text
+    assert "never on other addresses" in text
+
+
+def test_missing_warehouse_says_which_folder(capsys, tmp_path):
+    code, _, err = _run(capsys, "serve", "--warehouse", str(tmp_path / "nope"), "--state-dir", str(tmp_path / "s"))
+    assert code == 1 and err == f"hudi-flight: error: warehouse folder {tmp_path / 'nope'} does not exist\n"
+    (tmp_path / "file").write_text("")
+    code, _, err = _run(capsys, "serve", "--warehouse", f"file://{tmp_path / 'file'}", "--state-dir", str(tmp_path))
+    assert code == 1 and err == f"hudi-flight: error: warehouse file://{tmp_path / 'file'} is not a folder\n"
+
+
+@pytest.mark.parametrize("error, line", [
+    (FileNotFoundError(2, "No such file or directory", "/data/x.parquet"), "/data/x.parquet does not exist"),
+    (PermissionError(13, "Permission denied", "/data/x.parquet"), "no permission to open /data/x.parquet"),
+    (IsADirectoryError(21, "Is a directory", "/data"), "/data: is a directory"),
+    (OSError("no file name"), "no file name"),
+])
+def test_os_errors_say_what_was_missing(error, line):
+    assert one_line(error) == line
 
 
 def test_serve_defaults(monkeypatch, tmp_path):

@@ -170,6 +170,31 @@ def test_grid_bounds_widths_and_marks_cuts():
     assert grid[-1] == "(1 row)"
 
 
+def test_a_grid_that_would_cut_column_names_prints_records_instead():
+    table = pa.table({"_hoodie_commit_time": ["20240101"], "_hoodie_record_key": ["k" * 100], "n": [1]})
+    assert format_table(table, width=60).splitlines() == [
+        "-[ RECORD 1 ]---------",
+        "_hoodie_commit_time | 20240101",
+        "_hoodie_record_key  | " + "k" * 37 + "…",
+        "n                   | 1",
+        "(1 row)",
+    ]
+    assert format_table(table, width=200).splitlines()[0].split(" | ")[0] == "_hoodie_commit_time"  # room: a grid
+    assert format_table(table.select(["n"]), width=60, vertical=True).splitlines()[:2] == ["-[ RECORD 1 ]-", "n | 1"]
+
+
+def test_read_without_columns_shows_every_name_whole(served, capsys, monkeypatch):
+    uri, table = served
+    monkeypatch.setenv("COLUMNS", "80")  # the terminal width the grid is laid out for
+    code, out, err = _run(capsys, uri, "read", TABLE, "--limit", "2")
+    assert code == 0, err
+    names = [line.split(" | ")[0].strip() for line in out.splitlines() if " | " in line]
+    assert names == table.schema.names * 2 and "…" not in "".join(names)  # every field of both records
+    assert out.splitlines()[0].startswith("-[ RECORD 1 ]") and out.splitlines()[-1] == "(2 rows)"
+    code, out, _ = _run(capsys, uri, "read", TABLE, "--limit", "1", "--columns", "rider", "--vertical")
+    assert code == 0 and out.splitlines()[1].startswith("rider | ")
+
+
 def test_output_file_checks_format_and_leaves_nothing_on_failure(tmp_path):
     schema = pa.schema([("a", pa.int64())])
     with pytest.raises(CliError, match="unknown file type .txt"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import shutil
 import time
 
 import pyarrow as pa
@@ -292,10 +293,8 @@ def test_anonymous_reads_only_on_a_loopback_server_without_users(tmp_path, fixtu
             info = anonymous.get_flight_info(_path("ns1.a"))
             assert anonymous.do_get(info.endpoints[0].ticket).read_all().num_rows > 0
             assert sorted(t["table"] for t in _action(anonymous, "list-tables")) == TABLES
-            for name, body in [("register-table", {"table": "ns1.z", "uri": fixture_table(SIMPLE)}),
-                               ("unregister-table", {"table": "ns1.a"}), ("refresh-table", {})]:
-                with pytest.raises(flight.FlightUnauthorizedError, match="anonymous has no admin right"):
-                    _action(anonymous, name, body)
+            with pytest.raises(flight.FlightUnauthorizedError, match="anonymous has no admin right"):
+                _action(anonymous, "unregister-table", {"table": "ns1.a"})  # not a local change
             factory = srv.app.auth
             call = flight.CallInfo(flight.FlightMethod.DO_GET)
             assert factory.start_call(call, {}) is None  # anonymous: no record, caller_name says so
@@ -306,6 +305,32 @@ def test_anonymous_reads_only_on_a_loopback_server_without_users(tmp_path, fixtu
                 anonymous.get_flight_info(_path("ns1.a"))
             with pytest.raises(flight.FlightUnauthenticatedError):
                 anonymous.do_get(info.endpoints[0].ticket).read_all()
+
+
+def test_anonymous_callers_of_a_loopback_server_refresh_and_register(tmp_path, fixture_table):
+    warehouse = tmp_path / "warehouse"
+    (warehouse / "lake").mkdir(parents=True)
+    config = ServerConfig(port=0, state_dir=str(tmp_path / "s"), warehouses=[str(warehouse)],
+                          allowed_roots=[str(warehouse)], refresh_interval_seconds=0)
+    with running_server(config) as srv:
+        with flight.connect(f"grpc://127.0.0.1:{srv.port}") as anonymous:
+            with pytest.raises(pa.ArrowKeyError):
+                anonymous.get_flight_info(_path("lake.trips"))
+            shutil.copytree(fixture_table(SIMPLE), warehouse / "lake" / "trips")  # a new table folder
+            assert _action(anonymous, "refresh-table", {})["tables"] == 1
+            info = anonymous.get_flight_info(_path("lake.trips"))  # served at the next request
+            assert anonymous.do_get(info.endpoints[0].ticket).read_all().num_rows > 0
+            assert _action(anonymous, "refresh-table", {"table": "lake.trips"})["latest_instant"]
+            shutil.copytree(fixture_table(SIMPLE), warehouse / "lake" / "more")  # refreshed by its name
+            assert _action(anonymous, "refresh-table", {"table": "lake.more"})["latest_instant"]
+            assert anonymous.get_flight_info(_path("lake.more")).endpoints
+            uri = str(warehouse / "lake" / "trips")
+            assert _action(anonymous, "register-table", {"table": "other.t", "uri": uri})["table"] == "other.t"
+            with pytest.raises(pa.ArrowInvalid, match="not under a root"):  # still confined to the roots
+                _action(anonymous, "register-table", {"table": "other.u", "uri": fixture_table(SIMPLE)})
+            add_user(srv, "first-user", PASSWORD)  # users end anonymous calls, changes included
+            with pytest.raises(flight.FlightUnauthenticatedError, match="credentials required"):
+                _action(anonymous, "refresh-table", {})
 
 
 def test_no_anonymous_access_when_tokens_are_configured(tmp_path, fixture_table):
@@ -334,8 +359,8 @@ def test_non_loopback_without_credentials_refuses_to_start(tmp_path):
     with running_server(insecure) as srv:  # bound to every address: shut down at once
         with flight.connect(f"grpc://127.0.0.1:{srv.port}") as anonymous:
             assert _action(anonymous, "health")["status"] == "ok"
-            with pytest.raises(flight.FlightUnauthorizedError):
-                _action(anonymous, "refresh-table", {})
+            with pytest.raises(flight.FlightUnauthorizedError, match="on a loopback server without users only"):
+                _action(anonymous, "refresh-table", {})  # --insecure is not loopback: no anonymous changes
     UserStore(Registry(config.resolved_catalog_url).engine).add_user("ops", PASSWORD, admin=True)
     with pytest.raises(ValueError, match="refusing to listen on 0.0.0.0 without TLS"):  # passwords in clear
         HudiFlightServer(config)

@@ -213,7 +213,7 @@ def test_adbc_reads_a_result_with_more_endpoints_than_the_connection_bound(gener
     config = ServerConfig(port=0, state_dir=str(tmp_path / "s"), max_streams_per_connection=4,
                           allowed_roots=[str(tmp_path.parent.parent), path])
     with running_server(config, registry=registry) as server:
-        with adbc.connect(f"grpc://127.0.0.1:{server.port}") as conn, conn.cursor() as cur:
+        with adbc.connect(f"grpc://127.0.0.1:{server.port}", autocommit=True) as conn, conn.cursor() as cur:
             partitions, _ = cur.adbc_execute_partitions("SELECT * FROM ns.t")
             cur.execute("SELECT * FROM ns.t")
             assert cur.fetch_arrow_table().num_rows == 2_000

@@ -195,3 +195,24 @@ def test_calls_are_recorded_only_when_logged_or_measured():
         assert isinstance(CallLogFactory(None).start_call(info, {}), CallRecord)
     finally:
         CALL_LOG.setLevel(level)
+
+
+def test_failed_calls_log_the_reason_the_client_got(caplog):
+    """A JSON call-log line of a failed call says why, in the client's words (no traceback)."""
+    import logging
+
+    from flight_server.server.errors import translated
+    from flight_server.server.ops.call_log import CALL_LOG, CallRecord, JsonFormatter
+
+    caplog.set_level(logging.INFO, logger=CALL_LOG.name)
+    try:
+        raise ValueError("filter: column 'amount' is int64; 'abc' is not a 64-bit integer")
+    except ValueError as err:
+        public = translated(err)
+    CallRecord("get_flight_info", None).call_completed(public)
+    CallRecord("do_get", None).call_completed(None)
+    failed, ok = (json.loads(JsonFormatter().format(r)) for r in caplog.records)
+    assert failed["status"] == "INVALID_ARGUMENT"
+    assert failed["reason"] == "filter: column 'amount' is int64; 'abc' is not a 64-bit integer"
+    assert ok["status"] == "OK" and "reason" not in ok
+    assert "Traceback" not in caplog.text and "Detail" not in caplog.text

@@ -170,7 +170,7 @@ def test_a_login_on_the_public_port_reads_from_every_process(tmp_path, table_pat
             assert len(named) == 2 and not any(f":{server.port}" in location for location in named)
             assert_same_rows(client.read("t.gen"), HudiTable.open(table_paths["t.gen"]).read())
         # a generic Flight SQL client follows the same locations with the same login
-        with adbc.connect(server.uri, db_kwargs={"username": "reader", "password": "reader-password-123"}) as conn:
+        with adbc.connect(server.uri, db_kwargs={"username": "reader", "password": "reader-password-123"}, autocommit=True) as conn:
             with conn.cursor() as cursor:
                 partitions, _ = cursor.adbc_execute_partitions("SELECT * FROM t.gen")
                 got = 0

@@ -29,7 +29,7 @@ def sql_server(sql_tables, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def adbc_conn(sql_server):
-    conn = adbc.connect(f"grpc://127.0.0.1:{sql_server.port}")
+    conn = adbc.connect(f"grpc://127.0.0.1:{sql_server.port}", autocommit=True)
     yield conn
     conn.close()
 

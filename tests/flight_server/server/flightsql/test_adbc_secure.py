@@ -40,7 +40,7 @@ def secure_server(fixture_table, pki, tmp_path_factory):
 def _connect(server, pki, **credentials) -> adbc.Connection:
     ca, _ = pki
     kwargs = {"adbc.flight.sql.client_option.tls_root_certs": ca.ca_cert.read_text(), **credentials}
-    return adbc.connect(f"grpc+tls://127.0.0.1:{server.port}", db_kwargs=kwargs)
+    return adbc.connect(f"grpc+tls://127.0.0.1:{server.port}", db_kwargs=kwargs, autocommit=True)
 
 
 def test_a_user_reads_granted_tables_over_tls(secure_server, pki):

@@ -122,7 +122,7 @@ def test_a_registered_table_of_that_name_wins(fixture_table):
     tables = {"ns.t": fixture_table("sample_table/cow/v6_nonpartitioned"),
               "ns.t$timeline": fixture_table("sample_table/cow/v9_txns_simple_meta")}
     with serving_tables(tables, tempfile.mkdtemp()) as server:
-        with adbc.connect(f"grpc://127.0.0.1:{server.port}") as conn, conn.cursor() as cur:
+        with adbc.connect(f"grpc://127.0.0.1:{server.port}", autocommit=True) as conn, conn.cursor() as cur:
             rows = _query(cur, 'SELECT txn_id FROM ns."t$timeline"')
             commits = _query(cur, 'SELECT * FROM ns."t$commits"')
     assert rows.num_rows == HudiTable.open(tables["ns.t$timeline"]).read().num_rows

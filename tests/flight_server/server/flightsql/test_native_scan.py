@@ -39,7 +39,7 @@ def streamed_server(sql_tables, tmp_path_factory):
 
 
 def _query(server, sql: str) -> pa.Table:
-    with adbc.connect(f"grpc://127.0.0.1:{server.port}") as conn, conn.cursor() as cursor:
+    with adbc.connect(f"grpc://127.0.0.1:{server.port}", autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(sql)
         return cursor.fetch_arrow_table()
 

@@ -33,7 +33,7 @@ def versions(generated_table):
 def served(versions, tmp_path):
     """(table path, ADBC connection) of a server of a private copy of the one-commit table."""
     with serving_a_copy(versions[0], tmp_path) as (server, client, path):
-        conn = adbc.connect(f"grpc://127.0.0.1:{server.port}")
+        conn = adbc.connect(f"grpc://127.0.0.1:{server.port}", autocommit=True)
         yield path, conn
         conn.close()
 

@@ -135,12 +135,14 @@ def _status(call) -> Exception:
     ("SELECT * FROM sample_table_cow.v6_nonpartitioned FOR UPDATE", flight.FlightError, "FOR UPDATE"),
     ("SELECT * FROM sample_table_cow.v6_nonpartitioned FOR VERSION AS OF 3", flight.FlightError, "VERSION"),
     ("SELECT * FROM hudi_table_changes('sample_table_cow.v6_nonpartitioned', 'cdc', '20240101000000000')",
-     flight.FlightError, "not a CDC table"),
+     flight.FlightError, "table sample_table_cow.v6_nonpartitioned is not a CDC table"),  # as served
     ("SELECT * FROM hudi_table_changes('sample_table_cow.v6_nonpartitioned', 'snapshot', '20240101000000000')",
      flight.FlightError, "'latest_state' and 'cdc'"),
     ("SELECT * FROM sample_table_cow.v6_nonpartitioned_ro", flight.FlightError, "not found"),
     ("SELECT * FROM nope.nope", flight.FlightError, "not found"),
     ("SELECT 1; SELECT 2", flight.FlightError, "one statement"),
+    ("SELECT * FROM sample_table_cow.v6_nonpartitioned WHERE a = 1 *", flight.FlightError,
+     "syntax error at line 1, column 62 near '*'"),
     # deep nesting is refused before parsing (it used to cost seconds of CPU, then an INTERNAL error)
     ("SELECT " + "(" * 5000 + "1" + ")" * 5000, flight.FlightError, "nested too deeply"),
     ("SELECT * FROM sample_table_cow.v6_nonpartitioned WHERE " + "(" * 200 + "1=1" + ")" * 200,

@@ -12,7 +12,7 @@ ENGINE = " AND 1 = 1"  # a condition no scan carries: the engine counts the same
 
 
 def _count(server, sql: str) -> int:
-    with adbc.connect(f"grpc://127.0.0.1:{server.port}") as conn, conn.cursor() as cursor:
+    with adbc.connect(f"grpc://127.0.0.1:{server.port}", autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(sql)
         (value,) = cursor.fetch_arrow_table().column(0).to_pylist()
         return value

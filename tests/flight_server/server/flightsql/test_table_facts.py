@@ -146,7 +146,7 @@ def test_a_commit_is_seen_by_the_next_statement(tmp_path):
     config = ServerConfig(port=0, state_dir=str(tmp_path / "state"), secret="ab" * 32, refresh_interval_seconds=0)
     sql = "SELECT count(*) AS n FROM ns.t"
     by_engine = "SELECT count(*) AS n FROM ns.t WHERE 1 = 1"
-    with running_server(config, registry=registry) as server, adbc.connect(f"grpc://127.0.0.1:{server.port}") as conn:
+    with running_server(config, registry=registry) as server, adbc.connect(f"grpc://127.0.0.1:{server.port}", autocommit=True) as conn:
         with conn.cursor() as cursor:
             assert [_scalar(cursor, q) for q in (sql, sql, by_engine, by_engine)] == [before] * 4
             for instant_file in second:
@@ -173,7 +173,7 @@ def test_a_warm_statement_lists_the_timeline_once_and_nothing_else(tmp_path):
     registry.register_table("ns.t", f"countfs://{path}")
     config = ServerConfig(port=0, state_dir=str(tmp_path / "state"), secret="ab" * 32, refresh_interval_seconds=0)
     statements = ["SELECT count(*) AS n FROM ns.t", "SELECT count(*) AS n FROM ns.t WHERE 1 = 1"]
-    with running_server(config, registry=registry) as server, adbc.connect(f"grpc://127.0.0.1:{server.port}") as conn:
+    with running_server(config, registry=registry) as server, adbc.connect(f"grpc://127.0.0.1:{server.port}", autocommit=True) as conn:
         with conn.cursor() as cursor:
             for sql in statements:
                 warm = _scalar(cursor, sql)
