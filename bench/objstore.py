@@ -394,7 +394,7 @@ def _one_delay(proxy: LatencyProxy, warehouse: str, settings: dict[str, tuple[Pa
                 emit(kind, "cold planning", "hudi-rs",
                      meter.run([lambda u=uri: len(_hudi_rs(u, proxy.endpoint).get_file_slices())]), "plan")
             # full scan and projection, interleaved rounds
-            scanners = {name: s for name, s in servers.items() if "disk cache" not in name}
+            scanners = {name: s for name, s in servers.items() if "max_staleness_ms" not in name}
             for what, columns in (("full scan", None), (f"{len(PROJECTION)}-column projection", PROJECTION)):
                 for kind in TABLES:
                     uri = f"{warehouse}/{NAMESPACE}/{kind}"

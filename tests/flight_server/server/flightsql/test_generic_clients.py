@@ -289,7 +289,9 @@ def test_sqlalchemy_adbc_reflects_tables_types_and_keys(sql_server, sql_tables):
     """sqlalchemy-adbc (a generic SQLAlchemy dialect over ADBC) lists the tables whose
     ``table_type`` is exactly ``"table"`` and maps column types from ``xdbc_type_name``, which the
     ADBC driver takes from the ``ARROW:FLIGHT:SQL:TYPE_NAME`` column metadata."""
-    engine = sqlalchemy.create_engine(f"adbc+flightsql://127.0.0.1:{sql_server.port}?tls=false")
+    # autocommit: a read-only session (else the ADBC driver warns it cannot turn autocommit off)
+    engine = sqlalchemy.create_engine(f"adbc+flightsql://127.0.0.1:{sql_server.port}?tls=false",
+                                      connect_args={"autocommit": True})
     try:
         inspector = sqlalchemy.inspect(engine)
         assert "sample_table_cow" in inspector.get_schema_names()
