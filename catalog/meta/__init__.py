@@ -14,7 +14,7 @@ from typing import Callable
 
 import pyarrow as pa
 
-from catalog.errors import InvalidQueryError
+from catalog.errors import InvalidQueryError, shown
 from catalog.meta.config import INDEXES_SCHEMA, PROPERTIES_SCHEMA, indexes_table, properties_table
 from catalog.meta.health import HEALTH_SCHEMA, health_table
 from catalog.meta.layout import FILE_GROUPS_SCHEMA, PARTITIONS_SCHEMA, file_groups_table, partitions_table
@@ -63,8 +63,7 @@ def meta_table_named(name: str, as_of: str | None = None) -> MetaTable:
     """
     found = META_TABLES.get(name.lower())
     if found is None:
-        shown = name if len(name) <= 40 and name.isprintable() else name[:40] + "..."
-        raise InvalidQueryError(f"no metadata table {shown!r}; there are {', '.join(sorted(META_TABLES))}")
+        raise InvalidQueryError(f"no metadata table '{shown(name, 40)}'; there are {', '.join(sorted(META_TABLES))}")
     if as_of is not None and not found.time_travel:
         raise InvalidQueryError(
             f"time travel does not apply to the {name.lower()} metadata table; it applies to "

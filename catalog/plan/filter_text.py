@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
-from catalog.errors import InvalidQueryError
+from catalog.errors import InvalidQueryError, shown
 from catalog.plan.filters import COMPARISONS, FilterTuple, FilterValue, normalize_op
 
 _TOKEN = re.compile(
@@ -47,13 +47,13 @@ _PLAIN_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _KEYWORDS = frozenset({"and", "or", "not", "in", "is", "null", "true", "false"})
 
 
+def _filter_text(text: str) -> str:
+    """The filter text as an error message quotes it (cut: it may be long)."""
+    return shown(repr(text), 122)
+
+
 class FilterSyntaxError(InvalidQueryError):
     """A filter text does not follow the grammar; the message names the token and its position."""
-
-
-def _shown(text: str) -> str:
-    """The filter text as an error message quotes it (cut: it may be long)."""
-    return repr(text) if len(text) <= 120 else repr(text[:120]) + "…"
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def _tokens(text: str) -> list[_Token]:
         kind, raw = m.lastgroup or "", m.group()
         if kind == "bad":
             what = f"unmatched quote {raw}" if raw != "!" else "'!' without '=' (not equal is !=)"
-            raise FilterSyntaxError(f"filter {_shown(text)}: {what} at position {pos + 1}")
+            raise FilterSyntaxError(f"filter {_filter_text(text)}: {what} at position {pos + 1}")
         if kind != "space":
             if kind in ("squote", "dquote", "backquote"):
                 quote = raw[0]
@@ -104,7 +104,7 @@ class _Parser:
     def fail(self, token: _Token, expected: str) -> FilterSyntaxError:
         shown = token.raw if token.kind == "end" else repr(token.raw)
         return FilterSyntaxError(
-            f"filter {_shown(self.text)}: unexpected {shown} at position {token.position}; expected {expected}"
+            f"filter {_filter_text(self.text)}: unexpected {shown} at position {token.position}; expected {expected}"
         )
 
     def keyword(self, token: _Token, *words: str) -> bool:
@@ -126,7 +126,7 @@ class _Parser:
                 continue
             if self.keyword(token, "or"):
                 raise FilterSyntaxError(
-                    f"filter {_shown(self.text)}: OR at position {token.position} is not supported; "
+                    f"filter {_filter_text(self.text)}: OR at position {token.position} is not supported; "
                     "filters are ANDed (use IN for alternatives of one column)"
                 )
             raise self.fail(token, "AND or the end of the filter")
@@ -183,7 +183,7 @@ class _Parser:
             return lowered == "true"
         if lowered == "null":
             raise FilterSyntaxError(
-                f"filter {_shown(self.text)}: null at position {token.position} is not a value; "
+                f"filter {_filter_text(self.text)}: null at position {token.position} is not a value; "
                 "use IS NULL or IS NOT NULL"
             )
         if lowered in _KEYWORDS:

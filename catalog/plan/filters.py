@@ -22,7 +22,7 @@ from typing import Any, Iterable, Sequence, Tuple, Union
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from catalog.errors import ColumnNotFoundError, InvalidQueryError
+from catalog.errors import ColumnNotFoundError, InvalidQueryError, shown
 
 FilterValue = Union[None, bool, int, float, str, bytes, Any]
 FilterTuple = Tuple[str, str, FilterValue]
@@ -109,9 +109,8 @@ def cast_value(value: Any, dtype: pa.DataType, column: str) -> pa.Scalar:
 
 def _wrong_type(value: Any, dtype: pa.DataType, column: str) -> InvalidQueryError:
     """``filter: column 'amount' is int64; 'abc' is not a 64-bit integer`` (the value clipped)."""
-    shown = repr(value)
-    shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    return InvalidQueryError(f"filter: column {column!r} is {dtype}; {shown} is not {_expected(dtype)}")
+    written = shown(repr(value), 60)
+    return InvalidQueryError(f"filter: column {column!r} is {dtype}; {written} is not {_expected(dtype)}")
 
 
 def _expected(dtype: pa.DataType) -> str:

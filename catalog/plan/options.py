@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
-from catalog.errors import InvalidInstantError, InvalidQueryError, UnsupportedTableError
+from catalog.errors import InvalidInstantError, InvalidQueryError, UnsupportedTableError, shown
 from catalog.plan.filter_text import parse_filters
 from catalog.plan.filters import FilterTuple, normalize_op
 from catalog.table.bootstrap import FULL_BOOTSTRAP_INSTANT, METADATA_BOOTSTRAP_INSTANT
@@ -46,9 +46,9 @@ _ISO = re.compile(
 
 
 def _malformed(text: Any, what: str, why: str = "") -> InvalidInstantError:
-    shown = repr(text) if len(repr(text)) <= 66 else repr(text)[:64] + "…"  # text may come from the network
+    written = shown(repr(text), 66)  # text may come from the network
     reason = f" ({why})" if why else ""
-    return InvalidInstantError(f"malformed {what} {shown}{reason}: expected {INSTANT_FORMS}")
+    return InvalidInstantError(f"malformed {what} {written}{reason}: expected {INSTANT_FORMS}")
 
 
 def _clock(text: Any, what: str, *fields: str | None) -> datetime:

@@ -46,7 +46,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.flight as flight
 
-from catalog.errors import InvalidQueryError
+from catalog.errors import InvalidQueryError, shown
 from flight_server.server.security.budgets import CallKeys, ServerBusyError
 from flight_server.server.security.limits import LimitExceededError
 from flight_server.server.sql import channel
@@ -499,12 +499,8 @@ class _Statement:
             )
         message = status.get("message")
         if error == "invalid" and isinstance(message, str):
-            return InvalidQueryError(_printable(message)[:500])
+            return InvalidQueryError(shown(message, 500))
         return InvalidQueryError("SQL engine: the query failed")
-
-
-def _printable(text: str) -> str:
-    return "".join(c if c.isprintable() else " " for c in text)
 
 
 #: what a view's stream carries after its last batch when its source failed: not an Arrow IPC
