@@ -152,6 +152,14 @@ SchemaKey = tuple[str, tuple[tuple[str, bytes], ...]]
 ResultSchemas = BoundedLRU[SchemaKey, pa.Schema]
 
 
+def admission(settings: EngineSettings) -> MemoryBudget:
+    """The admission of an engine's statements: its budget, per-user and per-connection shares."""
+    return MemoryBudget(
+        settings.memory_budget, settings.memory_limit, settings.admission_wait_seconds,
+        settings.queries_per_user, settings.queries_per_connection,
+    )
+
+
 def schema_key(sql: str, views: Mapping[str, pa.Schema]) -> SchemaKey:
     """What a result schema is a function of: the SQL and its views' schemas (serialised)."""
     return sql, tuple((name, schema.serialize().to_pybytes()) for name, schema in sorted(views.items()))
@@ -179,10 +187,7 @@ class Engine:
     def __init__(self, settings: EngineSettings):
         settings.check()
         self.settings = settings
-        self.budget = MemoryBudget(
-            settings.memory_budget, settings.memory_limit, settings.admission_wait_seconds,
-            settings.queries_per_user, settings.queries_per_connection,
-        )
+        self.budget = admission(settings)
         # the process may grow by the budget plus one query's worth of Arrow input and output
         growth = parse_bytes(settings.memory_budget) + parse_bytes(settings.memory_limit)
         self.watchdog = Watchdog(memory_bytes=growth)
@@ -361,6 +366,7 @@ class Engine:
 
 
 __all__ = [
-    "SCHEMA_CACHE_BYTES", "Engine", "EngineSettings", "ResultSchemas", "connect", "keep_schema", "result_schemas",
+    "SCHEMA_CACHE_BYTES", "Engine", "EngineSettings", "ResultSchemas", "admission", "connect", "keep_schema",
+    "result_schemas",
     "schema_key", "stopped_error",
 ]

@@ -50,10 +50,11 @@ from catalog.errors import InvalidQueryError, shown
 from flight_server.server.security.budgets import CallKeys, ServerBusyError
 from flight_server.server.security.limits import LimitExceededError
 from flight_server.server.sql import channel
-from flight_server.server.sql.admission import RETRY_SECONDS, MemoryBudget, parse_bytes
+from flight_server.server.sql.admission import RETRY_SECONDS, parse_bytes
 from flight_server.server.sql.engine import (
     EngineSettings,
     ResultSchemas,
+    admission,
     keep_schema,
     result_schemas,
     schema_key,
@@ -278,10 +279,7 @@ class SandboxedEngine:
     def __init__(self, settings: EngineSettings, schemas: ResultSchemas | None = None):
         settings.check()
         self.settings = settings
-        self.budget = MemoryBudget(
-            settings.memory_budget, settings.memory_limit, settings.admission_wait_seconds,
-            settings.queries_per_user, settings.queries_per_connection,
-        )
+        self.budget = admission(settings)
         self.watchdog = Watchdog()  # memory is bounded where it grows: in the engine processes
         self.processes = EnginePool(lambda: EngineProcess(settings), self.budget.slots)
         self.file_views = NativeViewCounts()
