@@ -94,10 +94,13 @@ def test_point_reads_of_spark_written_tables_match_plain_reads(fixture_table, na
     column = table.record_key_fields[0]
     keys = set(table.read(columns=[column])[column].to_pylist())
     keys |= set(table.read(columns=[column], query_type="read_optimized")[column].to_pylist())
-    strings = sorted(k for k in keys if isinstance(k, str))
-    if not strings:
-        pytest.skip(f"{column} is not a string: no lookup of it is a point read")
-    lookups = [[k] for k in strings[:: max(1, len(strings) // 6)]] + [strings]
+    # a key of another type (integer keys of the Parquet-log fixtures) is no point read: the same
+    # lookups then go the ordinary way with the caches wired in, and must answer the same
+    values = sorted(k for k in keys if isinstance(k, str)) or sorted(k for k in keys if k is not None)
+    if not values:  # a table without rows: nothing to look up
+        assert table.read().num_rows == 0
+        return
+    lookups = [[k] for k in values[:: max(1, len(values) // 6)]] + [values]
     caches = Caches()
     for keys_ in lookups * 2:  # cold, then warm
         filters = [(column, "in", keys_)]
