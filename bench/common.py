@@ -257,8 +257,14 @@ def _chart(rows: Sequence[dict], path: Path) -> bool:
         ax.set_xlabel(unit)
     axes[0, 0].set_title("hudi-flight benchmarks (blue = hudi-flight)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    # every row is a bar, so the chart is tall: a low resolution and an indexed palette keep
+    # the committed file small (the numbers themselves are in results.md and results.json)
+    fig.savefig(path, dpi=40)
     plt.close(fig)
+    from PIL import Image  # matplotlib's own dependency
+
+    with Image.open(path) as image:
+        image.convert("RGB").quantize(colors=16).save(path, optimize=True)
     return True
 
 
