@@ -170,8 +170,16 @@ def result_schemas(max_bytes: int = SCHEMA_CACHE_BYTES, listener: CacheListener 
     return BoundedLRU("sql_result_schemas", max_bytes, listener=listener)
 
 
-def keep_schema(schemas: ResultSchemas, key: SchemaKey, schema: pa.Schema) -> None:
-    schemas.put(key, schema, len(key[0]) + sum(len(view) for _, view in key[1]) + len(schema.serialize()))
+def remembered_schema(
+    schemas: ResultSchemas, sql: str, views: Mapping[str, pa.Schema], ask: Callable[[SchemaKey], pa.Schema]
+) -> pa.Schema:
+    """The result schema of ``sql`` over ``views``: remembered, else ``ask(key)`` of the engine and kept."""
+    key = schema_key(sql, views)
+    known = schemas.get(key)
+    if known is None:
+        known = ask(key)
+        schemas.put(key, known, len(sql) + sum(len(view) for _, view in key[1]) + len(known.serialize()))
+    return known
 
 
 @dataclass
@@ -212,13 +220,7 @@ class Engine:
         That query (over empty views, planned at once) takes a slot of the budget but not of its
         caller's share: a client may plan its next statement while it still reads a result.
         """
-        key = schema_key(sql, views)
-        known = self._schemas.get(key)
-        if known is not None:
-            return known
-        schema = self._engine_result_schema(sql, views, cancelled)
-        keep_schema(self._schemas, key, schema)
-        return schema
+        return remembered_schema(self._schemas, sql, views, lambda _: self._engine_result_schema(sql, views, cancelled))
 
     def _engine_result_schema(
         self, sql: str, views: Mapping[str, pa.Schema], cancelled: Callable[[], bool] | None
@@ -366,7 +368,6 @@ class Engine:
 
 
 __all__ = [
-    "SCHEMA_CACHE_BYTES", "Engine", "EngineSettings", "ResultSchemas", "admission", "connect", "keep_schema",
-    "result_schemas",
-    "schema_key", "stopped_error",
+    "SCHEMA_CACHE_BYTES", "Engine", "EngineSettings", "ResultSchemas", "SchemaKey", "admission", "connect",
+    "remembered_schema", "result_schemas", "schema_key", "stopped_error",
 ]

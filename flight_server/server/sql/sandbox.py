@@ -54,10 +54,10 @@ from flight_server.server.sql.admission import RETRY_SECONDS, parse_bytes
 from flight_server.server.sql.engine import (
     EngineSettings,
     ResultSchemas,
+    SchemaKey,
     admission,
-    keep_schema,
+    remembered_schema,
     result_schemas,
-    schema_key,
     stopped_error,
 )
 from flight_server.server.sql.watchdog import Watch, Watchdog
@@ -297,20 +297,16 @@ class SandboxedEngine:
         once (the query wrapped in ``LIMIT 0`` over empty views: constant folding included) and
         then remembered. It takes a slot of the budget but none of the caller's share, so a
         client may plan its next statement while it reads a result."""
-        key = schema_key(sql, views)
-        known = self._schemas.get(key)
-        if known is not None:
-            return known
-        request = {"op": channel.SCHEMA, "sql": sql, "views": dict(key[1])}
-        statement = _Statement(self, request, {}, cancelled)
-        try:
-            schema = statement.schema
-            for _ in statement.batches():
-                pass
-        finally:
-            statement.end()
-        keep_schema(self._schemas, key, schema)
-        return schema
+        def ask(key: SchemaKey) -> pa.Schema:
+            statement = _Statement(self, {"op": channel.SCHEMA, "sql": sql, "views": dict(key[1])}, {}, cancelled)
+            try:
+                for _ in statement.batches():  # no rows: the status after the schema
+                    pass
+                return statement.schema
+            finally:
+                statement.end()
+
+        return remembered_schema(self._schemas, sql, views, ask)
 
     def run(
         self,
