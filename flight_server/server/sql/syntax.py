@@ -11,6 +11,8 @@ import re
 
 from sqlglot.errors import ParseError, SqlglotError, TokenError
 
+from catalog.errors import shown
+
 #: sqlglot's descriptions -> what the user reads (the rest are cleaned of internals below)
 _REASONS = (
     (re.compile(r"^Required keyword: '\w+' missing for "), "an operand or clause is missing"),
@@ -32,7 +34,7 @@ def syntax_error(err: SqlglotError) -> str:
     line, column = int(details.get("line") or 0), int(details.get("col") or 0)
     if token and "\n" not in token and len(token) <= column:
         column -= len(token) - 1  # sqlglot counts to the token's end
-    near = f" near {token[:MAX_SHOWN]!r}" if token else " at the end of the SQL"
+    near = f" near '{shown(token, MAX_SHOWN)}'" if token else " at the end of the SQL"
     return f"syntax error at line {line}, column {column}{near}: {_reason(str(details.get('description') or ''))}"
 
 
@@ -47,7 +49,7 @@ def _reason(description: str) -> str:
         if pattern.search(description):
             return reason
     cleaned = _INTERNALS.sub("", description).strip(" .:")
-    return cleaned[:200] or "cannot parse"
+    return shown(cleaned, 200) if cleaned else "cannot parse"
 
 
 __all__ = ["syntax_error"]

@@ -29,3 +29,14 @@ def test_text_that_does_not_tokenize_says_what_may_be_open():
     with pytest.raises(InvalidQueryError) as err:
         sql_tokens("select 'abc")
     assert str(err.value) == "syntax error: the SQL does not tokenize (an unterminated quote or comment?)"
+
+
+@pytest.mark.parametrize("sql, near", [
+    ("select (\"a\u202eb\"", "near '\"a\\u202eb\"'"),  # a bidirectional override, escaped
+    ("select (\"x\x07" + "y" * 500 + "\"", "near '\"x\\u0007" + "y" * 32 + "…'"),  # a bell, and cut
+])
+def test_a_quoted_token_cannot_reorder_or_flood_the_message(sql, near):
+    with pytest.raises(ValueError) as err:
+        parse_query(sql)
+    message = str(err.value)
+    assert near in message and message.isprintable() and len(message) < 200, message
