@@ -12,7 +12,10 @@ be read is skipped with a :class:`MetadataTableFallbackWarning`, never trusted h
   column, then the record index for the groups of the keys found (latest commit only, and only
   where the record index is used; ``catalog.plan.secondary_index``);
 * :class:`ColumnStatsPruner`: the MDT ``column_stats`` ranges per file (time-travel safe: stats
-  are per file name; a slice is dropped only if *every* one of its files is proven empty).
+  are per file name; a slice is dropped only if *every* one of its files is proven empty);
+* :class:`BloomFilterPruner`: the MDT ``bloom_filters`` of base files for ``=`` / ``in`` on a
+  plain record key (time-travel safe, per file name): a slice is dropped only if its base file's
+  filter rules every key out and it has no log file (read-optimized reads ignore log files).
 
 The record index holds one location per key, so it is exact only when keys are unique
 table-wide. Hudi's upserts keep them unique; a plain ``INSERT`` into a table that already has
@@ -32,6 +35,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import pyarrow as pa
 
 from catalog.errors import HudiError, MetadataTableFallbackWarning
+from catalog.listing.bloom_filters import BLOOM_FILTERS, base_file_filters
 from catalog.listing.metadata_table import (
     COLUMN_STATS,
     NON_PARTITIONED_KEY,
@@ -241,6 +245,43 @@ class ColumnStatsPruner:
         return kept
 
 
+class BloomFilterPruner:
+    """Drops the file slices whose base file cannot hold any record key a query pins.
+
+    A base file's bloom filter holds every key written to it, so "absent" is proof for the base
+    file. It says nothing about log files: an index that can index log files (bucket, record
+    index, a later writer's choice) sends new keys to the log files of groups whose base file
+    never held them, and the table does not record which indexes its writers used. So a slice
+    with log files is kept, unless the read is read-optimized (it reads base files only). Files
+    without a live, readable filter are kept. Where the record index located the keys' groups
+    (``record_index``), nothing is left to prove and no filter is read.
+    """
+
+    def __init__(
+        self, mdt: MetadataTable, read_optimized: bool = False, record_index: RecordIndexPruner | None = None
+    ):
+        self.mdt = mdt
+        self.read_optimized = read_optimized
+        self.record_index = record_index
+
+    def prune(self, slices: Sequence[FileSlice], filters: Sequence[BoundFilter]) -> list[FileSlice]:
+        keys = record_key_values(self.mdt.data_config, filters) if slices else None
+        if not keys or (self.record_index is not None and self.record_index.located(filters) is not None):
+            return list(slices)
+        testable = {
+            (fs.partition, fs.base_file.name)
+            for fs in slices
+            if fs.base_file is not None and (self.read_optimized or not fs.log_files)
+        }
+        try:
+            found = base_file_filters(self.mdt, testable)
+        except (HudiError, OSError) as err:
+            warnings.warn(MetadataTableFallbackWarning(f"bloom filter index not used: {err}"), stacklevel=3)
+            return list(slices)
+        ruled_out = {file for file, bloom in found.items() if not any(bloom.might_contain(k) for k in keys)}
+        return [fs for fs in slices if fs.base_file is None or (fs.partition, fs.base_file.name) not in ruled_out]
+
+
 class FileGroupIndexPruner:
     """Keeps the file groups an MDT index locates for the query's filters (latest commit only).
 
@@ -436,6 +477,7 @@ def index_pruners(
     usable = mdt.data_config.usable_metadata_partitions
     partitions: list[PartitionPruner] = []
     slices: list[SlicePruner] = []
+    record_index: RecordIndexPruner | None = None
     # Hudi 1.2 indexes no column stats of Lance base files: a Lance table's partition stats
     # describe only its log files, so they cannot rule a partition out.
     if at_latest and PARTITION_STATS in usable and mdt.data_config.base_file_format == "PARQUET":
@@ -450,10 +492,13 @@ def index_pruners(
             slices.append(secondary)
     if COLUMN_STATS in usable:
         slices.append(ColumnStatsPruner(mdt))
+    if BLOOM_FILTERS in usable:
+        slices.append(BloomFilterPruner(mdt, read_optimized, record_index))
     return partitions, slices
 
 
 __all__ = [
+    "BloomFilterPruner",
     "ColumnStatsPruner",
     "FileGroupIndexPruner",
     "PartitionPruner",

@@ -1,0 +1,57 @@
+"""The metadata table's ``bloom_filters`` partition: each base file's record-key bloom filter.
+
+One ``BloomFilterMetadata`` record per data base file, keyed by the Base64 xxh64 of its partition
+path followed by the Base64 MD5 of its file name (the column-stats key without the column part),
+sharded over the partition's file groups like every keyed MDT lookup (Java ``String.hashCode`` of
+the key). A record marked deleted (its file was cleaned or replaced) or absent answers nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from catalog.errors import HudiError
+from catalog.format.bloom_filter import BloomFilter, parse_bloom_filter
+from catalog.listing.metadata_table import KeySelection, MetadataTable, file_hash, partition_hash, shard_of
+
+BLOOM_FILTERS = "bloom_filters"
+
+
+def bloom_filter_key(partition: str, file_name: str) -> str:
+    return partition_hash(partition) + file_hash(file_name)
+
+
+def base_file_filters(mdt: MetadataTable, files: Iterable[tuple[str, str]]) -> dict[tuple[str, str], BloomFilter]:
+    """(partition, base file name) -> its bloom filter, for the files the partition holds a live,
+    readable filter of (a filter that does not decode is left out, so the file is kept).
+
+    Raises:
+        MetadataTableError: the partition cannot be read.
+    """
+    by_key = {bloom_filter_key(partition, name): (partition, name) for partition, name in files}
+    if not by_key:
+        return {}
+    shards = mdt.shards(BLOOM_FILTERS)
+    records = {}
+    if shards is None:  # not the plain sharded layout: ask every file group
+        records = mdt.read(BLOOM_FILTERS, KeySelection(keys=frozenset(by_key)))
+    else:
+        wanted: dict[int, set[str]] = {}
+        for key in by_key:
+            wanted.setdefault(shard_of(key, len(shards)), set()).add(key)
+        for shard, keys in wanted.items():
+            records.update(mdt.read_slice(shards[shard], KeySelection(keys=frozenset(keys))))
+    out: dict[tuple[str, str], BloomFilter] = {}
+    for key, record in records.items():
+        info = record.get("BloomFilterMetadata")
+        if key not in by_key or info is None or info.get("isDeleted") or not info.get("bloomFilter"):
+            continue
+        partition, name = by_key[key]
+        try:
+            out[partition, name] = parse_bloom_filter(info["bloomFilter"], info.get("type"), f"{partition}/{name}")
+        except HudiError:
+            continue  # an unknown kind or a corrupt filter proves nothing: the file is kept
+    return out
+
+
+__all__ = ["BLOOM_FILTERS", "base_file_filters", "bloom_filter_key"]
