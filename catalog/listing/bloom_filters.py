@@ -1,6 +1,7 @@
 """The metadata table's ``bloom_filters`` partition: each base file's record-key bloom filter.
 
-One ``BloomFilterMetadata`` record per data base file, keyed by the Base64 xxh64 of its partition
+One ``BloomFilterMetadata`` record per data base file (Hudi 1.x's bloom-filter expression indexes,
+``expr_index_<name>``, keep the filters of a column's values the same way), keyed by the Base64 xxh64 of its partition
 path followed by the Base64 MD5 of its file name (the column-stats key without the column part),
 sharded over the partition's file groups like every keyed MDT lookup (Java ``String.hashCode`` of
 the key). A record marked deleted (its file was cleaned or replaced) or absent answers nothing.
@@ -21,9 +22,11 @@ def bloom_filter_key(partition: str, file_name: str) -> str:
     return partition_hash(partition) + file_hash(file_name)
 
 
-def base_file_filters(mdt: MetadataTable, files: Iterable[tuple[str, str]]) -> dict[tuple[str, str], BloomFilter]:
-    """(partition, base file name) -> its bloom filter, for the files the partition holds a live,
-    readable filter of (a filter that does not decode is left out, so the file is kept).
+def base_file_filters(
+    mdt: MetadataTable, files: Iterable[tuple[str, str]], index: str = BLOOM_FILTERS
+) -> dict[tuple[str, str], BloomFilter]:
+    """(partition, base file name) -> its bloom filter, for the files the MDT partition ``index``
+    holds a live, readable filter of (a filter that does not decode is left out, so the file is kept).
 
     Raises:
         MetadataTableError: the partition cannot be read.
@@ -31,10 +34,10 @@ def base_file_filters(mdt: MetadataTable, files: Iterable[tuple[str, str]]) -> d
     by_key = {bloom_filter_key(partition, name): (partition, name) for partition, name in files}
     if not by_key:
         return {}
-    shards = mdt.shards(BLOOM_FILTERS)
+    shards = mdt.shards(index)
     records = {}
     if shards is None:  # not the plain sharded layout: ask every file group
-        records = mdt.read(BLOOM_FILTERS, KeySelection(keys=frozenset(by_key)))
+        records = mdt.read(index, KeySelection(keys=frozenset(by_key)))
     else:
         wanted: dict[int, set[str]] = {}
         for key in by_key:

@@ -26,7 +26,7 @@ from catalog.listing.bloom_filters import base_file_filters
 from catalog.plan.options import ReadOptions
 from catalog.plan.planner import file_slices
 from tests.data.factory.bloom_specs import bloom_specs
-from tests.support.written import written_tables
+from tests.support.written import WrittenTable, written_tables
 
 BLOOM_TABLES = [t for t in written_tables() if t.name in {s.name for s in bloom_specs()}]
 
@@ -81,6 +81,23 @@ def test_the_dynamic_filters_grew_rows(written_table, table):
         bloom = _footer_filter(path)
         kinds[bloom.type_code] = max(kinds.get(bloom.type_code, 0), len(bloom.rows))
     assert kinds.get(DYNAMIC_V0, 0) >= 2
+
+
+def test_an_expression_index_holds_each_files_column_values(written_table):
+    """Hudi 1.0's ``CREATE INDEX ... USING bloom_filters(name)``: the same filters (large
+    DYNAMIC_V0 ones, Hudi's default size), of the ``name`` values, keyed like the record-key ones."""
+    base = written_table(WrittenTable("1.0.2", "cow_bloom_expression_index"))
+    files = _base_files(base)
+    names = {p: set(pq.read_table(p, columns=["name"]).column(0).to_pylist()) for p in files}
+    mdt = HudiTable.open(base).state.metadata_table
+    assert mdt is not None
+    found = base_file_filters(mdt, [(p.parent.name, p.name) for p in files], "expr_index_idx_bloom_name")
+    assert len(found) == len(files)
+    every = set().union(*names.values())
+    for path, held in names.items():
+        bloom = found[path.parent.name, path.name]
+        assert bloom.type_code == DYNAMIC_V0 and all(bloom.might_contain(n) for n in held)
+        assert not any(bloom.might_contain(n) for n in every - held)
 
 
 def test_jenkins_matches_lookup3s_published_values():
