@@ -180,6 +180,29 @@ def test_only_record_key_equality_is_tested(written_table):
     assert len(pruner.prune(slices, bind_filters([("id", "=", "id010")], table.schema))) == 1
 
 
+def test_keys_the_record_index_located_read_no_filter(written_table, monkeypatch):
+    """Where the record index answered, its groups are exact: no bloom filter is read."""
+    import catalog.plan.prune as prune
+
+    table = HudiTable.open(written_table(WrittenTable("1.2.0", "cow_bloom_index")))
+    mdt = table.state.metadata_table
+    assert mdt is not None
+    slices = list(file_slices(table.state, ReadOptions()))
+    key = bind_filters([("id", "=", "id010")], table.schema)
+
+    class Located(prune.RecordIndexPruner):
+        def _locate(self, filters):
+            return {(s.partition, s.file_id) for s in slices}
+
+    def unread(*args, **kwargs):
+        raise AssertionError("a bloom filter was read")
+
+    monkeypatch.setattr(prune, "base_file_filters", unread)
+    assert BloomFilterPruner(mdt, record_index=Located(mdt, True)).prune(slices, key) == slices
+    with pytest.raises(AssertionError, match="was read"):
+        BloomFilterPruner(mdt).prune(slices, key)
+
+
 # -- served --------------------------------------------------------------------------------------
 
 
