@@ -100,6 +100,30 @@ def test_an_expression_index_holds_each_files_column_values(written_table):
         assert not any(bloom.might_contain(n) for n in every - held)
 
 
+#: filters Hudi 1.2.0's own classes serialized (jshell on its Spark bundle) after adding ``JAVA_KEYS``:
+#: ``BloomFilterFactory.createBloomFilter(50, 1e-6, 20, "SIMPLE")`` (Murmur), and an
+#: ``InternalBloomFilter(1438, 20, Hash.JENKINS_HASH)`` written with its ``write``. Keys of
+#: non-ASCII UTF-8 bytes reach the hashes' signed-byte tails.
+JAVA_KEYS = ("é", "ключ", "日本語キー", "a\u00ff\u0080b", "x", "id0000000001")
+JAVA_MURMUR = (
+    "/////wAAABQBAAAFnoAQAAABgAAYAQAAAAAAAAQCMAAAIAAAAABAAACAADACAAAAACBCgBAAIAgBAAAAAIAAAEAAAAoAAABA"
+    "ABAEEAAIABEAAiAAAAgIAggAAAAAAAAEARwAQCwACgQFAAAAACAAgEQACAkAAQQAgAAgBABAAAABQAAAAAEAAAgAoYQEEAEA"
+    "CAAAEIIAAAAggDAAAAQEAACECBABgAlAAAFQAABACAAAAAQARAAARCQAAAAGQAABAA=="
+)
+JAVA_JENKINS = (
+    "/////wAAABQAAAAFngAqAACxAACAEAAAgAgAYAAUEAAgAQAEAAAAgABAIgAAAAARAACAQAEEAgAAAAkAACBQaASAAAIAAABC"
+    "AEhAIAAAAAADEAQBABAIEABABAAFJAMAgAAAIAAAAAAACQAAAAIAQAAAAAAAgAAQAEACAAAACAAAKAAQIAFACAQAgQAAAAAA"
+    "ogAAwEkCAAAAKIMAAAAAAIAgQIAAAEIAAAAAABA0AAAAQAAAggCAAQAAAAAIAQABEA=="
+)
+
+
+@pytest.mark.parametrize("serialized", [JAVA_MURMUR, JAVA_JENKINS], ids=["murmur", "jenkins"])
+def test_filters_hudis_classes_wrote_hold_their_keys(serialized):
+    bloom = parse_bloom_filter(serialized, SIMPLE, "java")
+    assert all(bloom.might_contain(k) for k in JAVA_KEYS)
+    assert not any(bloom.might_contain(k) for k in ("ê", "ключи", "日本", *(f"k{i}" for i in range(200))))
+
+
 def test_jenkins_matches_lookup3s_published_values():
     # the values lookup3.c's driver prints for hashlittle
     assert jenkins_lookup3(b"", 0) & 0xFFFFFFFF == 0xDEADBEEF
