@@ -33,7 +33,7 @@ BLOOM_STEPS = (
 
 
 def bloom_specs() -> list[TableSpec]:
-    releases = ("0.15.0", "1.1.1", "1.2.0")
+    releases = ("0.15.0", "1.0.2", "1.1.1", "1.2.0")
     return [
         TableSpec("cow_bloom_index", COW, BLOOM_STEPS, {**BLOOM_INDEX, **DYNAMIC}, features=("bloom_index",),
                   releases=releases),
