@@ -26,7 +26,7 @@ import struct
 from dataclasses import dataclass
 from functools import lru_cache
 
-from catalog.errors import CorruptTableError, UnsupportedTableError
+from catalog.errors import CorruptTableError, UnsupportedTableError, shown
 
 #: Parquet footer keys of a Hudi base file's filter and its kind
 PARQUET_FILTER_KEY, PARQUET_TYPE_CODE_KEY = "org.apache.hudi.bloomfilter", "hoodie_bloom_filter_type_code"
@@ -194,7 +194,9 @@ def parse_bloom_filter(serialized: bytes | str, type_code: str | None, where: st
     """
     code = type_code or SIMPLE
     if code not in (SIMPLE, DYNAMIC_V0):
-        raise UnsupportedTableError(f"{where}: bloom filter type {code[:32]!r} is not read (SIMPLE, DYNAMIC_V0 are)")
+        raise UnsupportedTableError(
+            f"{where}: bloom filter type {shown(code, 32)} is not read (SIMPLE, DYNAMIC_V0 are)"
+        )
     try:
         data = base64.b64decode(serialized, validate=True)
     except (binascii.Error, ValueError) as err:

@@ -1,10 +1,11 @@
 """The metadata table's ``bloom_filters`` partition: each base file's record-key bloom filter.
 
-One ``BloomFilterMetadata`` record per data base file (Hudi 1.x's bloom-filter expression indexes,
-``expr_index_<name>``, keep the filters of a column's values the same way), keyed by the Base64 xxh64 of its partition
+One ``BloomFilterMetadata`` record per data base file, keyed by the Base64 xxh64 of its partition
 path followed by the Base64 MD5 of its file name (the column-stats key without the column part),
 sharded over the partition's file groups like every keyed MDT lookup (Java ``String.hashCode`` of
 the key). A record marked deleted (its file was cleaned or replaced) or absent answers nothing.
+Hudi 1.x's bloom-filter expression indexes (``expr_index_<name>``) keep the filters of a column's
+values the same way.
 """
 
 from __future__ import annotations
