@@ -10,7 +10,7 @@ values the same way.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 from catalog.errors import HudiError
 from catalog.format.bloom_filter import BloomFilter, parse_bloom_filter
@@ -36,15 +36,17 @@ def base_file_filters(
     if not by_key:
         return {}
     shards = mdt.shards(index)
-    records = {}
+    wanted: dict[int, set[str]] = {}
     if shards is None:  # not the plain sharded layout: ask every file group
-        records = mdt.read(index, KeySelection(keys=frozenset(by_key)))
+        shards = mdt.file_slices(index)
+        wanted = {shard: set(by_key) for shard in range(len(shards))}
     else:
-        wanted: dict[int, set[str]] = {}
         for key in by_key:
             wanted.setdefault(shard_of(key, len(shards)), set()).add(key)
-        for shard, keys in wanted.items():
-            records.update(mdt.read_slice(shards[shard], KeySelection(keys=frozenset(keys))))
+    records: dict[str, dict[str, Any]] = {}
+    for shard, keys in wanted.items():
+        # not remembered: a filter is up to hundreds of kilobytes, and each lookup's files differ
+        records.update(mdt.read_slice(shards[shard], KeySelection(keys=frozenset(keys)), remember=False))
     out: dict[tuple[str, str], BloomFilter] = {}
     for key, record in records.items():
         info = record.get("BloomFilterMetadata")

@@ -203,6 +203,24 @@ def test_keys_the_record_index_located_read_no_filter(written_table, monkeypatch
         BloomFilterPruner(mdt).prune(slices, key)
 
 
+def test_filters_read_for_lookups_are_not_kept_per_lookup(written_table, without_bloom):
+    """A filter may be hundreds of kilobytes and each lookup asks for other files: the metadata
+    table keeps no bloom records per lookup (it keeps the record index's small ones)."""
+    path = written_table(WrittenTable("1.2.0", "mor_bloom_index"))
+
+    def kept() -> int:
+        table = HudiTable.open(path)
+        for key in IDS:
+            list(table.scan(filters=[("id", "=", key)]).splits)
+        mdt = table.state.metadata_table
+        assert mdt is not None
+        return mdt.lookup_records
+
+    with without_bloom:
+        plain = kept()
+    assert kept() == plain
+
+
 # -- served --------------------------------------------------------------------------------------
 
 
