@@ -17,6 +17,8 @@ from catalog.format.bloom_filter import BloomFilter, parse_bloom_filter
 from catalog.listing.metadata_table import KeySelection, MetadataTable, file_hash, partition_hash, shard_of
 
 BLOOM_FILTERS = "bloom_filters"
+#: MDT partitions of expression indexes (bloom-filter ones among them)
+EXPRESSION_INDEX_PREFIX = "expr_index_"
 
 
 def bloom_filter_key(partition: str, file_name: str) -> str:
@@ -60,4 +62,4 @@ def base_file_filters(
     return out
 
 
-__all__ = ["BLOOM_FILTERS", "base_file_filters", "bloom_filter_key"]
+__all__ = ["BLOOM_FILTERS", "EXPRESSION_INDEX_PREFIX", "base_file_filters", "bloom_filter_key"]

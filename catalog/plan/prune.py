@@ -14,8 +14,9 @@ be read is skipped with a :class:`MetadataTableFallbackWarning`, never trusted h
 * :class:`ColumnStatsPruner`: the MDT ``column_stats`` ranges per file (time-travel safe: stats
   are per file name; a slice is dropped only if *every* one of its files is proven empty);
 * :class:`BloomFilterPruner`: the MDT ``bloom_filters`` of base files for ``=`` / ``in`` on a
-  plain record key (time-travel safe, per file name): a slice is dropped only if its base file's
-  filter rules every key out and it has no log file (read-optimized reads ignore log files).
+  plain record key, and bloom-filter expression indexes for ``=`` / ``in`` on their string column
+  (time-travel safe, per file name): a slice is dropped only if its base file's filter rules every
+  value out and it has no log file (read-optimized reads ignore log files).
 
 The record index holds one location per key, so it is exact only when keys are unique
 table-wide. Hudi's upserts keep them unique; a plain ``INSERT`` into a table that already has
@@ -35,7 +36,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import pyarrow as pa
 
 from catalog.errors import HudiError, MetadataTableFallbackWarning
-from catalog.listing.bloom_filters import BLOOM_FILTERS, base_file_filters
+from catalog.listing.bloom_filters import BLOOM_FILTERS, EXPRESSION_INDEX_PREFIX, base_file_filters
 from catalog.listing.metadata_table import (
     COLUMN_STATS,
     NON_PARTITIONED_KEY,
@@ -246,15 +247,17 @@ class ColumnStatsPruner:
 
 
 class BloomFilterPruner:
-    """Drops the file slices whose base file cannot hold any record key a query pins.
+    """Drops the file slices whose base file cannot hold a value a query pins: a record key
+    (``=`` / ``in``) by the MDT ``bloom_filters``, a string column's value by a bloom-filter
+    expression index on it (``expr_index_<name>``, identity function, Hudi 1.x).
 
-    A base file's bloom filter holds every key written to it, so "absent" is proof for the base
+    A base file's bloom filter holds every value written to it, so "absent" is proof for the base
     file. It says nothing about log files: an index that can index log files (bucket, record
     index, a later writer's choice) sends new keys to the log files of groups whose base file
     never held them, and the table does not record which indexes its writers used. So a slice
     with log files is kept, unless the read is read-optimized (it reads base files only). Files
     without a live, readable filter are kept. Where the record index located the keys' groups
-    (``record_index``), nothing is left to prove and no filter is read.
+    (``record_index``), nothing is left to prove and no record-key filter is read.
     """
 
     def __init__(
@@ -263,22 +266,52 @@ class BloomFilterPruner:
         self.mdt = mdt
         self.read_optimized = read_optimized
         self.record_index = record_index
+        self._expression_indexes: dict[str, str] | None = None
+
+    def _lookups(self, filters: Sequence[BoundFilter]) -> list[tuple[str, set[str]]]:
+        """(MDT partition, values of which a base file must hold one) for the usable indexes."""
+        out = []
+        keys = record_key_values(self.mdt.data_config, filters)
+        if (keys and BLOOM_FILTERS in self.mdt.data_config.usable_metadata_partitions
+                and (self.record_index is None or self.record_index.located(filters) is None)):
+            out.append((BLOOM_FILTERS, keys))
+        for column, index in self.expression_indexes().items():
+            values = string_values(column, filters)
+            if values:
+                out.append((index, values))
+        return out
+
+    def expression_indexes(self) -> dict[str, str]:
+        """Column -> MDT partition of its complete, identity bloom-filter expression index."""
+        if self._expression_indexes is None:
+            usable = set(self.mdt.data_config.usable_metadata_partitions)
+            found: dict[str, str] = {}
+            if any(p.startswith(EXPRESSION_INDEX_PREFIX) for p in usable):
+                for name, spec in sorted(self.mdt.index_definitions.items()):
+                    fields = spec.get("sourceFields") or []
+                    if (name in usable and spec.get("indexType") == BLOOM_FILTERS
+                            and spec.get("indexFunction") == "identity" and len(fields) == 1
+                            and isinstance(fields[0], str)):
+                        found.setdefault(fields[0], name)
+            self._expression_indexes = found
+        return self._expression_indexes
 
     def prune(self, slices: Sequence[FileSlice], filters: Sequence[BoundFilter]) -> list[FileSlice]:
-        keys = record_key_values(self.mdt.data_config, filters) if slices else None
-        if not keys or (self.record_index is not None and self.record_index.located(filters) is not None):
+        if not slices or not any(f.op in ("=", "in") for f in filters):
             return list(slices)
         testable = {
             (fs.partition, fs.base_file.name)
             for fs in slices
             if fs.base_file is not None and (self.read_optimized or not fs.log_files)
         }
+        ruled_out: set[tuple[str, str]] = set()
         try:
-            found = base_file_filters(self.mdt, testable)
+            for index, values in self._lookups(filters) if testable else ():
+                found = base_file_filters(self.mdt, testable - ruled_out, index)
+                ruled_out |= {file for file, bloom in found.items() if not any(bloom.might_contain(v) for v in values)}
         except (HudiError, OSError) as err:
             warnings.warn(MetadataTableFallbackWarning(f"bloom filter index not used: {err}"), stacklevel=3)
             return list(slices)
-        ruled_out = {file for file, bloom in found.items() if not any(bloom.might_contain(k) for k in keys)}
         return [fs for fs in slices if fs.base_file is None or (fs.partition, fs.base_file.name) not in ruled_out]
 
 
@@ -390,9 +423,15 @@ def record_key_values(config: TableConfig, filters: Sequence[BoundFilter]) -> se
     # complex/custom key generators may encode even one field as "field:value"; only plain keys
     if len(fields) != 1 or any(k in config.key_generator.upper() for k in ("COMPLEX", "CUSTOM")):
         return None
+    return string_values(fields[0], filters)
+
+
+def string_values(column: str, filters: Sequence[BoundFilter]) -> set[str] | None:
+    """The strings ``=`` / ``in`` filters on the string ``column`` pin (intersected); ``None``
+    when no such filter names it."""
     out: set[str] | None = None
     for f in filters:
-        if f.column != fields[0] or not (pa.types.is_string(f.type) or pa.types.is_large_string(f.type)):
+        if f.column != column or not (pa.types.is_string(f.type) or pa.types.is_large_string(f.type)):
             continue
         if f.op == "=":
             values = {f.value.as_py()}
@@ -492,7 +531,7 @@ def index_pruners(
             slices.append(secondary)
     if COLUMN_STATS in usable:
         slices.append(ColumnStatsPruner(mdt))
-    if BLOOM_FILTERS in usable:
+    if any(p == BLOOM_FILTERS or p.startswith(EXPRESSION_INDEX_PREFIX) for p in usable):
         slices.append(BloomFilterPruner(mdt, read_optimized, record_index))
     return partitions, slices
 
@@ -511,4 +550,5 @@ __all__ = [
     "index_pruners",
     "keys_are_unique",
     "record_key_values",
+    "string_values",
 ]

@@ -221,6 +221,33 @@ def test_filters_read_for_lookups_are_not_kept_per_lookup(written_table, without
     assert kept() == plain
 
 
+def test_an_expression_index_prunes_lookups_of_its_column(written_table, without_bloom):
+    """``cow_bloom_expression_index`` (Hudi 1.0.2): ``CREATE INDEX ... USING bloom_filters(name)``.
+    A ``name`` lookup plans the files holding the name only, with Hudi's rows; at the first commit
+    too (each file version has its own filter), and for names written only later or never."""
+    table = WrittenTable("1.0.2", "cow_bloom_expression_index")
+    path = written_table(table)
+    snapshot = _snapshot(table)
+    first = HudiTable.open(path).timeline.commits[0].requested_time
+    names = sorted(set(snapshot["name"].to_pylist())) + ["name2_v1", "name10_v1x"]
+    pruned = plain = 0
+    for name in names:
+        for options in ({}, {"as_of": first}):
+            rows, splits = _plan(path, [("name", "=", name)], **options)
+            with without_bloom:
+                rows_plain, splits_plain = _plan(path, [("name", "=", name)], **options)
+            assert rows.sort_by("id").equals(rows_plain.sort_by("id")) and splits <= splits_plain
+            assert splits == len(set(rows["_hoodie_file_name"].to_pylist())), (name, options)
+            if not options:
+                assert_same_rows(rows, _hudi_rows(snapshot, [("name", "=", name)]).select(rows.column_names), name)
+            pruned, plain = pruned + splits, plain + splits_plain
+    assert pruned < plain / 2, (pruned, plain)
+    # several filters: each index rules files out (the key's, the name's), never a file that matches
+    both = [("id", "in", ["id010", "id011"]), ("name", "=", "name11_v1")]
+    rows, splits = _plan(path, both)
+    assert rows["id"].to_pylist() == ["id011"] and splits == 1
+
+
 # -- served --------------------------------------------------------------------------------------
 
 
