@@ -14,8 +14,8 @@ be read is skipped with a :class:`MetadataTableFallbackWarning`, never trusted h
 * :class:`ColumnStatsPruner`: the MDT ``column_stats`` ranges per file (time-travel safe: stats
   are per file name; a slice is dropped only if *every* one of its files is proven empty);
 * :class:`BloomFilterPruner`: the MDT ``bloom_filters`` of base files for ``=`` / ``in`` on a
-  plain record key, and bloom-filter expression indexes for ``=`` / ``in`` on their string column
-  (time-travel safe, per file name): a slice is dropped only if its base file's filter rules every
+  plain record key, and (copy-on-write) bloom-filter expression indexes for ``=`` / ``in`` on
+  their string column (time-travel safe, per file name): a slice is dropped only if its base file's filter rules every
   value out and it has no log file (read-optimized reads ignore log files).
 
 The record index holds one location per key, so it is exact only when keys are unique
@@ -282,11 +282,13 @@ class BloomFilterPruner:
         return out
 
     def expression_indexes(self) -> dict[str, str]:
-        """Column -> MDT partition of its complete, identity bloom-filter expression index."""
+        """Column -> MDT partition of its complete, identity bloom-filter expression index, on
+        copy-on-write tables only: that every value of a base file is in its filter is pinned on a
+        Hudi-written copy-on-write table, not on base files a merge-on-read compaction wrote."""
         if self._expression_indexes is None:
             usable = set(self.mdt.data_config.usable_metadata_partitions)
             found: dict[str, str] = {}
-            if any(p.startswith(EXPRESSION_INDEX_PREFIX) for p in usable):
+            if not self.mdt.data_config.is_mor and any(p.startswith(EXPRESSION_INDEX_PREFIX) for p in usable):
                 for name, spec in sorted(self.mdt.index_definitions.items()):
                     fields = spec.get("sourceFields") or []
                     if (name in usable and spec.get("indexType") == BLOOM_FILTERS
