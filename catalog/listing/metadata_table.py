@@ -391,10 +391,11 @@ class MetadataTable:
                 out.update(self.read_slice(fs, selection))
         return out
 
-    def read_slice(self, fs: FileSlice, selection: KeySelection) -> dict[str, dict[str, Any]]:
+    def read_slice(self, fs: FileSlice, selection: KeySelection, remember: bool = True) -> dict[str, dict[str, Any]]:
         """Merged records of one MDT file slice: base HFile, then valid log blocks in order.
 
-        Keyed lookups are remembered for this MDT version (its files never change)."""
+        Keyed lookups are remembered for this MDT version (its files never change), unless
+        ``remember`` is false (records too large to keep per lookup: bloom filters)."""
         memo_key = (fs.partition, fs.file_id, selection)
         hit = self._lookups.get(memo_key)
         if hit is not None:
@@ -407,7 +408,7 @@ class MetadataTable:
                     merged[key] = merge_record(merged.get(key), rec)
             for block, block_reader in self._log_readers(fs):
                 self._apply_block(block, selection, merged, block_reader, remember=True)
-        if len(self._lookups) < _MAX_LOOKUPS:
+        if remember and len(self._lookups) < _MAX_LOOKUPS:
             self._lookups[memo_key] = merged
             self.lookup_records += len(merged) + 1
         return merged

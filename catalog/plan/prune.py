@@ -12,7 +12,11 @@ be read is skipped with a :class:`MetadataTableFallbackWarning`, never trusted h
   column, then the record index for the groups of the keys found (latest commit only, and only
   where the record index is used; ``catalog.plan.secondary_index``);
 * :class:`ColumnStatsPruner`: the MDT ``column_stats`` ranges per file (time-travel safe: stats
-  are per file name; a slice is dropped only if *every* one of its files is proven empty).
+  are per file name; a slice is dropped only if *every* one of its files is proven empty);
+* :class:`BloomFilterPruner`: the MDT ``bloom_filters`` of base files for ``=`` / ``in`` on a
+  plain record key, and (copy-on-write) bloom-filter expression indexes for ``=`` / ``in`` on
+  their string column (time-travel safe, per file name): a slice is dropped only if its base file's filter rules every
+  value out and it has no log file (read-optimized reads ignore log files).
 
 The record index holds one location per key, so it is exact only when keys are unique
 table-wide. Hudi's upserts keep them unique; a plain ``INSERT`` into a table that already has
@@ -32,6 +36,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import pyarrow as pa
 
 from catalog.errors import HudiError, MetadataTableFallbackWarning
+from catalog.listing.bloom_filters import BLOOM_FILTERS, EXPRESSION_INDEX_PREFIX, base_file_filters
 from catalog.listing.metadata_table import (
     COLUMN_STATS,
     NON_PARTITIONED_KEY,
@@ -241,6 +246,77 @@ class ColumnStatsPruner:
         return kept
 
 
+class BloomFilterPruner:
+    """Drops the file slices whose base file cannot hold a value a query pins: a record key
+    (``=`` / ``in``) by the MDT ``bloom_filters``, a string column's value by a bloom-filter
+    expression index on it (``expr_index_<name>``, identity function, Hudi 1.x).
+
+    A base file's bloom filter holds every value written to it, so "absent" is proof for the base
+    file. It says nothing about log files: an index that can index log files (bucket, record
+    index, a later writer's choice) sends new keys to the log files of groups whose base file
+    never held them, and the table does not record which indexes its writers used. So a slice
+    with log files is kept, unless the read is read-optimized (it reads base files only). Files
+    without a live, readable filter are kept. Where the record index located the keys' groups
+    (``record_index``), nothing is left to prove and no record-key filter is read.
+    """
+
+    def __init__(
+        self, mdt: MetadataTable, read_optimized: bool = False, record_index: RecordIndexPruner | None = None
+    ):
+        self.mdt = mdt
+        self.read_optimized = read_optimized
+        self.record_index = record_index
+        self._expression_indexes: dict[str, str] | None = None
+
+    def _lookups(self, filters: Sequence[BoundFilter]) -> list[tuple[str, set[str]]]:
+        """(MDT partition, values of which a base file must hold one) for the usable indexes."""
+        out = []
+        keys = record_key_values(self.mdt.data_config, filters)
+        if (keys and BLOOM_FILTERS in self.mdt.data_config.usable_metadata_partitions
+                and (self.record_index is None or self.record_index.located(filters) is None)):
+            out.append((BLOOM_FILTERS, keys))
+        for column, index in self.expression_indexes().items():
+            values = string_values(column, filters)
+            if values:
+                out.append((index, values))
+        return out
+
+    def expression_indexes(self) -> dict[str, str]:
+        """Column -> MDT partition of its complete, identity bloom-filter expression index, on
+        copy-on-write tables only: that every value of a base file is in its filter is pinned on a
+        Hudi-written copy-on-write table, not on base files a merge-on-read compaction wrote."""
+        if self._expression_indexes is None:
+            usable = set(self.mdt.data_config.usable_metadata_partitions)
+            found: dict[str, str] = {}
+            if not self.mdt.data_config.is_mor and any(p.startswith(EXPRESSION_INDEX_PREFIX) for p in usable):
+                for name, spec in sorted(self.mdt.index_definitions.items()):
+                    fields = spec.get("sourceFields") or []
+                    if (name in usable and spec.get("indexType") == BLOOM_FILTERS
+                            and spec.get("indexFunction") == "identity" and len(fields) == 1
+                            and isinstance(fields[0], str)):
+                        found.setdefault(fields[0], name)
+            self._expression_indexes = found
+        return self._expression_indexes
+
+    def prune(self, slices: Sequence[FileSlice], filters: Sequence[BoundFilter]) -> list[FileSlice]:
+        if not slices or not any(f.op in ("=", "in") for f in filters):
+            return list(slices)
+        testable = {
+            (fs.partition, fs.base_file.name)
+            for fs in slices
+            if fs.base_file is not None and (self.read_optimized or not fs.log_files)
+        }
+        ruled_out: set[tuple[str, str]] = set()
+        try:
+            for index, values in self._lookups(filters) if testable else ():
+                found = base_file_filters(self.mdt, testable - ruled_out, index)
+                ruled_out |= {file for file, bloom in found.items() if not any(bloom.might_contain(v) for v in values)}
+        except (HudiError, OSError) as err:
+            warnings.warn(MetadataTableFallbackWarning(f"bloom filter index not used: {err}"), stacklevel=3)
+            return list(slices)
+        return [fs for fs in slices if fs.base_file is None or (fs.partition, fs.base_file.name) not in ruled_out]
+
+
 class FileGroupIndexPruner:
     """Keeps the file groups an MDT index locates for the query's filters (latest commit only).
 
@@ -349,9 +425,15 @@ def record_key_values(config: TableConfig, filters: Sequence[BoundFilter]) -> se
     # complex/custom key generators may encode even one field as "field:value"; only plain keys
     if len(fields) != 1 or any(k in config.key_generator.upper() for k in ("COMPLEX", "CUSTOM")):
         return None
+    return string_values(fields[0], filters)
+
+
+def string_values(column: str, filters: Sequence[BoundFilter]) -> set[str] | None:
+    """The strings ``=`` / ``in`` filters on the string ``column`` pin (intersected); ``None``
+    when no such filter names it."""
     out: set[str] | None = None
     for f in filters:
-        if f.column != fields[0] or not (pa.types.is_string(f.type) or pa.types.is_large_string(f.type)):
+        if f.column != column or not (pa.types.is_string(f.type) or pa.types.is_large_string(f.type)):
             continue
         if f.op == "=":
             values = {f.value.as_py()}
@@ -436,6 +518,7 @@ def index_pruners(
     usable = mdt.data_config.usable_metadata_partitions
     partitions: list[PartitionPruner] = []
     slices: list[SlicePruner] = []
+    record_index: RecordIndexPruner | None = None
     # Hudi 1.2 indexes no column stats of Lance base files: a Lance table's partition stats
     # describe only its log files, so they cannot rule a partition out.
     if at_latest and PARTITION_STATS in usable and mdt.data_config.base_file_format == "PARQUET":
@@ -450,10 +533,13 @@ def index_pruners(
             slices.append(secondary)
     if COLUMN_STATS in usable:
         slices.append(ColumnStatsPruner(mdt))
+    if any(p == BLOOM_FILTERS or p.startswith(EXPRESSION_INDEX_PREFIX) for p in usable):
+        slices.append(BloomFilterPruner(mdt, read_optimized, record_index))
     return partitions, slices
 
 
 __all__ = [
+    "BloomFilterPruner",
     "ColumnStatsPruner",
     "FileGroupIndexPruner",
     "PartitionPruner",
@@ -466,4 +552,5 @@ __all__ = [
     "index_pruners",
     "keys_are_unique",
     "record_key_values",
+    "string_values",
 ]

@@ -26,6 +26,9 @@ _SPARK_32_OPENS = " ".join(f"--add-opens=java.base/{package}=ALL-UNNAMED" for pa
     "java.lang", "java.lang.invoke", "java.lang.reflect", "java.io", "java.net", "java.nio", "java.util",
     "java.util.concurrent", "java.util.concurrent.atomic", "sun.nio.ch", "sun.nio.cs", "sun.security.action",
     "sun.util.calendar"))
+#: Hudi's bloom index broadcasts objects holding locks, and Spark's size estimate of a broadcast
+#: reaches into them by reflection (Java 17 refuses it unless the package is opened)
+_LOCKS_OPEN = "--add-opens=java.base/java.util.concurrent.locks=ALL-UNNAMED"
 
 
 def session(release: str, jars: Path):
@@ -56,8 +59,8 @@ def session(release: str, jars: Path):
     if release.startswith("1.2") and lance.is_dir():
         prefix = sorted(str(j.resolve()) for j in lance.glob("*.jar") if j.name.startswith(_LANCE_CLASSPATH_PREFIXES))
         builder = builder.config("spark.driver.extraClassPath", ":".join(prefix))
-    if release in SPARK_32_RELEASES:
-        builder = builder.config("spark.driver.extraJavaOptions", _SPARK_32_OPENS)
+    opens = f"{_SPARK_32_OPENS} {_LOCKS_OPEN}" if release in SPARK_32_RELEASES else _LOCKS_OPEN
+    builder = builder.config("spark.driver.extraJavaOptions", opens)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
