@@ -12,6 +12,10 @@ under the same name with the same size is not detected (as for the base files of
 :class:`~catalog.format.row_groups.DecodedRowGroups`); one whose bytes no longer match the listed
 size is refused.
 
+Beside a decoded block, where each record key sits in it (:class:`KeyRows`): a point read then
+narrows a block to its keys by a dictionary look-up, not by a hash set built over the block's
+keys on every query (most blocks of a slice hold none of the keys looked up).
+
 Cold, the log files of a slice are read whole, in one request for all of them (object stores
 fetch the ranges concurrently), as long as together they hold at most ``WHOLE_READ_BYTES`` (the
 bytes held at once); the files past it are walked block by block. Bounded in bytes; only readers
@@ -20,10 +24,11 @@ given a cache use it (the planner hands it to point reads only, so scans never c
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Hashable, Sequence, Union
+from dataclasses import dataclass, replace
+from typing import Callable, Hashable, Iterable, Mapping, Sequence, Union
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from catalog.errors import CorruptTableError
 from catalog.format.log_block import DeleteRecords, decode_record_block
@@ -37,6 +42,8 @@ WHOLE_READ_BYTES = 16 << 20
 _BLOCK_OVERHEAD = 512
 #: what a delete block's ordering value is charged (a Python object in a list)
 _VALUE_BYTES = 64
+#: what a :class:`KeyRows` entry is charged beyond its key's text (the dict slot, str and tuple)
+_KEY_ENTRY_BYTES = 160
 
 #: a data block's records or a delete block's keys
 Decoded = Union[pa.Table, DeleteRecords]
@@ -53,6 +60,32 @@ def _decoded_bytes(value: Decoded) -> int:
     return value.record_keys.nbytes + value.partition_paths.nbytes + _VALUE_BYTES * len(value.ordering_values)
 
 
+@dataclass(frozen=True)
+class KeyRows:
+    """Where each record key sits in a decoded block: key -> its rows, in row order."""
+
+    rows: Mapping[str, tuple[int, ...]]
+
+    @classmethod
+    def of(cls, keys: pa.Array) -> "KeyRows":
+        """The rows of each non-null value of ``keys`` (cast to string, as a key comparison does)."""
+        if not (pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type)):
+            keys = pc.cast(keys, pa.string())  # e.g. dictionary-encoded keys of a Parquet block
+        rows: dict[str, list[int]] = {}
+        for row, key in enumerate(keys.to_pylist()):
+            if key is not None:
+                rows.setdefault(key, []).append(row)
+        return cls({key: tuple(at) for key, at in rows.items()})
+
+    def positions(self, wanted: Iterable[str]) -> list[int]:
+        """The rows holding one of ``wanted`` (distinct keys), in row order."""
+        return sorted(row for key in wanted for row in self.rows.get(key, ()))
+
+    @property
+    def nbytes(self) -> int:
+        return sum(len(key) + _KEY_ENTRY_BYTES + 8 * len(at) for key, at in self.rows.items())
+
+
 class DecodedLogBlocks:
     """Block indexes (headers and footers) and decoded data / delete blocks of log files; thread safe.
 
@@ -62,7 +95,7 @@ class DecodedLogBlocks:
     """
 
     def __init__(self, max_bytes: int, listener: CacheListener | None = None):
-        self._lru: BoundedLRU[Hashable, tuple[LogBlock, ...] | Decoded] = BoundedLRU(
+        self._lru: BoundedLRU[Hashable, tuple[LogBlock, ...] | Decoded | KeyRows] = BoundedLRU(
             "log_blocks", max_bytes, listener=listener
         )
 
@@ -130,8 +163,22 @@ class DecodedLogBlocks:
             self._lru.put(key, value, _decoded_bytes(value))
         return value
 
+    def key_rows(
+        self, storage: Storage, block: LogBlock, file_size: int, name: Hashable, keys: Callable[[], pa.Array]
+    ) -> KeyRows:
+        """Where each of the ``keys()`` of decoded ``block`` sits (``name``: which keys, e.g. the
+        record key fields they were built from), found once per file version and kept."""
+        key = (storage.file_uri(block.path), file_size, block.offset, name)
+        hit = self._lru.get(key) if file_size else None
+        if isinstance(hit, KeyRows):
+            return hit
+        value = KeyRows.of(keys())
+        if file_size:
+            self._lru.put(key, value, value.nbytes)
+        return value
+
     def stats(self) -> CacheStats:
         return self._lru.stats()
 
 
-__all__ = ["WHOLE_READ_BYTES", "Decoded", "DecodedLogBlocks"]
+__all__ = ["WHOLE_READ_BYTES", "Decoded", "DecodedLogBlocks", "KeyRows"]

@@ -27,6 +27,8 @@ from catalog.storage import Storage
 _FOOTER_OVERHEAD = 512
 #: what a kept :class:`KeyColumn` is charged (its key and entry)
 _FLAG_BYTES = 256
+#: batches of at most this many rows are narrowed to a lookup's keys in Python (:meth:`PointLookup.rows_of`)
+_FEW_ROWS = 16
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,20 @@ class PointLookup:
     keys: tuple[str, ...]
     exact: bool
     logs: DecodedLogBlocks | None = None
+
+    def rows_of(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """The rows of ``batch`` whose :attr:`column` holds one of :attr:`keys`: when the lookup
+        is :attr:`exact`, the rows its row filter keeps (``=`` / ``in`` on non-null keys, the
+        ``in`` sets intersected), without a query plan. A few rows (a point read's merged rows)
+        are compared in Python: cheaper than any Arrow kernel call on them."""
+        values = batch.column(self.column)
+        if batch.num_rows > _FEW_ROWS:
+            return batch.filter(pc.is_in(values, value_set=pa.array(self.keys, values.type)))
+        wanted = set(self.keys)
+        rows = [row for row, value in enumerate(values.to_pylist()) if value in wanted]
+        if len(rows) == batch.num_rows:
+            return batch
+        return batch.take(pa.array(rows, pa.int64())) if rows else batch.slice(0, 0)
 
 
 __all__ = ["DecodedRowGroups", "KeyColumn", "ParquetFooter", "PointLookup"]

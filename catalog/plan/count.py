@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from catalog.plan.dataset import only_decoded
 from catalog.plan.filters import BoundFilter, bind_filters
 from catalog.plan.options import ReadOptions
-from catalog.plan.splits import FooterCache
+from catalog.plan.splits import FooterCache, default_footer_cache
 from catalog.read.context import ReadContext
 from catalog.table.files import Split
 
@@ -40,25 +40,33 @@ def count_rows(
     context: ReadContext, splits: Sequence[Split], options: ReadOptions, footers: FooterCache | None = None
 ) -> int | None:
     """The rows a read of ``splits`` with ``options`` returns, from footers only (see the module
-    docstring); ``None``: they must be read. ``footers``: the footers planning cached (else read
-    now; unfiltered counts need none: the planner noted each split's rows)."""
+    docstring); ``None``: they must be read. ``footers``: the footer cache planning used (else
+    the process-wide one; a split's estimated rows are no count: the planner reads no footer of
+    a file it does not cut)."""
     if options.incremental or options.cdc or context.cdc is not None:
         return None
+    footers = footers if footers is not None else default_footer_cache()
     if options.filters:
         filters = bind_filters(list(options.filters), context.table_schema)
-        rows = count_by_stats(context, splits, filters, footers if footers is not None else FooterCache(0))
+        rows = count_by_stats(context, splits, filters, footers)
     else:
-        rows = _footer_rows(splits)
+        rows = _footer_rows(context, splits, footers)
     return rows if rows is None or options.limit is None else min(rows, options.limit)
 
 
-def _footer_rows(splits: Sequence[Split]) -> int | None:
-    total = 0
+def _footer_rows(context: ReadContext, splits: Sequence[Split], footers: FooterCache) -> int | None:
+    """The footer row counts of the row groups ``splits`` own, when every one is a Parquet base
+    file without logs."""
     for split in splits:
         base = split.file_slice.base_file
         if base is None or base.extension != "parquet" or split.file_slice.log_files:
             return None
-        total += split.estimated_rows
+    total = 0
+    for split in splits:
+        file_slice = split.file_slice
+        assert file_slice.base_file is not None and file_slice.base_file_path is not None
+        rows = footers.parquet(context.storage, file_slice.base_file_path, file_slice.base_file.size).layout.rows
+        total += sum(rows) if split.row_groups is None else sum(rows[g] for g in split.row_groups)
     return total
 
 

@@ -8,7 +8,11 @@ Modelled on Trino's Hudi split manager (and RFC-40's background split loader):
 * a base file without logs is cut into byte ranges of ``target_split_bytes`` (optionally smaller
   for the first ``initial_split_count`` splits of a query). A range owns the Parquet row groups
   whose first byte lies inside it, so the ranges tile the file and every row group (hence every
-  row) belongs to exactly one split; ranges that own no row group are dropped;
+  row) belongs to exactly one split; ranges that own no row group are dropped. A file that fits
+  in one range (Hudi's default file size, 120 MB, fits the default 128 MB) is one whole split
+  planned from the size the listing gives: no footer is read (on an object store, a request
+  per file); its rows are estimated from its bytes unless its footer is cached already. Only a
+  file cut into several ranges has its footer read, to find the row groups each range owns;
 * an ORC base file without logs is cut into runs of consecutive stripes of about
   ``target_split_bytes`` (``Split.row_groups`` numbers the stripes), each stripe weighed at its
   share of the file (pyarrow reads the stripe count from the footer, not the stripes' sizes);
@@ -16,9 +20,10 @@ Modelled on Trino's Hudi split manager (and RFC-40's background split loader):
   size-based split weight, so tiny files get small weights.
 
 Planning streams: :meth:`SplitPlanner.plan` consumes the (lazily listed) slices in a background
-thread and reads Parquet footers on a thread pool; splits are yielded as soon as they are ready,
-before later partitions are even listed. Footers are cached per (path, size): Hudi base files
-are immutable, so a warm planner does no footer IO.
+thread and reads the Parquet footers it needs on a thread pool; splits are yielded as soon as
+they are ready, before later partitions are even listed. Footers are cached per (path, size):
+Hudi base files are immutable, so a warm planner does no footer IO (the reader of a remote
+file takes its footer from the same cache).
 """
 
 from __future__ import annotations
@@ -44,6 +49,9 @@ DEFAULT_TARGET_SPLIT_BYTES = 128 * MiB
 # Log-only slices carry no footer; estimate their rows from bytes (Avro records of a few
 # hundred bytes are typical for Hudi log blocks). Only used for the endpoint's estimate.
 _LOG_BYTES_PER_ROW_GUESS = 200
+# The same for a Parquet base file whose footer planning does not read (compressed columnar rows
+# of a Hudi table, its meta columns included, take about a hundred bytes).
+_PARQUET_BYTES_PER_ROW_GUESS = 100
 
 
 @dataclass(frozen=True)
@@ -176,6 +184,11 @@ class FooterCache(BoundedLRU[tuple[str, int], "CachedFooter | LanceFooter | OrcF
         """The footer of the Parquet base file ``rel_path`` of ``size`` bytes (read on a miss)."""
         return self.parquet(storage, rel_path, size).metadata
 
+    def cached_parquet(self, storage: Storage, rel_path: str, size: int) -> CachedFooter | None:
+        """The footer and layout of the Parquet base file ``rel_path``, if cached (nothing is read)."""
+        hit = self.peek(self._key(storage, rel_path, size))
+        return hit if isinstance(hit, CachedFooter) else None
+
     def parquet(self, storage: Storage, rel_path: str, size: int) -> CachedFooter:
         """The footer and row-group layout of the Parquet base file ``rel_path`` of ``size`` bytes
         (read on a miss)."""
@@ -262,11 +275,34 @@ class SplitPlanner:
         if base.extension != "parquet":
             # Other formats are refused by the reader; plan them as one unit so it says so.
             return [self._split(fs, fs.total_size, 0)]
-        footer = self.footers.parquet(self.storage, base_path, base.size)
         if fs.has_logs or fs.bootstrap_source is not None:
             # a skeleton file is stitched to its source file by row position: read it whole
-            return [self._split(fs, fs.total_size, self._with_log_rows(fs, footer.metadata.num_rows))]
-        return self._byte_ranges(fs, footer, budget)
+            return [self._split(fs, fs.total_size, self._with_log_rows(fs, self._base_rows(fs)))]
+        n_small = self._small_ranges(base.size, budget)
+        first = self.options.initial_split_bytes if n_small else self.options.target_split_bytes
+        assert first is not None  # small ranges are granted only when it is set
+        if 0 < base.size <= first:  # one range: the whole file, no footer needed
+            return [self._split(fs, base.size, self._base_rows(fs))]
+        return self._byte_ranges(fs, self.footers.parquet(self.storage, base_path, base.size), n_small)
+
+    def _small_ranges(self, size: int, budget: _InitialBudget | None) -> int:
+        """How many of the first byte ranges of a base file of ``size`` bytes are of
+        ``initial_split_bytes`` (the file's share of the query's initial small splits)."""
+        small = self.options.initial_split_bytes
+        if budget is None or not small or small >= self.options.target_split_bytes:
+            return 0
+        return budget.take(-(-size // small))
+
+    def _base_rows(self, fs: FileSlice) -> int:
+        """The rows of the slice's Parquet base file: its cached footer's count, else estimated
+        from its size (an estimate only: nothing exact is derived from it, see
+        :mod:`catalog.plan.count`)."""
+        base, path = fs.base_file, fs.base_file_path
+        assert base is not None and path is not None
+        cached = self.footers.cached_parquet(self.storage, path, base.size)
+        if cached is not None:
+            return int(cached.metadata.num_rows)
+        return max(1, base.size // _PARQUET_BYTES_PER_ROW_GUESS)
 
     @staticmethod
     def _with_log_rows(fs: FileSlice, base_rows: int) -> int:
@@ -292,7 +328,9 @@ class SplitPlanner:
             out.append(self._split(fs, per_stripe * len(stripes), rows, row_groups=stripes))
         return out
 
-    def _byte_ranges(self, fs: FileSlice, footer: CachedFooter, budget: _InitialBudget | None) -> list[Split]:
+    def _byte_ranges(self, fs: FileSlice, footer: CachedFooter, n_small: int) -> list[Split]:
+        """The byte ranges of a base file (the first ``n_small`` of ``initial_split_bytes``), each
+        owning the row groups that start in it (read off the footer)."""
         assert fs.base_file is not None  # only slices with a base file are cut into byte ranges
         size = fs.base_file.size
         if not size:  # size unknown to the listing: do not cut
@@ -300,9 +338,6 @@ class SplitPlanner:
         layout = footer.layout
         target = self.options.target_split_bytes
         small = self.options.initial_split_bytes
-        n_small = 0
-        if budget is not None and small and small < target:
-            n_small = budget.take(-(-size // small))
         # Clamped so that a writer's odd offsets can never leave a row group without an owner.
         starts = [min(max(s, 0), size - 1) for s in layout.starts]
         out: list[Split] = []
@@ -311,26 +346,26 @@ class SplitPlanner:
             length = min(small if small and n_small > 0 else target, size - pos)
             n_small -= 1
             groups = tuple(i for i, s in enumerate(starts) if pos <= s < pos + length)
-            if pos == 0 and length >= size:
-                groups_arg = None  # the whole file: no restriction needed
-            else:
-                groups_arg = groups
             if groups:
                 nbytes = sum(layout.nbytes[i] for i in groups)
                 rows = sum(layout.rows[i] for i in groups)
-                out.append(self._split(fs, nbytes, rows, start=pos, length=length if groups_arg else None,
-                                       row_groups=groups_arg))
+                out.append(self._split(fs, nbytes, rows, start=pos, length=length, row_groups=groups))
             pos += length
         if not out:  # a footer-only file (no row groups): still one split, it yields nothing
             out.append(self._split(fs, size, 0))
         return out
 
     def _footer_reads(self, slices: Iterable[FileSlice]) -> int:
-        """How many footers splitting ``slices`` would read from storage."""
+        """How many footers splitting ``slices`` may read from storage (a base file cut into
+        several ranges; a first range may be smaller than the target: counted by the target,
+        it may read one footer more than counted here, never fewer)."""
         reads = 0
+        target = self.options.target_split_bytes
         for fs in slices:
             base, path = fs.base_file, fs.base_file_path
-            if base is not None and path is not None and base.extension == "parquet":
+            if base is None or path is None or base.extension != "parquet" or fs.has_logs:
+                continue
+            if fs.bootstrap_source is None and (not base.size or base.size > target):
                 reads += not self.footers.holds(self.storage, path, base.size)
         return reads
 

@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from catalog.errors import UnsupportedTableError
 from catalog.format.avro import OPERATION_COLUMN
 from catalog.format.log_block import DeleteRecords, decode_record_block
-from catalog.format.log_cache import Decoded
+from catalog.format.log_cache import Decoded, KeyRows
 from catalog.format.log_file import LogBlock
 from catalog.format.parquet import cast_array
 from catalog.format.row_groups import PointLookup
@@ -225,6 +225,8 @@ def _greater(spec: MergeSpec, base: pa.RecordBatch, winners: pa.Table) -> pa.Arr
 
 #: ``decode(block)``: a data block's records or a delete block's keys
 BlockDecoder = Callable[[LogBlock], Decoded]
+#: ``index(block, decoded)``: where each merge key sits in the decoded block (kept beside it)
+KeyIndex = Callable[[LogBlock, Decoded], KeyRows]
 
 
 def collect_winners(
@@ -234,10 +236,12 @@ def collect_winners(
     column_map: Callable[[str | None], ColumnMap | None] | None = None,
     decode: BlockDecoder | None = None,
     point: PointLookup | None = None,
+    index: KeyIndex | None = None,
 ) -> pa.Table | None:
     """Decode ``blocks`` in order and fold them into the winner table (``column_map``: schema on
     read, the renames/drops of a block written at an instant; ``decode``: how a block is decoded,
-    by default from its content read now; ``point``: only the rows of its keys are kept)."""
+    by default from its content read now; ``point``: only the rows of its keys are kept, found
+    through ``index`` where given)."""
     if decode is None:
         decode = lambda block: decode_record_block(block, block.load_content(storage))  # noqa: E731
     winners: pa.Table | None = None
@@ -247,7 +251,8 @@ def collect_winners(
     for block in blocks:
         decoded = decode(block)
         if isinstance(decoded, DeleteRecords):
-            deletes = _deletes_of(decoded, point.keys) if point is not None else decoded
+            keyed = index(block, decoded) if index is not None and point is not None else None
+            deletes = _deletes_of(decoded, point.keys, keyed) if point is not None else decoded
             if not len(deletes):
                 continue
             rows = delete_rows(spec, deletes, seq)
@@ -256,8 +261,10 @@ def collect_winners(
             if column_map is not None:
                 records = rename_columns(records, column_map(block.instant_time))
             if point is not None:
-                records = _records_of(spec, records, point.keys)
-            if not records.num_rows:
+                # a block's keys are indexed as decoded: renamed columns are narrowed by value
+                keyed = index(block, decoded) if index is not None and column_map is None else None
+                records = _records_of(spec, records, point.keys, keyed)
+            if records is None or not records.num_rows:
                 continue
             rows = data_rows(spec, records, seq)
         seq += rows.num_rows
@@ -287,12 +294,12 @@ def merge_file_slice(
     holds row group 0, and keys living in other row groups are not re-emitted.
     """
     spec = MergeSpec.for_context(ctx)
-    blocks, decode = _log_blocks(ctx, fs)
+    blocks, decode, index = _log_blocks(ctx, fs, spec)
     if not blocks:
         yield from _base(ctx, fs, spec, row_groups)
         return
     column_map = ctx.column_map if ctx.schema_history is not None else None
-    winners = collect_winners(spec, ctx.storage, blocks, column_map, decode, ctx.point)
+    winners = collect_winners(spec, ctx.storage, blocks, column_map, decode, ctx.point, index)
     if winners is None or winners.num_rows == 0:
         yield from _base(ctx, fs, spec, row_groups)
         return
@@ -318,16 +325,33 @@ def _base(
     return read_base(ctx, fs, spec.schema, row_groups)
 
 
-def _log_blocks(ctx: ReadContext, fs: FileSlice) -> tuple[list[LogBlock], BlockDecoder | None]:
-    """The valid log blocks of ``fs`` and how to decode one: through the point read's cache of
-    log blocks when it has one (``None``: from content read now)."""
+def _log_blocks(
+    ctx: ReadContext, fs: FileSlice, spec: MergeSpec
+) -> tuple[list[LogBlock], BlockDecoder | None, KeyIndex | None]:
+    """The valid log blocks of ``fs``, how to decode one and where its merge keys sit: through the
+    point read's cache of log blocks when it has one (``None``: from content read now, keys
+    compared on every read)."""
     logs = ctx.point.logs if ctx.point is not None else None
     if logs is None:
-        return valid_blocks(ctx.storage, fs, ctx.commits, ctx.instant), None
+        return valid_blocks(ctx.storage, fs, ctx.commits, ctx.instant), None, None
     files = [(path, log.size) for path, log in zip(fs.log_file_paths, fs.log_files)]
     sizes = dict(files)
     blocks = scan_blocks(logs.blocks(ctx.storage, files), ctx.commits, ctx.instant)
-    return blocks, lambda block: logs.decoded(ctx.storage, block, sizes[block.path])
+
+    def decode(block: LogBlock) -> Decoded:
+        return logs.decoded(ctx.storage, block, sizes[block.path])
+
+    def index(block: LogBlock, decoded: Decoded) -> KeyRows:
+        def keys() -> pa.Array:
+            if isinstance(decoded, DeleteRecords):
+                return decoded.record_keys
+            if any(decoded.schema.get_field_index(name) < 0 for name in spec.key_fields):
+                return pa.array([], pa.string())  # never asked: such a block is kept whole
+            return spec.keys(decoded)
+
+        return logs.key_rows(ctx.storage, block, sizes[block.path], tuple(spec.key_fields), keys)
+
+    return blocks, decode, index
 
 
 # A point read's keys are plain record keys (``catalog.plan.prune.record_key_values``): the log
@@ -341,17 +365,33 @@ def _in(keys: pa.Array, wanted: tuple[str, ...]) -> pa.Array:
     return pc.is_in(keys, value_set=pa.array(wanted, keys.type))
 
 
-def _records_of(spec: MergeSpec, records: pa.Table, wanted: tuple[str, ...]) -> pa.Table:
+def _records_of(
+    spec: MergeSpec, records: pa.Table, wanted: tuple[str, ...], index: KeyRows | None
+) -> pa.Table | None:
     """The data records of the ``wanted`` keys (a block lacking a key column: all of them; their
-    merge keys are null or the null marker, as without narrowing)."""
+    merge keys are null or the null marker, as without narrowing), found through ``index``
+    where given (``None``: it holds none of them)."""
     if any(records.schema.get_field_index(name) < 0 for name in spec.key_fields):
         return records
-    return records.filter(_in(spec.keys(records), wanted))
+    if index is None:
+        return records.filter(_in(spec.keys(records), wanted))
+    rows = index.positions(wanted)
+    if not rows:
+        return None
+    return records if len(rows) == records.num_rows else records.take(pa.array(rows, pa.int64()))
 
 
-def _deletes_of(deletes: DeleteRecords, wanted: tuple[str, ...]) -> DeleteRecords:
-    """The deletes of the ``wanted`` keys."""
-    positions = pc.indices_nonzero(_in(deletes.record_keys, wanted))
+def _deletes_of(deletes: DeleteRecords, wanted: tuple[str, ...], index: KeyRows | None) -> DeleteRecords:
+    """The deletes of the ``wanted`` keys, found through ``index`` where given."""
+    if index is not None:
+        rows = index.positions(wanted)
+        if not rows:
+            return DeleteRecords(deletes.record_keys.slice(0, 0), deletes.partition_paths.slice(0, 0), [])
+        if len(rows) == len(deletes):
+            return deletes
+        positions = pa.array(rows, pa.int64())
+    else:
+        positions = pc.indices_nonzero(_in(deletes.record_keys, wanted))
     ordering = deletes.ordering_values
     return DeleteRecords(
         deletes.record_keys.take(positions),

@@ -41,7 +41,9 @@ def read_split(ctx: ReadContext, split: Split) -> Iterator[pa.RecordBatch]:
     if fs.has_logs and not ctx.read_optimized:
         for batch in merge_file_slice(ctx, fs, row_groups):
             batch = conform_batch(batch, ctx.read_schema)
-            if ctx.row_filter is not None:
+            if ctx.point is not None and ctx.point.exact:
+                batch = ctx.point.rows_of(batch)  # the filter is the keys: no query plan per batch
+            elif ctx.row_filter is not None:
                 batch = _filter_batch(batch, ctx.row_filter)
             if batch.num_rows:
                 yield _select(batch, out_schema)

@@ -166,13 +166,16 @@ class HudiFlightServer(flight.FlightServerBase):
                 call.open_entry(entry)
                 planned = call.plan(entry.identifier, ReadOptions())
                 splits = planned.splits()
+                # the footers' count where it is exact (splits carry estimates: not every
+                # footer is read to plan them)
+                counted = planned.count()
             except Exception as err:  # one unreadable table must not hide the others, nor vanish
                 reason = str(translated(err))
                 log.warning("list_flights: %s cannot be read: %s", entry.identifier, reason)
                 unreadable = json.dumps({"unreadable": reason}).encode()
                 infos.append(flight.FlightInfo(pa.schema([]), descriptor, [], -1, -1, app_metadata=unreadable))
                 continue
-            rows = sum(s.estimated_rows for s in splits)
+            rows = counted if counted is not None else sum(s.estimated_rows for s in splits)
             nbytes = sum(s.bytes for s in splits)
             infos.append(flight.FlightInfo(planned.schema, descriptor, [], rows, nbytes))
         return iter(infos)

@@ -12,7 +12,7 @@ import pytest
 from catalog import HudiTable
 from catalog.errors import CorruptBlockWarning, CorruptTableError
 from catalog.format import log_cache
-from catalog.format.log_cache import DecodedLogBlocks
+from catalog.format.log_cache import DecodedLogBlocks, KeyRows
 from catalog.format.row_groups import DecodedRowGroups
 from catalog.plan.options import ReadOptions
 from catalog.plan.planner import plan
@@ -195,3 +195,39 @@ def test_a_cache_pickles_as_its_bound_empty(generated_table):
     copy = pickle.loads(pickle.dumps(caches.logs))
     assert caches.logs.stats().entries > 0
     assert copy.stats().entries == 0 and copy.stats().max_bytes == 64 << 20
+
+
+def test_key_rows_find_every_row_of_a_key_in_row_order():
+    keys = pa.array(["b", "a", None, "b", "c"])
+    for array in (keys, keys.dictionary_encode()):  # a Parquet block's keys may come dictionary-encoded
+        rows = KeyRows.of(array)
+        assert rows.positions(["b"]) == [0, 3]
+        assert rows.positions(["c", "b", "a"]) == [0, 1, 3, 4]
+        assert rows.positions(["z"]) == [] and rows.positions([]) == []
+        assert None not in rows.rows  # a null key is no key: no lookup finds it
+        assert rows.nbytes > 0
+
+
+def test_a_blocks_key_rows_are_found_once_per_file_version(generated_table):
+    path = generated_table(MOR)
+    state = HudiTable.open(path).state
+    fs = _slice_of(state, _log_keys(path)["updated"][0])
+    files = [(p, log.size) for p, log in zip(fs.log_file_paths, fs.log_files)]
+    block = DecodedLogBlocks(1 << 20).blocks(state.storage, files)[0]
+    logs = DecodedLogBlocks(1 << 20)
+    calls = []
+
+    def keys() -> pa.Array:
+        calls.append(1)
+        return pa.array(["k1", "k2", "k1"])
+
+    first = logs.key_rows(state.storage, block, 100, ("uuid",), keys)
+    assert logs.key_rows(state.storage, block, 100, ("uuid",), keys) is first and len(calls) == 1
+    assert first.positions(["k1"]) == [0, 2]
+    logs.key_rows(state.storage, block, 101, ("uuid",), keys)  # another size: another file version
+    logs.key_rows(state.storage, block, 100, ("other",), keys)  # other key fields: other keys
+    assert len(calls) == 3
+    unsized = DecodedLogBlocks(1 << 20)  # a file of unknown size is never kept
+    unsized.key_rows(state.storage, block, 0, ("uuid",), keys)
+    unsized.key_rows(state.storage, block, 0, ("uuid",), keys)
+    assert len(calls) == 5 and unsized.stats().bytes == 0

@@ -109,8 +109,9 @@ def test_a_footer_is_one_ranged_read_of_the_tail(tmp_path: Path) -> None:
 
 
 def test_a_planned_read_takes_the_footer_from_the_planners_cache(generated_table, tmp_path):
-    """Planning read the footers; reading one column of each one-row-group file is then one
-    ranged read per file (its column chunk), not a second read of its tail."""
+    """Planning whole files reads no footer; the read reads each footer once into the planner's
+    cache, so reading one column of each one-row-group file again is one ranged read per file
+    (its column chunk), not a second read of its tail."""
     import shutil
 
     from catalog.plan.options import ReadOptions
@@ -122,13 +123,17 @@ def test_a_planned_read_takes_the_footer_from_the_planners_cache(generated_table
 
     shutil.copytree(generated_table(GeneratorSpec(rows=200, partitions=2)), tmp_path / "t")
     storage = _storage(tmp_path / "t")
-    scan = plan(TableState.load(storage), ReadOptions(columns=["fare"]), footers=FooterCache())
-    splits = list(scan.splits)
+    footers = FooterCache()
+    state = TableState.load(storage)
     CountingFileSystem.reset()
-    rows = pa.Table.from_batches(list(read_splits(scan.context, splits)), scan.schema)
-    reads = [p for kind, p in CountingFileSystem.reset() if p.endswith(".parquet")]
-    assert rows.num_rows == 200 and len(splits) == 2
-    assert sorted(reads) == sorted({p for p in reads}) and len(reads) == 2  # one read per file
+    scan = plan(state, ReadOptions(columns=["fare"]), footers=footers)
+    splits = list(scan.splits)
+    assert not [p for _, p in CountingFileSystem.reset() if p.endswith(".parquet")] and len(splits) == 2
+    for tails in (1, 0):  # the first read reads each footer, the second takes it from the cache
+        rows = pa.Table.from_batches(list(read_splits(scan.context, splits)), scan.schema)
+        reads = [p for kind, p in CountingFileSystem.reset() if p.endswith(".parquet")]
+        assert rows.num_rows == 200 and len(set(reads)) == 2
+        assert len(reads) == 2 * (1 + tails)  # per file: its column chunk (and its tail, once)
 
 
 def test_the_next_window_is_fetched_on_another_thread_while_this_one_decodes(tmp_path, monkeypatch):

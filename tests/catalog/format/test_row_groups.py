@@ -165,3 +165,22 @@ def test_a_key_column_is_checked_once_and_every_match_is_found():
     assert _rows_of_keys(pa.chunked_array([], pa.string()), ("a",), KeyColumn(unique=True, ascending=True)) == []
 
 
+
+
+@pytest.mark.parametrize("rows", [3, 40], ids=["few rows", "many rows"])
+def test_an_exact_lookup_narrows_rows_as_its_key_filter_does(rows):
+    import pyarrow.acero as acero
+    import pyarrow.compute as pc
+
+    from catalog.format.row_groups import PointLookup
+
+    values = [None if i % 7 == 3 else f"k{i % 5}" for i in range(rows)]
+    for type_ in (pa.string(), pa.large_string()):
+        batch = pa.record_batch({"uuid": pa.array(values, type_), "n": pa.array(range(rows))})
+        for keys in (("k1",), ("k0", "k2"), ("k9",), ("k0", "k1", "k2", "k3", "k4")):
+            got = PointLookup(DecodedRowGroups(0), "uuid", keys, exact=True).rows_of(batch)
+            plan = acero.Declaration.from_sequence([
+                acero.Declaration("table_source", acero.TableSourceNodeOptions(pa.Table.from_batches([batch]))),
+                acero.Declaration("filter", acero.FilterNodeOptions(pc.field("uuid").isin(list(keys)))),
+            ])
+            assert pa.Table.from_batches([got]) == plan.to_table(use_threads=False).combine_chunks(), keys

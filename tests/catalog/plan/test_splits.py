@@ -59,13 +59,19 @@ def test_weight_clamps():
     assert split_weight(10 * 128 * MiB, opts) == 1.0
 
 
-def test_small_file_is_one_whole_split(tmp_path, storage):
+def test_small_file_is_one_whole_split_planned_without_its_footer(tmp_path, storage):
     fs = _write_base(tmp_path, "p=1", "fg1", rows=100, row_group_size=10)
-    (split,) = SplitPlanner(storage, SplitOptions(), FooterCache()).split_slice(fs)
+    footers = FooterCache()
+    storage.stats.reset()
+    (split,) = SplitPlanner(storage, SplitOptions(), footers).split_slice(fs)
+    assert storage.stats.total == 0 and not footers.holds(storage, fs.base_file_path, fs.base_file.size)
     assert split.row_groups is None and split.length is None
-    assert split.estimated_rows == 100
+    assert split.bytes == fs.base_file.size and split.estimated_rows > 0  # estimated from the size
     assert split.weight == 0.05  # tiny file, minimum weight
     assert split.partition == "p=1" and split.file_ids == ["fg1"]
+    footers.parquet(storage, fs.base_file_path, fs.base_file.size)  # e.g. read by a reader since
+    (split,) = SplitPlanner(storage, SplitOptions(), footers).split_slice(fs)
+    assert split.estimated_rows == 100  # a cached footer's count
 
 
 @pytest.mark.parametrize("target", [4096, 10_000, 33_333, 70_000])
@@ -86,6 +92,39 @@ def test_byte_ranges_cover_each_row_group_once(tmp_path, storage, target):
         assert 0.05 <= s.weight <= 1
     union = pa.concat_tables(_read_split(storage, s) for s in splits)
     assert sorted(union["id"].to_pylist()) == list(range(20_000))
+
+
+def test_only_files_cut_into_ranges_have_their_footers_read(tmp_path, storage):
+    """Files of several sizes planned together, the first splits small: the files that fit one
+    range are whole splits planned from their size, the others read their footer and tile their
+    row groups; every row is read once, and a metadata count is exact all the same."""
+    from catalog.plan.count import count_rows
+    from catalog.plan.options import ReadOptions
+    from catalog.read.context import ReadContext
+
+    small = _write_base(tmp_path, "p=1", "fg1", rows=50, row_group_size=10)
+    large = [_write_base(tmp_path, f"p={i}", f"fg{i}", rows=8_000, row_group_size=500) for i in (2, 3)]
+    target = large[0].base_file.size // 3
+    assert small.base_file.size < target // 4
+    opts = SplitOptions(target_split_bytes=target, initial_split_bytes=target // 4, initial_split_count=2)
+    footers = FooterCache()
+    storage.stats.reset()
+    splits = list(SplitPlanner(storage, opts, footers).plan([small, *large]))
+    assert storage.stats.total == 2  # the two files cut into ranges: one ranged read of each tail
+    assert not footers.holds(storage, small.base_file_path, small.base_file.size)
+    by_file = {fs.file_id: [s for s in splits if s.file_slice.file_id == fs.file_id] for fs in (small, *large)}
+    (whole,) = by_file["fg1"]
+    assert whole.row_groups is None and whole.length is None and whole.bytes == small.base_file.size
+    for fs in large:
+        owned = [g for s in by_file[fs.file_id] for g in s.row_groups]
+        assert sorted(owned) == list(range(16))  # no row group read twice or lost
+        assert all(0.05 <= s.weight <= 1 for s in by_file[fs.file_id])
+    ids = sorted(i for s in splits for i in _read_split(storage, s)["id"].to_pylist())
+    assert ids == sorted(list(range(50)) + list(range(8_000)) * 2)
+    schema = pa.schema([("id", pa.int64()), ("s", pa.string())])
+    context = ReadContext(storage=storage, config=None, commits=frozenset(), table_schema=schema,  # count reads neither
+                          read_schema=schema, output_schema=schema, instant=INSTANT)
+    assert count_rows(context, splits, ReadOptions(), footers) == 16_050
 
 
 def test_initial_splits_are_smaller(tmp_path, storage):
@@ -126,7 +165,7 @@ def test_log_only_slice(storage):
 def test_footer_cache_avoids_io(tmp_path, storage):
     fs = _write_base(tmp_path, "", "fg1", rows=100, row_group_size=10)
     cache = FooterCache()
-    planner = SplitPlanner(storage, SplitOptions(), cache)
+    planner = SplitPlanner(storage, SplitOptions(target_split_bytes=fs.base_file.size // 3), cache)  # cut: a footer
     planner.split_slice(fs)
     requests = storage.stats.total
     planner.split_slice(fs)
@@ -188,11 +227,13 @@ def test_plan_propagates_footer_errors(tmp_path, storage):
     name = f"fg1_0-1-0_{INSTANT}.parquet"
     (tmp_path / name).write_bytes(b"not parquet at all")
     fs = FileSlice("", "fg1", INSTANT, BaseFile.parse(name, 18))
+    cut = SplitOptions(target_split_bytes=8)  # the file is cut into ranges: its footer is read
     with pytest.raises(CorruptTableError, match=name):
-        list(SplitPlanner(storage, footer_cache=FooterCache()).plan([fs]))
+        list(SplitPlanner(storage, cut, FooterCache()).plan([fs]))
+    assert len(list(SplitPlanner(storage, footer_cache=FooterCache()).plan([fs]))) == 1  # whole: no footer read
     (tmp_path / name).unlink()  # gone after listing (a cleaner): a FileNotFoundError naming it
     with pytest.raises(FileNotFoundError, match=name):
-        list(SplitPlanner(storage, footer_cache=FooterCache()).plan([fs]))
+        list(SplitPlanner(storage, cut, FooterCache()).plan([fs]))
 
 
 @pytest.mark.parametrize("kwargs", [{"target_split_bytes": 0}, {"min_weight": 0}, {"max_workers": 0}])
@@ -231,10 +272,13 @@ def test_a_small_plan_is_split_on_the_consumers_thread(tmp_path, storage, monkey
         return real(self, slices, budget)
 
     monkeypatch.setattr(SplitPlanner, "_in_background", recording)
+    cut = SplitOptions(target_split_bytes=one.base_file.size // 2)  # files cut into ranges: footers read
     cache = FooterCache()
-    planner = SplitPlanner(storage, SplitOptions(), cache)
-    assert [s.partition for s in planner.plan([one])] == ["p=1"] and not backgrounds  # one footer to read
-    assert [s.partition for s in planner.plan([one, two])] == ["p=1", "p=2"] and not backgrounds  # one read
-    assert [s.partition for s in planner.plan(iter([one]))] == ["p=1"] and backgrounds == [True]  # a stream
-    cold = SplitPlanner(storage, SplitOptions(), FooterCache())
-    assert sorted(s.partition for s in cold.plan([one, two])) == ["p=1", "p=2"] and backgrounds == [True, True]
+    planner = SplitPlanner(storage, cut, cache)
+    assert {s.partition for s in planner.plan([one])} == {"p=1"} and not backgrounds  # one footer to read
+    assert {s.partition for s in planner.plan([one, two])} == {"p=1", "p=2"} and not backgrounds  # one read
+    assert {s.partition for s in planner.plan(iter([one]))} == {"p=1"} and backgrounds == [True]  # a stream
+    cold = SplitPlanner(storage, cut, FooterCache())
+    assert {s.partition for s in cold.plan([one, two])} == {"p=1", "p=2"} and backgrounds == [True, True]
+    whole = SplitPlanner(storage, SplitOptions(), FooterCache())  # whole files: no footer to read
+    assert [s.partition for s in whole.plan([one, two])] == ["p=1", "p=2"] and backgrounds == [True, True]
