@@ -16,6 +16,7 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator
+from urllib.parse import unquote
 
 import adbc_driver_flightsql.dbapi as adbc
 import pyarrow as pa
@@ -122,7 +123,8 @@ def test_reads_equal_hudi(written_table, case):
             ours = HudiTable.open(path).read(**_as_hudi_read_it(table, query))
     except UnsupportedTableError as refused:
         # a feature we refuse by name (listed in OUR_REFUSALS) instead of answering wrongly
-        assert any(f in manifest.features and text in str(refused) for f, text in OUR_REFUSALS.items()), refused
+        assert any(f in manifest.features and any(text in str(refused) for text in texts)
+                   for f, texts in OUR_REFUSALS.items()), refused
         return
     if _hudi_1_0_scanned_the_table(table, query, expected):
         expected = _incremental_from_hudi_reads(table, path, query)
@@ -136,12 +138,17 @@ def test_reads_equal_hudi(written_table, case):
     if _hudi_0_15_drops_bootstrap_data(table, query):
         expected = _with_data_of(expected, ours)
     expected = _dropped_partition_values_from_paths(table, query, path, expected)
+    expected = _decoded_partition_values(table, query, expected)
     ours, expected = _without_partition_path_values(table, query, path, ours, expected)
     assert_same_rows(_blob_paths_in_table(ours, table), _blob_paths_in_table(expected, table), what)
 
 
+#: the words of our refusals of a merge we do not carry: a payload class of its own (table version 6),
+#: and the partial update mode table version 9 records for such a payload (a log record's null
+#: columns keep the previous version's values)
+_CUSTOM_MERGE = ("custom record merge mode / payload is not supported", "partial update mode IGNORE_DEFAULTS")
 #: table feature -> the words of our reader's refusal of some of its queries (never wrong rows)
-OUR_REFUSALS = {"custom_payload": "custom record merge mode / payload is not supported"}
+OUR_REFUSALS = {"custom_payload": _CUSTOM_MERGE, "payload_partial_update": _CUSTOM_MERGE}
 
 
 #: Hudi releases whose Spark reader moves partition columns to the end of some answers
@@ -295,6 +302,34 @@ def _dropped_partition_values_from_paths(table: WrittenTable, query: Query, path
         index = expected.schema.get_field_index(field)
         expected = expected.set_column(index, expected.schema.field(index), pa.array(values, pa.string()))
     return expected
+
+
+#: Hudi releases whose copy-on-write incremental query answers the partition column of a table
+#: written with ``hoodie.datasource.write.partitionpath.urlencode=true`` with its URL-encoded path
+#: segment (``a b%2Fc``) instead of the value written (``a b/c``); their snapshot and time travel
+#: answer the value written, as we do everywhere
+ENCODED_PARTITION_VALUES_RELEASES = ("1.1.1", "1.2.0")
+
+
+def _decoded_partition_values(table: WrittenTable, query: Query, expected: pa.Table) -> pa.Table:
+    """For a query of ``ENCODED_PARTITION_VALUES_RELEASES`` over a URL-encoded table: check that
+    Hudi's partition column is each row's ``_hoodie_partition_path`` (the encoded folder), then
+    compare ours with its decoded form, the value the writer was given."""
+    manifest = table.manifest()
+    if (table.release not in ENCODED_PARTITION_VALUES_RELEASES or "partition_urlencode" not in manifest.features
+            or manifest.table_type != "COPY_ON_WRITE" or query.query_type != "incremental"):
+        return expected
+    (field,) = _partition_fields(table)
+    paths = expected["_hoodie_partition_path"].to_pylist()
+    assert expected[field].to_pylist() == paths, "Hudi now answers the values written: drop the departure"
+    assert not paths or any(unquote(p) != p for p in paths)
+    index = expected.schema.get_field_index(field)
+    return expected.set_column(index, expected.schema.field(index), pa.array([unquote(p) for p in paths], pa.string()))
+
+
+def _partition_fields(table: WrittenTable) -> list[str]:
+    spec = next(s for s in specs_for(table.release, [table.name]))
+    return spec.options["hoodie.datasource.write.partitionpath.field"].split(",")
 
 
 #: Hudi releases whose Spark incremental read includes the commit completed exactly at ``begin``
