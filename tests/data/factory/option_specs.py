@@ -141,8 +141,7 @@ def _keys() -> list[TableSpec]:
     global_delete = (
         INSERT, UPSERT,
         Write("delete", ids(0, 3), 3,
-              {"hoodie.datasource.write.keygenerator.class": "org.apache.hudi.keygen.GlobalDeleteKeyGenerator",
-               "hoodie.datasource.write.partitionpath.field": ""}),
+              {"hoodie.datasource.write.keygenerator.class": "org.apache.hudi.keygen.GlobalDeleteKeyGenerator"}),
     )
     return [
         _spec("auto_keys", COW, auto_steps, auto_keys, ("auto_keys", "sql_delete"), releases=("1.2.0",)),
@@ -201,14 +200,16 @@ def _schemas() -> list[TableSpec]:
     to_string = (INSERT, Write("upsert", ids(8, 16), 2, schema=STRING_CODE_SCHEMA))
     added = (INSERT, Write("upsert", ids(8, 16), 2, schema=NOTE_SCHEMA))
     missing = (Write("insert", ids(0, 12), 1, schema=NOTE_SCHEMA), Write("upsert", ids(8, 16), 2, schema=BASIC_SCHEMA))
-    evolve = (
+    ddl = (
         INSERT,
         Sql("SET hoodie.schema.on.read.enable=true"),
         Sql("ALTER TABLE {table} DROP COLUMN name"),
         Sql("ALTER TABLE {table} ADD COLUMNS (info.extra string)"),
         Sql("ALTER TABLE {table} ALTER COLUMN info.rank TYPE bigint"),
-        Sql("UPDATE {table} SET price = price + 1 WHERE id IN ('id004', 'id005')"),
     )
+    # Hudi 1.1 and 1.2 refuse an UPDATE after the DROP ("Fields missing from incoming schema"): their
+    # table is the DDL alone, read back through the files written before it
+    evolve = (*ddl, Sql("UPDATE {table} SET price = price + 1 WHERE id IN ('id004', 'id005')"))
     on_read = {"hoodie.schema.on.read.enable": "true"}
     return [
         _spec("type_promotion", MOR, promote, {}, ("type_promotion",), schema=NARROW_SCHEMA),
@@ -221,7 +222,7 @@ def _schemas() -> list[TableSpec]:
               ("null_for_missing_columns",), releases=("1.2.0",)),
         _spec("schema_drop_alter", COW, evolve, on_read, ("schema_evolution",), releases=("0.15.0",),
               schema=NESTED_KEY_SCHEMA),
-        _spec("schema_drop_alter", MOR, evolve, on_read, ("schema_evolution",), releases=("1.2.0",),
+        _spec("schema_drop_alter", MOR, ddl, on_read, ("schema_evolution",), releases=("1.2.0",),
               schema=NESTED_KEY_SCHEMA),
     ]
 
