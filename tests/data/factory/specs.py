@@ -488,7 +488,6 @@ def _breadth() -> list[TableSpec]:
 
 def all_specs() -> list[TableSpec]:
     from tests.data.factory.cdc_specs import cdc_inference_specs  # it builds on this module's steps
-
     from tests.data.factory.option_specs import option_specs
 
     return _core() + _cdc() + _lance() + _breadth() + cdc_inference_specs() + option_specs()
