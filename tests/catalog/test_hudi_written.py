@@ -534,8 +534,10 @@ def test_served_snapshot_equals_hudi(written_server, written_table, surface, cas
 #: update, a log-compaction block): ``catalog/plan/incremental.py``
 RANGE_TABLES = ("0.15.0/mor_payload_default", "1.2.0/mor_merge_event_time", "1.2.0/mor_log_compaction")
 #: features whose tables' ranges are served too: partition columns filled from the path, ORC base
-#: files, partition values URL-encoded or holding slashes in their paths
-RANGE_FEATURES = ("drop_partition_columns", "orc", "partition_urlencode", "partition_slashes")
+#: files, partition values URL-encoded or holding slashes in their paths, duplicate keys, deletes
+#: by marker, generated keys, schemas changed by a later write
+RANGE_FEATURES = ("drop_partition_columns", "orc", "partition_urlencode", "partition_slashes", "insert_duplicates",
+                  "soft_delete", "payload_aws_dms", "auto_keys", "column_added", "type_promotion")
 SERVED_RANGES = [(t, q) for t, q in QUERIES if q.query_type == "incremental" and q.start and (
     t.key in RANGE_TABLES or any(f in t.manifest().features for f in RANGE_FEATURES))]
 

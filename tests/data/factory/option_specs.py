@@ -183,11 +183,15 @@ def _payloads() -> list[TableSpec]:
               releases=("1.0.2", "1.2.0")),
         _spec("no_ordering_field", COW, (INSERT, LATE_ARRIVAL, DELETE), no_ordering, ("no_ordering_field",),
               releases=("1.2.0",)),
-        # Hudi 1.0 renamed the merger (0.15 has HoodieSparkRecordMerger only)
-        *(_spec("spark_record_merger", MOR, (INSERT, LATE_ARRIVAL, UPSERT, DELETE),
-                {"hoodie.datasource.write.record.merger.impls": f"org.apache.hudi.{merger}"},
-                ("spark_record_merger", "parquet_log_blocks"), releases=(release,))
-          for merger, release in (("HoodieSparkRecordMerger", "0.15.0"), ("DefaultSparkRecordMerger", "1.2.0"))),
+        # Hudi 0.15's merger (HoodieSparkRecordMerger, renamed in 1.0) takes Parquet log blocks only;
+        # 1.2's writes Avro ones
+        _spec("spark_record_merger", MOR, (INSERT, LATE_ARRIVAL, UPSERT, DELETE),
+              {"hoodie.datasource.write.record.merger.impls": "org.apache.hudi.HoodieSparkRecordMerger",
+               "hoodie.logfile.data.block.format": "parquet"},
+              ("spark_record_merger", "parquet_log_blocks"), releases=("0.15.0",)),
+        _spec("spark_record_merger", MOR, (INSERT, LATE_ARRIVAL, UPSERT, DELETE),
+              {"hoodie.datasource.write.record.merger.impls": "org.apache.hudi.DefaultSparkRecordMerger"},
+              ("spark_record_merger",), releases=("1.2.0",)),
         _spec("record_positions", MOR, (INSERT, Write("upsert", ids(2, 8), 2), Write("delete", (3, 6), 3)),
               {"hoodie.write.record.positions": "true"}, ("record_positions",), releases=("1.0.2", "1.2.0")),
     ]
@@ -202,15 +206,17 @@ def _schemas() -> list[TableSpec]:
     to_string = (INSERT, Write("upsert", ids(8, 16), 2, schema=STRING_CODE_SCHEMA))
     added = (INSERT, Write("upsert", ids(8, 16), 2, schema=NOTE_SCHEMA))
     missing = (Write("insert", ids(0, 12), 1, schema=NOTE_SCHEMA), Write("upsert", ids(8, 16), 2, schema=BASIC_SCHEMA))
-    # DDL only: an UPDATE after it is refused by Hudi 0.15 (the nested type change "cannot be read in
-    # vectorized mode") and by 1.1 and 1.2 (the dropped column is "missing from incoming schema")
+    # DDL only: Hudi 0.15 refuses an UPDATE after it (the nested type change "cannot be read in
+    # vectorized mode"). Hudi 1.2 refuses the drop itself (the column is "missing from incoming
+    # schema") unless the session allows a write to drop columns
     ddl = (
         INSERT,
         Sql("SET hoodie.schema.on.read.enable=true"),
-        Sql("ALTER TABLE {table} DROP COLUMN name"),
         Sql("ALTER TABLE {table} ADD COLUMNS (info.extra string)"),
         Sql("ALTER TABLE {table} ALTER COLUMN info.rank TYPE bigint"),
+        Sql("ALTER TABLE {table} DROP COLUMN name"),
     )
+    allow_drop = (*ddl[:2], Sql("SET hoodie.datasource.write.schema.allow.auto.evolution.column.drop=true"), *ddl[2:])
     on_read = {"hoodie.schema.on.read.enable": "true"}
     return [
         _spec("type_promotion", MOR, promote, {}, ("type_promotion",), schema=NARROW_SCHEMA),
@@ -221,9 +227,9 @@ def _schemas() -> list[TableSpec]:
               ("reconcile_schema",)),
         _spec("null_for_missing_columns", MOR, missing, {"hoodie.write.set.null.for.missing.columns": "true"},
               ("null_for_missing_columns",), releases=("1.2.0",)),
-        _spec("schema_drop_alter", COW, ddl, on_read, ("schema_evolution",), releases=("0.15.0",),
+        _spec("schema_drop_alter", COW, ddl, on_read, ("schema_evolution", "nested_type_change"), releases=("0.15.0",),
               schema=NESTED_KEY_SCHEMA),
-        _spec("schema_drop_alter", MOR, ddl, on_read, ("schema_evolution",), releases=("1.2.0",),
+        _spec("schema_drop_alter", MOR, allow_drop, on_read, ("schema_evolution", "nested_type_change"), releases=("1.2.0",),
               schema=NESTED_KEY_SCHEMA),
     ]
 
