@@ -29,7 +29,7 @@ from catalog.errors import MetadataTableFallbackWarning
 from catalog.table.bootstrap import METADATA_BOOTSTRAP_INSTANT
 from tests.data.factory.archive import Query, read_result
 from tests.data.factory.oracle import SCHEMA_ON_READ
-from tests.data.factory.specs import CDC_MODES, RELEASES, TABLE_VERSIONS, specs_for
+from tests.data.factory.specs import BASIC_SCHEMA, CDC_MODES, RELEASES, TABLE_VERSIONS, Write, row, specs_for
 from tests.support.compare import assert_same_rows, hudi_read, rows
 from tests.support.planning import planned_partitions
 from tests.support.servers import serving_tables
@@ -55,10 +55,13 @@ HUDI_READ_BUGS = {
 #: Hudi answers with the renamed columns null (by name, as above); checked against Hudi's time
 #: travel to a later instant with the same rows instead (``_same_rows_later``)
 BEFORE_SCHEMA_HISTORY = {"0.13.1/mor_schema_evolution", "0.15.0/mor_schema_evolution"}
+#: the table whose every query reaching its delete Hudi 0.15's Spark-native merger
+#: (``HoodieSparkRecordMerger``) fails: ``test_hudi_0_15_spark_merger_fails_after_a_delete``
+SPARK_MERGER_AFTER_DELETE = "0.15.0/mor_spark_record_merger"
 #: queries Hudi refused on a table we read (Lance tables are refused whole, CDC belongs to its feature)
 REFUSED = [(t, q) for t in written_tables() for q in t.manifest().queries
            if q.error is not None and q.query_type != "cdc" and "lance" not in t.manifest().features
-           and f"{t.key}:{q.query_type}" not in HUDI_READ_BUGS]
+           and f"{t.key}:{q.query_type}" not in HUDI_READ_BUGS and t.key != SPARK_MERGER_AFTER_DELETE]
 BUGGED = [(t, q) for t in written_tables() for q in t.manifest().queries
           if q.error is not None and f"{t.key}:{q.query_type}" in HUDI_READ_BUGS]
 SNAPSHOTS = [(t, q) for t, q in QUERIES if q.name == "snapshot"]
@@ -219,6 +222,30 @@ def test_where_hudi_fails_we_answer(written_table, case):
         end = next(i["requested"] for i in table.manifest().instants if i["completed"] == query.end)
         expected = _in_range(table, _stored(table, f"as_of_{end}"), query.start, query.end)
     assert_same_rows(ours, expected.select(ours.column_names), f"{table.key} {query.name}")
+
+
+def test_hudi_0_15_spark_merger_fails_after_a_delete(written_table):
+    """Hudi 0.15's Spark-native merger fails every query whose range reaches the table's last
+    commit, a delete ("Ordering value is null for record: null"). Ours: Hudi's own time travel to
+    the commit before, less the keys the spec deleted (the range of the delete alone: no rows)."""
+    table = WrittenTable(*SPARK_MERGER_AFTER_DELETE.split("/"))
+    manifest = table.manifest()
+    before, last = manifest.instants[-2], manifest.instants[-1]
+    failed = [q for q in manifest.queries if q.error is not None]
+    assert {q.name for q in failed} == {"snapshot", f"as_of_{last['requested']}", f"incremental_000_{last['completed']}",
+                                        f"incremental_{before['completed']}_{last['completed']}"}
+    assert all("Ordering value is null for record: null" in q.error for q in failed)  # type: ignore[operator]
+    (spec,) = specs_for(table.release, [table.name])
+    assert isinstance(spec.steps[-1], Write) and spec.steps[-1].operation == "delete"
+    deleted = pa.array([row(i, spec.steps[-1].version, BASIC_SCHEMA)[0] for i in spec.steps[-1].ids])
+    previous = _stored(table, f"as_of_{before['requested']}")
+    remaining = previous.filter(pc.invert(pc.is_in(previous["id"], value_set=deleted)))
+    assert 0 < remaining.num_rows < previous.num_rows
+    opened = HudiTable.open(written_table(table))
+    for query in failed:
+        ours = opened.read(**query.read_kwargs())
+        expected = remaining.slice(0, 0) if query.start == before["completed"] else remaining
+        assert_same_rows(ours, expected.select(ours.column_names), f"{table.key} {query.name}")
 
 
 @pytest.mark.parametrize("case", REFUSED, ids=_id)
