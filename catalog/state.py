@@ -166,10 +166,11 @@ class TableState:
         return parse_internal_schemas(self.storage.read_bytes(path), f"{self.storage.uri}/{path}")
 
     def schema_as_of(self, instant: str | None) -> pa.Schema:
-        """The table schema a read as of ``instant`` returns: with schema on read, the schema of
-        that commit (time travel sees the columns as they were, as Java does); else :attr:`schema`."""
+        """The table schema a read as of ``instant`` returns: the schema of the latest write at or
+        before it (time travel sees the columns as they were, as Java does: a column a later write
+        added is not there yet, with or without schema on read); else :attr:`schema`."""
         latest = self.timeline.latest_commit
-        if instant is None or self.schema_history is None or latest is None or instant >= latest.requested_time:
+        if instant is None or latest is None or instant >= latest.requested_time:
             return self.schema
         text = self.timeline.latest_schema_json(instant)
         if not text:

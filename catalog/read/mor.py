@@ -65,8 +65,10 @@ _REDUCE_AT = 1 << 20
 class MergeSpec:
     """What the merge of one table needs to know: key, ordering, delete marker, merge mode."""
 
-    def __init__(self, key_fields: Sequence[str], ordering: Sequence[str], mode: str, schema: pa.Schema):
+    def __init__(self, key_fields: Sequence[str], ordering: Sequence[str], mode: str, schema: pa.Schema,
+                 delete_marker: tuple[str, str] | None = None):
         self.key_fields = list(key_fields)
+        self.delete_marker = delete_marker
         self.ordering = [f for f in ordering if schema.get_field_index(f) >= 0]
         if mode not in (EVENT_TIME, COMMIT_TIME):
             if mode == "CUSTOM":
@@ -87,7 +89,13 @@ class MergeSpec:
         if missing:
             raise UnsupportedTableError(f"record key field(s) {missing} not in the table schema; cannot merge logs")
         schema = pa.schema([full.field(n) for n in names], metadata=full.metadata)
-        return cls(key_fields, config.ordering_fields, config.merge_mode, schema)
+        if config.partial_update_mode is not None:
+            # a log record's default (or marked) columns take the previous version's values
+            raise UnsupportedTableError(
+                f"partial update mode {config.partial_update_mode} (hoodie.table.partial.update.mode) is not "
+                "supported for MOR reads"
+            )
+        return cls(key_fields, config.ordering_fields, config.merge_mode, schema, config.delete_marker)
 
     # -- keys ---------------------------------------------------------------------------
     def keys(self, data: pa.Table | pa.RecordBatch) -> pa.Array:
@@ -144,7 +152,8 @@ def _with_flags(data: pa.Table, keys: pa.Array, seq_start: int, delete: pa.Array
 
 def data_rows(spec: MergeSpec, records: pa.Table, seq: int) -> pa.Table:
     """Log data records (any schema) as merge rows numbered from ``seq``; records flagged by
-    ``_hoodie_is_deleted`` or operation ``D`` become deletes carrying their ordering value."""
+    ``_hoodie_is_deleted``, operation ``D`` or the table's delete marker become deletes carrying
+    their ordering value."""
     # Markers are read from the records as written: the table schema may not declare them.
     delete = _flags(records.num_rows, False)
     if IS_DELETED in records.column_names:
@@ -153,6 +162,10 @@ def data_rows(spec: MergeSpec, records: pa.Table, seq: int) -> pa.Table:
     if OPERATION_COLUMN in records.column_names:
         op = records.column(OPERATION_COLUMN).combine_chunks()
         delete = pc.or_(delete, pc.fill_null(pc.equal(op, "D"), False))
+    if spec.delete_marker is not None and spec.delete_marker[0] in records.column_names:
+        column, marker = spec.delete_marker
+        text = pc.cast(records.column(column).combine_chunks(), pa.string())
+        delete = pc.or_(delete, pc.fill_null(pc.equal(text, marker), False))
     data = conform_table(records, spec.schema)
     ctdel = _flags(data.num_rows, False)
     return _with_flags(data, spec.keys(data), seq, delete, ctdel)

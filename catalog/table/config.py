@@ -137,6 +137,27 @@ class TableConfig:
         return _CDC_MODE_ALIASES.get(raw.lower(), raw.upper())
 
     @property
+    def partial_update_mode(self) -> str | None:
+        """``hoodie.table.partial.update.mode`` (table version 9): how a log record's columns holding
+        defaults (``IGNORE_DEFAULTS``) or a marker (``FILL_UNAVAILABLE``) take the previous version's
+        values; None when records replace each other whole."""
+        mode = (self.properties.get("hoodie.table.partial.update.mode") or "").strip().upper()
+        return mode if mode and mode != "NONE" else None
+
+    @property
+    def delete_marker(self) -> tuple[str, str] | None:
+        """(column, value) marking a record as a delete besides ``_hoodie_is_deleted``: the table's
+        merge properties (``hoodie.payload.delete.field`` / ``.marker``, table version 9), or
+        ``AWSDmsAvroPayload``'s ``Op`` = ``D`` on tables that name the payload only."""
+        column = self.properties.get(MERGE_PROPERTY + "hoodie.payload.delete.field")
+        marker = self.properties.get(MERGE_PROPERTY + "hoodie.payload.delete.marker")
+        if column and marker is not None:
+            return column.strip(), marker
+        if self.payload_class.endswith(AWS_DMS_PAYLOAD):
+            return "Op", "D"
+        return None
+
+    @property
     def usable_metadata_partitions(self) -> list[str]:
         return [p for p in self.metadata_partitions if p not in self.metadata_partitions_inflight]
 
@@ -240,6 +261,11 @@ _CDC_MODE_ALIASES = {
 }
 
 MERGE_MODES = ("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING", "CUSTOM")
+#: the prefix of the merge settings a table version 9 keeps in its properties (RFC-97)
+MERGE_PROPERTY = "hoodie.record.merge.property."
+#: a payload whose merge is the latest write's, with ``Op = 'D'`` marking deletes (what Hudi 1.1's
+#: upgrade to table version 9 records as commit-time ordering and a delete marker)
+AWS_DMS_PAYLOAD = "AWSDmsAvroPayload"
 _STRATEGY_MODES = {
     "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5": "EVENT_TIME_ORDERING",
     "ce9acb64-bde0-424c-9b91-f6ebba25356d": "COMMIT_TIME_ORDERING",
@@ -256,7 +282,7 @@ def _merge_mode(props: Mapping[str, str], version: int, payload: str, ordering: 
                 f"unknown hoodie.record.merge.mode {explicit!r}; expected one of {', '.join(MERGE_MODES)}"
             )
         mode = explicit
-    elif payload.endswith("OverwriteWithLatestAvroPayload"):
+    elif payload.endswith("OverwriteWithLatestAvroPayload") or payload.endswith(AWS_DMS_PAYLOAD):
         mode = "COMMIT_TIME_ORDERING"
     elif payload.endswith("DefaultHoodieRecordPayload") or payload.endswith("EventTimeAvroPayload"):
         mode = "EVENT_TIME_ORDERING"

@@ -102,6 +102,19 @@ def test_is_deleted_flag_removes_keys():
     assert _merge(spec, BASE, log) == {"b": (10, "b0"), "c": (10, "c0"), "n": (2, "n")}
 
 
+def test_table_delete_marker_removes_keys():
+    """A record whose delete column holds the table's marker (``AWSDmsAvroPayload``'s ``Op`` =
+    ``D``) is a delete; other values and nulls are not."""
+    spec = MergeSpec(["_hoodie_record_key"], ["ts"], COMMIT_TIME, SCHEMA, delete_marker=("Op", "D"))
+    log = pa.Table.from_pylist(
+        [{"_hoodie_record_key": "a", "ts": 2, "v": "a1", "Op": "D"},
+         {"_hoodie_record_key": "b", "ts": 2, "v": "b1", "Op": "U"},
+         {"_hoodie_record_key": "c", "ts": 2, "v": "c1", "Op": None}],
+    )
+    assert _merge(spec, BASE, log) == {"b": (2, "b1"), "c": (2, "c1")}
+    assert _merge(_spec(COMMIT_TIME), BASE, log) == {"a": (2, "a1"), "b": (2, "b1"), "c": (2, "c1")}
+
+
 def test_log_schema_evolution_is_resolved_by_name():
     spec = _spec(COMMIT_TIME)
     # An older writer: no "v" column, ts as int32, columns in another order, an extra column.

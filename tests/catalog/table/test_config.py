@@ -89,6 +89,7 @@ def test_typed_settings():
     [
         ("org.apache.hudi.common.model.OverwriteWithLatestAvroPayload", "COMMIT_TIME_ORDERING"),
         ("org.apache.hudi.common.model.DefaultHoodieRecordPayload", "EVENT_TIME_ORDERING"),
+        ("org.apache.hudi.common.model.AWSDmsAvroPayload", "COMMIT_TIME_ORDERING"),
         ("com.example.MyPayload", "CUSTOM"),
     ],
 )
@@ -148,3 +149,20 @@ def test_fixture_configs(fixture_table):
     ts = TableConfig.load(Storage(fixture_table("sample_table/cow/v9_timebasedkeygen_epochmillis")))
     assert ts.is_timestamp_keygen and ts.table_version == 9
     assert ts.timestamp_keygen_options()["timestamp.type"] == "EPOCHMILLISECONDS"
+
+
+def test_delete_marker_from_merge_properties_or_the_dms_payload():
+    """Table version 9 keeps a payload's delete marker among its merge properties; a version 6
+    table naming ``AWSDmsAvroPayload`` only has its fixed ``Op`` = ``D``."""
+    v9 = _config(**{"hoodie.table.version": "9", "hoodie.record.merge.property.hoodie.payload.delete.field": "kind",
+                    "hoodie.record.merge.property.hoodie.payload.delete.marker": "gone"})
+    assert v9.delete_marker == ("kind", "gone")
+    dms = _config(**{"hoodie.table.version": "6", "hoodie.compaction.payload.class": "x.AWSDmsAvroPayload"})
+    assert dms.delete_marker == ("Op", "D")
+    assert _config().delete_marker is None
+
+
+@pytest.mark.parametrize(("value", "mode"), [(None, None), ("NONE", None), ("ignore_defaults", "IGNORE_DEFAULTS")])
+def test_partial_update_mode(value, mode):
+    extra = {"hoodie.table.partial.update.mode": value} if value is not None else {}
+    assert _config(**{"hoodie.table.version": "9", **extra}).partial_update_mode == mode

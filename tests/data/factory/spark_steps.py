@@ -9,6 +9,7 @@ from tests.data.factory.specs import (
     HUDI_TYPES,
     PARTITIONS,
     SPARK_32_RELEASES,
+    UNSET,
     Bootstrap,
     Sql,
     TableSpec,
@@ -89,7 +90,7 @@ def writer_options(spec: TableSpec, release: str) -> dict[str, str]:
         options["hoodie.datasource.write.partitionpath.field"] = ""
         options["hoodie.datasource.write.keygenerator.class"] = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
     options.update(spec.options_for(release))
-    return options
+    return {key: value for key, value in options.items() if value != UNSET}
 
 
 #: Hudi's bootstrap mode selectors, by mode
@@ -122,16 +123,18 @@ def _bootstrap(spark, spec: TableSpec, step: Bootstrap, options: dict[str, str],
 
 
 def _frame(spark, spec: TableSpec, step: Write | Bootstrap):
-    return _dataframe(spark, spec, [row(i, step.version, spec.schema) for i in step.ids])
+    schema = (step.schema if isinstance(step, Write) else None) or spec.schema
+    return _dataframe(spark, spec, [row(i, step.version, schema) for i in step.ids], schema)
 
 
-def _dataframe(spark, spec: TableSpec, rows: list[tuple]):
-    """``rows`` as a DataFrame of ``spec.schema``."""
+def _dataframe(spark, spec: TableSpec, rows: list[tuple], schema: str | None = None):
+    """``rows`` as a DataFrame of ``schema`` (``spec.schema`` unless a write names its own)."""
+    schema = schema or spec.schema
     if "lance" in spec.features:
-        return spark.createDataFrame(rows, _hudi_typed_struct(spec.schema))
+        return spark.createDataFrame(rows, _hudi_typed_struct(schema))
     if spark.version.startswith("3.2"):
-        return _frame_from_sql(spark, rows, spec.schema)
-    return spark.createDataFrame(rows, spec.schema)
+        return _frame_from_sql(spark, rows, schema)
+    return spark.createDataFrame(rows, schema)
 
 
 def _frame_from_sql(spark, rows: list[tuple], schema: str):
@@ -233,7 +236,8 @@ def describe(step: Write | Sql | Bootstrap) -> str:
         folders = " (part=<value> source folders)" if step.hive_style else ""
         return f"bootstrap {step.mode} ids {step.ids[0]}..{step.ids[-1]} v{step.version}{folders}"
     extra = "".join(f" {k}={v}" for k, v in sorted(step.options.items()))
-    return f"{step.operation} ids {step.ids[0]}..{step.ids[-1]} v{step.version}{extra}"
+    columns = f" columns ({step.schema})" if step.schema else ""
+    return f"{step.operation} ids {step.ids[0]}..{step.ids[-1]} v{step.version}{extra}{columns}"
 
 
 def java_error(exc: BaseException) -> str:

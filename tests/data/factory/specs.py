@@ -49,6 +49,8 @@ SECONDARY_INDEX_SCHEMA = "id string, name string, price double, ts long, part st
 #: the ``name`` values of ``SECONDARY_INDEX_SCHEMA`` rows: ``$`` and ``\\`` are escaped in index keys,
 #: null is a key of its own (Hudi 1.1+)
 SECONDARY_INDEX_NAMES = ("a$b", "x\\y", "$", "", None, "plain")
+#: an option value that removes the factory's default of that option (``spark_steps.writer_options``)
+UNSET = "<unset>"
 #: a second partition field (``grp``, an int) for multi-level partitions
 GROUPED_SCHEMA = f"{BASIC_SCHEMA}, grp int"
 #: Hudi 1.2 type of the Lance specs' columns, given to Spark as the field metadata ``hudi_type``
@@ -64,6 +66,8 @@ class Write:
     ids: tuple[int, ...]
     version: int = 1
     options: Mapping[str, str] = field(default_factory=dict)
+    #: the columns of this write when they differ from the spec's (a later write's own schema)
+    schema: str | None = None
 
 
 @dataclass(frozen=True)
@@ -184,6 +188,10 @@ def row(record_id: int, version: int, schema: str) -> tuple:
         )
     if schema == GROUPED_SCHEMA:
         return base + (record_id % 2,)
+    if schema not in (BASIC_SCHEMA, LANCE_SCHEMA, LANCE_VARIANT_SCHEMA):
+        from tests.data.factory.option_specs import extra_values  # it builds on this module
+
+        return base + extra_values(record_id, version, schema)
     if schema in (LANCE_SCHEMA, LANCE_VARIANT_SCHEMA):
         lance = base + (
             [float(record_id), float(version), 0.5],
@@ -481,8 +489,9 @@ def _breadth() -> list[TableSpec]:
 def all_specs() -> list[TableSpec]:
     from tests.data.factory.bloom_specs import bloom_specs  # they build on this module's steps
     from tests.data.factory.cdc_specs import cdc_inference_specs
+    from tests.data.factory.option_specs import option_specs
 
-    return _core() + _cdc() + _lance() + _breadth() + cdc_inference_specs() + bloom_specs()
+    return _core() + _cdc() + _lance() + _breadth() + cdc_inference_specs() + bloom_specs() + option_specs()
 
 
 def specs_for(release: str, names: list[str] | None = None) -> list[TableSpec]:
