@@ -99,7 +99,9 @@ class Watchdog:
         self.closed = False  # stop_all was called: no query starts any more
 
     def watch(self, connection: Interruptible, seconds: float, cancelled: Callable[[], bool] | None) -> Watch:
-        entry = Watch(connection, time.monotonic() + seconds, cancelled, self._rss())
+        # the size at the start matters only to a memory bound (reading it costs a file read)
+        start = self._rss() if self.memory_bytes is not None else 0
+        entry = Watch(connection, time.monotonic() + seconds, cancelled, start)
         with self._lock:
             self._watches.add(entry)
             if self._thread is None:
