@@ -139,6 +139,8 @@ def _failure(err: BaseException) -> dict[str, Any]:
 #: bytes the engine process gathers before it writes to the channel (a small result and its
 #: status leave in one write)
 _WRITE_BUFFER = 64 << 10
+#: how results are written (given, so no stream looks the default up in the environment again)
+_IPC_OPTIONS = pa.ipc.IpcWriteOptions()
 
 
 class _BrokenChannel(Exception):
@@ -151,7 +153,7 @@ def _write(sink: BinaryIO, schema: pa.Schema, batches: Iterable[pa.RecordBatch])
     """Write the result as an Arrow IPC stream; the engine's failures (raised by ``batches``,
     between messages) still end it with the end-of-stream marker, so the status can follow."""
     try:
-        writer = pa.ipc.new_stream(sink, schema)
+        writer = pa.ipc.new_stream(sink, schema, options=_IPC_OPTIONS)
     except Exception as err:
         raise _BrokenChannel from err
     try:

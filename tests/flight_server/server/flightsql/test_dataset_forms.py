@@ -1,5 +1,5 @@
-"""Datasets sent to an engine process are pickled once per make-up, and the channel that carries
-results and statuses stays in step across statements that fail."""
+"""Datasets sent to an engine process are pickled once each, and the channel that carries results
+and statuses stays in step across statements that fail."""
 
 from __future__ import annotations
 
@@ -38,15 +38,15 @@ def _dataset(paths, row_groups=None, form=None, expression=None):
     return ds.FileSystemDataset(fragments, pa.schema([("v", pa.int64())]), form, local)
 
 
-def test_the_same_files_are_pickled_once(files):
+def test_a_dataset_is_pickled_once(files):
     forms = DatasetForms()
-    first = forms.pickled(_dataset(files))
-    again = forms.pickled(_dataset(files))  # a new dataset object of the same files
-    assert again is first
+    dataset = _dataset(files)
+    first = forms.pickled(dataset)
+    assert forms.pickled(dataset) is first
     assert first == pickle.dumps(_dataset(files))
 
 
-def test_anything_else_the_pickle_holds_gets_its_own_bytes(files):
+def test_every_other_dataset_gets_its_own_bytes(files):
     forms = DatasetForms()
     plain = forms.pickled(_dataset(files))
     others = [
