@@ -82,14 +82,24 @@ def _network() -> str:
     return "none" if names <= {"lo"} else "shared"
 
 
-def _bound_cpu(settings: EngineSettings) -> None:
-    """Let the next statement use at most its deadline's worth of CPU on every engine thread."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    used = int(usage.ru_utime + usage.ru_stime)
-    allowed = int(settings.timeout_seconds * max(1, settings.threads)) + _CPU_SLACK_SECONDS
-    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    soft = used + allowed if hard == resource.RLIM_INFINITY else min(hard, used + allowed)
-    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+class _CpuBound:
+    """Lets each statement use at most its deadline's worth of CPU on every engine thread: the
+    soft ``RLIMIT_CPU`` is the CPU seconds used so far plus that allowance, set again whenever
+    it moves (once a second of CPU is used: statements of milliseconds mostly find it set)."""
+
+    def __init__(self, settings: EngineSettings):
+        self._allowed = int(settings.timeout_seconds * max(1, settings.threads)) + _CPU_SLACK_SECONDS
+        self._hard = resource.getrlimit(resource.RLIMIT_CPU)[1]  # a hard limit never rises
+        self._soft: int | None = None
+
+    def next_statement(self) -> None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        soft = int(usage.ru_utime + usage.ru_stime) + self._allowed
+        if self._hard != resource.RLIM_INFINITY:
+            soft = min(self._hard, soft)
+        if soft != self._soft:
+            resource.setrlimit(resource.RLIMIT_CPU, (soft, self._hard))
+            self._soft = soft
 
 
 class _Datasets:
@@ -172,6 +182,7 @@ def _write(sink: BinaryIO, schema: pa.Schema, batches: Iterable[pa.RecordBatch])
 def serve(control: socket.socket, sink: BinaryIO, engine: Engine) -> None:
     """Answer requests until the channel closes (or breaks); ``sink`` writes to ``control``."""
     datasets = _Datasets()
+    cpu = _CpuBound(engine.settings)
     while True:
         try:
             payload, fds = channel.receive(control, channel.MAX_FDS)
@@ -183,7 +194,7 @@ def serve(control: socket.socket, sink: BinaryIO, engine: Engine) -> None:
         read, declined = engine.file_views.read, engine.file_views.declined
         started = False  # whether the result stream began (else only its end is written)
         try:
-            _bound_cpu(engine.settings)
+            cpu.next_statement()
             if request["op"] == SCHEMA:
                 schemas = {name: pa.ipc.read_schema(pa.py_buffer(data)) for name, data in request["views"].items()}
                 schema, batches = engine.result_schema(request["sql"], schemas), iter(())
