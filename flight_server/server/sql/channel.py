@@ -30,6 +30,8 @@ STREAM, DATASET = "stream", "dataset"
 MAX_MESSAGE_BYTES = 64 << 20
 #: the most descriptors one request passes (one per streamed view)
 MAX_FDS = 256
+#: bytes :func:`receive` asks for at first (a request with its datasets is a few kilobytes)
+_FIRST_READ = 64 << 10
 #: an Arrow IPC stream's end-of-stream marker: the whole result of a statement that failed
 #: before it had a schema (its status follows)
 END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"
@@ -48,21 +50,31 @@ def send(sock: socket.socket, payload: bytes, fds: Sequence[int] = ()) -> None:
 
 
 def receive(sock: socket.socket, max_fds: int = 0) -> tuple[bytes, list[int]]:
-    """One message and the descriptors passed with it.
+    """One message and the descriptors passed with it (a request, in the engine process).
+
+    The first read takes up to :data:`_FIRST_READ` bytes, so a request usually arrives in one
+    system call: the serving process sends a request only once the previous one's status came
+    (or the process was killed), so no second message can follow it.
 
     Raises:
         ChannelClosed: the channel ended first.
-        ValueError: the message is longer than :data:`MAX_MESSAGE_BYTES`.
+        ValueError: the message is longer than :data:`MAX_MESSAGE_BYTES`, or another message
+            followed it.
     """
     fds: list[int] = []
     if max_fds:
-        head, fds, _, _ = socket.recv_fds(sock, _HEADER.size, max_fds)
+        data, fds, _, _ = socket.recv_fds(sock, _FIRST_READ, max_fds)
     else:
-        head = sock.recv(_HEADER.size)
-    head = head + _exactly(sock, _HEADER.size - len(head)) if head else head
-    if len(head) < _HEADER.size:
+        data = sock.recv(_FIRST_READ)
+    if not data:
         raise ChannelClosed("the engine channel closed")
-    return _exactly(sock, _size(head)), fds
+    if len(data) < _HEADER.size:
+        data += _exactly(sock, _HEADER.size - len(data))
+    size = _size(data[:_HEADER.size])
+    payload = data[_HEADER.size:]
+    if len(payload) > size:
+        raise ValueError("a second message followed a request")
+    return payload + _exactly(sock, size - len(payload)), fds
 
 
 def write_json(sink: BinaryIO, message: dict[str, Any]) -> None:
