@@ -11,10 +11,12 @@ record index), through the ADBC Flight SQL driver, each warm statement run over 
 * ``count(*)``: answered from the footers, the engine never runs;
 * ``filtered aggregate``: :data:`bench.flight_sql.AGGREGATE`, run by the engine.
 
-The peer is the server at ``PEER_COMMIT`` (before the statement facts were kept per table
-state), checked out into a ``git worktree`` under ``.cache/`` as :mod:`bench.point_query` does.
-Both servers run at once; the statements alternate between them, round after round, and the
-median of the rounds' CPU per statement (server process tree, ``/proc``) is reported.
+The peer is the server at ``PEER_COMMIT`` (the last one whose engine ran inside the serving
+process, before the sandbox of :mod:`flight_server.server.sql.sandbox`), checked out into a ``git
+worktree`` under ``.cache/`` as :mod:`bench.point_query` does. Both servers run at once; the
+statements alternate between them, round after round, and the median of the rounds' CPU per
+statement is reported: user + system time of the server's whole process tree (``/proc``), so the
+engine processes' CPU counts too (they are the server's children and live between statements).
 
 Run alone with ``python -m bench.sql_statement_cost [quick]``.
 """
@@ -31,7 +33,7 @@ from bench.flight_sql import AGGREGATE
 from bench.latency import NAMESPACE, TABLE, _table
 from bench.point_query import REPO, peer_tree, serve_trees, tree_cpu_seconds
 
-PEER_COMMIT = "491dde0"
+PEER_COMMIT = "91816c9"
 ROUNDS = 5
 STATEMENTS = 100  # per round, statement and server
 WARMUP = 20

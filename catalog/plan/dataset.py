@@ -26,7 +26,9 @@ the planned files (and row groups).
 
 :class:`Fragments` keeps the fragments made (by file path, size and row groups: a Hudi base file
 is never rewritten in place), each holding its footer once read, so a dataset made again reads no
-footer: only the dataset around them is new.
+footer; and the datasets made of them, so the same files in the same schema give the very same
+dataset object, which a consumer may key what it derives from it by (the SQL engine processes'
+sandbox keeps a dataset's pickled form).
 """
 
 from __future__ import annotations
@@ -45,22 +47,31 @@ from catalog.table.files import Split
 _PARQUET = ds.ParquetFileFormat()
 #: bytes of fragments kept (each counts its footer)
 FRAGMENT_CACHE_BYTES = 64 << 20
+#: the share of those bytes the datasets made of kept fragments may take (a few hundred bytes each)
+_DATASET_SHARE = 16
 _FragmentKey = tuple[str, str, int, tuple[int, ...] | None]
+_DatasetKey = tuple[bytes, tuple[_FragmentKey, ...]]
 
 
 @dataclass(frozen=True)
 class BaseFile:
-    """A base file's fragment (its footer read) and the schema of its columns as stored."""
+    """A base file's fragment (its footer read), the schema of its columns as stored, and what
+    it is kept by."""
 
     fragment: ds.ParquetFileFragment
     physical_schema: pa.Schema
+    key: _FragmentKey
 
 
 class Fragments:
-    """Fragments of base files with their footers, kept between datasets (bounded LRU)."""
+    """Fragments of base files with their footers, and the datasets made of them, kept between
+    plans (bounded LRUs: ``sql_fragments`` and ``sql_fragment_datasets``)."""
 
     def __init__(self, max_bytes: int = FRAGMENT_CACHE_BYTES, listener: CacheListener | None = None):
         self._kept: BoundedLRU[_FragmentKey, BaseFile] = BoundedLRU("sql_fragments", max_bytes, listener=listener)
+        self._datasets: BoundedLRU[_DatasetKey, ds.FileSystemDataset] = BoundedLRU(
+            "sql_fragment_datasets", max_bytes // _DATASET_SHARE, listener=listener
+        )
 
     def stats(self) -> CacheStats:
         return self._kept.stats()
@@ -77,11 +88,21 @@ class Fragments:
         fragment = _PARQUET.make_fragment(path, filesystem=filesystem, file_size=size, row_groups=row_groups)
         try:
             fragment.ensure_complete_metadata()
-            made = BaseFile(fragment, fragment.physical_schema)
+            made = BaseFile(fragment, fragment.physical_schema, key)
             footer = fragment.metadata.serialized_size
         except (pa.ArrowException, OSError):
             return None
         self._kept.put(key, made, int(footer) + 1024)
+        return made
+
+    def dataset(self, files: Sequence[BaseFile], schema: pa.Schema, filesystem: pa.fs.FileSystem) -> ds.Dataset:
+        """The dataset of ``files`` (each on ``filesystem``) in ``schema``: the one made before of
+        the same files in the same schema (its metadata included), while it is kept."""
+        key = (schema.serialize().to_pybytes(), tuple(file.key for file in files))
+        made = self._datasets.get(key)
+        if made is None:
+            made = ds.FileSystemDataset([file.fragment for file in files], schema, _PARQUET, filesystem)
+            self._datasets.put(key, made, 1024 + len(key[0]) + sum(256 + len(file.key[1]) for file in files))
         return made
 
 
@@ -107,8 +128,8 @@ def base_file_dataset(
         base_file = _base_file(context, split, filesystem, kept)
         if base_file is None or not _same_columns(base_file.physical_schema, schema):
             return None
-        made.append(base_file.fragment)
-    return ds.FileSystemDataset(made, schema, _PARQUET, filesystem)
+        made.append(base_file)
+    return kept.dataset(made, schema, filesystem)
 
 
 def _base_file(

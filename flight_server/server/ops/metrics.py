@@ -19,7 +19,7 @@ Names (docs/flight.md, "Operations"):
   (caches: ``table_states``, ``footers``, ``point_reads``, ``log_blocks``, ``split_results``,
   ``disk``, and the SQL room's: ``sql_templates``, ``sql_analyses``, ``sql_generic_analyses``,
   ``sql_parameter_places``, ``sql_result_schemas``, ``sql_wire_schemas``, ``sql_fragments``,
-  ``sql_scan_facts``, ``sql_metadata_counts``; every ``bytes`` figure in bytes);
+  ``sql_fragment_datasets``, ``sql_scan_facts``, ``sql_metadata_counts``; every ``bytes`` figure in bytes);
 * ``hudi_flight_planning_seconds`` (histogram).
 """
 

@@ -70,24 +70,28 @@ class MemoryBudget:
         Raises:
             ServerBusyError: the caller's share, or the budget, stayed spent for ``wait_seconds``.
         """
-        with contextlib.ExitStack() as stack:
-            if keys is not None:
-                stack.enter_context(self.shares.held(keys))
-            stack.enter_context(self._budget())
-            yield
+        if keys is None:
+            self._take()
+            try:
+                yield
+            finally:
+                self._free.release()
+            return
+        with self.shares.held(keys):
+            self._take()
+            try:
+                yield
+            finally:
+                self._free.release()
 
-    @contextlib.contextmanager
-    def _budget(self) -> Iterator[None]:
+    def _take(self) -> None:
+        """One slot of the budget (given back with ``self._free.release()``)."""
         if not self._free.acquire(timeout=self.wait_seconds):
             raise ServerBusyError(
                 "sql_memory_budget", self.slots,
                 f"{self.slots} SQL queries of sql_memory_limit {self.per_query} hold all of {self.budget}",
                 RETRY_SECONDS,
             )
-        try:
-            yield
-        finally:
-            self._free.release()
 
 
 __all__ = ["MemoryBudget", "default_share", "parse_bytes"]

@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
@@ -89,8 +90,24 @@ def parquet_files(view: pa.RecordBatchReader | ds.Dataset) -> ParquetFiles | Non
     fragments on Arrow's local filesystem (what :func:`catalog.plan.dataset.base_file_dataset`
     makes for a local table), with absolute paths DuckDB would not read as globs, and no two columns of a
     file whose names differ only in case (DuckDB binds names case-insensitively). ``None``:
-    anything else (the view is registered as it is)."""
-    if not isinstance(view, ds.FileSystemDataset) or not isinstance(view.filesystem, pafs.LocalFileSystem):
+    anything else (the view is registered as it is).
+
+    A dataset does not change, so its answer is kept while it lives: an engine process keeps
+    the datasets it is sent (:mod:`.worker`) and runs statement after statement over them."""
+    if not isinstance(view, ds.FileSystemDataset):
+        return None
+    known = _FILES.get(view)
+    if known is None:
+        known = _FILES[view] = (_dataset_files(view),)
+    return known[0]
+
+
+#: :func:`parquet_files`'s answers, by dataset while it lives
+_FILES: weakref.WeakKeyDictionary[ds.FileSystemDataset, tuple[ParquetFiles | None]] = weakref.WeakKeyDictionary()
+
+
+def _dataset_files(view: ds.FileSystemDataset) -> ParquetFiles | None:
+    if not isinstance(view.filesystem, pafs.LocalFileSystem):
         return None
     if not isinstance(view.format, ds.ParquetFileFormat) or len(view.schema) == 0:
         return None

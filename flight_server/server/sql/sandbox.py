@@ -20,8 +20,9 @@ A killed or failed process is replaced in the background, and idle processes are
 one per statement the SQL memory budget admits at once), so a statement pays no process start.
 Views stream to the engine process as Arrow IPC through sockets passed with the request (one
 thread each, which blocks while the engine does not read: backpressure); datasets of local base
-files go as they are, for the engine process to scan itself. The result streams back the same
-way.
+files go as they are (their pickled form kept, :mod:`.dataset_forms`), for the engine process to
+scan itself. The result streams back on the process's channel, followed by the statement's
+status (:mod:`.channel`): a statement makes no socket of its own unless a view streams.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from flight_server.server.security.budgets import CallKeys, ServerBusyError
 from flight_server.server.security.limits import LimitExceededError
 from flight_server.server.sql import channel
 from flight_server.server.sql.admission import RETRY_SECONDS, parse_bytes
+from flight_server.server.sql.dataset_forms import DatasetForms
 from flight_server.server.sql.engine import (
     EngineSettings,
     ResultSchemas,
@@ -128,7 +130,8 @@ _LAUNCHER = _Launcher()
 
 
 class EngineProcess:
-    """One engine process and its channel; :meth:`interrupt` kills it (the watchdog's stop)."""
+    """One engine process and its channel (``results`` reads what the process writes on it);
+    :meth:`interrupt` kills it (the watchdog's stop)."""
 
     def __init__(self, settings: EngineSettings):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -139,11 +142,11 @@ class EngineProcess:
         finally:
             theirs.close()
         self.channel = ours
-        self.statements = 0
+        self.results: BinaryIO = ours.makefile("rb")
         ours.settimeout(START_SECONDS)
         try:
-            ready = channel.receive_json(ours)
-        except (OSError, channel.ChannelClosed) as err:
+            ready = channel.read_json(self.results)
+        except (OSError, ValueError, channel.ChannelClosed) as err:
             self.interrupt()
             raise flight.FlightUnavailableError("the SQL engine could not start; retry later") from err
         ours.settimeout(None)
@@ -163,6 +166,8 @@ class EngineProcess:
 
     def close(self) -> None:
         self.interrupt()
+        with contextlib.suppress(OSError):
+            self.results.close()
         with contextlib.suppress(OSError):
             self.channel.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -284,6 +289,7 @@ class SandboxedEngine:
         self.processes = EnginePool(lambda: EngineProcess(settings), self.budget.slots)
         self.file_views = NativeViewCounts()
         self._schemas = schemas if schemas is not None else result_schemas()
+        self._datasets = DatasetForms()
 
     def stop_all(self) -> None:
         """Kill every statement's engine process now and refuse new statements (shutdown)."""
@@ -327,9 +333,9 @@ class SandboxedEngine:
         streamed: dict[str, pa.RecordBatchReader] = {}
         for name, view in views.items():
             if isinstance(view, ds.Dataset):
-                specs[name] = (channel.DATASET, pickle.dumps(view))
+                specs[name] = (channel.DATASET, self._datasets.pickled(view))
             else:
-                specs[name] = (channel.STREAM, len(streamed) + 1)  # descriptor 0 is the result's
+                specs[name] = (channel.STREAM, len(streamed))  # the index of its passed descriptor
                 streamed[name] = view
         statement = _Statement(self, {"op": channel.RUN, "sql": sql, "views": specs}, streamed, cancelled, keys)
         try:
@@ -371,9 +377,7 @@ class _Statement:
             self._process = process
             self._watch: Watch = engine.watchdog.watch(process, self._settings.timeout_seconds, cancelled)
             self._stack.callback(engine.watchdog.release, self._watch)
-            result, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-            self._stack.callback(result.close)
-            sent = [theirs]
+            sent = []
             pumps = []
             for name, reader in views.items():
                 ours, view_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -389,8 +393,6 @@ class _Statement:
                     end.close()
             for pump in pumps:
                 pump.start()
-            self._result = result.makefile("rb")
-            self._stack.callback(self._result.close)
             with self._watch.busy():
                 self._reader = self._open()
             self.schema = self._reader.schema
@@ -400,7 +402,7 @@ class _Statement:
 
     def _open(self) -> pa.RecordBatchStreamReader:
         try:
-            return pa.ipc.open_stream(self._result)
+            return pa.ipc.open_stream(self._process.results)
         except (pa.ArrowException, OSError) as err:
             raise self._failure() from err
 
@@ -418,7 +420,11 @@ class _Statement:
                 except StopIteration:
                     break
                 except (pa.ArrowException, OSError) as err:
-                    raise self._failure() from err
+                    # the engine process ends the stream whole even when its statement fails: a
+                    # stream broken inside is a process that died (or a channel out of step)
+                    broken = self._failure()
+                    self._ok = False
+                    raise broken from err
                 streamed += batch.nbytes
                 if streamed > limit:
                     raise LimitExceededError("sql_max_result_bytes", limit, "the query's result is larger")
@@ -442,7 +448,7 @@ class _Statement:
         """The engine process's word on the request (``None``: it ended without one)."""
         try:
             with self._watch.busy():
-                status = channel.receive_json(self._process.channel)
+                status = channel.read_json(self._process.results)
         except (OSError, ValueError, channel.ChannelClosed):
             return None
         self._counts.add(status.get("native_views"))

@@ -9,8 +9,9 @@ statement its CPU time is bounded to the statement's deadline (``RLIMIT_CPU``: t
 statement that outlives it even if the serving process cannot). It runs the locked-down
 in-process :class:`~.engine.Engine` (pooled databases, native views, bound statements kept
 between statements) over the views the request names: Arrow IPC streams fed by the serving
-process through passed sockets, or datasets of local base files. The result goes back as an
-Arrow IPC stream on the passed result socket, then a JSON status on the channel.
+process through passed sockets, or datasets of local base files. The result goes back on the
+channel as an Arrow IPC stream followed by a JSON status (:mod:`.channel`), in one buffered
+write when it is small.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import signal
 import socket
 import sys
 import traceback
-from typing import Any, BinaryIO, Mapping, TypeAlias
+from typing import Any, BinaryIO, Iterable, Mapping, TypeAlias, cast
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -81,14 +82,24 @@ def _network() -> str:
     return "none" if names <= {"lo"} else "shared"
 
 
-def _bound_cpu(settings: EngineSettings) -> None:
-    """Let the next statement use at most its deadline's worth of CPU on every engine thread."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    used = int(usage.ru_utime + usage.ru_stime)
-    allowed = int(settings.timeout_seconds * max(1, settings.threads)) + _CPU_SLACK_SECONDS
-    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    soft = used + allowed if hard == resource.RLIM_INFINITY else min(hard, used + allowed)
-    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+class _CpuBound:
+    """Lets each statement use at most its deadline's worth of CPU on every engine thread: the
+    soft ``RLIMIT_CPU`` is the CPU seconds used so far plus that allowance, set again whenever
+    it moves (once a second of CPU is used: statements of milliseconds mostly find it set)."""
+
+    def __init__(self, settings: EngineSettings):
+        self._allowed = int(settings.timeout_seconds * max(1, settings.threads)) + _CPU_SLACK_SECONDS
+        self._hard = resource.getrlimit(resource.RLIMIT_CPU)[1]  # a hard limit never rises
+        self._soft: int | None = None
+
+    def next_statement(self) -> None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        soft = int(usage.ru_utime + usage.ru_stime) + self._allowed
+        if self._hard != resource.RLIM_INFINITY:
+            soft = min(self._hard, soft)
+        if soft != self._soft:
+            resource.setrlimit(resource.RLIMIT_CPU, (soft, self._hard))
+            self._soft = soft
 
 
 class _Datasets:
@@ -135,45 +146,80 @@ def _failure(err: BaseException) -> dict[str, Any]:
     return {"error": "failed"}
 
 
-def _write(sink: BinaryIO, schema: pa.Schema, batches: Any) -> None:
-    with pa.ipc.new_stream(sink, schema) as writer:
+#: bytes the engine process gathers before it writes to the channel (a small result and its
+#: status leave in one write)
+_WRITE_BUFFER = 64 << 10
+#: how results are written (given, so no stream looks the default up in the environment again)
+_IPC_OPTIONS = pa.ipc.IpcWriteOptions()
+
+
+class _BrokenChannel(Exception):
+    """Writing the result failed inside an Arrow IPC message: the serving process could not
+    find the status after it, so this process ends instead of answering (the serving process
+    sees the channel close without a status, and the statement fails)."""
+
+
+def _write(sink: BinaryIO, schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> None:
+    """Write the result as an Arrow IPC stream; the engine's failures (raised by ``batches``,
+    between messages) still end it with the end-of-stream marker, so the status can follow."""
+    try:
+        writer = pa.ipc.new_stream(sink, schema, options=_IPC_OPTIONS)
+    except Exception as err:
+        raise _BrokenChannel from err
+    try:
         for batch in batches:
-            writer.write_batch(batch)
+            try:
+                writer.write_batch(batch)
+            except Exception as err:
+                raise _BrokenChannel from err
+    finally:
+        try:
+            writer.close()
+        except Exception as err:
+            raise _BrokenChannel from err
 
 
-def serve(control: socket.socket, engine: Engine) -> None:
-    """Answer requests until the channel closes."""
+def serve(control: socket.socket, sink: BinaryIO, engine: Engine) -> None:
+    """Answer requests until the channel closes (or breaks); ``sink`` writes to ``control``."""
     datasets = _Datasets()
+    cpu = _CpuBound(engine.settings)
     while True:
         try:
             payload, fds = channel.receive(control, channel.MAX_FDS)
         except channel.ChannelClosed:
             return
         request = pickle.loads(payload)
-        # descriptor 0 carries the result, the others the streamed views (each closed at the end)
-        files: list[BinaryIO] = [os.fdopen(fd, "wb" if i == 0 else "rb") for i, fd in enumerate(fds)]
+        streams: list[BinaryIO] = [os.fdopen(fd, "rb") for fd in fds]  # the streamed views, in order
         status: dict[str, Any] = {"ok": True}
         read, declined = engine.file_views.read, engine.file_views.declined
+        started = False  # whether the result stream began (else only its end is written)
         try:
-            _bound_cpu(engine.settings)
+            cpu.next_statement()
             if request["op"] == SCHEMA:
                 schemas = {name: pa.ipc.read_schema(pa.py_buffer(data)) for name, data in request["views"].items()}
-                _write(files[0], engine.result_schema(request["sql"], schemas), ())
+                schema, batches = engine.result_schema(request["sql"], schemas), iter(())
             else:
-                schema, batches = engine.run(request["sql"], _views(request["views"], files, datasets))
-                _write(files[0], schema, batches)
-        except (BrokenPipeError, ConnectionResetError):
-            status = {"error": "abandoned"}
+                schema, batches = engine.run(request["sql"], _views(request["views"], streams, datasets))
+            started = True
+            _write(sink, schema, batches)
+        except _BrokenChannel:
+            return
         except BaseException as err:  # every failure is told; the next request is still served
             status = _failure(err)
             if status["error"] == "failed":
                 traceback.print_exc()  # to the operator's log (the client is told no more than "failed")
         finally:
-            for file in files:
+            for stream in streams:
                 with contextlib.suppress(OSError):
-                    file.close()
+                    stream.close()
         status["native_views"] = [engine.file_views.read - read, engine.file_views.declined - declined]
-        channel.send_json(control, status)
+        try:
+            if not started:
+                sink.write(channel.END_OF_STREAM)
+            channel.write_json(sink, status)
+            sink.flush()
+        except OSError:  # the serving process closed the channel
+            return
 
 
 def main(argv: list[str]) -> None:
@@ -183,8 +229,10 @@ def main(argv: list[str]) -> None:
     # the serving process kills a statement at its deadline; this engine's own watch is a backstop
     engine = Engine(dataclasses.replace(settings, timeout_seconds=settings.timeout_seconds + _DEADLINE_SLACK_SECONDS))
     _bound_process(allowance)
-    channel.send_json(control, {"ready": True, "network": _network()})
-    serve(control, engine)
+    sink = cast(BinaryIO, control.makefile("wb", buffering=_WRITE_BUFFER))
+    channel.write_json(sink, {"ready": True, "network": _network()})
+    sink.flush()
+    serve(control, sink, engine)
 
 
 if __name__ == "__main__":

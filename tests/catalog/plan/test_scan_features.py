@@ -59,5 +59,8 @@ def test_the_dataset_holds_what_the_reader_returns(tables):
     assert dataset.to_table().sort_by("uuid").equals(table.sort_by("uuid"))
     again = HudiTable.open(tables["cow"]).scan(columns=["uuid", "ts"]).to_dataset(fragments)
     assert again is not None and fragments.stats().hits == len(again.files)  # no footer read again
+    assert again is dataset  # the same files in the same schema: the same dataset
+    other = HudiTable.open(tables["cow"]).scan(columns=["uuid"]).to_dataset(fragments)
+    assert other is not None and other is not dataset and other.schema.names == ["uuid"]
     assert HudiTable.open(tables["mor"]).scan().to_dataset() is None  # logs to merge
     assert isinstance(dataset.schema, pa.Schema) and dataset.schema.names == ["uuid", "ts"]
