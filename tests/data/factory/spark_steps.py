@@ -7,6 +7,8 @@ from pathlib import Path
 from tests.data.factory.archive import SOURCE_FOLDER
 from tests.data.factory.specs import (
     HUDI_TYPES,
+    LANCE_SCHEMA,
+    LANCE_VARIANT_SCHEMA,
     PARTITIONS,
     SPARK_32_RELEASES,
     Bootstrap,
@@ -124,7 +126,7 @@ def _frame(spark, spec: TableSpec, step: Write | Bootstrap):
 
 def _dataframe(spark, spec: TableSpec, rows: list[tuple]):
     """``rows`` as a DataFrame of ``spec.schema``."""
-    if "lance" in spec.features:
+    if spec.schema in (LANCE_SCHEMA, LANCE_VARIANT_SCHEMA):  # Hudi 1.2 types, on Lance or Parquet
         return spark.createDataFrame(rows, _hudi_typed_struct(spec.schema))
     if spark.version.startswith("3.2"):
         return _frame_from_sql(spark, rows, spec.schema)

@@ -479,9 +479,10 @@ def _breadth() -> list[TableSpec]:
 
 
 def all_specs() -> list[TableSpec]:
-    from tests.data.factory.cdc_specs import cdc_inference_specs  # it builds on this module's steps
+    from tests.data.factory.cdc_specs import cdc_inference_specs  # they build on this module's steps
+    from tests.data.factory.storage_specs import storage_specs
 
-    return _core() + _cdc() + _lance() + _breadth() + cdc_inference_specs()
+    return _core() + _cdc() + _lance() + _breadth() + cdc_inference_specs() + storage_specs()
 
 
 def specs_for(release: str, names: list[str] | None = None) -> list[TableSpec]:
