@@ -133,10 +133,6 @@ def _table_services() -> list[TableSpec]:
                     releases=SINCE_0_15) for curve in ("z-order", "hilbert")),
         *(TableSpec(f"{prefix}_clustering_pending", table_type, inserts, pending, features=("pending_clustering",),
                     releases=SINCE_0_15) for table_type, prefix in ((COW, "cow"), (MOR, "mor"))),
-        # Hudi 1.2 schedules no plan inline with the options above: the procedure schedules it
-        TableSpec("mor_clustering_scheduled", MOR, (
-            *inserts[:2], Sql("CALL run_clustering(table => '{table}', op => 'schedule')"), inserts[2],
-        ), {"hoodie.parquet.small.file.limit": "0"}, features=("pending_clustering",), releases=("1.2.0",)),
         TableSpec("mor_compaction_bounded_io", MOR, (INSERT, UPSERT, LATER_UPDATE, DELETE_LATER),
                   {**INLINE_COMPACT, "hoodie.compaction.strategy":
                    "org.apache.hudi.table.action.compact.strategy.BoundedIOCompactionStrategy",
