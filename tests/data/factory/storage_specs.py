@@ -3,7 +3,8 @@ table services, concurrency control and Hudi 1.2's types on Parquet base files.
 
 Each group names the options it sets and the releases that have them; a table is written with the
 oldest and the newest release of that range the factory carries (0.15.0 is its oldest Spark 3.5
-bundle). Pure Python, like ``specs``; ``specs.all_specs`` adds these.
+bundle), and with every release where the releases disagree (HFile log blocks, expression indexes,
+NBCC). Pure Python, like ``specs``; ``specs.all_specs`` adds these.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from tests.data.factory.specs import (
     LANCE_SCHEMA,
     LANCE_VARIANT_SCHEMA,
     MOR,
+    ONE_X,
+    SPARK_35_RELEASES,
     TYPED_SCHEMA,
     UPSERT,
     Sql,
@@ -43,8 +46,8 @@ def _storage() -> list[TableSpec]:
     groups per partition), ``hoodie.parquet.block.size`` / ``page.size`` (several row groups and
     pages), ``hoodie.logfile.max.size`` / ``hoodie.logfile.data.block.max.size`` (log files rolled
     over, several data blocks per commit), ``hoodie.parquet.outputtimestamptype`` (INT96,
-    TIMESTAMP_MILLIS; the Spark row writer of ``bulk_insert`` honours it) with
-    ``hoodie.parquet.writelegacyformat.enabled``, and HFile log data blocks
+    TIMESTAMP_MILLIS; Hudi 0.15's ``bulk_insert`` row writer writes INT96, 1.2's files keep INT64
+    microseconds) with ``hoodie.parquet.writelegacyformat.enabled``, and HFile log data blocks
     (``hoodie.logfile.data.block.format=hfile``). All since 0.x: written with 0.15.0 and 1.2.0."""
     codec = "hoodie.parquet.compression.codec"
     sizing = {"hoodie.parquet.max.file.size": "3072", "hoodie.copyonwrite.record.size.estimate": "1024",
@@ -75,8 +78,9 @@ def _storage() -> list[TableSpec]:
                   releases=("0.15.0",)),
         TableSpec("cow_timestamp_millis", COW, timestamps, {"hoodie.parquet.outputtimestamptype": "TIMESTAMP_MILLIS"},
                   schema=TYPED_SCHEMA, features=("timestamp_millis",), releases=SINCE_0_15),
+        # every release: Hudi 1.2 reads back none of the blocks it writes (0.15 does)
         TableSpec("mor_hfile_log", MOR, CORE_STEPS, {**LOGGED_UPDATES, "hoodie.logfile.data.block.format": "hfile"},
-                  features=("hfile_log_blocks",), releases=SINCE_0_15),
+                  features=("hfile_log_blocks",), releases=SPARK_35_RELEASES),
     ]
 
 
@@ -105,7 +109,7 @@ def _metadata_table() -> list[TableSpec]:
             Sql("CREATE INDEX idx_month ON {table} USING column_stats(at) OPTIONS(expr='date_format', format='yyyy-MM')"),
             Sql("CREATE INDEX idx_year ON {table} USING column_stats(day) OPTIONS(expr='year')"),
             UPSERT, Write("delete", ids(0, 3), 3),
-        ), schema=TYPED_SCHEMA, features=("expression_index", "column_stats"), releases=SINCE_1_0),
+        ), schema=TYPED_SCHEMA, features=("expression_index", "column_stats"), releases=ONE_X),
     ]
 
 
@@ -165,7 +169,7 @@ def _concurrency() -> list[TableSpec]:
         *(TableSpec(f"{prefix}_occ", table_type, CORE_STEPS, occ, features=("occ",), releases=SINCE_0_15)
           for table_type, prefix in ((COW, "cow"), (MOR, "mor"))),
         TableSpec("mor_nbcc", MOR, (INSERT, UPSERT, LATER_UPDATE, DELETE_LATER), {**nbcc, **INLINE_COMPACT},
-                  features=("nbcc", "bucket_index", "compaction"), releases=SINCE_1_0),
+                  features=("nbcc", "bucket_index", "compaction"), releases=ONE_X),
     ]
 
 
