@@ -76,6 +76,11 @@ def _storage() -> list[TableSpec]:
         TableSpec("cow_timestamp_int96_bulk", COW, (Write("bulk_insert", ids(0, 12), 1), Write("bulk_insert", ids(12, 16), 2)),
                   {"hoodie.parquet.outputtimestamptype": "INT96"}, schema=TYPED_SCHEMA, features=("int96",),
                   releases=("0.15.0",)),
+        # Hudi 1.2's Spark-native record path (its files keep INT64 microseconds all the same)
+        TableSpec("cow_timestamp_int96_spark", COW, timestamps,
+                  {"hoodie.parquet.outputtimestamptype": "INT96", "hoodie.parquet.writelegacyformat.enabled": "true",
+                   "hoodie.datasource.write.record.merger.impls": "org.apache.hudi.DefaultSparkRecordMerger"},
+                  schema=TYPED_SCHEMA, features=("int96", "legacy_parquet"), releases=("1.2.0",)),
         TableSpec("cow_timestamp_millis", COW, timestamps, {"hoodie.parquet.outputtimestamptype": "TIMESTAMP_MILLIS"},
                   schema=TYPED_SCHEMA, features=("timestamp_millis",), releases=SINCE_0_15),
         # every release: Hudi 1.2 reads back none of the blocks it writes (0.15 does)
