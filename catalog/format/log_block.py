@@ -1,9 +1,11 @@
-"""Decoding of log block content (format doc section 4.4): Avro and Parquet data blocks, delete
-blocks and rollback command blocks.
+"""Decoding of log block content (format doc section 4.4): Avro, Parquet and HFile data blocks,
+delete blocks and rollback command blocks.
 
 Data blocks become Arrow tables in their writer schema (the block's ``SCHEMA`` header); the
-merge conforms them to the table schema by column name. HFILE_DATA content belongs to the
-metadata-table reader and is not decoded here.
+merge conforms them to the table schema by column name. An HFile data block of a data table
+(``hoodie.logfile.data.block.format=hfile``) holds one cell per record: the record key, then the
+record in Avro binary encoding, the bodies an Avro block holds; the metadata table's HFile blocks
+are read by the metadata-table reader.
 
 Avro records are length-prefixed schemaless Avro. They are re-framed as one in-memory Avro
 container block and decoded in one call: by polars' native reader when the schema only uses
@@ -25,6 +27,7 @@ import pyarrow.parquet as pq
 
 from catalog.errors import CorruptTableError, UnsupportedTableError
 from catalog.format.avro import avro_to_arrow_schema, parse_avro_schema, records_to_arrow
+from catalog.format.hfile import HFileReader
 from catalog.format.kryo import decode_kryo_deletes
 from catalog.format.log_file import BlockType, LogBlock
 
@@ -163,7 +166,6 @@ def decode_avro_block(block: LogBlock, content: bytes, *, allow_polars: bool = T
     images) where polars may return a record of nulls.
     """
     text = _schema_text(block)
-    _, arrow_schema = _writer_schema(text)
     if len(content) < 8:
         raise CorruptTableError(f"{_where(block)}: Avro block content too short")
     version, count = struct.unpack_from(">ii", content, 0)
@@ -171,7 +173,18 @@ def decode_avro_block(block: LogBlock, content: bytes, *, allow_polars: bool = T
         raise UnsupportedTableError(f"{_where(block)}: unsupported Avro data block version {version}")
     if count < 0:
         raise CorruptTableError(f"{_where(block)}: negative record count {count}")
-    bodies = _record_bodies(block, content, count)
+    return _decode_records(block, text, count, _record_bodies(block, content, count), allow_polars)
+
+
+def decode_hfile_block(block: LogBlock, content: bytes) -> pa.Table:
+    """HFILE_DATA content of a data table: an HFile of (record key, Avro-encoded record) cells."""
+    bodies = [value for _, value in HFileReader.from_bytes(content, _where(block)).scan()]
+    return _decode_records(block, _schema_text(block), len(bodies), b"".join(bodies), allow_polars=True)
+
+
+def _decode_records(block: LogBlock, text: str, count: int, bodies: bytes, allow_polars: bool) -> pa.Table:
+    """``count`` schemaless Avro records of writer schema ``text``, concatenated in ``bodies``."""
+    _, arrow_schema = _writer_schema(text)
     if allow_polars and _polars_can_decode(parse_avro_schema(text)):
         table = _decode_with_polars(text, count, bodies, arrow_schema)
         if table is not None:
@@ -238,11 +251,13 @@ def decode_parquet_block(block: LogBlock, content: bytes) -> pa.Table:
 
 
 def decode_data_block(block: LogBlock, content: bytes) -> pa.Table:
-    """The records of an Avro or Parquet data block as an Arrow table in the writer's schema."""
+    """The records of an Avro, Parquet or HFile data block as an Arrow table in the writer's schema."""
     if block.block_type is BlockType.AVRO_DATA:
         return decode_avro_block(block, content)
     if block.block_type is BlockType.PARQUET_DATA:
         return decode_parquet_block(block, content)
+    if block.block_type is BlockType.HFILE_DATA:
+        return decode_hfile_block(block, content)
     raise UnsupportedTableError(f"{_where(block)}: {block.block_type.name} blocks hold no table records")
 
 
@@ -364,6 +379,7 @@ __all__ = [
     "decode_avro_block",
     "decode_cdc_block",
     "decode_data_block",
+    "decode_hfile_block",
     "decode_delete_block",
     "decode_parquet_block",
     "decode_record_block",

@@ -15,7 +15,8 @@ rolled-back or too-new blocks cost no content IO. Rules, in the order Hudi appli
 6. blocks carrying ``IS_PARTIAL=true`` (partial updates, 7.4) are refused: treating them as
    ordinary blocks would return wrong rows.
 
-HFILE_DATA and CDC_DATA blocks are not part of a data table's records and are refused too.
+CDC_DATA blocks are not part of a data table's records and are refused too; HFILE_DATA blocks are
+(``hoodie.logfile.data.block.format=hfile``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from catalog.storage import Storage
 from catalog.table.files import FileSlice
 from catalog.timeline import CommitSet
 
-RECORD_BLOCK_TYPES = frozenset({BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.DELETE})
+RECORD_BLOCK_TYPES = frozenset({BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.HFILE_DATA, BlockType.DELETE})
 
 
 def scan_blocks(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import struct
 from pathlib import Path
 
@@ -18,9 +19,10 @@ from catalog.format.log_block import (
     decode_parquet_block,
     rollback_target,
 )
-from catalog.format.log_file import BlockType, LogBlock, iter_log_blocks
+from catalog.format.log_file import BlockType, LogBlock, iter_log_blocks, iter_log_blocks_in
 from catalog.storage import Storage
 from hudi_generator import log_writer
+from hudi_generator.hfile_writer import HFileWriter
 from tests.support.fixtures import FIXTURES_DIR
 
 LOGS = FIXTURES_DIR / "log_files"
@@ -187,3 +189,37 @@ def test_types_outside_the_fast_path_use_fastavro():
     assert lb._polars_can_decode({"type": "record", "name": "r", "fields": [
         {"name": "a", "type": ["null", {"type": "fixed", "name": "f", "size": 6, "logicalType": "decimal",
                                         "precision": 12, "scale": 2}]}]})
+
+
+def _hfile_block(records: list[dict], schema: dict, block_size: int = 64 * 1024) -> LogBlock:
+    """An HFILE_DATA block of a data table: cells (record key, the record's schemaless Avro)."""
+    parsed = fastavro.parse_schema(schema)
+    writer = HFileWriter(block_size=block_size)
+    for record in sorted(records, key=lambda r: r["id"]):
+        body = io.BytesIO()
+        fastavro.schemaless_writer(body, parsed, record)
+        writer.add(record["id"].encode(), body.getvalue())
+    framed = log_writer.hfile_data_block("20240101000000000", json.dumps(schema), writer.to_bytes())
+    (block,) = iter_log_blocks_in(framed, "p0/.f1-0_20240101000000000.log.1_0-1-1")
+    return block
+
+
+_HFILE_SCHEMA = {"type": "record", "name": "r", "fields": [
+    {"name": "id", "type": "string"}, {"name": "price", "type": ["null", "double"], "default": None},
+    {"name": "tags", "type": {"type": "array", "items": "string"}}]}
+
+
+@pytest.mark.parametrize("block_size", [64 * 1024, 64], ids=["one data block", "many data blocks"])
+def test_hfile_data_blocks_of_a_data_table_hold_its_records(block_size):
+    records = [{"id": f"id{n:03d}", "price": None if n == 3 else n * 1.5, "tags": [f"t{n}"] * (n % 3)} for n in range(40)]
+    block = _hfile_block(records, _HFILE_SCHEMA, block_size)
+    assert block.block_type is BlockType.HFILE_DATA
+    table = decode_data_block(block, block.content)
+    assert table.to_pylist() == records  # in key order, as the HFile keeps them
+    assert table.schema.field("price").type == pa.float64()
+
+
+def test_a_damaged_hfile_data_block_is_reported_not_decoded():
+    block = _hfile_block([{"id": "a", "price": 1.0, "tags": []}], _HFILE_SCHEMA)
+    with pytest.raises(CorruptTableError):
+        decode_data_block(block, block.content[: len(block.content) // 2])

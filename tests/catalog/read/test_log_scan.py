@@ -62,15 +62,16 @@ def test_uncommitted_future_and_corrupt_blocks_are_skipped():
         LogBlock("log", 10, 5, BlockType.CORRUPT),
         _b(BlockType.AVRO_DATA, "2"),  # inflight / failed writer
         _b(BlockType.PARQUET_DATA, "3"),
+        _b(BlockType.HFILE_DATA, "4"),  # hoodie.logfile.data.block.format=hfile
         _b(BlockType.DELETE, "5"),  # after the query instant
     ]
-    kept = scan_blocks(blocks, _commits({"1", "3", "5"}), "4")
-    assert [b.instant_time for b in kept] == ["1", "3"]
+    kept = scan_blocks(blocks, _commits({"1", "3", "4", "5"}), "4")
+    assert [b.instant_time for b in kept] == ["1", "3", "4"]
 
 
 def test_unsupported_block_kinds_are_refused():
-    with pytest.raises(UnsupportedTableError, match="HFILE_DATA"):
-        scan_blocks([_b(BlockType.HFILE_DATA, "1")], _commits({"1"}), None)
+    with pytest.raises(UnsupportedTableError, match="CDC_DATA"):
+        scan_blocks([_b(BlockType.CDC_DATA, "1")], _commits({"1"}), None)
     with pytest.raises(UnsupportedTableError, match="partial-update"):
         scan_blocks([_b(BlockType.AVRO_DATA, "1", IS_PARTIAL="true")], _commits({"1"}), None)
 

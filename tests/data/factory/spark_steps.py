@@ -7,6 +7,8 @@ from pathlib import Path
 from tests.data.factory.archive import SOURCE_FOLDER
 from tests.data.factory.specs import (
     HUDI_TYPES,
+    LANCE_SCHEMA,
+    LANCE_VARIANT_SCHEMA,
     PARTITIONS,
     SPARK_32_RELEASES,
     UNSET,
@@ -130,7 +132,7 @@ def _frame(spark, spec: TableSpec, step: Write | Bootstrap):
 def _dataframe(spark, spec: TableSpec, rows: list[tuple], schema: str | None = None):
     """``rows`` as a DataFrame of ``schema`` (``spec.schema`` unless a write names its own)."""
     schema = schema or spec.schema
-    if "lance" in spec.features:
+    if schema in (LANCE_SCHEMA, LANCE_VARIANT_SCHEMA):  # Hudi 1.2 types, on Lance or Parquet
         return spark.createDataFrame(rows, _hudi_typed_struct(schema))
     if spark.version.startswith("3.2"):
         return _frame_from_sql(spark, rows, schema)

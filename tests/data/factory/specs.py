@@ -490,8 +490,10 @@ def all_specs() -> list[TableSpec]:
     from tests.data.factory.bloom_specs import bloom_specs  # they build on this module's steps
     from tests.data.factory.cdc_specs import cdc_inference_specs
     from tests.data.factory.option_specs import option_specs
+    from tests.data.factory.storage_specs import storage_specs
 
-    return _core() + _cdc() + _lance() + _breadth() + cdc_inference_specs() + bloom_specs() + option_specs()
+    return (_core() + _cdc() + _lance() + _breadth() + cdc_inference_specs() + bloom_specs() + option_specs()
+            + storage_specs())
 
 
 def specs_for(release: str, names: list[str] | None = None) -> list[TableSpec]:
