@@ -43,7 +43,7 @@ from catalog.format.row_groups import PointLookup
 from catalog.read.context import ReadContext
 from catalog.read.cow import read_base
 from catalog.read.log_scan import scan_blocks, valid_blocks
-from catalog.read.partial import choose, fill_defaults, fold_in_order
+from catalog.read.partial import check_defaults, choose, fill_defaults, fold_in_order
 from catalog.storage import Storage
 from catalog.table.files import FileSlice
 from catalog.table.internal_schema import ColumnMap, rename_columns
@@ -291,6 +291,8 @@ def collect_winners(
     pending_rows = 0
     seq = 0
     for block in blocks:
+        if spec.partial:
+            check_defaults(block)
         decoded = decode(block)
         if isinstance(decoded, DeleteRecords):
             keyed = index(block, decoded) if index is not None and point is not None else None

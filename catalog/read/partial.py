@@ -15,13 +15,37 @@ with everything folded before it, all keys at once.
 
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from catalog.errors import UnsupportedTableError
+from catalog.format.avro import parse_avro_schema
+from catalog.format.log_file import LogBlock
+
 #: ``step(older, newer)``: the merged versions of row-aligned tables (the same keys row by row)
 MergeStep = Callable[[pa.Table, pa.Table], pa.Table]
+
+
+def check_defaults(block: LogBlock) -> None:
+    """Refuse a data block whose writer schema gives a column a default other than null: Hudi
+    compares values with such a default by Java object identity, which we cannot restate."""
+    text = block.header.get("SCHEMA")
+    if text:
+        columns = _non_null_defaults(text)
+        if columns:
+            raise UnsupportedTableError(
+                f"partial update mode IGNORE_DEFAULTS with non-null column defaults ({', '.join(columns)}) "
+                "is not supported for MOR reads"
+            )
+
+
+@functools.lru_cache(maxsize=64)
+def _non_null_defaults(text: str) -> tuple[str, ...]:
+    fields = parse_avro_schema(text).get("fields") or []
+    return tuple(f["name"] for f in fields if f.get("default") is not None)
 
 
 def fill_defaults(high: pa.Table, low: pa.Table, columns: list[str], where: pa.Array) -> pa.Table:
@@ -72,4 +96,4 @@ def _positions(n: int) -> pa.Array:
     return pc.indices_nonzero(pc.is_null(pa.nulls(n, pa.bool_()))).cast(pa.int64())
 
 
-__all__ = ["MergeStep", "choose", "fill_defaults", "fold_in_order"]
+__all__ = ["MergeStep", "check_defaults", "choose", "fill_defaults", "fold_in_order"]
