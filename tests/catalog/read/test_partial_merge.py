@@ -9,11 +9,16 @@ import shutil
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from catalog import HudiTable, UnsupportedTableError
 from catalog.format.log_block import DeleteRecords
+from catalog.format.log_cache import DecodedLogBlocks
 from catalog.format.log_file import BlockType, LogBlock
+from catalog.format.row_groups import DecodedRowGroups
+from catalog.plan.options import ReadOptions
+from catalog.plan.planner import plan
 from catalog.read.mor import (
     COMMIT_TIME,
     EVENT_TIME,
@@ -24,6 +29,7 @@ from catalog.read.mor import (
     merge_batches,
     reduce_winners,
 )
+from catalog.read.split_reader import read_splits
 from tests.support.compare import assert_same_rows
 from tests.support.written import WrittenTable
 
@@ -174,14 +180,18 @@ PARTIAL = WrittenTable("1.2.0", "mor_payload_partial_update")
 
 
 def test_point_reads_merge_like_the_snapshot(written_table):
-    """A point read (filters pinning record keys) merges through the same partial fold."""
+    """A point read (filters pinning record keys, through the decoded block caches) merges
+    through the same partial fold, cold and warm."""
     table = HudiTable.open(written_table(PARTIAL))
     snapshot = table.read()
     filled = [r["id"] for r in snapshot.to_pylist() if r["memo"] and r["memo"].endswith("_v0") and r["ts"] > 2000]
     assert filled, "the table has rows whose memo comes from an older version"
-    for key in filled + ["id000"]:
-        ours = table.read(filters=[("id", "=", key)])
-        assert_same_rows(ours, snapshot.filter(pa.compute.equal(snapshot.column("id"), key)), key)
+    decoded, logs = DecodedRowGroups(16 << 20), DecodedLogBlocks(16 << 20)
+    for keys in [[k] for k in filled] + [filled + ["id000"]] * 2:
+        scan = plan(table.state, ReadOptions(filters=[("id", "in", keys)]), decoded=decoded, logs=logs)
+        assert scan.context.point is not None and scan.context.point.logs is logs
+        ours = pa.Table.from_batches(list(read_splits(scan.context, list(scan.splits))), schema=scan.schema)
+        assert_same_rows(ours, snapshot.filter(pc.is_in(snapshot.column("id"), pa.array(keys))), str(keys))
 
 
 def test_unsupported_partial_update_mode_is_refused_by_name(written_table, tmp_path: Path):
