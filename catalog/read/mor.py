@@ -17,6 +17,9 @@ Algorithm (Java's file-group reader semantics, restated with Arrow compute):
    strictly greater ordering value than a non-commit-time winner keeps its place.
 4. Log winners never matched by a base row are inserts (deletes among them vanish).
 
+Tables with partial updates (``IGNORE_DEFAULTS``) fold a key's versions in write order instead of
+picking one in steps 2 and 3: the winner's nulls take the loser's values (:mod:`catalog.read.partial`).
+
 Memory bound: one base batch at a time (``BATCH_SIZE`` rows) plus the winner table, i.e. the
 latest version of every key that appears in the slice's valid log blocks, restricted to the
 merge-schema columns. Log blocks are decoded one at a time and folded into the winners whenever
