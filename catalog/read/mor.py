@@ -17,6 +17,9 @@ Algorithm (Java's file-group reader semantics, restated with Arrow compute):
    strictly greater ordering value than a non-commit-time winner keeps its place.
 4. Log winners never matched by a base row are inserts (deletes among them vanish).
 
+Tables with partial updates (``IGNORE_DEFAULTS``) fold a key's versions in write order instead of
+picking one in steps 2 and 3: the winner's nulls take the loser's values (:mod:`catalog.read.partial`).
+
 Memory bound: one base batch at a time (``BATCH_SIZE`` rows) plus the winner table, i.e. the
 latest version of every key that appears in the slice's valid log blocks, restricted to the
 merge-schema columns. Log blocks are decoded one at a time and folded into the winners whenever
@@ -43,6 +46,7 @@ from catalog.format.row_groups import PointLookup
 from catalog.read.context import ReadContext
 from catalog.read.cow import read_base
 from catalog.read.log_scan import scan_blocks, valid_blocks
+from catalog.read.partial import check_defaults, choose, fill_defaults, fold_in_order
 from catalog.storage import Storage
 from catalog.table.files import FileSlice
 from catalog.table.internal_schema import ColumnMap, rename_columns
@@ -51,6 +55,8 @@ RECORD_KEY = "_hoodie_record_key"
 IS_DELETED = "_hoodie_is_deleted"
 EVENT_TIME = "EVENT_TIME_ORDERING"
 COMMIT_TIME = "COMMIT_TIME_ORDERING"
+#: the partial update mode the merge carries (:mod:`catalog.read.partial`)
+IGNORE_DEFAULTS = "IGNORE_DEFAULTS"
 
 _KEY = "__hf_key"
 _SEQ = "__hf_seq"
@@ -63,10 +69,11 @@ _REDUCE_AT = 1 << 20
 
 
 class MergeSpec:
-    """What the merge of one table needs to know: key, ordering, delete marker, merge mode."""
+    """What the merge of one table needs to know: key, ordering, delete marker, merge mode and
+    whether a version's null columns take the other version's values (``partial``)."""
 
     def __init__(self, key_fields: Sequence[str], ordering: Sequence[str], mode: str, schema: pa.Schema,
-                 delete_marker: tuple[str, str] | None = None):
+                 delete_marker: tuple[str, str] | None = None, partial: bool = False):
         self.key_fields = list(key_fields)
         self.delete_marker = delete_marker
         self.ordering = [f for f in ordering if schema.get_field_index(f) >= 0]
@@ -76,6 +83,7 @@ class MergeSpec:
             mode = COMMIT_TIME  # payload-based v6 tables resolve to one of the two (config.py)
         self.event_time = mode == EVENT_TIME and bool(self.ordering)
         self.schema = schema  # merge schema: table types, all columns the merge and the query need
+        self.partial = partial
 
     @classmethod
     def for_context(cls, ctx: ReadContext) -> "MergeSpec":
@@ -89,13 +97,14 @@ class MergeSpec:
         if missing:
             raise UnsupportedTableError(f"record key field(s) {missing} not in the table schema; cannot merge logs")
         schema = pa.schema([full.field(n) for n in names], metadata=full.metadata)
-        if config.partial_update_mode is not None:
-            # a log record's default (or marked) columns take the previous version's values
+        partial = config.partial_update_mode
+        if partial not in (None, IGNORE_DEFAULTS):
+            # a log record's marked columns take the previous version's values
             raise UnsupportedTableError(
-                f"partial update mode {config.partial_update_mode} (hoodie.table.partial.update.mode) is not "
-                "supported for MOR reads"
+                f"partial update mode {partial} (hoodie.table.partial.update.mode) is not supported for MOR reads"
             )
-        return cls(key_fields, config.ordering_fields, config.merge_mode, schema, config.delete_marker)
+        return cls(key_fields, config.ordering_fields, config.merge_mode, schema, config.delete_marker,
+                   partial=partial is not None)
 
     # -- keys ---------------------------------------------------------------------------
     def keys(self, data: pa.Table | pa.RecordBatch) -> pa.Array:
@@ -208,6 +217,8 @@ def reduce_winners(spec: MergeSpec, rows: pa.Table) -> pa.Table:
     rows = rows.filter(pc.is_valid(rows.column(_KEY)))
     if rows.num_rows == 0:
         return rows
+    if spec.partial:
+        return fold_in_order(rows, _KEY, _SEQ, lambda older, newer: _partial_step(spec, older, newer))
     if not spec.event_time:
         return _last_per_key(rows, [_KEY, _SEQ])
     ctdel = rows.column(_CTDEL)
@@ -223,16 +234,37 @@ def reduce_winners(spec: MergeSpec, rows: pa.Table) -> pa.Table:
     return _last_per_key(rows, [_KEY, "__hf_rank", *spec.ordering, _SEQ]).drop_columns(["__hf_rank"])
 
 
-def _greater(spec: MergeSpec, base: pa.RecordBatch, winners: pa.Table) -> pa.Array:
-    """Row-wise: base ordering value(s) strictly greater than the winners' (lexicographic)."""
+def _partial_step(spec: MergeSpec, older: pa.Table, newer: pa.Table) -> pa.Table:
+    """Two versions of the same keys merged (a log fold step): the later write wins, or under
+    EVENT_TIME the greater ordering value (ties and commit-time deletes on either side: the later
+    write); the winner's nulls take the loser's values unless either is a delete."""
+    pick_newer = _flags(newer.num_rows, True)
+    if spec.event_time:
+        older_wins = _greater(spec, older, newer, nulls_smallest=True)
+        either_ctdel = pc.or_(older.column(_CTDEL).combine_chunks(), newer.column(_CTDEL).combine_chunks())
+        pick_newer = pc.or_(either_ctdel, pc.invert(older_wins))
+    high, low = choose(pick_newer, older, newer), choose(pick_newer, newer, older)
+    no_delete = pc.invert(pc.or_(older.column(_DEL).combine_chunks(), newer.column(_DEL).combine_chunks()))
+    return fill_defaults(high, low, spec.schema.names, no_delete)
+
+
+def _greater(spec: MergeSpec, base: pa.RecordBatch | pa.Table, winners: pa.Table,
+             nulls_smallest: bool = False) -> pa.Array:
+    """Row-wise: base ordering value(s) strictly greater than the winners' (lexicographic; a null
+    compares as neither, or with ``nulls_smallest`` as below every value, as the log sort has it)."""
     result = _flags(base.num_rows, False)
     equal_so_far = _flags(base.num_rows, True)
     for name in spec.ordering:
         b = base.column(name)
+        b = b.combine_chunks() if isinstance(b, pa.ChunkedArray) else b
         w = winners.column(name).combine_chunks()
         gt = pc.fill_null(pc.greater(b, w), False)
+        eq = pc.fill_null(pc.equal(b, w), False)
+        if nulls_smallest:
+            gt = pc.or_(gt, pc.and_(pc.is_valid(b), pc.is_null(w)))
+            eq = pc.or_(eq, pc.and_(pc.is_null(b), pc.is_null(w)))
         result = pc.or_(result, pc.and_(equal_so_far, gt))
-        equal_so_far = pc.and_(equal_so_far, pc.fill_null(pc.equal(b, w), False))
+        equal_so_far = pc.and_(equal_so_far, eq)
     return result
 
 
@@ -262,6 +294,8 @@ def collect_winners(
     pending_rows = 0
     seq = 0
     for block in blocks:
+        if spec.partial:
+            check_defaults(block)
         decoded = decode(block)
         if isinstance(decoded, DeleteRecords):
             keyed = index(block, decoded) if index is not None and point is not None else None
@@ -440,10 +474,15 @@ def merge_batches(
             base_wins = pc.and_(pc.and_(matched, not_ctdel), _greater(spec, batch, taken))
         else:
             base_wins = _flags(batch.num_rows, False)
-        kept = batch.filter(pc.or_(pc.invert(matched), base_wins))
-        if kept.num_rows:
-            yield kept
-        replaced = winners.take(idx.filter(pc.and_(matched, pc.invert(base_wins))))
+        replacing = pc.and_(matched, pc.invert(base_wins))
+        if spec.partial:
+            base_rows, replaced = _partial_final(spec, batch, winners, idx, base_wins)
+            kept = base_rows.filter(pc.invert(replacing)).combine_chunks().to_batches()
+            replaced = replaced.filter(replacing)
+        else:
+            kept = [batch.filter(pc.invert(replacing))]
+            replaced = winners.take(idx.filter(replacing))
+        yield from (b for b in kept if b.num_rows)
         yield from _payload(spec, replaced.filter(pc.invert(replaced.column(_DEL))))
     if not emit_inserts:
         return
@@ -453,6 +492,20 @@ def merge_batches(
     matched_positions = pa.concat_arrays([a.cast(pa.int64()) for a in seen]) if seen else pa.array([], pa.int64())
     unmatched = winners.filter(pc.invert(pc.is_in(_positions(winners.num_rows), value_set=matched_positions)))
     yield from _payload(spec, unmatched.filter(pc.invert(unmatched.column(_DEL))))
+
+
+def _partial_final(
+    spec: MergeSpec, batch: pa.RecordBatch, winners: pa.Table, idx: pa.Array, base_wins: pa.Array
+) -> tuple[pa.Table, pa.Table]:
+    """Base rows and their log winners (row-aligned to ``batch``) after the partial merge of the
+    two: the one that wins keeps its values and takes the other's for its nulls, unless the log
+    winner is a delete."""
+    base = pa.Table.from_batches([batch])
+    taken = winners.take(pc.fill_null(idx, 0))
+    merging = pc.and_(pc.is_valid(idx), pc.invert(taken.column(_DEL).combine_chunks()))
+    names = [n for n in spec.schema.names if base.schema.get_field_index(n) >= 0]
+    return (fill_defaults(base, taken, names, pc.and_(merging, base_wins)),
+            fill_defaults(taken, base, names, merging))
 
 
 def _other_row_group_keys(

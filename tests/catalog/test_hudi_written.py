@@ -153,10 +153,10 @@ def test_reads_equal_hudi(written_table, case):
     assert_same_rows(_blob_paths_in_table(ours, table), _blob_paths_in_table(expected, table), what)
 
 
-#: the words of our refusals of a merge we do not carry: a payload class of its own (table version 6),
-#: and the partial update mode table version 9 records for such a payload (a log record's null
-#: columns keep the previous version's values)
-_CUSTOM_MERGE = ("custom record merge mode / payload is not supported", "partial update mode IGNORE_DEFAULTS")
+#: the words of our refusal of a merge we do not carry: a payload class of its own (table versions
+#: 5, 6 and 8; table version 9 records such payloads as a merge mode and partial update mode, which
+#: we read)
+_CUSTOM_MERGE = ("custom record merge mode / payload is not supported",)
 #: table feature -> the words of our reader's refusal of some of its queries (never wrong rows)
 OUR_REFUSALS = {"custom_payload": _CUSTOM_MERGE, "payload_partial_update": _CUSTOM_MERGE}
 
