@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 from catalog import HudiTable
-from catalog.storage import Storage
 from catalog.state import TableState
+from catalog.storage import Storage
 from hudi_generator.generator import COPY_ON_WRITE, MERGE_ON_READ, GeneratorSpec, generate
 
 REGION = "us-east-1"
