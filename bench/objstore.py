@@ -439,7 +439,8 @@ def _one_delay(proxy: LatencyProxy, warehouse: str, settings: dict[str, tuple[Pa
                 for kind in TABLES:
                     floor = _timeline_listing(warehouse, kind, config) if "no disk cache" in name else None
                     _point_queries(meter, server, name, kind, size, warm[kind], measured[kind], concurrent[kind],
-                                   emit, title, params, out, log, floor)
+                                   emit, title, params, out, log, floor,
+                                   FLOOR_NAME if name == DEFAULT_NAME else f"{FLOOR_NAME}, beside {name}")
         finally:
             for server in servers.values():
                 server.stop()
@@ -472,7 +473,8 @@ def _timeline_listing(warehouse: str, kind: str, config: dict) -> Callable[[], i
 def _point_queries(meter: Meter, server: Any, name: str, kind: str, size: Size, warm: list[str],
                    measured: list[str], concurrent: list[str], emit: Callable[..., None],
                    title: Callable[[str, str], str], params: dict, out: list[dict],
-                   log: Callable[[str], None], floor: Callable[[], int] | None = None) -> None:
+                   log: Callable[[str], None], floor: Callable[[], int] | None = None,
+                   floor_name: str = FLOOR_NAME) -> None:
     """Warm ``server`` up on ``kind`` (4 clients), then its point queries by each path, one client,
     and by ``size.clients`` clients at once (each its own connection). With ``floor`` (the one
     request a warm query makes), that request alone ``len(measured)`` times right after each
@@ -491,7 +493,7 @@ def _point_queries(meter: Meter, server: Any, name: str, kind: str, size: Size, 
             bare = None if floor is None else meter.run([floor for _ in measured], check=lambda n: n > 0)
             emit(kind, f"warm point query, {path}", name, cost, "query", bare, warmup_queries=len(warm))
             if bare is not None:
-                emit(kind, f"warm point query, {path}", FLOOR_NAME, bare, "query")
+                emit(kind, f"warm point query, {path}", floor_name, bare, "query")
         t0 = time.perf_counter()
         cost = _spread(meter, clients, concurrent, server.pid)
         wall = time.perf_counter() - t0
