@@ -33,7 +33,12 @@ Measured, one competitor at a time (so the proxy's counts are that competitor's)
   every row group and record-index block (:func:`bench.point_query.steady_warmup_keys`); then
   ``Size.queries`` keys never asked before: p50 latency, storage requests and bytes per query;
 * ``8 clients``: ``Size.clients`` threads with a connection each asking ``Size.per_client`` keys at
-  once: throughput and storage requests per query.
+  once: throughput and storage requests per query;
+* ``storage floor``: beside each warm point query of the default servers, right after it, the one
+  request such a query makes (the listing of the table's active timeline folder that checks
+  whether the table moved), ``Size.queries`` times by this process through the server's own code
+  and client (:meth:`catalog.storage.Storage.ls_names`, s3fs) and the same proxy: its p50, and
+  the point query's p50 minus it (what the server adds to the store's round trip).
 
 Beside the proxy's counts, each server's own storage-request counter (its ``/metrics``) per call.
 
@@ -41,7 +46,8 @@ The server's CPU (user + system of its process tree, ``/proc``) per query or sca
 beside the wall times. At 25 ms the issue's targets are checked and printed (holds / misses); the
 rows of those measurements carry ``target`` and ``holds`` in their ``params``.
 
-Run alone: ``python -m bench.objstore [quick|full] [--peer COMMIT]``.
+Run alone: ``python -m bench.objstore [quick|full] [--peer COMMIT] [--points-only]`` (``--points-only``:
+the warm point queries and their floor alone, without the cold planning and scan rows).
 """
 
 from __future__ import annotations
@@ -77,6 +83,7 @@ SCAN_THREADS = 4
 CACHED = {"disk_cache_bytes": 512 << 20, "max_staleness_ms": 30_000}
 UNCACHED = {"disk_cache_bytes": 0}
 DEFAULT_NAME, CACHED_NAME = "hudi-flight (no disk cache)", "hudi-flight (disk cache, max_staleness_ms)"
+FLOOR_NAME = "storage floor (the timeline listing alone)"
 
 
 @dataclass(frozen=True)
@@ -296,8 +303,10 @@ def chunk_and_footer_bytes(table: Path, columns: list[str]) -> int:
 
 # -- the run ---------------------------------------------------------------------------------------
 def benchmark(size: Size, log: Callable[[str], None], delays: tuple[float, ...] = DELAYS_MS,
-              peer: str | None = None, data_dir: Path | None = None, cached: bool = True) -> list[dict]:
-    """Every measurement at each of ``delays`` (``cached=False``: without the cached-settings servers)."""
+              peer: str | None = None, data_dir: Path | None = None, cached: bool = True,
+              points_only: bool = False) -> list[dict]:
+    """Every measurement at each of ``delays`` (``cached=False``: without the cached-settings servers;
+    ``points_only``: the warm point queries and their storage floor alone)."""
     tables = local_tables(size, data_dir or table_dir("objstore", "full" if size.rows > 100_000 else "quick"))
     rows = size.rows
     rnd = random.Random(28)
@@ -326,7 +335,7 @@ def benchmark(size: Size, log: Callable[[str], None], delays: tuple[float, ...] 
             for delay in delays:
                 proxy.delay_ms = delay
                 out += _one_delay(proxy, warehouse, settings, size, delay, warm, measured, concurrent, base_files,
-                                  reference, log)
+                                  reference, log, points_only)
             out += _cross_check(proxy, moto, size, log)
     finally:
         moto.stop()
@@ -351,7 +360,7 @@ def _cross_check(proxy: LatencyProxy, moto: MotoServer, size: Size, log: Callabl
 def _one_delay(proxy: LatencyProxy, warehouse: str, settings: dict[str, tuple[Path, dict]], size: Size,
                delay: float, warm: dict[str, list[str]], measured: dict[str, list[str]],
                concurrent: dict[str, list[str]], base_files: dict[str, list[str]], reference: dict[str, int],
-               log: Callable[[str], None]) -> list[dict]:
+               log: Callable[[str], None], points_only: bool = False) -> list[dict]:
     meter = Meter(proxy)
     out: list[dict] = []
     config = {"storage_options": storage_options(proxy.endpoint)}
@@ -363,7 +372,8 @@ def _one_delay(proxy: LatencyProxy, warehouse: str, settings: dict[str, tuple[Pa
     def title(kind: str, what: str) -> str:
         return f"objstore/{kind.upper()} {size.rows:,} rows, {delay:g} ms/request: {what}"
 
-    def emit(kind: str, what: str, who: str, cost: Cost, unit_of: str, **extra: Any) -> None:
+    def emit(kind: str, what: str, who: str, cost: Cost, unit_of: str, floor: Cost | None = None,
+             **extra: Any) -> None:
         name = title(kind, what)
         p = {**params, "calls": len(cost.walls), "requests_by_kind": cost.kinds, **extra}
         out.append(row(name, who, f"storage requests per {unit_of}", cost.requests, "requests", params=p))
@@ -374,6 +384,9 @@ def _one_delay(proxy: LatencyProxy, warehouse: str, settings: dict[str, tuple[Pa
             out.append(row(name, who, "median wall time", cost.median, "s", params=p))
         if cost.cpu is not None:
             out.append(row(name, who, f"server CPU per {unit_of}", 1000 * cost.cpu, "ms", params=p))
+        if floor is not None:
+            out.append(row(name, who, "p50 latency minus the storage floor's",
+                           1000 * (percentile(cost.walls, 50) - percentile(floor.walls, 50)), "ms", params=p))
         if cost.own is not None:
             out.append(row(name, who, f"storage requests per {unit_of}, the server's own counter", cost.own[0],
                            "requests", params=p))
@@ -387,7 +400,7 @@ def _one_delay(proxy: LatencyProxy, warehouse: str, settings: dict[str, tuple[Pa
         meter.metrics = {server.pid: f"http://127.0.0.1:{ports[name]}/metrics" for name, server in servers.items()}
         try:
             # cold planning: each server's first plan of each table, then hudi-rs'
-            for kind in TABLES:
+            for kind in () if points_only else TABLES:
                 for name, server in servers.items():
                     emit(kind, "cold planning", name, _cold_plan(meter, server, kind), "plan")
                 uri = f"{warehouse}/{NAMESPACE}/{kind}"
@@ -395,7 +408,8 @@ def _one_delay(proxy: LatencyProxy, warehouse: str, settings: dict[str, tuple[Pa
                      meter.run([lambda u=uri: len(_hudi_rs(u, proxy.endpoint).get_file_slices())]), "plan")
             # full scan and projection, interleaved rounds
             scanners = {name: s for name, s in servers.items() if "max_staleness_ms" not in name}
-            for what, columns in (("full scan", None), (f"{len(PROJECTION)}-column projection", PROJECTION)):
+            scans = (("full scan", None), (f"{len(PROJECTION)}-column projection", PROJECTION))
+            for what, columns in () if points_only else scans:
                 for kind in TABLES:
                     uri = f"{warehouse}/{NAMESPACE}/{kind}"
                     clients = {name: flight.connect(server.uri) for name, server in scanners.items()}
@@ -423,8 +437,10 @@ def _one_delay(proxy: LatencyProxy, warehouse: str, settings: dict[str, tuple[Pa
             # warm point queries, one client, then several clients at once
             for name, server in servers.items():
                 for kind in TABLES:
+                    floor = _timeline_listing(warehouse, kind, config) if "no disk cache" in name else None
                     _point_queries(meter, server, name, kind, size, warm[kind], measured[kind], concurrent[kind],
-                                   emit, title, params, out, log)
+                                   emit, title, params, out, log, floor,
+                                   FLOOR_NAME if name == DEFAULT_NAME else f"{FLOOR_NAME}, beside {name}")
         finally:
             for server in servers.values():
                 server.stop()
@@ -441,12 +457,28 @@ def _cold_plan(meter: Meter, server: Any, kind: str) -> Cost:
         client.close()
 
 
+def _timeline_listing(warehouse: str, kind: str, config: dict) -> Callable[[], int]:
+    """The request a warm default server makes per query, made by this process: one listing of
+    ``kind``'s active timeline folder, through the catalog's own storage code and fsspec client
+    (with the server's storage options), on one client kept warm as the server keeps its own."""
+    from catalog.storage import open_table_storage
+    from catalog.timeline.active import DEFAULT_TIMELINE_FOLDER
+
+    storage = open_table_storage(f"{warehouse}/{NAMESPACE}/{kind}", config["storage_options"])
+    storage.ls_names(DEFAULT_TIMELINE_FOLDER)  # the client's connection and credentials, as a warm server has
+
+    return lambda: len(storage.ls_names(DEFAULT_TIMELINE_FOLDER))
+
+
 def _point_queries(meter: Meter, server: Any, name: str, kind: str, size: Size, warm: list[str],
                    measured: list[str], concurrent: list[str], emit: Callable[..., None],
                    title: Callable[[str, str], str], params: dict, out: list[dict],
-                   log: Callable[[str], None]) -> None:
+                   log: Callable[[str], None], floor: Callable[[], int] | None = None,
+                   floor_name: str = FLOOR_NAME) -> None:
     """Warm ``server`` up on ``kind`` (4 clients), then its point queries by each path, one client,
-    and by ``size.clients`` clients at once (each its own connection)."""
+    and by ``size.clients`` clients at once (each its own connection). With ``floor`` (the one
+    request a warm query makes), that request alone ``len(measured)`` times right after each
+    path's queries, as its own row, and the path's p50 minus the floor's."""
     warmers = [_JsonPoint(server.uri, kind) for _ in range(4)]
     clients = [_JsonPoint(server.uri, kind) for _ in range(size.clients)]
     try:
@@ -458,7 +490,10 @@ def _point_queries(meter: Meter, server: Any, name: str, kind: str, size: Size, 
                 cost = meter.run([lambda k=k, q=query: q(k) for k in measured], server.pid, check=lambda n: n == 1)
             finally:
                 query.close()
-            emit(kind, f"warm point query, {path}", name, cost, "query", warmup_queries=len(warm))
+            bare = None if floor is None else meter.run([floor for _ in measured], check=lambda n: n > 0)
+            emit(kind, f"warm point query, {path}", name, cost, "query", bare, warmup_queries=len(warm))
+            if bare is not None:
+                emit(kind, f"warm point query, {path}", floor_name, bare, "query")
         t0 = time.perf_counter()
         cost = _spread(meter, clients, concurrent, server.pid)
         wall = time.perf_counter() - t0
@@ -581,18 +616,20 @@ def _with_targets(rows: list[dict], log: Callable[[str], None]) -> list[dict]:
     return rows
 
 
-def run(size: str, peer: str | None = None) -> list[dict]:
+def run(size: str, peer: str | None = None, points_only: bool = False) -> list[dict]:
     """Harness entry (``python -m bench``)."""
     def log(message: str) -> None:
         print(f"[objstore] {message}", file=sys.stderr, flush=True)
 
-    return _with_targets(benchmark(SIZES[size], log, peer=peer), log)
+    return _with_targets(benchmark(SIZES[size], log, peer=peer, points_only=points_only), log)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m bench.objstore", description=__doc__.splitlines()[0])
     parser.add_argument("size", nargs="?", choices=list(SIZES), default="quick")
     parser.add_argument("--peer", help="also serve this commit (a git worktree under .cache/), side by side")
+    parser.add_argument("--points-only", action="store_true",
+                        help="only the warm point queries and their storage floor (no cold planning, no scans)")
     args = parser.parse_args()
-    for r in run(args.size, args.peer):
+    for r in run(args.size, args.peer, args.points_only):
         print(f"{r['name']:78} {r['competitor']:44} {r['metric']:28} {r['value']:14.3f} {r['unit']}")

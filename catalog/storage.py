@@ -25,6 +25,7 @@ from fsspec.core import url_to_fs
 
 from catalog.errors import StorageUnavailableError, TableNotFoundError
 from catalog.optional import NotInstalledError, missing_filesystem
+from catalog.s3_listing import fast_listing_timestamps
 
 T = TypeVar("T")
 #: ``listener(kind, bytes read)`` for every counted request of every Storage of the process
@@ -110,6 +111,7 @@ class Storage:
             self.fs, root = url_to_fs(uri, **self.storage_options)
         except ImportError as err:  # the protocol's filesystem package is not installed
             raise missing_filesystem(uri, err) from err
+        fast_listing_timestamps(self.fs)
         self.root = root.rstrip("/") if root not in ("/", "") else root
         self.stats = RequestStats()
         self._file_uris: dict[str, str] = {}

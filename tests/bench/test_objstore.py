@@ -29,6 +29,11 @@ def test_objstore_bench_runs_on_tiny_tables(tmp_path: Path) -> None:
             assert by[(what, kind, cached, "storage requests per query")] <= by[(what, kind, flight,
                                                                                    "storage requests per query")]
             assert by[(what, kind, flight, "server CPU per query")] >= 0
+            # the floor: the warm query's one request (the timeline listing) alone, beside it
+            floor = objstore.FLOOR_NAME
+            assert by[(what, kind, floor, "storage requests per query")] == 1
+            assert by[(what, kind, flight, "p50 latency minus the storage floor's")] == pytest.approx(
+                by[(what, kind, flight, "p50 latency")] - by[(what, kind, floor, "p50 latency")])
         assert by[("2 clients, warm point queries, JSON command", kind, flight, "throughput")] > 0
         assert by[("full scan", kind, flight, "storage requests per scan, the server's own counter")] > 0
     assert by[("full scan", "objstore/COW", "pyarrow.dataset", "bytes fetched per scan")] > 0
