@@ -24,6 +24,7 @@ import logging
 import os
 import re
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +56,9 @@ class DiskCache:
         self.root = root / str(os.getpid())
         self._remove_stale(root)
         private_dir(self.root)
-        self._blocks: BoundedLRU[str, Path] = BoundedLRU(
-            "disk", max_bytes, listener=listener, on_evict=lambda key, path: path.unlink(missing_ok=True)
+        #: block key -> (its file, the length it was written with)
+        self._blocks: BoundedLRU[str, tuple[Path, int]] = BoundedLRU(
+            "disk", max_bytes, listener=listener, on_evict=lambda key, kept: kept[0].unlink(missing_ok=True)
         )
         self.fallbacks = 0  # reads that went to storage because the disk failed
 
@@ -83,17 +85,23 @@ class DiskCache:
         return hashlib.sha256(f"{fs.unstrip_protocol(path)}\0{index}".encode()).hexdigest()
 
     def _held(self, key: str) -> bytes | None:
-        """A kept block's bytes, or ``None`` (not kept, or unreadable: then forgotten)."""
-        where = self._blocks.get(key)
-        if where is None:
+        """A kept block's bytes, or ``None`` (not kept, or unreadable or not the length it was
+        kept with: then forgotten, and storage answers)."""
+        kept = self._blocks.get(key)
+        if kept is None:
             return None
+        where, length = kept
         try:
-            return where.read_bytes()
-        except OSError as err:  # deleted under us, unreadable: storage answers
-            self.fallbacks += 1
-            self._blocks.pop(key)
-            log.warning("disk cache block unreadable, reading storage: %s", type(err).__name__)
-            return None
+            data = where.read_bytes()
+            if len(data) == length:
+                return data
+            problem = "its length changed"
+        except OSError as err:  # deleted under us, unreadable
+            problem = type(err).__name__
+        self.fallbacks += 1
+        self._blocks.pop(key)
+        log.warning("disk cache block unreadable, reading storage: %s", problem)
+        return None
 
     def ranges(self, fs: AbstractFileSystem, wanted: list[tuple[str, int, int]]) -> list[bytes]:
         """The bytes ``[start, end)`` of each ``(path, start, end)`` of ``fs``, from the blocks
@@ -136,7 +144,9 @@ class DiskCache:
         if len(data) > self._blocks.max_entry_bytes:
             return
         target = self.root / key
-        temp = target.with_suffix(".tmp")
+        # a temp name of this thread's own: two requests fetching the same block at once must
+        # not write into one file (the second truncates what the first renames into place)
+        temp = target.with_name(f"{key}.{threading.get_ident()}.tmp")
         try:
             private_dir(self.root)  # recreated if it was deleted while serving
             with open(temp, "wb") as fh:
@@ -148,7 +158,7 @@ class DiskCache:
                 temp.unlink(missing_ok=True)
             log.warning("disk cache cannot keep a block: %s", type(err).__name__)
             return
-        self._blocks.put(key, target, len(data))
+        self._blocks.put(key, (target, len(data)), len(data))
 
 
 def _cached_range(path: str, start: int | None, end: int | None) -> tuple[str, int, int] | None:

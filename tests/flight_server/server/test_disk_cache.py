@@ -128,3 +128,45 @@ def test_ranges_come_from_blocks_fetched_in_runs_then_from_disk(tmp_path):
     assert [kind for kind, _ in CountingFileSystem.reset()] == ["read", "read"]
     assert fs.cat_file(path, start=BLOCK_BYTES + 1, end=BLOCK_BYTES + 9) == data[BLOCK_BYTES + 1 : BLOCK_BYTES + 9]
     assert CountingFileSystem.reset() == []
+
+
+def _cached_file(tmp_path, size: int):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    from flight_server.server.cache.disk_cache import BLOCK_BYTES, DiskCache
+
+    register()
+    name = "fg2-0_0-1-0_20250101000000000.parquet"
+    data = os.urandom(size)
+    (tmp_path / name).write_bytes(data)
+    cache = DiskCache(tmp_path / "cache", 64 * BLOCK_BYTES)
+    return cache, cache.wrap(CountingFileSystem()), str(tmp_path / name), data
+
+
+def test_a_block_file_of_another_length_is_not_served(tmp_path):
+    """A block file cut short (or grown) on disk is read from storage again, never served short."""
+    from flight_server.server.cache.disk_cache import BLOCK_BYTES
+
+    cache, fs, path, data = _cached_file(tmp_path, 2 * BLOCK_BYTES + 10)
+    assert fs.cat_file(path, start=4, end=len(data)) == data[4:]
+    for block in cache.root.iterdir():
+        block.write_bytes(block.read_bytes()[:5])
+    CountingFileSystem.reset()
+    assert fs.cat_file(path, start=4, end=len(data)) == data[4:]
+    assert [kind for kind, _ in CountingFileSystem.reset()] == ["read"]
+    assert cache.fallbacks == 3
+
+
+def test_threads_fetching_the_same_blocks_at_once_keep_whole_blocks(tmp_path):
+    """Many requests missing the same blocks at once each keep them through a temp file of their
+    own: every answer, and every block left on disk, holds the file's bytes."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from flight_server.server.cache.disk_cache import BLOCK_BYTES
+
+    for round_ in range(5):
+        cache, fs, path, data = _cached_file(tmp_path / str(round_), 3 * BLOCK_BYTES + 7)
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(fs.cat_file, [path] * 16, [4] * 16, [len(data)] * 16))
+        assert answers == [data[4:]] * 16
+        assert fs.cat_file(path, start=0, end=len(data)) == data
+        assert sorted(os.path.getsize(p) for p in cache.root.iterdir()) == [7, BLOCK_BYTES, BLOCK_BYTES, BLOCK_BYTES]
