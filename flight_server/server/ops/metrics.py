@@ -96,12 +96,40 @@ class Metrics:
             self.cache_bytes.labels(cache).set(amount)
 
 
+class _Pid:
+    """This process's id, read once and again in a forked child: prometheus_client checks the
+    process identifier on every increment (to notice a fork), and ``os.getpid`` is a system call
+    each time (a dozen per query)."""
+
+    value = os.getpid()
+
+    @classmethod
+    def refresh(cls) -> None:
+        cls.value = os.getpid()
+
+    @classmethod
+    def get(cls) -> int:
+        return cls.value
+
+
+os.register_at_fork(after_in_child=_Pid.refresh)
+
+
+def _identify_by_cached_pid() -> None:
+    """Multiprocess values keyed by :class:`_Pid` (prometheus_client's documented hook for the
+    process identifier); before the first metric object is made."""
+    from prometheus_client import values
+
+    values.ValueClass = values.MultiProcessValue(process_identifier=_Pid.get)
+
+
 def process_metrics(state_path: Path) -> Metrics:
     """This process's metrics, recording into the server's multiprocess directory."""
     global _metrics
     with _lock:
         if _metrics is None:
             prepare_dir(state_path)
+            _identify_by_cached_pid()
             _metrics = Metrics()
         return _metrics
 
