@@ -216,3 +216,31 @@ def test_failed_calls_log_the_reason_the_client_got(caplog):
     assert failed["reason"] == "filter: column 'amount' is int64; 'abc' is not a 64-bit integer"
     assert ok["status"] == "OK" and "reason" not in ok
     assert "Traceback" not in caplog.text and "Detail" not in caplog.text
+
+
+_FORKED_COUNTS = """
+import os, sys
+from pathlib import Path
+from flight_server.server.ops.metrics import exposition, process_metrics
+state = Path(sys.argv[1])
+metrics = process_metrics(state)
+metrics.storage_request("open", 0)
+child = os.fork()
+if child == 0:
+    metrics.storage_request("open", 0)
+    os._exit(0)
+os.waitpid(child, 0)
+files = sorted(p.name for p in (state / "metrics").glob("counter_*.db"))
+print(len(files), f"counter_{os.getpid()}.db" in files, f"counter_{child}.db" in files)
+print([line for line in exposition().decode().splitlines() if line.startswith('hudi_flight_storage_requests_total')])
+"""
+
+
+def test_metrics_of_a_forked_child_count_in_its_own_file(tmp_path):
+    """The process identifier is cached (no system call per increment) yet a forked child still
+    records into a file of its own pid, and the totals sum both processes."""
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    out = subprocess.run([sys.executable, "-c", _FORKED_COUNTS, str(tmp_path)], capture_output=True, text=True,
+                         env=env, check=True, timeout=60).stdout.splitlines()
+    assert out[0] == "2 True True"
+    assert "hudi_flight_storage_requests_total{kind=\"open\"} 2.0" in out[1]
