@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("catalog", "flight_server", "hudi_generator", "schemas")
 #: catalog rooms, lowest first: a room may import only rooms at its rank or below
 CATALOG_RANKS = {
-    "errors": 0, "storage": 0, "lru": 0, "parallel": 0, "optional": 0, "format": 1, "table": 2, "timeline": 3, "fs_view": 4, "listing": 5,
+    "errors": 0, "storage": 0, "s3_listing": 0, "lru": 0, "parallel": 0, "optional": 0, "format": 1, "table": 2, "timeline": 3, "fs_view": 4, "listing": 5,
     "state": 6, "read": 7, "plan": 8, "meta": 9, "hudi_table": 10, "__init__": 11,
 }
 #: rooms of flight_server/server/, lowest first: the process (runtime) serves the RPCs (service),
