@@ -14,6 +14,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from fsspec import AbstractFileSystem
+
 
 def iso_timestamp(value: Any) -> datetime:
     """``value`` as botocore's parser reads it; ISO-8601 UTC times (``...Z``) without dateutil."""
@@ -27,7 +29,7 @@ def iso_timestamp(value: Any) -> datetime:
     return parse_timestamp(value)
 
 
-def fast_listing_timestamps(fs: Any) -> None:
+def fast_listing_timestamps(fs: AbstractFileSystem) -> None:
     """Give the client of ``fs`` (an s3fs filesystem; any other is left alone) the parser of
     :func:`iso_timestamp`. The client is made now (s3fs makes it before its first request);
     making it sends no request. Should making it fail (credentials that cannot be resolved), the
