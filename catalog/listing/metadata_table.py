@@ -288,7 +288,7 @@ class MetadataTable:
         self._lookup_lock = threading.Lock()  # cached readers keep read-ahead state
         self._readers: dict[str, HFileReader] = {}
         self._log_blocks: dict[tuple[str, str], list[tuple[LogBlock, HFileReader | None]]] = {}
-        self._deleted_keys: dict[tuple[str, int], list[str]] = {}  # delete blocks of the lookup path
+        self._deleted_keys: dict[tuple[str, int], frozenset[str]] = {}  # delete blocks of the lookup path
         self.log_bytes = 0
         self.lookup_records = 0
         self.update_counts = {"incremental": 0, "full": 0}
@@ -559,12 +559,12 @@ class MetadataTable:
             memo = (block.path, block.offset)
             deleted = self._deleted_keys.get(memo)
             if deleted is None:
-                deleted = [k for k in decode_delete_block(block, content).record_keys.to_pylist() if k is not None]
+                keys = decode_delete_block(block, content).record_keys.to_pylist()
+                deleted = frozenset(k for k in keys if k is not None)
                 if remember:
                     self._deleted_keys[memo] = deleted
                     self.log_bytes += sum(len(k) + 56 for k in deleted)
-            for key in deleted:
-                merged.pop(key, None)
+            _drop_deleted(merged, deleted)
             return
         reader = reader or HFileReader.from_bytes(content, where)
         schema = block.header.get("SCHEMA") or reader.avro_schema
@@ -624,6 +624,17 @@ class MetadataTable:
                 if info is not None:
                     out[key] = (_partition_of(info["partitionName"]), record_file_id(info))
         return out
+
+
+def _drop_deleted(merged: dict[str, dict[str, Any]], deleted: frozenset[str]) -> None:
+    """Remove the ``deleted`` keys from ``merged``, walking the smaller side: a point lookup
+    merges a key or two against delete blocks of thousands of keys."""
+    if len(merged) < len(deleted):
+        for key in [k for k in merged if k in deleted]:
+            del merged[key]
+    else:
+        for key in deleted:
+            merged.pop(key, None)
 
 
 def record_file_id(info: dict[str, Any]) -> str:
