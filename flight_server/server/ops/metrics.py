@@ -79,21 +79,32 @@ class Metrics:
             "hudi_flight_cache_bytes", "bytes held per cache", ["cache"], registry=None, multiprocess_mode="livesum"
         )
         self.planning_seconds = Histogram("hudi_flight_planning_seconds", "time to plan a query", registry=None)
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+    def child(self, metric: Any, *values: str) -> Any:
+        """``metric.labels(*values)``, kept: prometheus_client takes a lock and builds a key on
+        every ``labels`` call (a dozen per query). The label values are bounded sets (methods,
+        statuses, cache and storage-request kinds); a race makes the same child twice, harmlessly."""
+        key = (id(metric), values)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*values)
+        return found
 
     def storage_request(self, kind: str, nbytes: int) -> None:
-        self.storage_requests.labels(kind).inc()
+        self.child(self.storage_requests, kind).inc()
         if nbytes:
             self.storage_bytes.inc(nbytes)
 
     def cache_event(self, cache: str, event: str, amount: int) -> None:
         if event == "hit":
-            self.cache_hits.labels(cache).inc(amount)
+            self.child(self.cache_hits, cache).inc(amount)
         elif event == "miss":
-            self.cache_misses.labels(cache).inc(amount)
+            self.child(self.cache_misses, cache).inc(amount)
         elif event == "eviction":
-            self.cache_evictions.labels(cache).inc(amount)
+            self.child(self.cache_evictions, cache).inc(amount)
         elif event == "bytes":
-            self.cache_bytes.labels(cache).set(amount)
+            self.child(self.cache_bytes, cache).set(amount)
 
 
 class _Pid:

@@ -76,8 +76,9 @@ class Operations:
     # -- recording ---------------------------------------------------------------------------
     def _completed(self, record: CallRecord, status: str, seconds: float) -> None:
         if self.metrics is not None:
-            self.metrics.calls.labels(record.method, status).inc()
-            self.metrics.call_seconds.labels(record.method).observe(seconds)
+            metrics = self.metrics
+            metrics.child(metrics.calls, record.method, status).inc()
+            metrics.child(metrics.call_seconds, record.method).observe(seconds)
 
     @contextlib.contextmanager
     def planning(self) -> Iterator[None]:
