@@ -30,11 +30,10 @@ only for blocks that survive the scan (rolled-back and future blocks are never r
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence, TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from catalog.errors import UnsupportedTableError
 from catalog.format.avro import OPERATION_COLUMN
@@ -44,11 +43,8 @@ from catalog.format.log_file import LogBlock
 from catalog.format.parquet import cast_array
 from catalog.format.row_groups import PointLookup
 from catalog.read.context import ReadContext
-from catalog.read.cow import read_base
-from catalog.read.log_scan import scan_blocks, valid_blocks
 from catalog.read.partial import check_defaults, choose, fill_defaults, fold_in_order
 from catalog.storage import Storage
-from catalog.table.files import FileSlice
 from catalog.table.internal_schema import ColumnMap, rename_columns
 
 RECORD_KEY = "_hoodie_record_key"
@@ -163,7 +159,15 @@ def data_rows(spec: MergeSpec, records: pa.Table, seq: int) -> pa.Table:
     """Log data records (any schema) as merge rows numbered from ``seq``; records flagged by
     ``_hoodie_is_deleted``, operation ``D`` or the table's delete marker become deletes carrying
     their ordering value."""
-    # Markers are read from the records as written: the table schema may not declare them.
+    data = conform_table(records, spec.schema)
+    ctdel = _flags(data.num_rows, False)
+    return _with_flags(data, spec.keys(data), seq, delete_flags(spec, records), ctdel)
+
+
+def delete_flags(spec: MergeSpec, records: pa.Table) -> pa.BooleanArray:
+    """Per log data record (any schema): flagged by ``_hoodie_is_deleted``, operation ``D`` or
+    the table's delete marker, read from the records as written (the table schema may not
+    declare them)."""
     delete = _flags(records.num_rows, False)
     if IS_DELETED in records.column_names:
         flag = cast_array(records.column(IS_DELETED), pa.bool_()).combine_chunks()
@@ -175,9 +179,7 @@ def data_rows(spec: MergeSpec, records: pa.Table, seq: int) -> pa.Table:
         column, marker = spec.delete_marker
         text = pc.cast(records.column(column).combine_chunks(), pa.string())
         delete = pc.or_(delete, pc.fill_null(pc.equal(text, marker), False))
-    data = conform_table(records, spec.schema)
-    ctdel = _flags(data.num_rows, False)
-    return _with_flags(data, spec.keys(data), seq, delete, ctdel)
+    return delete
 
 
 def _is_default_ordering(value: object) -> bool:
@@ -188,16 +190,30 @@ def delete_rows(spec: MergeSpec, deletes: DeleteRecords, seq: int) -> pa.Table:
     """Delete-block keys as merge rows (null payload) numbered from ``seq``."""
     n = len(deletes)
     columns = {f.name: pa.nulls(n, f.type) for f in spec.schema}
-    default = [_is_default_ordering(v) for v in deletes.ordering_values]
-    if spec.ordering and not all(default):
-        first = spec.schema.field(spec.ordering[0])
-        values = [None if d else v for v, d in zip(deletes.ordering_values, default)]
-        try:
-            columns[first.name] = cast_array(pa.array(values), first.type)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError):
-            columns[first.name] = pa.nulls(n, first.type)  # incomparable ordering: as if none
+    default = commit_time_deletes(deletes)
+    ordering = delete_ordering(spec, deletes, default)
+    if ordering is not None:
+        columns[spec.ordering[0]] = ordering
     data = pa.Table.from_pydict(columns, schema=spec.schema)
     return _with_flags(data, deletes.record_keys, seq, _flags(n, True), pa.array(default, pa.bool_()))
+
+
+def commit_time_deletes(deletes: DeleteRecords) -> list[bool]:
+    """Per delete: it carries no ordering value (Hudi's default ``0``), a commit-time delete."""
+    return [_is_default_ordering(v) for v in deletes.ordering_values]
+
+
+def delete_ordering(spec: MergeSpec, deletes: DeleteRecords, default: list[bool]) -> pa.Array | None:
+    """The deletes' values of the first ordering field (``None``: all null): those that carry one,
+    cast to the field's type; all null when they cannot be (incomparable: as if none)."""
+    if not spec.ordering or all(default):
+        return None
+    first = spec.schema.field(spec.ordering[0])
+    values = [None if d else v for v, d in zip(deletes.ordering_values, default)]
+    try:
+        return cast_array(pa.array(values), first.type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError):
+        return None
 
 
 def _last_per_key(rows: pa.Table, columns: list[str]) -> pa.Table:
@@ -274,7 +290,11 @@ BlockDecoder = Callable[[LogBlock], Decoded]
 KeyIndex = Callable[[LogBlock, Decoded], KeyRows]
 
 
-def collect_winners(
+#: one valid log block's rows a merge needs: its data records or its delete keys
+LogPart: TypeAlias = pa.Table | DeleteRecords
+
+
+def log_parts(
     spec: MergeSpec,
     storage: Storage,
     blocks: Sequence[LogBlock],
@@ -282,38 +302,42 @@ def collect_winners(
     decode: BlockDecoder | None = None,
     point: PointLookup | None = None,
     index: KeyIndex | None = None,
-) -> pa.Table | None:
-    """Decode ``blocks`` in order and fold them into the winner table (``column_map``: schema on
-    read, the renames/drops of a block written at an instant; ``decode``: how a block is decoded,
-    by default from its content read now; ``point``: only the rows of its keys are kept, found
-    through ``index`` where given)."""
+) -> Iterator[LogPart]:
+    """Decode ``blocks`` in order: each one's data records (renamed to the read schema) or delete
+    keys, empty ones skipped (``column_map``: schema on read, the renames/drops of a block written
+    at an instant; ``decode``: how a block is decoded, by default from its content read now;
+    ``point``: only the rows of its keys are kept, found through ``index`` where given)."""
     if decode is None:
         decode = lambda block: decode_record_block(block, block.load_content(storage))  # noqa: E731
-    winners: pa.Table | None = None
-    pending: list[pa.Table] = []
-    pending_rows = 0
-    seq = 0
     for block in blocks:
         if spec.partial:
             check_defaults(block)
         decoded = decode(block)
         if isinstance(decoded, DeleteRecords):
             keyed = index(block, decoded) if index is not None and point is not None else None
-            deletes = _deletes_of(decoded, point.keys, keyed) if point is not None else decoded
-            if not len(deletes):
-                continue
-            rows = delete_rows(spec, deletes, seq)
-        else:
-            records = decoded
-            if column_map is not None:
-                records = rename_columns(records, column_map(block.instant_time))
-            if point is not None:
-                # a block's keys are indexed as decoded: renamed columns are narrowed by value
-                keyed = index(block, decoded) if index is not None and column_map is None else None
-                records = _records_of(spec, records, point.keys, keyed)
-            if records is None or not records.num_rows:
-                continue
-            rows = data_rows(spec, records, seq)
+            deletes = deletes_of(decoded, point.keys, keyed) if point is not None else decoded
+            if len(deletes):
+                yield deletes
+            continue
+        records: pa.Table | None = decoded
+        if column_map is not None:
+            records = rename_columns(decoded, column_map(block.instant_time))
+        if point is not None:
+            # a block's keys are indexed as decoded: renamed columns are narrowed by value
+            keyed = index(block, decoded) if index is not None and column_map is None else None
+            records = records_of(spec, records, point.keys, keyed)
+        if records is not None and records.num_rows:
+            yield records
+
+
+def fold_winners(spec: MergeSpec, parts: Iterable[LogPart]) -> pa.Table | None:
+    """Fold the log ``parts`` (oldest first) into the winner table, in steps (bounded memory)."""
+    winners: pa.Table | None = None
+    pending: list[pa.Table] = []
+    pending_rows = 0
+    seq = 0
+    for part in parts:
+        rows = delete_rows(spec, part, seq) if isinstance(part, DeleteRecords) else data_rows(spec, part, seq)
         seq += rows.num_rows
         pending.append(rows)
         pending_rows += rows.num_rows
@@ -332,87 +356,18 @@ def _payload(spec: MergeSpec, rows: pa.Table) -> Iterator[pa.RecordBatch]:
             yield batch
 
 
-def merge_file_slice(
-    ctx: ReadContext, fs: FileSlice, row_groups: Sequence[int] | None = None
-) -> Iterator[pa.RecordBatch]:
-    """The merged rows of one MOR file slice for a query (columns: the merge schema).
-
-    ``row_groups`` restricts the base file; log-only inserts are then emitted by the split that
-    holds row group 0, and keys living in other row groups are not re-emitted.
-    """
-    spec = MergeSpec.for_context(ctx)
-    blocks, decode, index = _log_blocks(ctx, fs, spec)
-    if not blocks:
-        yield from _base(ctx, fs, spec, row_groups)
-        return
-    column_map = ctx.column_map if ctx.schema_history is not None else None
-    winners = collect_winners(spec, ctx.storage, blocks, column_map, decode, ctx.point, index)
-    if winners is None or winners.num_rows == 0:
-        yield from _base(ctx, fs, spec, row_groups)
-        return
-    constants = ctx.partition_constants(fs.partition)
-    if constants:
-        winners = _fill_constants(winners, constants)
-    base = _base(ctx, fs, spec, row_groups)
-    emit_inserts = row_groups is None or 0 in row_groups
-    extra_keys = (
-        _other_row_group_keys(ctx.storage, spec, fs, row_groups) if row_groups is not None and emit_inserts else None
-    )
-    yield from merge_batches(spec, base, winners, emit_inserts=emit_inserts, other_base_keys=extra_keys)
-
-
-def _base(
-    ctx: ReadContext, fs: FileSlice, spec: MergeSpec, row_groups: Sequence[int] | None
-) -> Iterator[pa.RecordBatch]:
-    """The base rows a merge needs: every row, or for a point read whose filter is only its record
-    keys, the rows of those keys (a record's key is the same in all its versions: the rows of
-    other keys never pass the filter)."""
-    if ctx.point is not None and ctx.point.exact:
-        return read_base(ctx, fs, spec.schema, row_groups, ctx.row_filter, ctx.filter_columns)
-    return read_base(ctx, fs, spec.schema, row_groups)
-
-
-def _log_blocks(
-    ctx: ReadContext, fs: FileSlice, spec: MergeSpec
-) -> tuple[list[LogBlock], BlockDecoder | None, KeyIndex | None]:
-    """The valid log blocks of ``fs``, how to decode one and where its merge keys sit: through the
-    point read's cache of log blocks when it has one (``None``: from content read now, keys
-    compared on every read)."""
-    logs = ctx.point.logs if ctx.point is not None else None
-    if logs is None:
-        return valid_blocks(ctx.storage, fs, ctx.commits, ctx.instant), None, None
-    files = [(path, log.size) for path, log in zip(fs.log_file_paths, fs.log_files)]
-    sizes = dict(files)
-    blocks = scan_blocks(logs.blocks(ctx.storage, files), ctx.commits, ctx.instant)
-
-    def decode(block: LogBlock) -> Decoded:
-        return logs.decoded(ctx.storage, block, sizes[block.path])
-
-    def index(block: LogBlock, decoded: Decoded) -> KeyRows:
-        def keys() -> pa.Array:
-            if isinstance(decoded, DeleteRecords):
-                return decoded.record_keys
-            if any(decoded.schema.get_field_index(name) < 0 for name in spec.key_fields):
-                return pa.array([], pa.string())  # never asked: such a block is kept whole
-            return spec.keys(decoded)
-
-        return logs.key_rows(ctx.storage, block, sizes[block.path], tuple(spec.key_fields), keys)
-
-    return blocks, decode, index
-
-
 # A point read's keys are plain record keys (``catalog.plan.prune.record_key_values``): the log
 # rows of other keys cannot reach its answer (the row filter pins the keys after the merge), so
 # they are dropped before they become merge rows.
 
 
-def _in(keys: pa.Array, wanted: tuple[str, ...]) -> pa.Array:
+def key_in(keys: pa.Array, wanted: tuple[str, ...]) -> pa.Array:
     if not (pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type)):
         keys = pc.cast(keys, pa.string())  # e.g. dictionary-encoded keys of a Parquet block
     return pc.is_in(keys, value_set=pa.array(wanted, keys.type))
 
 
-def _records_of(
+def records_of(
     spec: MergeSpec, records: pa.Table, wanted: tuple[str, ...], index: KeyRows | None
 ) -> pa.Table | None:
     """The data records of the ``wanted`` keys (a block lacking a key column: all of them; their
@@ -421,14 +376,14 @@ def _records_of(
     if any(records.schema.get_field_index(name) < 0 for name in spec.key_fields):
         return records
     if index is None:
-        return records.filter(_in(spec.keys(records), wanted))
+        return records.filter(key_in(spec.keys(records), wanted))
     rows = index.positions(wanted)
     if not rows:
         return None
     return records if len(rows) == records.num_rows else records.take(pa.array(rows, pa.int64()))
 
 
-def _deletes_of(deletes: DeleteRecords, wanted: tuple[str, ...], index: KeyRows | None) -> DeleteRecords:
+def deletes_of(deletes: DeleteRecords, wanted: tuple[str, ...], index: KeyRows | None) -> DeleteRecords:
     """The deletes of the ``wanted`` keys, found through ``index`` where given."""
     if index is not None:
         rows = index.positions(wanted)
@@ -438,7 +393,7 @@ def _deletes_of(deletes: DeleteRecords, wanted: tuple[str, ...], index: KeyRows 
             return deletes
         positions = pa.array(rows, pa.int64())
     else:
-        positions = pc.indices_nonzero(_in(deletes.record_keys, wanted))
+        positions = pc.indices_nonzero(key_in(deletes.record_keys, wanted))
     ordering = deletes.ordering_values
     return DeleteRecords(
         deletes.record_keys.take(positions),
@@ -508,40 +463,22 @@ def _partial_final(
             fill_defaults(taken, base, names, merging))
 
 
-def _other_row_group_keys(
-    storage: Storage, spec: MergeSpec, fs: FileSlice, row_groups: Sequence[int]
-) -> pa.Array | None:
-    """Record keys of the base row groups outside this split (key columns only)."""
-    if fs.base_file_path is None:
-        return None
-    with storage.open(fs.base_file_path) as fh:
-        pf = pq.ParquetFile(fh)
-        others = [i for i in range(pf.num_row_groups) if i not in set(row_groups)]
-        if not others:
-            return None
-        key_schema = pa.schema([spec.schema.field(k) for k in spec.key_fields])
-        # use_threads=False: decoding threads would read the Python file object from Arrow's pool
-        keys = conform_table(pf.read_row_groups(others, columns=spec.key_fields, use_threads=False), key_schema)
-    return spec.keys(keys)
-
-
-def _fill_constants(rows: pa.Table, constants: dict[str, pa.Scalar]) -> pa.Table:
-    """Partition values for tables that drop partition columns from data files."""
-    for name, value in constants.items():
-        idx = rows.schema.get_field_index(name)
-        if idx >= 0:
-            field = rows.schema.field(idx)
-            rows = rows.set_column(idx, field, pa.repeat(pa.scalar(value.as_py(), field.type), rows.num_rows))
-    return rows
-
-
 __all__ = [
+    "BlockDecoder",
+    "KeyIndex",
+    "LogPart",
     "MergeSpec",
-    "collect_winners",
+    "commit_time_deletes",
     "conform_table",
     "data_rows",
+    "delete_flags",
+    "delete_ordering",
     "delete_rows",
+    "deletes_of",
+    "fold_winners",
+    "key_in",
+    "log_parts",
     "merge_batches",
-    "merge_file_slice",
+    "records_of",
     "reduce_winners",
 ]

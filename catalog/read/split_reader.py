@@ -20,7 +20,7 @@ from catalog.parallel import bounded_parallel
 from catalog.read.cdc import read_cdc_split
 from catalog.read.context import ReadContext
 from catalog.read.cow import read_base
-from catalog.read.mor import merge_file_slice
+from catalog.read.mor_slice import merge_file_slice
 from catalog.table.files import Split
 
 #: IO-bound: a few threads per core

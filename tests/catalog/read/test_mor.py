@@ -133,7 +133,7 @@ def test_keys_rebuilt_from_fields_without_meta_columns():
 
 
 def test_reduction_is_associative():
-    """collect_winners folds pending rows into the winners in steps (bounded memory); that is
+    """fold_winners folds pending rows into the winners in steps (bounded memory); that is
     only correct because reducing in steps equals reducing all rows at once."""
     spec = _spec(EVENT_TIME)
     parts = [_records(*[(f"k{i % 7}", (i * 37) % 11, f"v{i}") for i in range(j, j + 9)]) for j in range(0, 90, 9)]

@@ -23,9 +23,10 @@ from catalog.read.mor import (
     COMMIT_TIME,
     EVENT_TIME,
     MergeSpec,
-    collect_winners,
     data_rows,
     delete_rows,
+    fold_winners,
+    log_parts,
     merge_batches,
     reduce_winners,
 )
@@ -139,7 +140,7 @@ def test_event_time_delete_with_lower_ordering_leaves_the_base_whole():
 
 @pytest.mark.parametrize("mode", [COMMIT_TIME, EVENT_TIME])
 def test_partial_reduction_in_steps_equals_at_once(mode):
-    """collect_winners folds pending rows into the winners in steps; the partial fold in write
+    """fold_winners folds pending rows into the winners in steps; the partial fold in write
     order must give the same winners as one fold of all rows."""
     spec = _spec(mode)
     parts = [
@@ -167,11 +168,12 @@ def test_non_null_column_defaults_are_refused_by_name():
     """Hudi compares values with a non-null default by object identity: not restated, refused."""
     records = _records(("a", 11, None, 0))
     spec = _spec(COMMIT_TIME)
-    assert collect_winners(spec, None, [_block(None)], decode=lambda b: records).num_rows == 1
+    assert fold_winners(spec, log_parts(spec, None, [_block(None)], decode=lambda b: records)).num_rows == 1
     with pytest.raises(UnsupportedTableError, match="non-null column defaults \\(n\\)"):
-        collect_winners(spec, None, [_block(0)], decode=lambda b: records)
+        fold_winners(spec, log_parts(spec, None, [_block(0)], decode=lambda b: records))
     # without partial updates the defaults play no part
-    assert collect_winners(_spec(COMMIT_TIME, partial=False), None, [_block(0)], decode=lambda b: records).num_rows == 1
+    plain = _spec(COMMIT_TIME, partial=False)
+    assert fold_winners(plain, log_parts(plain, None, [_block(0)], decode=lambda b: records)).num_rows == 1
 
 
 # -- Hudi-written tables ------------------------------------------------------------------
