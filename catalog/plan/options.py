@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -88,6 +89,13 @@ def parse_instant(text: Any, what: str = "instant") -> str:
     """
     if not isinstance(text, str):
         raise _malformed(text, what, f"a {type(text).__name__}, not a string")
+    return _canonical_instant(text, what)
+
+
+@functools.lru_cache(maxsize=1024)
+def _canonical_instant(text: str, what: str) -> str:
+    """:func:`parse_instant` of a string, kept: planning pins every query to the latest instant
+    and checks it again (a date check per query); a refused text raises and is not kept."""
     value = text.strip()
     if _DIGITS.fullmatch(value):
         if value[:14] not in _RESERVED_INSTANTS:

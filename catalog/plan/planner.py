@@ -19,6 +19,7 @@ import pyarrow.dataset as ds
 
 from catalog.errors import ColumnNotFoundError, InvalidInstantError, UnsupportedTableError
 from catalog.format.log_cache import DecodedLogBlocks
+from catalog.format.parquet_ranges import FooterSource
 from catalog.format.row_groups import DecodedRowGroups, PointLookup
 from catalog.plan.cdc import check_cdc_table, plan_changes
 from catalog.plan.count import count_rows
@@ -97,13 +98,10 @@ def plan(
     resolved, written = _resolve(state, options)
     schema = state.schema_as_of(None if options.incremental else resolved.instant)
     filters = bind_filters(list(options.filters), schema)
-    context = replace(
-        _context(state, resolved, filters, schema), footers=footers if footers is not None else default_footer_cache()
+    point = _point_lookup(state, options, filters, decoded, logs) if decoded is not None else None
+    context = _context(
+        state, resolved, filters, schema, footers if footers is not None else default_footer_cache(), point
     )
-    if decoded is not None:
-        point = _point_lookup(state, options, filters, decoded, logs)
-        if point is not None:
-            context = replace(context, point=point)
     splits = (
         _splits(state, resolved, written, filters, split_options, footers) if resolved.instant is not None else iter(())
     )
@@ -189,7 +187,14 @@ def output_schema(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema
     return pa.schema([schema.field(c) for c in columns], metadata=schema.metadata)
 
 
-def _context(state: TableState, resolved: ResolvedRead, filters: list[BoundFilter], schema: pa.Schema) -> ReadContext:
+def _context(
+    state: TableState,
+    resolved: ResolvedRead,
+    filters: list[BoundFilter],
+    schema: pa.Schema,
+    footers: FooterSource,
+    point: PointLookup | None,
+) -> ReadContext:
     options = resolved.options
     history = state.schema_history
     if history is not None and not options.incremental:
@@ -228,6 +233,8 @@ def _context(state: TableState, resolved: ResolvedRead, filters: list[BoundFilte
         row_filter=expr,
         filter_columns=tuple(dict.fromkeys(needed)),
         schema_history=history,
+        point=point,
+        footers=footers,
     )
 
 
