@@ -45,6 +45,7 @@ from catalog.format.row_groups import PointLookup
 from catalog.read.context import ReadContext
 from catalog.read.partial import check_defaults, choose, fill_defaults, fold_in_order
 from catalog.storage import Storage
+from catalog.table.config import TableConfig
 from catalog.table.internal_schema import ColumnMap, rename_columns
 
 RECORD_KEY = "_hoodie_record_key"
@@ -62,6 +63,9 @@ _INTERNAL = (_KEY, _SEQ, _DEL, _CTDEL)
 _NULL_KEY, _EMPTY_KEY = "__null__", "__empty__"
 #: Fold pending log rows into the winners once there are this many (and more than winners).
 _REDUCE_AT = 1 << 20
+#: the merge specs kept (:meth:`MergeSpec.for_context`), by config id, schema id and read columns
+_SPECS: dict[tuple[int, int, tuple[str, ...]], tuple[TableConfig, pa.Schema, "MergeSpec"]] = {}
+_SPECS_KEPT = 64
 
 
 class MergeSpec:
@@ -83,10 +87,24 @@ class MergeSpec:
 
     @classmethod
     def for_context(cls, ctx: ReadContext) -> "MergeSpec":
-        full = ctx.table_schema
-        config = ctx.config
+        """The spec of ``ctx``'s table and columns, kept per table config, table schema and read
+        columns: every point query plans a new context, its table's spec stays the same. A kept
+        entry holds its config and schema, so their ids are not reused while it is kept."""
+        read_names = tuple(ctx.read_schema.names)
+        key = (id(ctx.config), id(ctx.table_schema), read_names)
+        kept = _SPECS.get(key)
+        if kept is not None and kept[0] is ctx.config and kept[1] is ctx.table_schema:
+            return kept[2]
+        spec = cls._of(ctx.config, ctx.table_schema, read_names)
+        if len(_SPECS) >= _SPECS_KEPT:
+            _SPECS.clear()
+        _SPECS[key] = (ctx.config, ctx.table_schema, spec)
+        return spec
+
+    @classmethod
+    def _of(cls, config: TableConfig, full: pa.Schema, read_names: tuple[str, ...]) -> "MergeSpec":
         key_fields = [RECORD_KEY] if config.populate_meta_fields else list(config.record_key_fields)
-        names = list(ctx.read_schema.names)
+        names = list(read_names)
         extra = key_fields + list(config.ordering_fields)
         names += [n for n in extra if n not in names and full.get_field_index(n) >= 0]
         missing = [k for k in key_fields if full.get_field_index(k) < 0]

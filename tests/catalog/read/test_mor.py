@@ -13,7 +13,8 @@ import pytest
 from catalog import HudiTable
 from catalog.errors import CorruptBlockWarning
 from catalog.format.log_block import DeleteRecords
-from catalog.plan.planner import file_slices
+from catalog.plan.options import ReadOptions
+from catalog.plan.planner import file_slices, plan
 from catalog.read.mor import COMMIT_TIME, EVENT_TIME, MergeSpec, data_rows, delete_rows, merge_batches, reduce_winners
 from catalog.read.split_reader import read_split
 from catalog.table.files import Split
@@ -174,6 +175,18 @@ def test_projection_without_key_columns_still_merges(generated):
     ours = HudiTable.open(path).read(columns=["fare"])
     assert ours.column_names == ["fare"]
     assert sorted(ours.column("fare").to_pylist()) == sorted(expected_table(spec).column("fare").to_pylist())
+
+
+def test_merge_spec_is_kept_per_table_and_columns(generated):
+    """Every query plans a new read context; the merge spec of the same table state and columns
+    is the one made before, another column list gets its own."""
+    state = HudiTable.open(generated[0]).state
+    first, again = (plan(state, ReadOptions(filters=[("fare", ">", f)])).context for f in (1.0, 2.0))
+    assert first is not again
+    assert MergeSpec.for_context(first) is MergeSpec.for_context(again)
+    fares = MergeSpec.for_context(plan(state, ReadOptions(columns=["fare"])).context)
+    assert fares is not MergeSpec.for_context(first)
+    assert fares.schema.names[0] == "fare" and "_hoodie_record_key" in fares.schema.names
 
 
 def _copy(fixture_table, name: str, tmp_path: Path) -> Path:
