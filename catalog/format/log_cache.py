@@ -16,10 +16,10 @@ Beside a decoded block, where each record key sits in it (:class:`KeyRows`): a p
 narrows a block to its keys by a dictionary look-up, not by a hash set built over the block's
 keys on every query (most blocks of a slice hold none of the keys looked up).
 
-Cold, the log files of a slice are read whole, in one request for all of them (object stores
-fetch the ranges concurrently), as long as together they hold at most ``WHOLE_READ_BYTES`` (the
-bytes held at once); the files past it are walked block by block. Bounded in bytes; only readers
-given a cache use it (the planner hands it to point reads only, so scans never churn it).
+Cold, the log files of a slice are read as scans read them
+(:func:`catalog.format.log_file.read_log_files`: whole and together, up to a bound). Bounded in
+bytes; only readers given a cache use it (the planner hands it to point reads only, so scans never
+churn it).
 """
 
 from __future__ import annotations
@@ -30,14 +30,11 @@ from typing import Callable, Hashable, Iterable, Mapping, Sequence, Union
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from catalog.errors import CorruptTableError
 from catalog.format.log_block import DeleteRecords, decode_record_block
-from catalog.format.log_file import BlockType, LogBlock, iter_log_blocks, iter_log_blocks_in, report_corrupt_block
+from catalog.format.log_file import BlockType, LogBlock, read_log_files, report_corrupt_block
 from catalog.lru import BoundedLRU, CacheListener, CacheStats
 from catalog.storage import Storage
 
-#: the log files of a slice read whole (one range each, one request) hold at most this many bytes
-WHOLE_READ_BYTES = 16 << 20
 #: what a kept block header is charged beyond its header and footer text
 _BLOCK_OVERHEAD = 512
 #: what a delete block's ordering value is charged (a Python object in a list)
@@ -113,7 +110,7 @@ class DecodedLogBlocks:
         keys = [(storage.file_uri(path), size, path) for path, size in files]
         kept = [self._lru.get(key) if size else None for key, (_, size) in zip(keys, files)]
         cold = [file for file, index in zip(files, kept) if index is None]
-        fetched = iter(self._read(storage, cold))
+        fetched = iter(read_log_files(storage, cold))
         out: list[LogBlock] = []
         for key, index in zip(keys, kept):
             if isinstance(index, tuple):
@@ -127,28 +124,6 @@ class DecodedLogBlocks:
             if key[1]:
                 stripped = tuple(replace(b, content=None) for b in read)
                 self._lru.put(key, stripped, _index_bytes(stripped))
-        return out
-
-    def _read(self, storage: Storage, files: Sequence[tuple[str, int]]) -> list[list[LogBlock]]:
-        """The blocks of each of ``files``, read now (see :meth:`blocks`)."""
-        whole, total = [], 0
-        for path, size in files:
-            if 0 < size <= WHOLE_READ_BYTES - total:
-                whole.append((path, size))
-                total += size
-        datas = storage.read_ranges([p for p, _ in whole], [0] * len(whole), [s for _, s in whole]) if whole else []
-        contents = {path: data for (path, _), data in zip(whole, datas)}
-        out = []
-        for path, size in files:
-            data = contents.get(path)
-            if data is None:
-                out.append(list(iter_log_blocks(storage, path, size=size, with_content=False)))
-                continue
-            if len(data) != size:
-                raise CorruptTableError(
-                    f"{storage.uri}/{path}: {len(data)} bytes where {size} were listed (the file changed since)"
-                )
-            out.append(list(iter_log_blocks_in(data, path, storage.uri)))
         return out
 
     def decoded(self, storage: Storage, block: LogBlock, file_size: int) -> Decoded:
@@ -181,4 +156,4 @@ class DecodedLogBlocks:
         return self._lru.stats()
 
 
-__all__ = ["WHOLE_READ_BYTES", "Decoded", "DecodedLogBlocks", "KeyRows"]
+__all__ = ["Decoded", "DecodedLogBlocks", "KeyRows"]

@@ -28,7 +28,7 @@ import struct
 import threading
 import warnings
 from dataclasses import dataclass, field
-from typing import BinaryIO, ContextManager, Iterable, Iterator
+from typing import BinaryIO, ContextManager, Iterable, Iterator, Sequence
 
 from catalog.errors import CorruptBlockWarning, CorruptTableError, UnsupportedTableError
 from catalog.storage import Storage
@@ -328,7 +328,45 @@ def iter_log_blocks_in(data: bytes, path: str, uri: str = "", *, strict: bool = 
     yield from _Reader(io.BytesIO(data), len(data), path, uri, True, strict).blocks()
 
 
+#: the log files read whole and together (one range each, in one concurrent request) hold at
+#: most this many bytes: the bytes a reader holds at once before it decodes a block
+WHOLE_READ_BYTES = 16 << 20
+
+
+def read_log_files(storage: Storage, files: Sequence[tuple[str, int]]) -> list[list[LogBlock]]:
+    """The blocks of each of the log ``files`` (path relative to ``storage``, listed size), in order.
+
+    A log file's bytes are fixed by its name and size, so no ``info`` is asked: the files are read
+    whole, together, in one ``read_ranges`` call (an object store fetches the ranges concurrently:
+    one round trip for a slice's logs, where walking block headers costs one request per file and
+    another per block content), as long as together they hold at most ``WHOLE_READ_BYTES``; their
+    blocks carry their content. The files past the bound, or without a listed size, are walked
+    block by block (contents loaded when a block is decoded). A file whose bytes no longer match
+    its listed size changed since it was listed: refused.
+    """
+    whole, total = [], 0
+    for path, size in files:
+        if 0 < size <= WHOLE_READ_BYTES - total:
+            whole.append((path, size))
+            total += size
+    datas = storage.read_ranges([p for p, _ in whole], [0] * len(whole), [s for _, s in whole]) if whole else []
+    contents = {path: data for (path, _), data in zip(whole, datas)}
+    out = []
+    for path, size in files:
+        data = contents.get(path)
+        if data is None:
+            out.append(list(iter_log_blocks(storage, path, size=size, with_content=False)))
+            continue
+        if len(data) != size:
+            raise CorruptTableError(
+                f"{storage.uri}/{path}: {len(data)} bytes where {size} were listed (the file changed since)"
+            )
+        out.append(list(iter_log_blocks_in(data, path, storage.uri)))
+    return out
+
+
 __all__ = [
+    "WHOLE_READ_BYTES",
     "HEADER_KEYS",
     "MAGIC",
     "BlockType",
@@ -336,6 +374,7 @@ __all__ = [
     "collecting_corrupt_blocks",
     "iter_log_blocks",
     "iter_log_blocks_in",
+    "read_log_files",
     "relay_corrupt_block_notes",
     "report_corrupt_block",
 ]

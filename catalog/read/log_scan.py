@@ -1,7 +1,8 @@
 """Which log blocks of a file slice count for a query (format doc section 4.6).
 
-The scan reads only block headers (contents are fetched later, for the blocks that survive), so
-rolled-back or too-new blocks cost no content IO. Rules, in the order Hudi applies them:
+The scan reads a slice's log files whole and together when they are small (one round trip), else
+only block headers (contents fetched later, for the blocks that survive, so rolled-back or too-new
+blocks cost no content IO). Rules, in the order Hudi applies them:
 
 1. corrupt blocks are skipped (the framing layer already warned);
 2. data and delete blocks written after the query instant are skipped;
@@ -25,7 +26,7 @@ from typing import Iterable, Iterator
 
 from catalog.errors import UnsupportedTableError
 from catalog.format.log_block import fold_blocks
-from catalog.format.log_file import BlockType, LogBlock, iter_log_blocks
+from catalog.format.log_file import BlockType, LogBlock, read_log_files
 from catalog.storage import Storage
 from catalog.table.files import FileSlice
 from catalog.timeline import CommitSet
@@ -55,9 +56,12 @@ def scan_blocks(
 
 
 def slice_blocks(storage: Storage, fs: FileSlice) -> Iterator[LogBlock]:
-    """Headers of every block of the slice's log files, in log-file order then file order."""
-    for path, log in zip(fs.log_file_paths, fs.log_files):
-        yield from iter_log_blocks(storage, path, size=log.size, with_content=False)
+    """Every block of the slice's log files, in log-file order then file order: read whole and
+    together where they are small enough (:func:`catalog.format.log_file.read_log_files`), else
+    their headers (contents loaded when decoded)."""
+    files = [(path, log.size) for path, log in zip(fs.log_file_paths, fs.log_files)]
+    for blocks in read_log_files(storage, files):
+        yield from blocks
 
 
 def valid_blocks(storage: Storage, fs: FileSlice, commits: CommitSet, query_instant: str | None) -> list[LogBlock]:

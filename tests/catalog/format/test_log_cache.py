@@ -11,7 +11,7 @@ import pytest
 
 from catalog import HudiTable
 from catalog.errors import CorruptBlockWarning, CorruptTableError
-from catalog.format import log_cache
+from catalog.format import log_file
 from catalog.format.log_cache import DecodedLogBlocks, KeyRows
 from catalog.format.row_groups import DecodedRowGroups
 from catalog.plan.options import ReadOptions
@@ -135,7 +135,7 @@ def test_log_files_past_the_whole_read_bound_are_walked_block_by_block(generated
     key = _log_keys(path)["updated"][0]
     state = HudiTable.open(path).state
     first, *others = _slice_of(state, key).log_files
-    monkeypatch.setattr(log_cache, "WHOLE_READ_BYTES", first.size)
+    monkeypatch.setattr(log_file, "WHOLE_READ_BYTES", first.size)
     expected = _point(state, [key], None)
     caches = Caches()
     state.storage.stats.reset()

@@ -6,6 +6,7 @@ import pytest
 
 from catalog import HudiTable
 from catalog.errors import UnsupportedTableError
+from catalog.format import log_file
 from catalog.format.log_file import BlockType, LogBlock
 from catalog.read.log_scan import scan_blocks, valid_blocks
 from catalog.timeline import CommitSet
@@ -26,7 +27,31 @@ def test_rollback_command_removes_the_failed_block(fixture_table):
     assert len(fs.log_files) == 3
     kept = valid_blocks(table.storage, fs, table.timeline.commit_set, table.timeline.commits[-1].requested_time)
     assert [(b.block_type, b.instant_time) for b in kept] == [(BlockType.PARQUET_DATA, NEXT)]
-    assert all(b.content is None for b in kept)  # contents are fetched later, only for these
+
+
+def test_a_slices_small_log_files_are_read_whole_together(fixture_table):
+    """One ``read_ranges`` call for the slice's three log files (an object store answers it with
+    concurrent requests: one round trip), no ``info`` or ``open``; the blocks carry their content."""
+    table = HudiTable.open(fixture_table(ROLLBACK))
+    fs = _slice(table)
+    table.storage.stats.reset()
+    kept = valid_blocks(table.storage, fs, table.timeline.commit_set, None)
+    counts = table.storage.stats.snapshot()
+    assert counts.get("info", 0) == 0 and counts.get("open", 0) == 0
+    assert table.storage.stats.bytes_read == sum(log.size for log in fs.log_files)
+    assert kept and all(b.content is not None for b in kept)
+
+
+def test_log_files_past_the_whole_read_bound_are_walked_and_read_lazily(fixture_table, monkeypatch):
+    table = HudiTable.open(fixture_table(ROLLBACK))
+    fs = _slice(table)
+    whole = valid_blocks(table.storage, fs, table.timeline.commit_set, None)
+    monkeypatch.setattr(log_file, "WHOLE_READ_BYTES", 0)
+    table.storage.stats.reset()
+    walked = valid_blocks(table.storage, fs, table.timeline.commit_set, None)
+    assert table.storage.stats.bytes_read == 0  # headers through open handles; contents not yet
+    assert all(b.content is None for b in walked)  # contents are fetched later, only for these
+    assert [b.load_content(table.storage) for b in walked] == [b.content for b in whole]
 
 
 def test_time_travel_excludes_later_blocks(fixture_table):
