@@ -196,19 +196,27 @@ class EnginePool:
         self.replaced = 0
 
     def take(self) -> EngineProcess:
+        """An idle process (the last given back: the dead ones met on the way are ended), or a
+        new one."""
+        dead: list[EngineProcess] = []
+        process = None
         with self._lock:
             if self._closed:
                 raise flight.FlightUnavailableError(_SHUTTING_DOWN)
-            idle, self._idle = self._idle, []
-            alive = [p for p in idle if p.alive()]
-            process = alive.pop() if alive else None
-            self._idle = alive
+            while self._idle and process is None:
+                candidate = self._idle.pop()
+                if candidate.alive():
+                    process = candidate
+                    self._lent.add(process)
+                else:
+                    dead.append(candidate)
             if process is None:
                 self.started += 1
-        for dead in set(idle).difference(alive, [process]):
-            dead.close()
-        if process is None:
-            process = self._start()
+        for gone in dead:
+            gone.close()
+        if process is not None:
+            return process
+        process = self._start()
         with self._lock:
             closed = self._closed
             if not closed:
@@ -271,10 +279,13 @@ class NativeViewCounts:
         self._lock = threading.Lock()
 
     def add(self, counts: object) -> None:
-        if isinstance(counts, list) and len(counts) == 2 and all(isinstance(n, int) and n >= 0 for n in counts):
+        if not isinstance(counts, list) or len(counts) != 2:
+            return
+        read, declined = counts
+        if isinstance(read, int) and isinstance(declined, int) and read >= 0 and declined >= 0:
             with self._lock:
-                self.read += counts[0]
-                self.declined += counts[1]
+                self.read += read
+                self.declined += declined
 
 
 class SandboxedEngine:
@@ -348,6 +359,10 @@ class SandboxedEngine:
         return schema, batches
 
 
+#: the source failure of a statement without streamed views: never set
+_NO_STREAMED_VIEW = threading.Event()
+
+
 class _Statement:
     """One request to one engine process: admitted, watched, its views pumped, its result read."""
 
@@ -365,7 +380,8 @@ class _Statement:
         self._stack = contextlib.ExitStack()
         self._ended = False
         self._ok = False  # the engine process answered and may serve the next statement
-        self._source_failed = threading.Event()  # reading a view's table failed
+        # set when reading a streamed view's table failed (never, without one)
+        self._source_failed = threading.Event() if views else _NO_STREAMED_VIEW
         try:
             if engine.watchdog.closed:
                 raise flight.FlightUnavailableError(_SHUTTING_DOWN)
