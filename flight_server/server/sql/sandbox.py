@@ -20,9 +20,10 @@ A killed or failed process is replaced in the background, and idle processes are
 one per statement the SQL memory budget admits at once), so a statement pays no process start.
 Views stream to the engine process as Arrow IPC through sockets passed with the request (one
 thread each, which blocks while the engine does not read: backpressure); datasets of local base
-files go as they are (their pickled form kept, :mod:`.dataset_forms`), for the engine process to
-scan itself. The result streams back on the process's channel, followed by the statement's
-status (:mod:`.channel`): a statement makes no socket of its own unless a view streams.
+files go as they are (their pickled form kept, :mod:`.dataset_forms`; sent to each engine process
+once, then named by a key while it keeps them), for the engine process to scan itself. The result
+streams back on the process's channel, followed by the statement's status (:mod:`.channel`): a
+statement makes no socket of its own unless a view streams.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from flight_server.server.security.budgets import CallKeys, ServerBusyError
 from flight_server.server.security.limits import LimitExceededError
 from flight_server.server.sql import channel
 from flight_server.server.sql.admission import RETRY_SECONDS, parse_bytes
-from flight_server.server.sql.dataset_forms import DatasetForms
+from flight_server.server.sql.dataset_forms import DatasetForm, DatasetForms, HeldForms
 from flight_server.server.sql.engine import (
     EngineSettings,
     ResultSchemas,
@@ -150,6 +151,7 @@ class EngineProcess:
             self.interrupt()
             raise flight.FlightUnavailableError("the SQL engine could not start; retry later") from err
         ours.settimeout(None)
+        self.datasets = HeldForms()  # the datasets it keeps, by key
         if not ready.get("ready"):
             self.interrupt()
             raise flight.FlightUnavailableError("the SQL engine could not start; retry later")
@@ -342,13 +344,15 @@ class SandboxedEngine:
         """
         specs: dict[str, tuple[str, Any]] = {}
         streamed: dict[str, pa.RecordBatchReader] = {}
+        forms: dict[str, DatasetForm] = {}
         for name, view in views.items():
             if isinstance(view, ds.Dataset):
-                specs[name] = (channel.DATASET, self._datasets.pickled(view))
+                forms[name] = self._datasets.form(view)
             else:
                 specs[name] = (channel.STREAM, len(streamed))  # the index of its passed descriptor
                 streamed[name] = view
-        statement = _Statement(self, {"op": channel.RUN, "sql": sql, "views": specs}, streamed, cancelled, keys)
+        request = {"op": channel.RUN, "sql": sql, "views": specs}
+        statement = _Statement(self, request, streamed, cancelled, keys, forms)
         try:
             schema = statement.schema
         except BaseException:
@@ -373,8 +377,12 @@ class _Statement:
         views: Mapping[str, pa.RecordBatchReader],
         cancelled: Callable[[], bool] | None,
         keys: CallKeys | None = None,
+        datasets: Mapping[str, DatasetForm] | None = None,
     ):
+        """``request`` gets the ``datasets`` views (as the process taken holds them) and the
+        keys of the datasets it is to drop."""
         self._settings = engine.settings
+        self._datasets = datasets or {}
         self._counts = engine.file_views
         self._budget = engine.budget.slots
         self._stack = contextlib.ExitStack()
@@ -393,6 +401,9 @@ class _Statement:
             self._process = process
             self._watch: Watch = engine.watchdog.watch(process, self._settings.timeout_seconds, cancelled)
             self._stack.callback(engine.watchdog.release, self._watch)
+            held = process.datasets
+            request["views"].update((name, (channel.DATASET, held.sent(form))) for name, form in self._datasets.items())
+            request["drop"] = held.to_drop()
             sent = []
             pumps = []
             for name, reader in views.items():
@@ -468,6 +479,8 @@ class _Statement:
         except (OSError, ValueError, channel.ChannelClosed):
             return None
         self._counts.add(status.get("native_views"))
+        if status.get("ok") is True:  # the process stored the datasets sent before it ran
+            self._process.datasets.stored(self._datasets.values())
         return status
 
     def _failure(self) -> Exception:
