@@ -20,9 +20,10 @@ A killed or failed process is replaced in the background, and idle processes are
 one per statement the SQL memory budget admits at once), so a statement pays no process start.
 Views stream to the engine process as Arrow IPC through sockets passed with the request (one
 thread each, which blocks while the engine does not read: backpressure); datasets of local base
-files go as they are (their pickled form kept, :mod:`.dataset_forms`), for the engine process to
-scan itself. The result streams back on the process's channel, followed by the statement's
-status (:mod:`.channel`): a statement makes no socket of its own unless a view streams.
+files go as they are (their pickled form kept, :mod:`.dataset_forms`; sent to each engine process
+once, then named by a key while it keeps them), for the engine process to scan itself. The result
+streams back on the process's channel, followed by the statement's status (:mod:`.channel`): a
+statement makes no socket of its own unless a view streams.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ import sys
 import threading
 import weakref
 from concurrent.futures import Future
-from typing import Any, BinaryIO, Callable, Iterator, Mapping
+from typing import Any, BinaryIO, Callable, ContextManager, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -52,7 +53,7 @@ from flight_server.server.security.budgets import CallKeys, ServerBusyError
 from flight_server.server.security.limits import LimitExceededError
 from flight_server.server.sql import channel
 from flight_server.server.sql.admission import RETRY_SECONDS, parse_bytes
-from flight_server.server.sql.dataset_forms import DatasetForms
+from flight_server.server.sql.dataset_forms import DatasetForm, DatasetForms, HeldForms
 from flight_server.server.sql.engine import (
     EngineSettings,
     ResultSchemas,
@@ -150,6 +151,7 @@ class EngineProcess:
             self.interrupt()
             raise flight.FlightUnavailableError("the SQL engine could not start; retry later") from err
         ours.settimeout(None)
+        self.datasets = HeldForms()  # the datasets it keeps, by key
         if not ready.get("ready"):
             self.interrupt()
             raise flight.FlightUnavailableError("the SQL engine could not start; retry later")
@@ -196,19 +198,27 @@ class EnginePool:
         self.replaced = 0
 
     def take(self) -> EngineProcess:
+        """An idle process (the last given back: the dead ones met on the way are ended), or a
+        new one."""
+        dead: list[EngineProcess] = []
+        process = None
         with self._lock:
             if self._closed:
                 raise flight.FlightUnavailableError(_SHUTTING_DOWN)
-            idle, self._idle = self._idle, []
-            alive = [p for p in idle if p.alive()]
-            process = alive.pop() if alive else None
-            self._idle = alive
+            while self._idle and process is None:
+                candidate = self._idle.pop()
+                if candidate.alive():
+                    process = candidate
+                    self._lent.add(process)
+                else:
+                    dead.append(candidate)
             if process is None:
                 self.started += 1
-        for dead in set(idle).difference(alive, [process]):
-            dead.close()
-        if process is None:
-            process = self._start()
+        for gone in dead:
+            gone.close()
+        if process is not None:
+            return process
+        process = self._start()
         with self._lock:
             closed = self._closed
             if not closed:
@@ -271,10 +281,13 @@ class NativeViewCounts:
         self._lock = threading.Lock()
 
     def add(self, counts: object) -> None:
-        if isinstance(counts, list) and len(counts) == 2 and all(isinstance(n, int) and n >= 0 for n in counts):
+        if not isinstance(counts, list) or len(counts) != 2:
+            return
+        read, declined = counts
+        if isinstance(read, int) and isinstance(declined, int) and read >= 0 and declined >= 0:
             with self._lock:
-                self.read += counts[0]
-                self.declined += counts[1]
+                self.read += read
+                self.declined += declined
 
 
 class SandboxedEngine:
@@ -331,13 +344,15 @@ class SandboxedEngine:
         """
         specs: dict[str, tuple[str, Any]] = {}
         streamed: dict[str, pa.RecordBatchReader] = {}
+        forms: dict[str, DatasetForm] = {}
         for name, view in views.items():
             if isinstance(view, ds.Dataset):
-                specs[name] = (channel.DATASET, self._datasets.pickled(view))
+                forms[name] = self._datasets.form(view)
             else:
                 specs[name] = (channel.STREAM, len(streamed))  # the index of its passed descriptor
                 streamed[name] = view
-        statement = _Statement(self, {"op": channel.RUN, "sql": sql, "views": specs}, streamed, cancelled, keys)
+        request = {"op": channel.RUN, "sql": sql, "views": specs}
+        statement = _Statement(self, request, streamed, cancelled, keys, forms)
         try:
             schema = statement.schema
         except BaseException:
@@ -346,6 +361,10 @@ class SandboxedEngine:
         batches = statement.batches()
         weakref.finalize(batches, statement.end)
         return schema, batches
+
+
+#: the source failure of a statement without streamed views: never set
+_NO_STREAMED_VIEW = threading.Event()
 
 
 class _Statement:
@@ -358,25 +377,35 @@ class _Statement:
         views: Mapping[str, pa.RecordBatchReader],
         cancelled: Callable[[], bool] | None,
         keys: CallKeys | None = None,
+        datasets: Mapping[str, DatasetForm] | None = None,
     ):
+        """``request`` gets the ``datasets`` views (as the process taken holds them) and the
+        keys of the datasets it is to drop."""
         self._settings = engine.settings
+        self._datasets = datasets or {}
         self._counts = engine.file_views
-        self._budget = engine.budget.slots
-        self._stack = contextlib.ExitStack()
+        self._engine = engine
         self._ended = False
         self._ok = False  # the engine process answered and may serve the next statement
-        self._source_failed = threading.Event()  # reading a view's table failed
+        # set when reading a streamed view's table failed (never, without one)
+        self._source_failed = threading.Event() if views else _NO_STREAMED_VIEW
+        # what :meth:`end` gives back, as it is taken
+        self._admission: ContextManager[None] | None = None
+        self._taken: EngineProcess | None = None
+        self._watched: Watch | None = None
         try:
             if engine.watchdog.closed:
                 raise flight.FlightUnavailableError(_SHUTTING_DOWN)
-            self._stack.enter_context(engine.budget.admitted(keys))
-            process = engine.processes.take()
-            # given back after the watch is released (callbacks run last first): a deadline that
-            # fired meanwhile killed the process, which must not serve the next statement
-            self._stack.callback(lambda: engine.processes.give_back(process, self._ok and self._watch.reason is None))
-            self._process = process
-            self._watch: Watch = engine.watchdog.watch(process, self._settings.timeout_seconds, cancelled)
-            self._stack.callback(engine.watchdog.release, self._watch)
+            admission = engine.budget.admitted(keys)
+            admission.__enter__()
+            self._admission = admission
+            process = self._process = self._taken = engine.processes.take()
+            watch = self._watch = self._watched = engine.watchdog.watch(
+                process, self._settings.timeout_seconds, cancelled
+            )
+            held = process.datasets
+            request["views"].update((name, (channel.DATASET, held.sent(form))) for name, form in self._datasets.items())
+            request["drop"] = held.to_drop()
             sent = []
             pumps = []
             for name, reader in views.items():
@@ -393,7 +422,7 @@ class _Statement:
                     end.close()
             for pump in pumps:
                 pump.start()
-            with self._watch.busy():
+            with watch.busy():
                 self._reader = self._open()
             self.schema = self._reader.schema
         except BaseException:
@@ -440,9 +469,24 @@ class _Statement:
             self.end()
 
     def end(self) -> None:
-        if not self._ended:
-            self._ended = True
-            self._stack.close()
+        """Give back what the statement took, last taken first: its watch, its process (after the
+        watch is released: a deadline that fired meanwhile killed the process, which must not
+        serve the next statement), its share of the budget."""
+        if self._ended:
+            return
+        self._ended = True
+        watch, process, admission = self._watched, self._taken, self._admission
+        try:
+            if watch is not None:
+                self._engine.watchdog.release(watch)
+        finally:
+            try:
+                if process is not None:
+                    reusable = self._ok and watch is not None and watch.reason is None
+                    self._engine.processes.give_back(process, reusable)
+            finally:
+                if admission is not None:
+                    admission.__exit__(None, None, None)
 
     def _status(self) -> dict[str, Any] | None:
         """The engine process's word on the request (``None``: it ended without one)."""
@@ -452,6 +496,8 @@ class _Statement:
         except (OSError, ValueError, channel.ChannelClosed):
             return None
         self._counts.add(status.get("native_views"))
+        if status.get("ok") is True:  # the process stored the datasets sent before it ran
+            self._process.datasets.stored(self._datasets.values())
         return status
 
     def _failure(self) -> Exception:

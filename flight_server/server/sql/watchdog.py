@@ -33,11 +33,34 @@ class Interruptible(Protocol):
     def interrupt(self) -> None: ...
 
 
+class _Statm:
+    """``/proc/self/statm`` kept open: a reading is one ``pread`` (opening the file anew costs
+    seven system calls and two file objects, and a watch of an engine process with a memory
+    bound reads it once per statement). Opened again in a forked child (``/proc/self`` named the
+    parent when it was opened)."""
+
+    def __init__(self) -> None:
+        self._opened: tuple[int, int] | None = None  # (pid, descriptor)
+        self._lock = threading.Lock()
+
+    def read(self) -> bytes:
+        opened = self._opened
+        if opened is None or opened[0] != os.getpid():
+            with self._lock:
+                opened = self._opened
+                if opened is None or opened[0] != os.getpid():
+                    opened = self._opened = (os.getpid(), os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC))
+        return os.pread(opened[1], 256, 0)
+
+
+_STATM = _Statm()
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+
 def rss_bytes() -> int:
     """The resident set size of this process (0 where ``/proc`` is not available)."""
     try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        return int(_STATM.read().split()[1]) * _PAGE_SIZE
     except (OSError, ValueError, IndexError):
         return 0
 

@@ -34,7 +34,6 @@ import pyarrow.dataset as ds
 import pyarrow.flight as flight
 
 from catalog.errors import InvalidQueryError
-from catalog.lru import BoundedLRU
 from flight_server.server.security.budgets import ServerBusyError
 from flight_server.server.security.limits import LimitExceededError
 from flight_server.server.sql import channel
@@ -46,8 +45,6 @@ _PR_SET_PDEATHSIG = 1
 _CPU_SLACK_SECONDS = 5
 #: seconds past the statement's deadline at which this process's own engine gives up
 _DEADLINE_SLACK_SECONDS = 30
-#: bytes of datasets kept between statements (a pickled dataset: a few kilobytes per file)
-DATASET_CACHE_BYTES = 16 << 20
 View: TypeAlias = "pa.RecordBatchReader | ds.Dataset"
 
 
@@ -103,29 +100,35 @@ class _CpuBound:
 
 
 class _Datasets:
-    """Datasets of local base files as sent, kept by their pickled form: a statement run again
-    gets the same dataset, whose fragments already hold their footers' schemas (unpickled anew,
-    each would read its files' footers again)."""
+    """The datasets of local base files this process was sent, by key (``.dataset_forms``): a
+    statement run again gets the same dataset, whose fragments already hold their footers'
+    schemas (unpickled anew, each would read its files' footers again). Which ones it keeps, the
+    serving process decides (``HeldForms``): it names a kept one by its key alone, and says
+    which ones to drop."""
 
-    def __init__(self, max_bytes: int = DATASET_CACHE_BYTES):
-        self._kept: BoundedLRU[bytes, ds.Dataset] = BoundedLRU("engine process datasets", max_bytes)
+    def __init__(self) -> None:
+        self._kept: dict[int, ds.Dataset] = {}
 
-    def get(self, pickled: bytes) -> ds.Dataset:
-        dataset = self._kept.get(pickled)
-        if dataset is None:
-            dataset = pickle.loads(pickled)
-            self._kept.put(pickled, dataset, 4 * len(pickled))
+    def drop(self, keys: Iterable[int]) -> None:
+        for key in keys:
+            self._kept.pop(key, None)
+
+    def get(self, key: int, pickled: bytes | None) -> ds.Dataset:
+        if pickled is None:
+            return self._kept[key]
+        dataset = self._kept[key] = pickle.loads(pickled)
         return dataset
 
 
 def _views(specs: Mapping[str, tuple[str, Any]], streams: list[BinaryIO], datasets: _Datasets) -> dict[str, View]:
-    """The request's views: ``streams[i]`` carries the view whose spec is ``(STREAM, i)``."""
+    """The request's views: ``streams[i]`` carries the view whose spec is ``(STREAM, i)``; a dataset's
+    spec is ``(DATASET, (key, pickled bytes or None: kept))``."""
     views: dict[str, View] = {}
     for name, (kind, value) in specs.items():
         if kind == STREAM:
             views[name] = pa.ipc.open_stream(streams[value])
         elif kind == DATASET:
-            views[name] = datasets.get(value)
+            views[name] = datasets.get(*value)
         else:
             raise ValueError(f"unknown view kind {kind!r}")
     return views
@@ -189,6 +192,7 @@ def serve(control: socket.socket, sink: BinaryIO, engine: Engine) -> None:
         except channel.ChannelClosed:
             return
         request = pickle.loads(payload)
+        datasets.drop(request.get("drop", ()))
         streams: list[BinaryIO] = [os.fdopen(fd, "rb") for fd in fds]  # the streamed views, in order
         status: dict[str, Any] = {"ok": True}
         read, declined = engine.file_views.read, engine.file_views.declined

@@ -5,6 +5,7 @@ before the engine sees it. Each probe here once ran for minutes or took gigabyte
 from __future__ import annotations
 
 import json
+import os
 import signal
 import threading
 import time
@@ -19,7 +20,7 @@ from flight_server.server.config import ServerConfig
 from flight_server.server.security.budgets import ServerBusyError
 from flight_server.server.security.limits import LimitExceededError, Limits
 from flight_server.server.sql import bounds, engine
-from flight_server.server.sql.watchdog import MEMORY, Watchdog
+from flight_server.server.sql.watchdog import MEMORY, Watchdog, rss_bytes
 from tests.support.processes import ServeProcess, poll
 from tests.support.servers import running_server
 
@@ -210,6 +211,28 @@ def test_the_watchdog_stops_queries_when_the_process_grows_past_the_budget():
     rss[0] += 60 << 20  # list and string values DuckDB's memory_limit does not count
     assert connection.interrupted.wait(5) and watch.reason == MEMORY
     watchdog.release(watch)
+
+
+def test_the_resident_size_follows_what_the_process_holds_and_a_forked_child_reads_its_own():
+    before = rss_bytes()
+    held = bytearray(64 << 20)  # zeroed pages: resident once written
+    held[:: 4096] = b"x" * len(held[:: 4096])
+    assert rss_bytes() - before >= 60 << 20
+    reading, writing = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child reads its own statm (the descriptor kept open names the parent's)
+        rss_bytes()
+        opened = [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+                  if os.path.exists(f"/proc/self/fd/{fd}")]
+        os.write(writing, b"own" if f"/proc/{os.getpid()}/statm" in opened else b"parent's")
+        os._exit(0)
+    os.close(writing)
+    try:
+        assert os.read(reading, 64) == b"own"
+    finally:
+        os.waitpid(child, 0)
+        os.close(reading)
+    assert rss_bytes() - before >= 60 << 20
 
 
 def test_sigterm_stops_a_real_server_running_an_endless_query(tmp_path):
