@@ -42,7 +42,7 @@ import sys
 import threading
 import weakref
 from concurrent.futures import Future
-from typing import Any, BinaryIO, Callable, ContextManager, Iterator, Mapping
+from typing import Any, BinaryIO, Callable, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -384,25 +384,22 @@ class _Statement:
         self._settings = engine.settings
         self._datasets = datasets or {}
         self._counts = engine.file_views
-        self._engine = engine
+        self._stack = contextlib.ExitStack()
         self._ended = False
         self._ok = False  # the engine process answered and may serve the next statement
         # set when reading a streamed view's table failed (never, without one)
         self._source_failed = threading.Event() if views else _NO_STREAMED_VIEW
-        # what :meth:`end` gives back, as it is taken
-        self._admission: ContextManager[None] | None = None
-        self._taken: EngineProcess | None = None
-        self._watched: Watch | None = None
         try:
             if engine.watchdog.closed:
                 raise flight.FlightUnavailableError(_SHUTTING_DOWN)
-            admission = engine.budget.admitted(keys)
-            admission.__enter__()
-            self._admission = admission
-            process = self._process = self._taken = engine.processes.take()
-            watch = self._watch = self._watched = engine.watchdog.watch(
-                process, self._settings.timeout_seconds, cancelled
-            )
+            self._stack.enter_context(engine.budget.admitted(keys))
+            process = engine.processes.take()
+            # given back after the watch is released (callbacks run last first): a deadline that
+            # fired meanwhile killed the process, which must not serve the next statement
+            self._stack.callback(lambda: engine.processes.give_back(process, self._ok and self._watch.reason is None))
+            self._process = process
+            self._watch: Watch = engine.watchdog.watch(process, self._settings.timeout_seconds, cancelled)
+            self._stack.callback(engine.watchdog.release, self._watch)
             held = process.datasets
             request["views"].update((name, (channel.DATASET, held.sent(form))) for name, form in self._datasets.items())
             request["drop"] = held.to_drop()
@@ -422,7 +419,7 @@ class _Statement:
                     end.close()
             for pump in pumps:
                 pump.start()
-            with watch.busy():
+            with self._watch.busy():
                 self._reader = self._open()
             self.schema = self._reader.schema
         except BaseException:
@@ -469,24 +466,9 @@ class _Statement:
             self.end()
 
     def end(self) -> None:
-        """Give back what the statement took, last taken first: its watch, its process (after the
-        watch is released: a deadline that fired meanwhile killed the process, which must not
-        serve the next statement), its share of the budget."""
-        if self._ended:
-            return
-        self._ended = True
-        watch, process, admission = self._watched, self._taken, self._admission
-        try:
-            if watch is not None:
-                self._engine.watchdog.release(watch)
-        finally:
-            try:
-                if process is not None:
-                    reusable = self._ok and watch is not None and watch.reason is None
-                    self._engine.processes.give_back(process, reusable)
-            finally:
-                if admission is not None:
-                    admission.__exit__(None, None, None)
+        if not self._ended:
+            self._ended = True
+            self._stack.close()
 
     def _status(self) -> dict[str, Any] | None:
         """The engine process's word on the request (``None``: it ended without one)."""
