@@ -89,13 +89,18 @@ def parse_instant(text: Any, what: str = "instant") -> str:
     """
     if not isinstance(text, str):
         raise _malformed(text, what, f"a {type(text).__name__}, not a string")
-    return _canonical_instant(text, what)
+    if len(text) > _KEPT_INSTANT_CHARS:  # a client's text: only short ones are kept
+        return _canonical_instant(text, what)
+    return _kept_canonical_instant(text, what)
 
 
-@functools.lru_cache(maxsize=1024)
+#: instant texts longer than this (whitespace around a valid one, say) are parsed but not kept,
+#: so the texts kept hold at most 1,024 x 64 characters whoever sends them
+_KEPT_INSTANT_CHARS = 64
+
+
 def _canonical_instant(text: str, what: str) -> str:
-    """:func:`parse_instant` of a string, kept: planning pins every query to the latest instant
-    and checks it again (a date check per query); a refused text raises and is not kept."""
+    """:func:`parse_instant` of a string."""
     value = text.strip()
     if _DIGITS.fullmatch(value):
         if value[:14] not in _RESERVED_INSTANTS:
@@ -116,6 +121,11 @@ def _canonical_instant(text: str, what: str) -> str:
     minutes = int(offset.utcoffset(None).total_seconds()) // 60
     sign = "-" if minutes < 0 else "+"
     return f"{moment:%Y-%m-%dT%H:%M:%S}.{millis}{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+
+
+#: :func:`_canonical_instant`, kept: planning pins every query to the latest instant and checks it
+#: again (a date check per query); a refused text raises and is not kept
+_kept_canonical_instant = functools.lru_cache(maxsize=1024)(_canonical_instant)
 
 
 def instant_in_zone(instant: str, zone: str) -> str:

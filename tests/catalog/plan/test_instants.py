@@ -40,6 +40,23 @@ def test_accepted_forms(text, canonical):
     assert ReadOptions(as_of=text).as_of == canonical
 
 
+def test_long_instant_texts_are_parsed_but_not_kept():
+    """Instant texts come from clients: a valid one padded with a megabyte of spaces is read, but
+    the kept parses hold only short texts (else 1,024 such texts would hold a gigabyte)."""
+    from catalog.plan import options
+
+    padded = " " * (1 << 20) + "2024-01-31T12:00:05" + " " * 7
+    before = options._kept_canonical_instant.cache_info()
+    assert parse_instant(padded, "as_of") == "20240131120005000"
+    after = options._kept_canonical_instant.cache_info()
+    assert (after.hits, after.misses) == (before.hits, before.misses)
+    short = "2024-01-31T12:00:05 "
+    parse_instant(short, "as_of")
+    assert options._kept_canonical_instant.cache_info().hits + options._kept_canonical_instant.cache_info().misses > (
+        after.hits + after.misses
+    )
+
+
 @pytest.mark.parametrize(
     "text, why",
     [
