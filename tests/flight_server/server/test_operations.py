@@ -61,7 +61,17 @@ class Served:
         self.options = flight.FlightCallOptions(headers=[(b"authorization", f"Bearer {TOKEN}".encode())])
 
     def ready(self) -> None:
+        """The Flight port answers, then the operations ports: they open once the catalog is
+        loaded, after gRPC began listening (the health port reports SERVING only then)."""
         _wait(lambda: list(self.client.list_flights(options=self.options)), "the Flight port", self.proc)
+        _wait(self.metrics, "the metrics port", self.proc)
+        _wait(self._serving, "the health port", self.proc)
+
+    def _serving(self) -> None:
+        with grpc.insecure_channel(f"127.0.0.1:{self.health_port}") as channel:
+            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
+        if reply.status != health_pb2.HealthCheckResponse.SERVING:
+            raise AssertionError(f"health is {reply.status}")
 
     def query(self) -> int:
         (info,) = list(self.client.list_flights(options=self.options))
