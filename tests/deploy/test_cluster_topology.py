@@ -135,7 +135,7 @@ def test_the_same_topology_runs_on_loopback(compose, generated_table, tmp_path):
     in for MinIO); a client reads through the coordinator, endpoints name both workers, rows
     equal HudiTable.read."""
     flags = {name: _flags(compose["services"][name]["command"]) for name in CLUSTER}
-    path = generated_table(GeneratorSpec(rows=3_000, partitions=4, files_per_partition=2, commits=2))
+    path = generated_table(GeneratorSpec(rows=3_000, partitions=4, files_per_partition=6, commits=2))
     catalog = f"sqlite:///{tmp_path / 'catalog.db'}"
     registry = Registry(catalog)
     registry.register_table("ns.trips", path)
@@ -174,7 +174,10 @@ def test_the_same_topology_runs_on_loopback(compose, generated_table, tmp_path):
         with HudiFlightClient(coordinator.uri, timeout=60) as client:
             plan = client.plan("ns.trips")
             assert {loc for ep in plan.endpoints for loc in ep.locations} == workers
-            assert {ep.locations[0] for ep in plan.endpoints} == workers  # both get work
+            # both get work: each file group's first worker is a hash of it and the worker's URI
+            # (random ports), so with n endpoints all go to one worker with chance 2^(1-n)
+            assert len(plan.endpoints) >= 20
+            assert {ep.locations[0] for ep in plan.endpoints} == workers
             assert_same_rows(client.read("ns.trips"), HudiTable.open(path).read())
     finally:
         for p in processes:
