@@ -20,6 +20,7 @@ one query at a time, so its memory limit and spill bound stay per query.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import duckdb
@@ -30,6 +31,16 @@ from flight_server.server.sql.native_files import ParquetFiles, sql_identifier
 
 #: the files a database may read (its ``allowed_paths``); empty: none
 Files = frozenset[str]
+
+
+@dataclass(frozen=True)
+class DatabaseSpec:
+    """What a database is made for: the ``files`` it may read and the ``threads`` its queries
+    run on. Both are fixed when it is made (its configuration is locked), so a query is lent only
+    a database of exactly its spec."""
+
+    files: Files
+    threads: int
 #: statements kept bound per database (a few per client: a dashboard's handful)
 STATEMENTS_KEPT = 64
 
@@ -112,36 +123,36 @@ class Database:
 
 
 class DatabasePool:
-    """At most ``idle`` idle databases made by ``create(files)``, each lent to one query at a time.
+    """At most ``idle`` idle databases made by ``create(spec)``, each lent to one query at a time.
 
-    A database is made for the set of files it may read (empty for a query over streamed views
-    only: :mod:`.native_files`) and lent only to a query reading exactly that set; past the
-    bound, the database given back longest ago is closed.
+    A database is made for a :class:`DatabaseSpec` (the set of files it may read: empty for a
+    query over streamed views only, :mod:`.native_files`; and its thread count) and lent only to
+    a query of exactly that spec; past the bound, the database given back longest ago is closed.
     """
 
-    def __init__(self, create: Callable[[Files], duckdb.DuckDBPyConnection], idle: int):
+    def __init__(self, create: Callable[[DatabaseSpec], duckdb.DuckDBPyConnection], idle: int):
         self._create = create
         self._idle_max = idle
-        self._idle: list[tuple[Files, Database]] = []  # oldest first
+        self._idle: list[tuple[DatabaseSpec, Database]] = []  # oldest first
         self._lock = threading.Lock()
         self._closed = False
         self.created = 0
 
-    def take(self, files: Files = frozenset()) -> Database:
-        """An idle database that may read exactly ``files``, or a new one."""
+    def take(self, spec: DatabaseSpec) -> Database:
+        """An idle database made for exactly ``spec``, or a new one."""
         with self._lock:
             for i in range(len(self._idle) - 1, -1, -1):
-                if self._idle[i][0] == files:
+                if self._idle[i][0] == spec:
                     return self._idle.pop(i)[1]
             self.created += 1
-        return Database(self._create(files))
+        return Database(self._create(spec))
 
-    def give_back(self, database: Database, reusable: bool, files: Files = frozenset()) -> None:
-        """Keep ``database`` (made for ``files``) for the next query when ``reusable``; else close it."""
+    def give_back(self, database: Database, reusable: bool, spec: DatabaseSpec) -> None:
+        """Keep ``database`` (made for ``spec``) for the next query when ``reusable``; else close it."""
         evicted = None
         with self._lock:
             if reusable and not self._closed:
-                self._idle.append((files, database))
+                self._idle.append((spec, database))
                 if len(self._idle) <= self._idle_max:
                     return
                 evicted = self._idle.pop(0)[1]
@@ -161,4 +172,4 @@ class DatabasePool:
             database.close()
 
 
-__all__ = ["Database", "DatabasePool", "Files"]
+__all__ = ["Database", "DatabasePool", "DatabaseSpec", "Files"]

@@ -73,10 +73,12 @@ class ParquetFiles:
     Attributes:
         paths: the local files, each once, in the plan's order.
         schema: the view's columns (each file holds every one with exactly its type).
+        rows: the rows of the row groups the view reads (what the engine's threads share).
     """
 
     paths: tuple[str, ...]
     schema: pa.Schema
+    rows: int
 
     def select_sql(self) -> str:
         """The view's query: its columns, by name, from exactly its files."""
@@ -116,10 +118,12 @@ def _dataset_files(view: ds.FileSystemDataset) -> ParquetFiles | None:
         return None
     if not _distinct_names(view.schema.names):
         return None
+    rows = 0
     for fragment in view.get_fragments():
         if not _distinct_names(fragment.physical_schema.names):
             return None
-    return ParquetFiles(paths, view.schema)
+        rows += sum(row_group.num_rows for row_group in fragment.row_groups)
+    return ParquetFiles(paths, view.schema, rows)
 
 
 def parquet_views(views: Mapping[str, pa.RecordBatchReader | ds.Dataset]) -> dict[str, ParquetFiles]:

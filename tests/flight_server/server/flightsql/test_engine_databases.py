@@ -75,7 +75,7 @@ def test_a_database_whose_query_was_interrupted_as_it_ended_is_closed(engine, mo
 def test_a_database_is_closed_when_its_query_cannot_be_watched(engine, monkeypatch):
     taken = []
     take = engine.databases.take
-    monkeypatch.setattr(engine.databases, "take", lambda files=frozenset(): taken.append(take(files)) or taken[-1])
+    monkeypatch.setattr(engine.databases, "take", lambda spec: taken.append(take(spec)) or taken[-1])
 
     def cannot_watch(*args):
         raise RuntimeError("can't start new thread")

@@ -23,6 +23,8 @@ from catalog.errors import InvalidQueryError
 from catalog.plan.dataset import Fragments, base_file_dataset
 from catalog.read.split_reader import read_splits
 from flight_server.server.sql import databases
+from flight_server.server.sql import engine as engine_module
+from flight_server.server.sql.databases import DatabaseSpec
 from flight_server.server.sql.engine import Engine, EngineSettings, connect
 from flight_server.server.sql.native_files import parquet_files
 from flight_server.server.sql.native_scan import native_read_error
@@ -99,10 +101,15 @@ def test_quotes_and_line_breaks_in_paths_and_column_names_are_read_as_written(en
 
 def test_a_database_may_read_exactly_its_files(files):
     a, b, other = files
-    db = connect(EngineSettings(memory_limit="256MB", threads=1), frozenset([a, b]))
+    db = connect(EngineSettings(memory_limit="256MB", threads=2), DatabaseSpec(frozenset([a, b]), 1))
     try:
         assert db.execute(f"SELECT count(*) FROM read_parquet(['{a}', '{b}'])").fetchall() == [(15,)]
+        assert db.execute("SELECT current_setting('threads'), current_setting('parquet_metadata_cache')").fetchall() == [
+            (1, True)
+        ]
         refused = [
+            "SET threads = 2",
+            "SET parquet_metadata_cache = false",
             f"SELECT * FROM read_parquet('{other}')",
             f"SELECT * FROM read_parquet('{os.path.dirname(a)}/*.parquet')",
             "SELECT * FROM read_csv('/etc/passwd')",
@@ -117,6 +124,36 @@ def test_a_database_may_read_exactly_its_files(files):
     finally:
         db.close()
     assert not os.path.exists(os.path.join(os.path.dirname(a), "out.parquet"))
+
+
+def _threads_of_idle_databases(engine: Engine) -> list[int]:
+    return [database.connection.execute("SELECT current_setting('threads')").fetchall()[0][0]
+            for database in engine.databases.idle()]
+
+
+def test_a_small_scan_runs_on_one_thread_a_large_one_on_every_configured_one(files, monkeypatch):
+    """One engine thread per ROWS_PER_THREAD rows of natively read files (a second thread costs
+    a small scan CPU and gains it no time), at most ``sql_threads``; every configured thread when
+    a view streams (its size is not known)."""
+    a, b, _ = files  # 15 rows
+    engine = Engine(EngineSettings(memory_limit="256MB", memory_budget="1GB", threads=2))
+    try:
+        sql = "SELECT count(*) AS n FROM v"
+        assert _run(engine, sql, {"v": _dataset([a, b], SCHEMA)}).to_pylist() == [{"n": 15}]
+        assert _threads_of_idle_databases(engine) == [1]
+        streamed = pa.RecordBatchReader.from_batches(SCHEMA, pa.table({"x": [1], "s": ["c"]}, schema=SCHEMA).to_batches())
+        both = _run(engine, "SELECT (SELECT count(*) FROM v) + (SELECT count(*) FROM w) AS n",
+                    {"v": _dataset([a, b], SCHEMA), "w": streamed})
+        assert both.to_pylist() == [{"n": 16}]
+        assert sorted(_threads_of_idle_databases(engine)) == [1, 2]
+        monkeypatch.setattr(engine_module, "ROWS_PER_THREAD", 10)  # 15 rows: two threads' worth
+        assert _run(engine, sql, {"v": _dataset([b, a], SCHEMA)}).to_pylist() == [{"n": 15}]
+        assert engine.databases.created == 2  # lent the database of the same files on two threads
+        monkeypatch.setattr(engine_module, "ROWS_PER_THREAD", 1)  # ten threads' worth: still at most two
+        assert _run(engine, sql, {"v": _dataset([a], SCHEMA)}).to_pylist() == [{"n": 10}]
+        assert sorted(_threads_of_idle_databases(engine)) == [1, 2, 2] and engine.databases.created == 3
+    finally:
+        engine.stop_all()
 
 
 def test_a_statement_cannot_name_a_file_even_one_of_its_views(engine, files):
