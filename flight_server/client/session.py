@@ -102,6 +102,10 @@ def _transport_hint(uri: str, message: str) -> str:
     return ""
 
 
+#: how the server's refusals by a named limit begin ("limit sql_timeout_seconds (10) exceeded: ...")
+_SERVER_LIMIT = "limit "
+
+
 @contextlib.contextmanager
 def translated_errors(uri: str, what: str) -> Iterator[None]:
     """Turn Flight status errors into builtins whose message names the server and the request."""
@@ -118,6 +122,8 @@ def translated_errors(uri: str, what: str) -> Iterator[None]:
         ) from err
     except flight.FlightTimedOutError as err:
         message = _first_line(err)
+        if message.startswith(_SERVER_LIMIT):  # the server ran out of time: asking again meets the same limit
+            raise TimeoutError(f"hudi-flight server {uri} stopped the request ({what}): {message}") from err
         raise ConnectionError(
             f"hudi-flight server {uri} is unreachable ({what}): {message}{_transport_hint(uri, str(err))}"
         ) from err

@@ -117,7 +117,7 @@ def TimestampFromTicks(ticks: float) -> _dt.datetime:  # noqa: N802 - PEP 249 na
 
 def _driver_errors(err: Exception) -> Error:
     """The PEP 249 error for an exception raised by the Flight layer (messages kept)."""
-    if isinstance(err, (ConnectionError, PermissionError)):
+    if isinstance(err, (ConnectionError, PermissionError, TimeoutError)):
         return OperationalError(str(err))
     if isinstance(err, NotImplementedError):
         return NotSupportedError(str(err))

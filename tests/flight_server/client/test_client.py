@@ -200,6 +200,38 @@ def test_mid_stream_retry_only_for_splits(metadata, streams):
     assert fake.streams == streams
 
 
+class _TimingOutServer:
+    """A Flight client stand-in whose every stream fails with TIMED_OUT and ``message``."""
+
+    def __init__(self, message: str):
+        self.message = message
+        self.streams = 0
+
+    def close(self):
+        pass
+
+    def do_get(self, ticket, options):
+        self.streams += 1
+        raise flight.FlightTimedOutError(self.message)
+
+
+@pytest.mark.parametrize("message, error, streams", [
+    # the server's own deadline: the statement would meet it again, so it is not run again
+    ("limit sql_timeout_seconds (10) exceeded: the query was cancelled", TimeoutError, 1),
+    # gRPC's deadline for the call (a hung server): the next location may answer
+    ("Deadline Exceeded", ConnectionError, 2),
+])
+def test_a_server_deadline_is_not_retried_a_transport_deadline_is(message, error, streams):
+    fake = _TimingOutServer(message)
+    with HudiFlightClient("grpc://127.0.0.1:1") as c:
+        c._clients = {("grpc://127.0.0.1:1", 0): fake, ("grpc://127.0.0.1:2", 0): fake}
+        endpoint = PlannedEndpoint(b"t", ("grpc://127.0.0.1:2",), 1.0, {})
+        with pytest.raises(error, match=message.split(" (")[0]) as raised:
+            list(c.fetch(endpoint))
+    assert fake.streams == streams
+    assert error is ConnectionError or not isinstance(raised.value, ConnectionError)
+
+
 def test_a_fetch_that_cannot_start_is_an_error_not_an_empty_result():
     """A worker thread whose stream fails before its first batch still reports to the consumer."""
 

@@ -109,6 +109,19 @@ def test_an_endless_query_stops_at_its_deadline(server, client):
     assert time.monotonic() - started < 30
 
 
+def test_the_sql_client_tells_a_statement_stopped_at_its_deadline_and_does_not_run_it_again(server):
+    """The deadline is the server's answer, not a lost connection: the client's DB-API raises an
+    OperationalError naming the limit (not "unreachable"), and its endpoint is not fetched again."""
+    from flight_server.client.sql import dbapi
+
+    with dbapi.connect(server.uri) as conn:
+        cursor = conn.cursor()
+        with pytest.raises(dbapi.OperationalError, match="sql_timeout_seconds") as raised:
+            cursor.execute(ENDLESS)
+            cursor.fetchall()
+    assert "unreachable" not in str(raised.value)
+
+
 def test_sigterm_returns_within_five_seconds_whatever_the_engine_does(tmp_path):
     server = _serve(tmp_path, sql_timeout_seconds=600)
     try:
