@@ -2,8 +2,9 @@
 
 Every connection is created with external access (files, URLs, ATTACH, COPY), extension
 installation and autoloading, community and unsigned extensions and Python replacement scans
-(DuckDB's lookup of unknown table names among Python variables) switched off, a memory limit, a
-thread count and a spill bound from the server configuration, spilling only into the server's
+(DuckDB's lookup of unknown table names among Python variables) switched off, a memory limit and
+a spill bound from the server configuration, as many threads as its scan needs (up to the
+configured count: :data:`ROWS_PER_THREAD`), spilling only into the server's
 private temp folder, and then the configuration locked, so SQL cannot change any of it. The only
 data it sees are the query's views: Arrow ``RecordBatchReader`` s, or Arrow datasets naming exactly
 a plan's base files (:mod:`.native_scan`). The local files of such a dataset are read by DuckDB's
@@ -55,7 +56,7 @@ class EngineSettings:
     (``sql_memory_limit``, ``sql_threads``, ...)."""
 
     memory_limit: str = "1GB"  # per query (DuckDB's memory_limit)
-    threads: int = 2
+    threads: int = 2  # the most a query runs on (fewer for a small scan: ROWS_PER_THREAD)
     temp_dir: str | None = None  # a private folder; None: no spilling
     max_temp_size: str = "4GB"  # spilled bytes per query (DuckDB's max_temp_directory_size)
     timeout_seconds: float = 300.0  # a query is interrupted after this long
