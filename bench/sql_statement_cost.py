@@ -9,7 +9,9 @@ record index), through the ADBC Flight SQL driver, each warm statement run over 
 * ``bound point query, prepared each time``: the same on a new cursor per query (adds
   CreatePreparedStatement and its close);
 * ``count(*)``: answered from the footers, the engine never runs;
-* ``filtered aggregate``: :data:`bench.flight_sql.AGGREGATE`, run by the engine.
+* ``filtered aggregate``: :data:`bench.flight_sql.AGGREGATE`, run by the engine;
+* ``SELECT * partitions``: ``adbc_execute_partitions`` of one region's rows (a partition per
+  split, answered by the split endpoints), each partition read in turn.
 
 The peer is the server at ``PEER_COMMIT`` (the last one whose engine ran inside the serving
 process, before the sandbox of :mod:`flight_server.server.sql.sandbox`), checked out into a ``git
@@ -57,6 +59,14 @@ def _statements(rows: int) -> dict[str, Callable[[Any, random.Random], Any]]:
         with cursor.connection.cursor() as fresh:
             return bound(fresh, rnd)
 
+    def partitions(cursor: Any, rnd: random.Random) -> Any:
+        planned, _ = cursor.adbc_execute_partitions(f"SELECT * FROM {table} WHERE region = 'region-00001'")
+        rows = 0
+        for partition in planned:
+            cursor.adbc_read_partition(partition)
+            rows += sum(batch.num_rows for batch in cursor.fetch_record_batch())
+        return rows
+
     def scalar(sql: str) -> Callable[[Any, random.Random], Any]:
         def run(cursor: Any, rnd: random.Random) -> Any:
             cursor.execute(sql)
@@ -69,6 +79,7 @@ def _statements(rows: int) -> dict[str, Callable[[Any, random.Random], Any]]:
         "bound point query, prepared each time": prepared,
         "count(*)": scalar(f"SELECT count(*) FROM {table}"),
         "filtered aggregate": scalar(AGGREGATE.format(table)),
+        "SELECT * partitions": partitions,
     }
 
 
