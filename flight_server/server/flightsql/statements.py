@@ -306,7 +306,7 @@ class Statements:
             else:
                 # the dataset, when asked for, iterated the listed splits: list them again to read
                 unread = call.listed(scan) if self.engine.settings.native_scan else listed
-                batches = _recording(call.read(unread), failures)
+                batches = _recording(call.read(unread, scan), failures)
                 readers[view] = pa.RecordBatchReader.from_batches(schema, notes.collecting(batches))
             sources.append((scan.table, schema))
         try:

@@ -217,7 +217,7 @@ class Queries:
     def open_entry(self, entry: TableEntry, instant: str | None = None, fresh: bool = True) -> OpenTable:
         """The table's state now (or any state holding ``instant``; ``fresh=False``: any cached
         state, see TableCache.get)."""
-        with _table_path_hidden(entry):
+        with _table_path_hidden(entry.identifier, entry.base_uri):
             return OpenTable(entry, self.tables.get(entry, instant, fresh))
 
     def forget(self, identifier: str | None = None) -> None:
@@ -229,7 +229,7 @@ class Queries:
 
     # -- planning ----------------------------------------------------------------------------
     def plan(self, table: OpenTable, options: ReadOptions) -> PlannedScan:
-        with _table_path_hidden(table.entry):
+        with _table_path_hidden(table.entry.identifier, table.entry.base_uri):
             scan = plan(table.state, options, self.split_options, self.footers, self.decoded, self.logs)
             return PlannedScan(table, scan, self.limits, self.footers)
 
@@ -288,7 +288,7 @@ class Queries:
         """
         meta_table_named(name, as_of)
         if as_of is not None:
-            with _table_path_hidden(table.entry):
+            with _table_path_hidden(table.entry.identifier, table.entry.base_uri):
                 as_of = resolve(ReadOptions(as_of=as_of), table.state.timeline).instant
         return PinnedScan(table.entry.identifier, table.entry.base_uri, as_of, ReadOptions(as_of=as_of), name)
 
@@ -303,7 +303,7 @@ class Queries:
         if entry.base_uri != pinned.uri or pinned.meta is None:
             raise UnknownTableError(f"table {pinned.table} was re-registered elsewhere since planning; plan again")
         table = self.open_entry(entry, pinned.instant)
-        with _table_path_hidden(entry):
+        with _table_path_hidden(entry.identifier, entry.base_uri):
             return meta_table(table.state, pinned.meta, pinned.options.as_of)
 
     # -- reading -----------------------------------------------------------------------------
@@ -317,19 +317,21 @@ class Queries:
             reading = self.reading(ticket.scan, with_splits=False)
             point = reading.context.point
             few = point is not None and len(point.keys) <= POINT_KEYS_AT_ONCE
-            return TicketStream(reading.schema, self.split_results.read(reading.context, ticket.split), few)
+            batches = _paths_hidden(ticket.scan, self.split_results.read(reading.context, ticket.split))
+            return TicketStream(reading.schema, batches, few)
         scan = self.listed(ticket.scan)
-        return TicketStream(scan.schema, self.read(scan), False)
+        return TicketStream(scan.schema, self.read(scan, ticket.scan), False)
 
     def listed(self, pinned: PinnedScan) -> ScanPlan:
         """The plan of a pinned scan with its splits listed (:meth:`reading`), iterable once."""
         reading = self.reading(pinned, with_splits=True)
         return ScanPlan(reading.schema, reading.context, pinned.options, iter(reading.splits or ()))
 
-    def read(self, scan: ScanPlan) -> Iterator[pa.RecordBatch]:
-        """Every split's rows (at most the options' limit), read in parallel, each split through
-        the split result cache as a split ticket is."""
-        return read_splits(scan.context, list(scan.splits), scan.options.limit, read=self.split_results.read)
+    def read(self, scan: ScanPlan, pinned: PinnedScan) -> Iterator[pa.RecordBatch]:
+        """Every split's rows of ``pinned``'s listed ``scan`` (at most the options' limit), read
+        in parallel, each split through the split result cache as a split ticket is."""
+        batches = read_splits(scan.context, list(scan.splits), scan.options.limit, read=self.split_results.read)
+        return _paths_hidden(pinned, batches)
 
     def reading(self, pinned: PinnedScan, with_splits: bool) -> _Reading:
         """The schema and read context of a pinned scan (and its splits when asked): from the
@@ -464,9 +466,9 @@ class Call:
         """See :meth:`Queries.listed`."""
         return self.queries.listed(pinned)
 
-    def read(self, scan: ScanPlan) -> Iterator[pa.RecordBatch]:
+    def read(self, scan: ScanPlan, pinned: PinnedScan) -> Iterator[pa.RecordBatch]:
         """See :meth:`Queries.read`."""
-        return self.queries.read(scan)
+        return self.queries.read(scan, pinned)
 
     # -- the catalog (actions) -------------------------------------------------------------
     def namespaces(self) -> list[str]:
@@ -505,17 +507,24 @@ class Call:
 
 
 @contextlib.contextmanager
-def _table_path_hidden(entry: TableEntry) -> Iterator[None]:
+def _table_path_hidden(table: str, base_uri: str) -> Iterator[None]:
     """Reader errors name files by the table's storage location; a caller sees the table's name
     instead (no server path in any error, docs/flight.md, "Errors")."""
     try:
         yield
     except HudiError as err:
         text = str(err)
-        location = entry.base_uri.rstrip("/")
+        location = base_uri.rstrip("/")
         if location and location in text:
-            err.args = (text.replace(location, f"table {entry.identifier}"),)
+            err.args = (text.replace(location, f"table {table}"),)
         raise
+
+
+def _paths_hidden(pinned: PinnedScan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``batches`` of ``pinned``'s table, read when the stream asks: their errors as
+    :func:`_table_path_hidden` tells them."""
+    with _table_path_hidden(pinned.table, pinned.uri):
+        yield from batches
 
 
 __all__ = ["Call", "OpenTable", "PlannedQuery", "PlannedScan", "Queries", "TicketStream", "expiration_time"]

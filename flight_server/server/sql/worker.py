@@ -126,7 +126,10 @@ def _views(specs: Mapping[str, tuple[str, Any]], streams: list[BinaryIO], datase
     views: dict[str, View] = {}
     for name, (kind, value) in specs.items():
         if kind == STREAM:
-            views[name] = pa.ipc.open_stream(streams[value])
+            try:
+                views[name] = pa.ipc.open_stream(streams[value])
+            except (pa.ArrowInvalid, OSError) as err:  # its source failed before the first batch
+                raise InvalidQueryError("SQL engine: reading a table failed") from err
         elif kind == DATASET:
             views[name] = datasets.get(*value)
         else:

@@ -9,6 +9,7 @@ import re
 import shutil
 import warnings
 
+import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
@@ -91,3 +92,30 @@ def test_skipped_corrupt_data_block_reaches_flight_sql_clients(fixture_table, tm
         client.close()
     assert notes and all(log.name in n and "corrupt log block" in n for n in notes), notes
     assert len(notes) == len(set(notes))  # told once
+
+
+def test_a_log_file_changed_since_listing_is_refused_naming_the_table_not_its_path(fixture_table, tmp_path):
+    """A log file shorter than the listing the server keeps is refused (never read as a shorter
+    log); the refusal names the table and the file, not the server's path to it: on the JSON
+    path (split tickets, a whole-scan ticket) and in a Flight SQL statement over the table."""
+    path = tmp_path / "t"
+    shutil.copytree(fixture_table("sample_table/mor/parquet/v6_nonpartitioned"), path)
+    (log,) = [p for p in path.iterdir() if ".log." in p.name]
+    query = pack(sql.CommandStatementQuery(query="SELECT count(*) AS n FROM bad.t"))
+    with _serve(path, tmp_path) as server, connect(f"127.0.0.1:{server.port}") as client:
+        assert client.read("bad.t").num_rows == HudiTable.open(str(path)).read().num_rows  # listed and kept
+        log.write_bytes(log.read_bytes()[:-100])
+        refusals = []
+        for limit in (None, 1):  # split tickets; one ticket for the whole scan
+            with pytest.raises(ValueError) as refused:
+                client.read("bad.t", limit=limit)
+            refusals.append(str(refused.value))
+        raw = flight.connect(f"grpc://127.0.0.1:{server.port}")
+        with pytest.raises(pa.ArrowException) as refused_sql:
+            info = raw.get_flight_info(flight.FlightDescriptor.for_command(query))
+            raw.do_get(info.endpoints[0].ticket).read_all()
+        raw.close()
+        refusals.append(str(refused_sql.value))
+    for text in refusals:
+        assert "table bad.t/" + log.name in text and "were listed" in text, text
+        assert str(tmp_path) not in text and "Traceback" not in text, text

@@ -279,7 +279,7 @@ def test_engine_read_errors_keep_their_status(client, monkeypatch):
     from catalog.plan.planner import ScanPlan
     from flight_server.server.query.queries import Queries
 
-    def failing(self, scan):
+    def failing(self, scan, pinned):
         raise FileNotFoundError("base file vanished")
         yield  # a generator, like Queries.read
 
