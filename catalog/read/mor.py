@@ -374,6 +374,16 @@ def _payload(spec: MergeSpec, rows: pa.Table) -> Iterator[pa.RecordBatch]:
             yield batch
 
 
+def fill_constants(rows: pa.Table, constants: dict[str, pa.Scalar]) -> pa.Table:
+    """Partition values for tables that drop partition columns from data files."""
+    for name, value in constants.items():
+        idx = rows.schema.get_field_index(name)
+        if idx >= 0:
+            field = rows.schema.field(idx)
+            rows = rows.set_column(idx, field, pa.repeat(pa.scalar(value.as_py(), field.type), rows.num_rows))
+    return rows
+
+
 # A point read's keys are plain record keys (``catalog.plan.prune.record_key_values``): the log
 # rows of other keys cannot reach its answer (the row filter pins the keys after the merge), so
 # they are dropped before they become merge rows.
@@ -493,6 +503,7 @@ __all__ = [
     "delete_ordering",
     "delete_rows",
     "deletes_of",
+    "fill_constants",
     "fold_winners",
     "key_in",
     "log_parts",

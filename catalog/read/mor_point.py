@@ -44,6 +44,7 @@ from catalog.read.mor import (
     conform_table,
     delete_flags,
     delete_ordering,
+    fill_constants,
     key_in,
 )
 
@@ -256,14 +257,4 @@ def _matches(spec: MergeSpec, batch: pa.RecordBatch, winners: dict[str, _Version
     return list(zip(found, keys.take(pa.array(found, pa.int64())).to_pylist()))
 
 
-def fill_constants(rows: pa.Table, constants: dict[str, pa.Scalar]) -> pa.Table:
-    """Partition values for tables that drop partition columns from data files."""
-    for name, value in constants.items():
-        idx = rows.schema.get_field_index(name)
-        if idx >= 0:
-            field = rows.schema.field(idx)
-            rows = rows.set_column(idx, field, pa.repeat(pa.scalar(value.as_py(), field.type), rows.num_rows))
-    return rows
-
-
-__all__ = ["FEW_ROWS", "PointWinners", "fill_constants"]
+__all__ = ["FEW_ROWS", "PointWinners"]

@@ -27,11 +27,12 @@ from catalog.read.mor import (
     LogPart,
     MergeSpec,
     conform_table,
+    fill_constants,
     fold_winners,
     log_parts,
     merge_batches,
 )
-from catalog.read.mor_point import FEW_ROWS, PointWinners, fill_constants
+from catalog.read.mor_point import FEW_ROWS, PointWinners
 from catalog.storage import Storage
 from catalog.table.files import FileSlice
 

@@ -11,8 +11,17 @@ import pyarrow as pa
 import pytest
 
 from catalog.format.log_block import DeleteRecords
-from catalog.read.mor import COMMIT_TIME, EVENT_TIME, IS_DELETED, LogPart, MergeSpec, fold_winners, merge_batches
-from catalog.read.mor_point import PointWinners, fill_constants
+from catalog.read.mor import (
+    COMMIT_TIME,
+    EVENT_TIME,
+    IS_DELETED,
+    LogPart,
+    MergeSpec,
+    fill_constants,
+    fold_winners,
+    merge_batches,
+)
+from catalog.read.mor_point import PointWinners
 
 KEY = "_hoodie_record_key"
 KEYS = ["k1", "k2", "k3", "k4", "k5"]
