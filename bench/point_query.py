@@ -34,6 +34,7 @@ Each path is measured twice on every server, with the same measured keys:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -42,7 +43,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import pyarrow.flight as flight
 
@@ -154,7 +155,8 @@ def _storage_reads(metrics_uri: str) -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.rsplit(" ", 1)[0] in kinds)
 
 
-def _json_query(uri: str) -> Callable[[str], int]:
+@contextlib.contextmanager
+def _json_query(uri: str) -> Iterator[Callable[[str], int]]:
     client = flight.connect(uri)
 
     def query(key: str) -> int:
@@ -162,20 +164,25 @@ def _json_query(uri: str) -> Callable[[str], int]:
         info = client.get_flight_info(flight.FlightDescriptor.for_command(command))
         return sum(client.do_get(ep.ticket).read_all().num_rows for ep in info.endpoints)
 
-    return query
+    try:
+        yield query
+    finally:
+        client.close()
 
 
-def _sql_query(uri: str) -> Callable[[str], int]:
+@contextlib.contextmanager
+def _sql_query(uri: str) -> Iterator[Callable[[str], int]]:
+    """The ADBC connection and cursor are closed while the server still runs (closing them after
+    it stopped prints the driver's failure to close the prepared statement)."""
     import adbc_driver_flightsql.dbapi as adbc
 
-    conn = adbc.connect(uri, autocommit=True)
-    cursor = conn.cursor()
+    with adbc.connect(uri, autocommit=True) as conn, conn.cursor() as cursor:
 
-    def query(key: str) -> int:
-        cursor.execute(f"SELECT * FROM {NAMESPACE}.{TABLE} WHERE uuid = ?", parameters=(key,))
-        return cursor.fetch_arrow_table().num_rows
+        def query(key: str) -> int:
+            cursor.execute(f"SELECT * FROM {NAMESPACE}.{TABLE} WHERE uuid = ?", parameters=(key,))
+            return cursor.fetch_arrow_table().num_rows
 
-    return query
+        yield query
 
 
 PATHS = {"JSON command": _json_query, "Flight SQL (ADBC, bound key)": _sql_query}
@@ -257,18 +264,19 @@ def run_table(size: str, kind: str, trees: dict[str, tuple[Path, dict]]) -> list
             steady = [k for k in _steady_warmup(warehouse, spec.rows) if live is None or k in live]
             for path, client in PATHS.items():
                 for name, server in servers.items():  # side by side, same table, same keys
-                    query = client(server.uri)
-                    cpu_ms, p50_ms = _measure(server.pid, query, keys[:WARMUP], keys[WARMUP:])
-                    title = f"point query/{path} ({spec.rows:,} rows{suffix})"
-                    out.append(row(title, name, "server CPU per query", cpu_ms, "ms", repeats=QUERIES[size],
-                                   params=params))
-                    out.append(row(title, name, "p50 latency", p50_ms, "ms", repeats=QUERIES[size], params=params))
-                    metrics = f"http://127.0.0.1:{ports[name]}/metrics"
-                    for key in steady:
-                        query(key)
-                    before = _storage_reads(metrics)
-                    steady_ms, _ = _measure(server.pid, query, [], steady_keys)
-                    reads = (_storage_reads(metrics) - before) / len(steady_keys)
+                    with client(server.uri) as query:
+                        cpu_ms, p50_ms = _measure(server.pid, query, keys[:WARMUP], keys[WARMUP:])
+                        title = f"point query/{path} ({spec.rows:,} rows{suffix})"
+                        out.append(row(title, name, "server CPU per query", cpu_ms, "ms", repeats=QUERIES[size],
+                                       params=params))
+                        out.append(row(title, name, "p50 latency", p50_ms, "ms", repeats=QUERIES[size],
+                                       params=params))
+                        metrics = f"http://127.0.0.1:{ports[name]}/metrics"
+                        for key in steady:
+                            query(key)
+                        before = _storage_reads(metrics)
+                        steady_ms, _ = _measure(server.pid, query, [], steady_keys)
+                        reads = (_storage_reads(metrics) - before) / len(steady_keys)
                     steady_params = {**params, "warmup_queries": len(steady)}
                     out.append(row(title, name, "server CPU per query, steady state", steady_ms, "ms",
                                    repeats=QUERIES[size], params=steady_params))
