@@ -12,11 +12,14 @@ import os
 import re
 import signal
 import sys
+from collections import Counter
+from datetime import timedelta
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Generator, Iterator, Sequence
 
 import pyarrow as pa
 
+from catalog.meta.units import human_age
 from catalog.plan.filter_text import format_filters, parse_filter_texts
 from catalog.plan.options import QUERY_TYPES, ReadOptions
 from flight_server.cli.admin import add_parsers as add_admin_parsers
@@ -257,12 +260,22 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(json.dumps({**info, "health": health}, indent=2))
         return 0
     print(_described(info))
-    print("health:")
+    counts = Counter(check["status"] for check in health)
+    print(f"health: {', '.join(f'{counts[s]} {s}' for s in ('WARN', 'INFO', 'OK') if counts[s])}")
     for check in health:
-        value = "" if check["value"] is None else f" = {check['value']}"
-        print(f"  {check['status']:<4} {check['check']}{value}: {check['detail']}")
+        print(f"  {check['status']:<4} {check['check']}{_shown_value(check)}: {check['detail']}")
         print(f"       threshold: {check['threshold']}")
+        if check.get("remedy"):
+            print(f"       fix: {check['remedy']}")
     return 0
+
+
+def _shown_value(check: dict[str, Any]) -> str:
+    """`` = value`` of a health check (``last_commit``'s is an age in seconds, told as one)."""
+    value = check["value"]
+    if value is None:
+        return ""
+    return f" = {human_age(timedelta(seconds=value)) if check['check'] == 'last_commit' else value}"
 
 
 def _described(info: dict[str, Any]) -> str:

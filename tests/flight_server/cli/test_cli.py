@@ -99,9 +99,11 @@ def test_register_and_info(server, capsys, fixture_table):
     info = json.loads(out)
     assert info["table_version"] == 6 and info["timeline"]
     library = HudiTable.open(fixture_table(V6)).metadata_table("health").to_pylist()
-    assert [{k: c[k] for k in ("check", "status", "value", "threshold")} for c in info["health"]] == [
-        {k: c[k] for k in ("check", "status", "value", "threshold")} for c in library
-    ]
+    shown = ("check", "status", "threshold", "remedy")  # values too, but for last_commit's age (it ages)
+    assert [{k: c[k] for k in shown} for c in info["health"]] == [{k: c[k] for k in shown} for c in library]
+    assert [c["value"] for c in info["health"][1:]] == [c["value"] for c in library[1:]]
+    assert info["health"][0]["check"] == "last_commit"
+    assert 0 <= library[0]["value"] - info["health"][0]["value"] < 600  # asked a moment apart
 
 
 def test_info_summarises_health_against_named_thresholds(server, capsys):
@@ -110,15 +112,35 @@ def test_info_summarises_health_against_named_thresholds(server, capsys):
     assert code == 0
     lines = out.splitlines()
     assert lines[0].startswith("sales.txns: COPY_ON_WRITE, table version 9")
-    assert lines[3] == "health:"
+    assert lines[3] == "health: 2 INFO, 7 OK"  # the 12-row table's tiny files are no warning
     checks = {line.split()[1]: line for line in lines[4::2]}
     thresholds = lines[5::2]
-    assert list(checks) == ["small_files", "log_backlog", "pending_compaction", "pending_clustering",
-                            "metadata_table_lag"]
-    assert checks["small_files"].startswith("  WARN small_files = 5: 5 of 5 base files are smaller than 104857600")
+    assert list(checks) == ["last_commit", "small_files", "log_backlog", "pending_compaction", "pending_clustering",
+                            "replaced_file_groups", "old_file_slices", "orphaned_files", "metadata_table_lag"]
+    assert re.match(r"  INFO last_commit = \d+d \d+h \d+m: commit \d{17} \(INSERT\), completed \d{17}, ", checks["last_commit"])
+    assert checks["small_files"].startswith("  OK   small_files = 5: 5 of 5 base files are smaller than 100.0 MiB")
+    assert checks["replaced_file_groups"].startswith("  INFO replaced_file_groups = 7: 7 replaced file group(s) on storage")
     assert checks["metadata_table_lag"].startswith("  OK   metadata_table_lag = 0: metadata table current to")
-    assert len(thresholds) == 5 and all(t.startswith("       threshold: ") for t in thresholds)
-    assert "hoodie.parquet.small.file.limit default" in thresholds[0]
+    assert len(thresholds) == 9 and all(t.startswith("       threshold: ") for t in thresholds)
+    assert "hoodie.parquet.small.file.limit default" in thresholds[1]
+
+
+def test_info_tells_what_fixes_a_warning(server, capsys, fixture_table, tmp_path):
+    """A WARN carries its remedy: here the orphaned base file of a write no timeline knows."""
+    uri, _ = server
+    table = tmp_path / "orphaned"
+    shutil.copytree(fixture_table(V6), table)
+    (original,) = [p for p in table.iterdir() if p.suffix == ".parquet"][:1]
+    file_id = original.name.split("_")[0]
+    shutil.copy(original, table / f"{file_id}_0-0-0_20300101000000001.parquet")
+    assert _run(capsys, "register", "other.orphaned", str(table), *_login(uri))[0] == 0
+    code, out, _ = _run(capsys, "info", "other.orphaned", *_login(uri))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[3] == "health: 1 WARN, 3 INFO, 5 OK"
+    at = next(i for i, line in enumerate(lines) if line.startswith("  WARN orphaned_files = 1: "))
+    assert lines[at + 1].startswith("       threshold: ")
+    assert lines[at + 2].startswith("       fix: failed writes are rolled back by the next writer") and "HoodieRepairTool" in lines[at + 2]
 
 
 def test_read_prints_rows(server, capsys, warehouse):
