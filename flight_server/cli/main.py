@@ -146,6 +146,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         health_host=args.health_host,
         metrics_tls=_on_off(args.metrics_tls),
         health_tls=_on_off(args.health_tls),
+        console_port=args.console_port,
+        console_host=args.console_host,
         log_format=args.log_format,
         table_cache_bytes=args.table_cache_bytes,
         footer_cache_bytes=args.footer_cache_bytes,
@@ -489,6 +491,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert (unencrypted)")
     p.add_argument("--tls-client-ca", metavar="FILE",
                    help="mutual TLS: refuse clients without a certificate signed by this PEM CA")
+    p.add_argument("--console-port", type=int,
+                   help="serve the web console at http://HOST:PORT/ (https with --tls-cert; the Flight "
+                        "port's users, tokens and rights)")
+    p.add_argument("--console-host", help="bind address of --console-port (default: --host)")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics at http://HOST:PORT/metrics")
     p.add_argument("--health-port", type=int, help="serve gRPC health checking (grpc.health.v1) on this port")
     p.add_argument("--metrics-host", help="bind address of --metrics-port (default: --host)")

@@ -19,6 +19,7 @@ from catalog.lru import CacheListener
 from catalog.storage import add_request_listener
 from flight_server.server.config import ServerConfig
 from flight_server.server.ops.call_log import MIDDLEWARE_KEY, CallLogFactory, CallRecord
+from flight_server.server.ops.live import LiveCalls
 from flight_server.server.ops.metrics import MULTIPROC_ENV, Metrics, process_metrics, serve_metrics
 
 log = logging.getLogger(__name__)
@@ -35,10 +36,12 @@ class Operations:
             add_request_listener(self.metrics.storage_request)
         self.metrics_server: Any = None
         self.health: Any = None
+        # the calls in flight, kept only for a server that shows them (the web console)
+        self.live: LiveCalls | None = LiveCalls() if config.console_port is not None else None
 
     # -- wiring ------------------------------------------------------------------------------
     def middleware(self) -> dict[str, Any]:
-        return {MIDDLEWARE_KEY: CallLogFactory(self._completed if self.metrics is not None else None)}
+        return {MIDDLEWARE_KEY: CallLogFactory(self._completed if self.metrics is not None else None, self.live)}
 
     @property
     def cache_listener(self) -> CacheListener | None:
@@ -89,22 +92,29 @@ class Operations:
             if self.metrics is not None:
                 self.metrics.planning_seconds.observe(time.perf_counter() - started)
 
-    def streamed(self, batches: Iterator[Any]) -> Iterator[Any]:
-        """``batches`` (a do_get stream), counted: rows, bytes, and the stream while it is open."""
+    def streamed(self, batches: Iterator[Any], record: CallRecord | None = None) -> Iterator[Any]:
+        """``batches`` (a do_get stream), counted: rows, bytes, and the stream while it is open,
+        in the metrics and on the call's ``record`` (its live cost)."""
         metrics = self.metrics
-        if metrics is None:
+        if metrics is None and (record is None or self.live is None):
             yield from batches
             return
-        metrics.active_streams.inc()
+        if metrics is not None:
+            metrics.active_streams.inc()
         try:
             for item in batches:
                 batch = item[0] if isinstance(item, tuple) else item
                 if isinstance(batch, pa.RecordBatch):
-                    metrics.rows.inc(batch.num_rows)
-                    metrics.bytes.inc(batch.nbytes)
+                    rows, nbytes = batch.num_rows, batch.nbytes
+                    if metrics is not None:
+                        metrics.rows.inc(rows)
+                        metrics.bytes.inc(nbytes)
+                    if record is not None:
+                        record.streamed(rows, nbytes)
                 yield item
         finally:
-            metrics.active_streams.dec()
+            if metrics is not None:
+                metrics.active_streams.dec()
 
 
 __all__ = ["Operations"]

@@ -113,7 +113,7 @@ def serve(config: ServerConfig, ready: Callable[[Serving], None] | None = None) 
         if registration is not None:
             registration.stop()
         server.shutdown()
-        app.ops.close()
+        app.close()
 
 
 __all__ = ["Serving", "check_placeholders", "check_topology", "serve"]
