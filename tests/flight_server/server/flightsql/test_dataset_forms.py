@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from catalog.errors import InvalidQueryError
-from flight_server.server.sql.dataset_forms import DatasetForms, HeldForms
-from flight_server.server.sql.engine import EngineSettings
-from flight_server.server.sql.sandbox import SandboxedEngine
+from flight_server.server.engine.dataset_forms import DatasetForms, HeldForms
+from flight_server.server.engine.duckdb_engine import EngineSettings
+from flight_server.server.engine.sandbox import SandboxedEngine
 
 ROWS = 100
 

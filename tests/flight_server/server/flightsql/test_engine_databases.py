@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from catalog.errors import InvalidQueryError
-from flight_server.server.sql.engine import Engine, EngineSettings
+from flight_server.server.engine.duckdb_engine import Engine, EngineSettings
 
 
 @pytest.fixture

@@ -22,12 +22,12 @@ from catalog import HudiTable
 from catalog.errors import InvalidQueryError
 from catalog.plan.dataset import Fragments, base_file_dataset
 from catalog.read.split_reader import read_splits
-from flight_server.server.sql import databases
-from flight_server.server.sql import engine as engine_module
-from flight_server.server.sql.databases import DatabaseSpec
-from flight_server.server.sql.engine import Engine, EngineSettings, connect
-from flight_server.server.sql.native_files import parquet_files
-from flight_server.server.sql.native_scan import native_read_error
+from flight_server.server.engine import databases
+from flight_server.server.engine import duckdb_engine as engine_module
+from flight_server.server.engine.databases import DatabaseSpec
+from flight_server.server.engine.duckdb_engine import Engine, EngineSettings, connect
+from flight_server.server.engine.native_files import parquet_files
+from flight_server.server.engine.native_scan import native_read_error
 from hudi_generator.generator import COPY_ON_WRITE, MERGE_ON_READ, GeneratorSpec, generate
 from tests.support.compare import assert_same_rows
 from tests.support.written import written_tables

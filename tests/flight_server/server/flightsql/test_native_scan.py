@@ -16,8 +16,8 @@ from catalog import HudiTable
 from catalog.errors import CorruptTableError, InvalidQueryError
 from catalog.plan.dataset import Fragments, base_file_dataset
 from flight_server.server.config import ServerConfig
-from flight_server.server.sql.engine import Engine, EngineSettings
-from flight_server.server.sql.native_scan import native_read_error
+from flight_server.server.engine.duckdb_engine import Engine, EngineSettings
+from flight_server.server.engine.native_scan import native_read_error
 from hudi_generator.generator import COPY_ON_WRITE, GeneratorSpec, generate
 from tests.flight_server.server.flightsql.conftest import SECRET
 from tests.support.compare import assert_same_rows

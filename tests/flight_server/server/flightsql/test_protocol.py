@@ -246,7 +246,7 @@ def test_do_put_binds_one_parameter_row(client, sql_server):
 
 
 def test_engine_memory_limit_is_named(sql_server, client):
-    from flight_server.server.sql import engine
+    from flight_server.server.engine import duckdb_engine as engine
 
     settings = engine.EngineSettings(memory_limit="20MB", threads=1, temp_dir=None)
     db_sql = "SELECT i, md5(i::VARCHAR) AS m FROM range(3000000) t(i) ORDER BY m"
@@ -266,7 +266,7 @@ def test_engine_memory_limit_is_named(sql_server, client):
 ])
 def test_engine_itself_reaches_no_file(query):
     """Defence in depth: even SQL that got past the parser's refusals reaches no file in the engine."""
-    from flight_server.server.sql import engine
+    from flight_server.server.engine import duckdb_engine as engine
 
     with pytest.raises(ValueError, match="SQL engine"):
         _, batches = engine.Engine(engine.EngineSettings(memory_limit="64MB", threads=1)).run(query, {})

@@ -17,10 +17,11 @@ import sqlglot
 
 from flight_server.protocol import pack, sql
 from flight_server.server.config import ServerConfig
+from flight_server.server.engine import duckdb_engine as engine
+from flight_server.server.engine.watchdog import MEMORY, Watchdog, rss_bytes
 from flight_server.server.security.budgets import ServerBusyError
 from flight_server.server.security.limits import LimitExceededError, Limits
-from flight_server.server.sql import bounds, engine
-from flight_server.server.sql.watchdog import MEMORY, Watchdog, rss_bytes
+from flight_server.server.sql import bounds
 from tests.support.processes import ServeProcess, poll
 from tests.support.servers import running_server
 

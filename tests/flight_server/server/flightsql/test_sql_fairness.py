@@ -13,9 +13,9 @@ import pytest
 
 from flight_server.protocol import pack, sql
 from flight_server.protocol.retry import decode
+from flight_server.server.engine import duckdb_engine as engine
+from flight_server.server.engine.admission import MemoryBudget
 from flight_server.server.security.budgets import CallKeys, ServerBusyError
-from flight_server.server.sql import engine
-from flight_server.server.sql.admission import MemoryBudget
 from tests.support.credentials import prepare_state
 from tests.support.processes import ServeProcess, poll
 

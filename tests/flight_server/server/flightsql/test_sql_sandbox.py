@@ -18,8 +18,8 @@ import pyarrow.flight as flight
 import pytest
 
 from flight_server.protocol import pack, sql
-from flight_server.server.sql.engine import EngineSettings
-from flight_server.server.sql.sandbox import SandboxedEngine
+from flight_server.server.engine.duckdb_engine import EngineSettings
+from flight_server.server.engine.sandbox import SandboxedEngine
 from tests.support.processes import ServeProcess, poll
 
 #: a constant (which engines may fold while planning): ~1 GB of string built in a lambda

@@ -8,9 +8,9 @@ import pyarrow as pa
 import pytest
 
 from catalog.errors import InvalidQueryError
+from flight_server.server.engine.duckdb_engine import Engine, EngineSettings
 from flight_server.server.security.limits import Limits
 from flight_server.server.sql.analyses import Analyses
-from flight_server.server.sql.engine import Engine, EngineSettings
 from flight_server.server.sql.query import analyze, bind
 from tests.flight_server.server.flightsql.resolvers import CountingResolver
 

@@ -27,7 +27,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from flight_server.server.sql.native_files import ParquetFiles, sql_identifier
+from flight_server.server.engine.native_files import ParquetFiles, sql_identifier
 
 #: the files a database may read (its ``allowed_paths``); empty: none
 Files = frozenset[str]

@@ -32,13 +32,13 @@ import pyarrow.flight as flight
 
 from catalog.errors import InvalidQueryError
 from catalog.lru import BoundedLRU, CacheListener
+from flight_server.server.engine import native_files
+from flight_server.server.engine.admission import RETRY_SECONDS, MemoryBudget, parse_bytes
+from flight_server.server.engine.databases import Database, DatabasePool, DatabaseSpec
+from flight_server.server.engine.native_files import FileViews, ParquetFiles
+from flight_server.server.engine.watchdog import CANCELLED, DEADLINE, MEMORY, Watch, Watchdog
 from flight_server.server.security.budgets import CallKeys, ServerBusyError
 from flight_server.server.security.limits import LimitExceededError
-from flight_server.server.sql import native_files
-from flight_server.server.sql.admission import RETRY_SECONDS, MemoryBudget, parse_bytes
-from flight_server.server.sql.databases import Database, DatabasePool, DatabaseSpec
-from flight_server.server.sql.native_files import FileViews, ParquetFiles
-from flight_server.server.sql.watchdog import CANCELLED, DEADLINE, MEMORY, Watch, Watchdog
 
 BATCH_ROWS = 64 * 1024
 #: rows of natively read files per engine thread: a smaller scan runs on fewer threads than

@@ -34,11 +34,11 @@ import pyarrow.dataset as ds
 import pyarrow.flight as flight
 
 from catalog.errors import InvalidQueryError
+from flight_server.server.engine import channel
+from flight_server.server.engine.channel import DATASET, SCHEMA, STREAM
+from flight_server.server.engine.duckdb_engine import Engine, EngineSettings
 from flight_server.server.security.budgets import ServerBusyError
 from flight_server.server.security.limits import LimitExceededError
-from flight_server.server.sql import channel
-from flight_server.server.sql.channel import DATASET, SCHEMA, STREAM
-from flight_server.server.sql.engine import Engine, EngineSettings
 
 _PR_SET_PDEATHSIG = 1
 #: CPU seconds a statement may use per engine thread, beyond its deadline's wall seconds

@@ -49,12 +49,10 @@ import pyarrow.dataset as ds
 import pyarrow.flight as flight
 
 from catalog.errors import InvalidQueryError, shown
-from flight_server.server.security.budgets import CallKeys, ServerBusyError
-from flight_server.server.security.limits import LimitExceededError
-from flight_server.server.sql import channel
-from flight_server.server.sql.admission import RETRY_SECONDS, parse_bytes
-from flight_server.server.sql.dataset_forms import DatasetForm, DatasetForms, HeldForms
-from flight_server.server.sql.engine import (
+from flight_server.server.engine import channel
+from flight_server.server.engine.admission import RETRY_SECONDS, parse_bytes
+from flight_server.server.engine.dataset_forms import DatasetForm, DatasetForms, HeldForms
+from flight_server.server.engine.duckdb_engine import (
     EngineSettings,
     ResultSchemas,
     SchemaKey,
@@ -63,7 +61,9 @@ from flight_server.server.sql.engine import (
     result_schemas,
     stopped_error,
 )
-from flight_server.server.sql.watchdog import Watch, Watchdog
+from flight_server.server.engine.watchdog import Watch, Watchdog
+from flight_server.server.security.budgets import CallKeys, ServerBusyError
+from flight_server.server.security.limits import LimitExceededError
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ if ctypes.CDLL(None, use_errno=True).unshare(0x10000000 | 0x40000000) == 0:
     for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
         with open(f"/proc/self/{name}", "w") as f:
             f.write(text)
-runpy.run_module("flight_server.server.sql.worker", run_name="__main__", alter_sys=True)
+runpy.run_module("flight_server.server.engine.engine_process", run_name="__main__", alter_sys=True)
 """
 
 
