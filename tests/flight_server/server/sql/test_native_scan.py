@@ -19,7 +19,7 @@ from flight_server.server.config import ServerConfig
 from flight_server.server.engine.duckdb_engine import Engine, EngineSettings
 from flight_server.server.engine.native_scan import native_read_error
 from hudi_generator.generator import COPY_ON_WRITE, GeneratorSpec, generate
-from tests.flight_server.server.flightsql.conftest import SECRET
+from tests.flight_server.server.conftest import SECRET
 from tests.support.compare import assert_same_rows
 from tests.support.servers import running_server
 
