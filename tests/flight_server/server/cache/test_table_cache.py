@@ -305,7 +305,7 @@ def test_a_warm_point_query_of_a_key_in_log_files_makes_no_request_but_the_timel
             got = query()
             assert CountingFileSystem.reset() == [("list", f"{path}/.hoodie/timeline")], name
             assert_same_rows(got, expected)
-        assert expected.num_rows == 1 and server.app.queries.logs.stats().hits > 0
+        assert expected.num_rows == 1 and server.app.queries.caches.log_blocks.stats().hits > 0
 
 
 def test_max_staleness_skips_the_timeline_listing(versions, tmp_path):
