@@ -15,7 +15,7 @@ from flight_server.server.sql import generic
 from flight_server.server.sql.analyses import Analyses
 from flight_server.server.sql.generic import analyze_generic, kinds
 from flight_server.server.sql.query import Analysis, analyze, template
-from tests.flight_server.server.flightsql.resolvers import CountingResolver
+from tests.flight_server.server.sql.resolvers import CountingResolver
 
 SCHEMA = pa.schema([("id", pa.int64()), ("uuid", pa.string()), ("fare", pa.float64()), ("ok", pa.bool_())])
 OTHER = pa.schema([("id", pa.int64()), ("label", pa.string())])

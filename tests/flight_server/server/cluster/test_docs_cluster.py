@@ -16,7 +16,7 @@ from tests.support.compare import assert_same_rows
 from tests.support.processes import ServeProcess, poll
 from tests.support.servers import free_port
 
-DOCS = Path(__file__).resolve().parents[3] / "docs" / "flight.md"
+DOCS = Path(__file__).resolve().parents[4] / "docs" / "flight.md"
 TABLE = "sample_table/mor/avro/v9_txns_simple_meta"
 
 

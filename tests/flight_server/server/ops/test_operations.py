@@ -25,7 +25,7 @@ from hudi_generator.generator import GeneratorSpec
 from tests.support.credentials import prepare_state, token_settings
 from tests.support.servers import free_port
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 TOKEN = "tok-do-not-log-4f1e"
 DEADLINE = 60.0
 

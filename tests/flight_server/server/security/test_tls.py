@@ -24,7 +24,7 @@ from tests.support.servers import free_port, running_server
 
 TABLE = "sample_table/cow/v9_txns_simple_meta"
 IDENT = "sample_table_cow.v9_txns_simple_meta"
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 
 
 @pytest.fixture(scope="module")

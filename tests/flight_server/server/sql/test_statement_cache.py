@@ -14,7 +14,7 @@ from flight_server.server.engine.settings import EngineSettings
 from flight_server.server.security.limits import Limits
 from flight_server.server.sql.analyses import Analyses
 from flight_server.server.sql.query import analyze, bind
-from tests.flight_server.server.flightsql.resolvers import CountingResolver
+from tests.flight_server.server.sql.resolvers import CountingResolver
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("fare", pa.float64())])
 

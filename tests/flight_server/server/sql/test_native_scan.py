@@ -21,7 +21,7 @@ from flight_server.server.engine.duckdb_engine import Engine
 from flight_server.server.engine.failures import EngineFailure
 from flight_server.server.engine.settings import EngineSettings
 from hudi_generator.generator import COPY_ON_WRITE, GeneratorSpec, generate
-from tests.flight_server.server.flightsql.conftest import SECRET
+from tests.flight_server.server.conftest import SECRET
 from tests.support.compare import assert_same_rows
 from tests.support.servers import running_server
 
