@@ -29,8 +29,7 @@ from flight_server.server.cache.split_cache import SplitResultCache
 from flight_server.server.cache.tables import TableCache
 from flight_server.server.cluster.membership import HEARTBEAT_PURPOSE, Membership
 from flight_server.server.config import ServerConfig
-from flight_server.server.engine.duckdb_engine import result_schemas
-from flight_server.server.engine.sandbox import SandboxedEngine
+from flight_server.server.engine.sandbox import SandboxedEngine, result_schemas
 from flight_server.server.flightsql.dispatch import FlightSqlService
 from flight_server.server.flightsql.flight_infos import FlightInfos
 from flight_server.server.flightsql.single_endpoint import SINGLE_ENDPOINT_KEY, SingleEndpointMiddlewareFactory

@@ -11,32 +11,13 @@ a busy server (UNAVAILABLE with a retry hint, ``security.budgets``) naming the b
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 from typing import Iterator
 
+from flight_server.server.engine.settings import parse_bytes
 from flight_server.server.security.budgets import Budget, CallKeys, ServerBusyError
 
 RETRY_SECONDS = 1.0
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-
-
-def parse_bytes(text: str) -> int:
-    """``"1GB"``, ``"512MiB"``, ``"2048"`` -> bytes (DuckDB's units: KB = 1000, KiB = 1024).
-
-    Raises:
-        ValueError: not a size.
-    """
-    found = _SIZE.match(text)
-    if not found:
-        raise ValueError(f"not a size: {text[:32]!r} (expected e.g. 512MB or 2GiB)")
-    number, unit = float(found.group(1)), found.group(2).lower()
-    if "i" in unit:
-        factor = 1024 ** ("bkmgt".index(unit[0]))
-    else:
-        factor = _UNITS[unit.rstrip("b")]
-    return int(number * factor)
 
 
 def default_share(slots: int) -> int:
@@ -94,4 +75,4 @@ class MemoryBudget:
             )
 
 
-__all__ = ["MemoryBudget", "default_share", "parse_bytes"]
+__all__ = ["RETRY_SECONDS", "MemoryBudget", "default_share"]

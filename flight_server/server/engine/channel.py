@@ -1,4 +1,4 @@
-"""Messages between the serving process and an SQL engine process (:mod:`.sandbox`, :mod:`.worker`).
+"""Messages between the serving process and an SQL engine process (:mod:`.sandbox`, :mod:`.engine_process`).
 
 One Unix stream socket per engine process carries everything, both ways:
 

@@ -6,7 +6,7 @@ in the serving process. A dataset does not change, and the catalog hands out the
 dataset object for the same files in the same schema (:class:`catalog.plan.dataset.Fragments`);
 so its pickle is kept with it, for as long as the dataset lives, under a key of its own.
 
-An engine process keeps the datasets it was sent (:mod:`.worker`), with their footers; which ones,
+An engine process keeps the datasets it was sent (:mod:`.engine_process`), with their footers; which ones,
 the serving process decides (:class:`HeldForms`, one per engine process): a dataset the process
 holds is named by its key alone, so a statement run again sends, copies and unpickles no file
 list (a few kilobytes per file of the scan). The serving process counts a form as held only once

@@ -6,16 +6,17 @@ installation and autoloading, community and unsigned extensions and Python repla
 a spill bound from the server configuration, as many threads as its scan needs (up to the
 configured count: :data:`ROWS_PER_THREAD`), spilling only into the server's
 private temp folder, and then the configuration locked, so SQL cannot change any of it. The only
-data it sees are the query's views: Arrow ``RecordBatchReader`` s, or Arrow datasets naming exactly
-a plan's base files (:mod:`.native_scan`). The local files of such a dataset are read by DuckDB's
-own Parquet reader, on a database that may read exactly those files and nothing else
-(:mod:`.native_files`).
+data it sees are the query's views: Arrow ``RecordBatchReader`` s, or Arrow datasets naming
+exactly a plan's base files (:meth:`catalog.plan.planner.ScanPlan.to_dataset`). The local files of
+such a dataset are read by DuckDB's own Parquet reader, on a database that may read exactly those
+files and nothing else (:mod:`.native_files`).
 
 Every query of an :class:`Engine` runs on the connection of a pooled database
 (:mod:`.databases`: one query at a time, its native views and bound statements kept), is
-admitted against its caller's share and the process-wide memory budget (:mod:`.admission`), watched until it ends
-(:mod:`.watchdog`: deadline, client cancellation, shutdown, memory growth) and its result is
-bounded in bytes while it streams.
+watched until it ends (:mod:`.watchdog`: deadline, client cancellation, shutdown, memory growth)
+and its result is bounded in bytes while it streams. Every failure is an :class:`EngineFailure`
+(:func:`engine_failure`). An engine process runs one :class:`Engine` (:mod:`.engine_process`);
+admission happens before, in the serving process (:mod:`.admission`).
 """
 
 from __future__ import annotations
@@ -28,62 +29,20 @@ from typing import Any, Callable, Iterator, Mapping
 import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
-import pyarrow.flight as flight
 
 from catalog.errors import InvalidQueryError
-from catalog.lru import BoundedLRU, CacheListener
 from flight_server.server.engine import native_files
-from flight_server.server.engine.admission import RETRY_SECONDS, MemoryBudget, parse_bytes
 from flight_server.server.engine.databases import Database, DatabasePool, DatabaseSpec
+from flight_server.server.engine.failures import FAILED, INVALID, MEMORY, SHUTDOWN, EngineFailure
 from flight_server.server.engine.native_files import FileViews, ParquetFiles
-from flight_server.server.engine.watchdog import CANCELLED, DEADLINE, MEMORY, Watch, Watchdog
-from flight_server.server.security.budgets import CallKeys, ServerBusyError
-from flight_server.server.security.limits import LimitExceededError
+from flight_server.server.engine.settings import EngineSettings, parse_bytes
+from flight_server.server.engine.watchdog import Watch, Watchdog
 
 BATCH_ROWS = 64 * 1024
 #: rows of natively read files per engine thread: a smaller scan runs on fewer threads than
 #: ``sql_threads`` (measured: 10,000 rows cost 20% more CPU and no less time on two threads than
 #: on one; 200,000 rows take 13% less time on two)
 ROWS_PER_THREAD = 100_000
-#: bytes of result schemas remembered (a statement's SQL and its schema: a few kilobytes)
-SCHEMA_CACHE_BYTES = 4 << 20
-_SHUTTING_DOWN = "the server is shutting down"
-
-
-@dataclass(frozen=True)
-class EngineSettings:
-    """The engine's bounds; each is the server configuration key ``sql_<name>``
-    (``sql_memory_limit``, ``sql_threads``, ...)."""
-
-    memory_limit: str = "1GB"  # per query (DuckDB's memory_limit)
-    threads: int = 2  # the most a query runs on (fewer for a small scan: ROWS_PER_THREAD)
-    temp_dir: str | None = None  # a private folder; None: no spilling
-    max_temp_size: str = "4GB"  # spilled bytes per query (DuckDB's max_temp_directory_size)
-    timeout_seconds: float = 300.0  # a query is interrupted after this long
-    max_result_bytes: int = 4 << 30  # Arrow bytes one query may stream
-    memory_budget: str = "2GB"  # all running queries together (admission; process growth)
-    admission_wait_seconds: float = 5.0  # how long a query waits for the budget before refused
-    queries_per_user: int = 0  # queries of one user at once (0: a quarter of the budget's, at least 1)
-    queries_per_connection: int = 0  # ... of one connection (anonymous callers count only here)
-    native_scan: bool = True  # plain Parquet base files are scanned by the engine (.native_scan)
-    native_reader: bool = True  # ... local ones by its own Parquet reader (.native_files); False: through Arrow
-    process_memory: str = ""  # how far an engine process may grow (.sandbox; "": twice memory_limit + 1 GiB)
-
-    def check(self) -> None:
-        """Refuse unusable values at start-up (a clear message naming the key)."""
-        for key in ("memory_limit", "max_temp_size", "memory_budget", "process_memory"):
-            if key == "process_memory" and not self.process_memory:
-                continue
-            try:
-                parse_bytes(getattr(self, key))
-            except ValueError as err:
-                raise ValueError(f"sql_{key}: {err}") from err
-        if parse_bytes(self.memory_budget) < parse_bytes(self.memory_limit):
-            raise ValueError("sql_memory_budget must be at least sql_memory_limit")
-        if self.timeout_seconds <= 0 or self.threads < 1 or self.max_result_bytes < 1:
-            raise ValueError("sql_timeout_seconds, sql_threads and sql_max_result_bytes must be positive")
-        if self.queries_per_user < 0 or self.queries_per_connection < 0:
-            raise ValueError("sql_queries_per_user and sql_queries_per_connection must not be negative")
 
 
 def connect(settings: EngineSettings, spec: DatabaseSpec) -> duckdb.DuckDBPyConnection:
@@ -121,73 +80,55 @@ def connect(settings: EngineSettings, spec: DatabaseSpec) -> duckdb.DuckDBPyConn
     return db
 
 
-def _engine_error(
-    err: duckdb.Error, settings: EngineSettings, files: Mapping[str, ParquetFiles] | None = None
-) -> Exception:
-    """The client's error for an engine error (no server path: a failure reading a native
-    view's file is told in :func:`.native_files.read_failure`'s words)."""
+#: DuckDB's errors that a statement itself causes (its SQL, its values, its data): the engine that
+#: told them may run the next statement; any other DuckDB error (internal, fatal, I/O,
+#: serialization: "Couldn't deserialize thrift" after allocation failures) retires it
+_STATEMENT_ERRORS = (
+    duckdb.BinderException, duckdb.CatalogException, duckdb.ConstraintException, duckdb.ConversionException,
+    duckdb.DependencyException, duckdb.InterruptException, duckdb.InvalidInputException, duckdb.InvalidTypeException,
+    duckdb.NotImplementedException, duckdb.OutOfRangeException, duckdb.ParserException, duckdb.PermissionException,
+    duckdb.SyntaxException, duckdb.TypeMismatchException,
+)
+#: how DuckDB's message begins for the errors that retire an engine, when it reaches Python as
+#: text only (a result stream's error comes through Arrow's C stream as an ``OSError``)
+_RETIRING_TEXT = ("INTERNAL Error", "FATAL Error", "IO Error", "Serialization Error")
+#: what an allocation that failed says, whatever DuckDB's error class
+_ALLOCATION_FAILED = ("Out of Memory", "bad_alloc", "failed to allocate", "Failed to allocate")
+
+
+def engine_failure(
+    err: BaseException, settings: EngineSettings, files: Mapping[str, ParquetFiles] | None = None
+) -> EngineFailure:
+    """The failure an engine error ``err`` is (no server path: a failure reading a native view's
+    file is told in :func:`.native_files.read_failure`'s words). A failure whose cause is not the
+    statement's own (an allocation failed, an internal or I/O error of the engine, an exception
+    of no engine) retires the engine (:attr:`.EngineFailure.retire`)."""
+    if isinstance(err, EngineFailure):
+        return err
     text = str(err)
-    if isinstance(err, duckdb.OutOfMemoryException) or "Out of Memory" in text:
-        return InvalidQueryError(
-            f"limit sql_memory_limit ({settings.memory_limit}) exceeded: the query needs more memory"
-        )
-    failure = native_files.read_failure(err, files) if files else None
-    first = failure or (text.splitlines()[0] if text else type(err).__name__)
-    return InvalidQueryError(f"SQL engine: {first[:300]}")
+    if isinstance(err, (MemoryError, pa.ArrowMemoryError, duckdb.OutOfMemoryException)) or any(
+        words in text for words in _ALLOCATION_FAILED
+    ):
+        return EngineFailure(MEMORY, settings)
+    if isinstance(err, InvalidQueryError):
+        return EngineFailure(INVALID, settings, str(err))
+    if not isinstance(err, (duckdb.Error, pa.ArrowException, OSError)):
+        return EngineFailure(FAILED, settings)
+    failure = native_files.read_failure(err, files) if files and isinstance(err, duckdb.Error) else None
+    if failure is not None:
+        return EngineFailure(INVALID, settings, f"SQL engine: {failure[:300]}")
+    first = text.splitlines()[0] if text else type(err).__name__
+    if isinstance(err, duckdb.Error):
+        retire = not isinstance(err, _STATEMENT_ERRORS)
+    else:
+        retire = first.startswith(_RETIRING_TEXT)
+    return EngineFailure(INVALID, settings, f"SQL engine: {first[:300]}", retire=retire)
 
 
-def stopped_error(watch: Watch, settings: EngineSettings) -> Exception | None:
-    """The error of a query the watchdog interrupted (``None``: it was not)."""
-    if watch.reason == DEADLINE:
-        return flight.FlightTimedOutError(
-            f"limit sql_timeout_seconds ({settings.timeout_seconds:g}) exceeded: the query was cancelled"
-        )
-    if watch.reason == MEMORY:
-        return ServerBusyError(
-            "sql_memory_budget", parse_bytes(settings.memory_budget) >> 20,
-            f"the server's SQL queries grew past {settings.memory_budget} (MiB above); the query was cancelled",
-            RETRY_SECONDS,
-        )
-    if watch.reason == CANCELLED:
-        return flight.FlightCancelledError("the query was cancelled: the client went away")
-    if watch.reason is not None:
-        return flight.FlightUnavailableError(f"{_SHUTTING_DOWN}; the query was cancelled")
-    return None
-
-
-SchemaKey = tuple[str, tuple[tuple[str, bytes], ...]]
-#: result schemas by :func:`schema_key`
-ResultSchemas = BoundedLRU[SchemaKey, pa.Schema]
-
-
-def admission(settings: EngineSettings) -> MemoryBudget:
-    """The admission of an engine's statements: its budget, per-user and per-connection shares."""
-    return MemoryBudget(
-        settings.memory_budget, settings.memory_limit, settings.admission_wait_seconds,
-        settings.queries_per_user, settings.queries_per_connection,
-    )
-
-
-def schema_key(sql: str, views: Mapping[str, pa.Schema]) -> SchemaKey:
-    """What a result schema is a function of: the SQL and its views' schemas (serialised)."""
-    return sql, tuple((name, schema.serialize().to_pybytes()) for name, schema in sorted(views.items()))
-
-
-def result_schemas(max_bytes: int = SCHEMA_CACHE_BYTES, listener: CacheListener | None = None) -> ResultSchemas:
-    """The cache of result schemas an engine keeps (each entry costs its SQL, views and schema)."""
-    return BoundedLRU("sql_result_schemas", max_bytes, listener=listener)
-
-
-def remembered_schema(
-    schemas: ResultSchemas, sql: str, views: Mapping[str, pa.Schema], ask: Callable[[SchemaKey], pa.Schema]
-) -> pa.Schema:
-    """The result schema of ``sql`` over ``views``: remembered, else ``ask(key)`` of the engine and kept."""
-    key = schema_key(sql, views)
-    known = schemas.get(key)
-    if known is None:
-        known = ask(key)
-        schemas.put(key, known, len(sql) + sum(len(view) for _, view in key[1]) + len(known.serialize()))
-    return known
+def stopped_failure(watch: Watch, settings: EngineSettings) -> EngineFailure | None:
+    """The failure of a statement the watchdog interrupted (its reason is the failure's kind;
+    ``None``: it was not)."""
+    return None if watch.reason is None else EngineFailure(watch.reason, settings)
 
 
 @dataclass
@@ -198,19 +139,16 @@ class _Lease:
 
 
 class Engine:
-    """Runs the SQL of one server, every query bounded (see the module docstring)."""
+    """Runs SQL statements, each bounded (see the module docstring): what an engine process runs."""
 
     def __init__(self, settings: EngineSettings):
         settings.check()
         self.settings = settings
-        self.budget = admission(settings)
         # the process may grow by the budget plus one query's worth of Arrow input and output
         growth = parse_bytes(settings.memory_budget) + parse_bytes(settings.memory_limit)
         self.watchdog = Watchdog(memory_bytes=growth)
-        idle = max(1, parse_bytes(settings.memory_budget) // parse_bytes(settings.memory_limit))
-        self.databases = DatabasePool(lambda spec: connect(settings, spec), idle)
+        self.databases = DatabasePool(lambda spec: connect(settings, spec), settings.slots)
         self.file_views = FileViews()
-        self._schemas = result_schemas()
 
     def stop_all(self) -> None:
         """Interrupt every running query (the server is shutting down)."""
@@ -220,23 +158,16 @@ class Engine:
     def result_schema(
         self, sql: str, views: Mapping[str, pa.Schema], cancelled: Callable[[], bool] | None = None
     ) -> pa.Schema:
-        """The schema of ``sql``'s result over views of these schemas.
+        """The schema of ``sql``'s result over views of these schemas: the query wrapped in
+        ``LIMIT 0`` over empty views (constant folding included, so it is watched as a run is).
 
-        A result schema is a function of the SQL and the views' schemas alone, so it is asked of
-        the engine once (the query wrapped in ``LIMIT 0`` over empty views) and then remembered:
-        a statement planned again, or prepared and executed, costs no engine query until it reads.
-        That query (over empty views, planned at once) takes a slot of the budget but not of its
-        caller's share: a client may plan its next statement while it still reads a result.
+        Raises:
+            EngineFailure: the statement failed, or was stopped.
         """
-        return remembered_schema(self._schemas, sql, views, lambda _: self._engine_result_schema(sql, views, cancelled))
-
-    def _engine_result_schema(
-        self, sql: str, views: Mapping[str, pa.Schema], cancelled: Callable[[], bool] | None
-    ) -> pa.Schema:
         stack = contextlib.ExitStack()
         try:
             spec = DatabaseSpec(frozenset(), self.settings.threads)
-            database, watch, lease = self._start(stack, cancelled, None, spec)
+            database, watch, lease = self._start(stack, cancelled, spec)
             try:
                 for name, schema in views.items():
                     database.register(name, schema.empty_table())
@@ -244,8 +175,8 @@ class Engine:
                     schema = database.connection.sql(sql).limit(0).to_arrow_reader(BATCH_ROWS).schema
                 lease.ok = watch.reason is None
                 return schema
-            except duckdb.Error as err:
-                raise (stopped_error(watch, self.settings) or _engine_error(err, self.settings)) from err
+            except Exception as err:
+                raise (stopped_failure(watch, self.settings) or engine_failure(err, self.settings)) from err
         finally:
             stack.close()
 
@@ -254,24 +185,22 @@ class Engine:
         sql: str,
         views: Mapping[str, pa.RecordBatchReader | ds.Dataset],
         cancelled: Callable[[], bool] | None = None,
-        keys: CallKeys | None = None,
     ) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
         """Run ``sql`` over the ``views`` (streamed readers, or datasets the engine scans with
         its projection and filters pushed: by its own Parquet reader when their files are
         local, :mod:`.native_files`); the result schema and its batches (streamed).
 
-        The connection, its watch and its share of the budget (and of its caller's, ``keys``)
-        live as long as the batch iterator and are given back when it ends or is dropped.
+        The connection and its watch live as long as the batch iterator and are given back when
+        it ends or is dropped.
 
         Raises:
-            ServerBusyError: the caller's share or the SQL memory budget stayed spent
-                (UNAVAILABLE, retryable).
+            EngineFailure: the statement failed, or was stopped (also while its batches stream).
         """
         files = native_files.parquet_views(views) if self.settings.native_reader else {}
         spec = DatabaseSpec(native_files.file_set(files), self._threads(views, files))
         stack = contextlib.ExitStack()
         try:
-            database, watch, lease = self._start(stack, cancelled, keys, spec)
+            database, watch, lease = self._start(stack, cancelled, spec)
         except BaseException:
             stack.close()
             raise
@@ -281,15 +210,15 @@ class Engine:
                     native_files.check_table_names(database.connection, sql)
                 self._show_views(database, views, files)
                 result = database.statement(sql).to_arrow_reader(BATCH_ROWS)
-        except duckdb.Error as err:
+        except Exception as err:
             stack.close()
-            raise (stopped_error(watch, self.settings) or _engine_error(err, self.settings, files)) from err
+            raise (stopped_failure(watch, self.settings) or engine_failure(err, self.settings, files)) from err
         except BaseException:
             stack.close()
             raise
         batches = self._batches(stack, watch, lease, result, files)
         # a stream refused before its first batch never runs the generator's ``with``: give back
-        # the connection, the watch and the budget share when it is dropped
+        # the connection and the watch when it is dropped
         weakref.finalize(batches, stack.close)
         return result.schema, batches
 
@@ -325,22 +254,17 @@ class Engine:
         database.keep_views(native)
 
     def _start(
-        self,
-        stack: contextlib.ExitStack,
-        cancelled: Callable[[], bool] | None,
-        keys: CallKeys | None,
-        spec: DatabaseSpec,
+        self, stack: contextlib.ExitStack, cancelled: Callable[[], bool] | None, spec: DatabaseSpec
     ) -> tuple[Database, Watch, _Lease]:
-        """Admit, take a pooled database made for exactly ``spec`` (:mod:`.databases`) and watch
-        the query on its connection; closing ``stack`` undoes it all in reverse order.
+        """Take a pooled database made for exactly ``spec`` (:mod:`.databases`) and watch the
+        query on its connection; closing ``stack`` undoes it all in reverse order.
 
         The database is given back for reuse only when the query ended well, its watch was
         released without an interrupt (none can come after the release, so the next query on
         the connection is never interrupted for this one), and its registered views are dropped.
         """
         if self.watchdog.closed:
-            raise flight.FlightUnavailableError(_SHUTTING_DOWN)
-        stack.enter_context(self.budget.admitted(keys))
+            raise EngineFailure(SHUTDOWN, self.settings)
         database, lease = self.databases.take(spec), _Lease()
         watches: list[Watch] = []  # the watch, once made (a database is given back, closed, if watching fails)
 
@@ -366,7 +290,7 @@ class Engine:
         streamed = 0
         with stack:
             while True:
-                stopped = stopped_error(watch, self.settings)
+                stopped = stopped_failure(watch, self.settings)
                 if stopped is not None:
                     raise stopped
                 try:
@@ -375,20 +299,19 @@ class Engine:
                 except StopIteration:
                     lease.ok = watch.reason is None
                     return
-                except duckdb.Error as err:
-                    raise (stopped_error(watch, self.settings) or _engine_error(err, self.settings, files)) from err
-                except pa.ArrowException as err:
-                    stopped = stopped_error(watch, self.settings)
-                    if stopped is not None:
-                        raise stopped from err
-                    raise InvalidQueryError(f"SQL engine: {str(err).splitlines()[0][:300]}") from err
+                except Exception as err:
+                    raise (stopped_failure(watch, self.settings) or engine_failure(err, self.settings, files)) from err
                 streamed += batch.nbytes
                 if streamed > limit:
-                    raise LimitExceededError("sql_max_result_bytes", limit, "the query's result is larger")
+                    raise EngineFailure(INVALID, self.settings, result_bytes_exceeded(limit))
                 yield batch
 
 
+def result_bytes_exceeded(limit: int) -> str:
+    """What a client is told of a result past ``sql_max_result_bytes``."""
+    return f"limit sql_max_result_bytes ({limit}) exceeded: the query's result is larger"
+
+
 __all__ = [
-    "ROWS_PER_THREAD", "SCHEMA_CACHE_BYTES", "Engine", "EngineSettings", "ResultSchemas", "SchemaKey", "admission",
-    "connect", "remembered_schema", "result_schemas", "schema_key", "stopped_error",
+    "BATCH_ROWS", "ROWS_PER_THREAD", "Engine", "connect", "engine_failure", "result_bytes_exceeded", "stopped_failure",
 ]

@@ -1,17 +1,19 @@
 """An SQL engine process: runs the statements one serving process sends it, one at a time.
 
-Started by :mod:`.sandbox` (``FD SETTINGS ALLOWANCE`` as arguments) with only the channel socket
-``FD`` open, a scrubbed environment and, where the kernel allows, no network. Before it reads a request
-it bounds itself: its address space (``RLIMIT_AS``: every allocation past it fails, so a query
+Started by :mod:`.sandbox` through :mod:`.entry` (``FD SETTINGS ALLOWANCE`` as arguments) with
+only the channel socket ``FD`` open, a scrubbed environment and, where the kernel allows, no
+network. It imports nothing of the server (tests/test_layout.py). Before it reads a request it
+bounds itself: its address space (``RLIMIT_AS``: every allocation past it fails, so a query
 that builds gigabytes of strings fails with an out-of-memory error instead of growing the
 machine), no core files, and death with its parent (``PR_SET_PDEATHSIG``). Before each
 statement its CPU time is bounded to the statement's deadline (``RLIMIT_CPU``: the kernel ends a
 statement that outlives it even if the serving process cannot). It runs the locked-down
-in-process :class:`~.engine.Engine` (pooled databases, native views, bound statements kept
+in-process :class:`~.duckdb_engine.Engine` (pooled databases, native views, bound statements kept
 between statements) over the views the request names: Arrow IPC streams fed by the serving
 process through passed sockets, or datasets of local base files. The result goes back on the
 channel as an Arrow IPC stream followed by a JSON status (:mod:`.channel`), in one buffered
-write when it is small.
+write when it is small. A statement whose failure retires the process (:mod:`.failures`: a memory
+or allocation failure, an unexpected engine error) is the last one it answers.
 """
 
 from __future__ import annotations
@@ -31,14 +33,12 @@ from typing import Any, BinaryIO, Iterable, Mapping, TypeAlias, cast
 
 import pyarrow as pa
 import pyarrow.dataset as ds
-import pyarrow.flight as flight
 
-from catalog.errors import InvalidQueryError
 from flight_server.server.engine import channel
 from flight_server.server.engine.channel import DATASET, SCHEMA, STREAM
-from flight_server.server.engine.duckdb_engine import Engine, EngineSettings
-from flight_server.server.security.budgets import ServerBusyError
-from flight_server.server.security.limits import LimitExceededError
+from flight_server.server.engine.duckdb_engine import Engine, engine_failure
+from flight_server.server.engine.failures import FAILED, SOURCE, EngineFailure
+from flight_server.server.engine.settings import EngineSettings
 
 _PR_SET_PDEATHSIG = 1
 #: CPU seconds a statement may use per engine thread, beyond its deadline's wall seconds
@@ -120,7 +120,9 @@ class _Datasets:
         return dataset
 
 
-def _views(specs: Mapping[str, tuple[str, Any]], streams: list[BinaryIO], datasets: _Datasets) -> dict[str, View]:
+def _views(
+    specs: Mapping[str, tuple[str, Any]], streams: list[BinaryIO], datasets: _Datasets, settings: EngineSettings
+) -> dict[str, View]:
     """The request's views: ``streams[i]`` carries the view whose spec is ``(STREAM, i)``; a dataset's
     spec is ``(DATASET, (key, pickled bytes or None: kept))``."""
     views: dict[str, View] = {}
@@ -129,7 +131,7 @@ def _views(specs: Mapping[str, tuple[str, Any]], streams: list[BinaryIO], datase
             try:
                 views[name] = pa.ipc.open_stream(streams[value])
             except (pa.ArrowInvalid, OSError) as err:  # its source failed before the first batch
-                raise InvalidQueryError("SQL engine: reading a table failed") from err
+                raise EngineFailure(SOURCE, settings) from err
         elif kind == DATASET:
             views[name] = datasets.get(*value)
         else:
@@ -137,19 +139,11 @@ def _views(specs: Mapping[str, tuple[str, Any]], streams: list[BinaryIO], datase
     return views
 
 
-def _failure(err: BaseException) -> dict[str, Any]:
-    """The status of a failed statement, in words a client may read (no path, no traceback)."""
-    if isinstance(err, MemoryError):
-        return {"error": "memory"}
-    if isinstance(err, flight.FlightTimedOutError):
-        return {"error": "timeout"}
-    if isinstance(err, ServerBusyError):
-        return {"error": "busy"}
-    if isinstance(err, LimitExceededError):
-        return {"error": "invalid", "message": str(err)}
-    if isinstance(err, InvalidQueryError):
-        return {"error": "invalid", "message": str(err)}
-    return {"error": "failed"}
+def _failure(err: BaseException, settings: EngineSettings) -> dict[str, Any]:
+    """The status of a failed statement: its kind, the words a client may read (no path, no
+    traceback) and whether this process must end (:attr:`.EngineFailure.retire`)."""
+    failure = engine_failure(err, settings)
+    return {"error": failure.kind, "message": failure.message, "retire": failure.retire}
 
 
 #: bytes the engine process gathers before it writes to the channel (a small result and its
@@ -186,7 +180,9 @@ def _write(sink: BinaryIO, schema: pa.Schema, batches: Iterable[pa.RecordBatch])
 
 
 def serve(control: socket.socket, sink: BinaryIO, engine: Engine) -> None:
-    """Answer requests until the channel closes (or breaks); ``sink`` writes to ``control``."""
+    """Answer requests until the channel closes (or breaks), or a statement's failure retires
+    this process (the serving process retires it too: it starts no statement here again);
+    ``sink`` writes to ``control``."""
     datasets = _Datasets()
     cpu = _CpuBound(engine.settings)
     while True:
@@ -206,14 +202,15 @@ def serve(control: socket.socket, sink: BinaryIO, engine: Engine) -> None:
                 schemas = {name: pa.ipc.read_schema(pa.py_buffer(data)) for name, data in request["views"].items()}
                 schema, batches = engine.result_schema(request["sql"], schemas), iter(())
             else:
-                schema, batches = engine.run(request["sql"], _views(request["views"], streams, datasets))
+                views = _views(request["views"], streams, datasets, engine.settings)
+                schema, batches = engine.run(request["sql"], views)
             started = True
             _write(sink, schema, batches)
         except _BrokenChannel:
             return
-        except BaseException as err:  # every failure is told; the next request is still served
-            status = _failure(err)
-            if status["error"] == "failed":
+        except BaseException as err:  # every failure is told
+            status = _failure(err, engine.settings)
+            if status["error"] == FAILED:
                 traceback.print_exc()  # to the operator's log (the client is told no more than "failed")
         finally:
             for stream in streams:
@@ -226,6 +223,8 @@ def serve(control: socket.socket, sink: BinaryIO, engine: Engine) -> None:
             channel.write_json(sink, status)
             sink.flush()
         except OSError:  # the serving process closed the channel
+            return
+        if status.get("retire"):  # its engine's state is suspect: it serves no other statement
             return
 
 

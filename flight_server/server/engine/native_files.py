@@ -1,7 +1,7 @@
 """Views the engine reads with its own Parquet reader: exactly the local base files a plan named.
 
-:mod:`.native_scan` hands the engine an Arrow dataset of a plan's plain Parquet base files. When
-those files are local, the engine does better than scan the dataset through Arrow (decode every
+:meth:`catalog.plan.planner.ScanPlan.to_dataset` gives the engine an Arrow dataset of a plan's plain
+Parquet base files. When those files are local, the engine does better than scan the dataset through Arrow (decode every
 projected column on Arrow's threads, then import it): DuckDB's own Parquet reader reads them in
 parallel, pushes the WHERE clause into row groups and pages, and decodes only what survives.
 
@@ -95,7 +95,7 @@ def parquet_files(view: pa.RecordBatchReader | ds.Dataset) -> ParquetFiles | Non
     anything else (the view is registered as it is).
 
     A dataset does not change, so its answer is kept while it lives: an engine process keeps
-    the datasets it is sent (:mod:`.worker`) and runs statement after statement over them."""
+    the datasets it is sent (:mod:`.engine_process`) and runs statement after statement over them."""
     if not isinstance(view, ds.FileSystemDataset):
         return None
     known = _FILES.get(view)
@@ -221,7 +221,7 @@ class FileViews:
 
 def read_failure(err: duckdb.Error, files: Mapping[str, ParquetFiles]) -> str | None:
     """The engine's error ``err`` about reading one of the views' files, without any path: in
-    the words :func:`.native_scan.native_read_error` maps to NOT_FOUND (a file removed since
+    the words :func:`.client_errors.native_read_error` maps to NOT_FOUND (a file removed since
     planning) or a corrupt-table error. ``None``: ``err`` is about something else.
 
     A failure is the views' when its message names one of their files or folders, or when it

@@ -1,11 +1,12 @@
-"""The SQL engine of a serving process: every statement runs in an engine process, never here.
+"""The SQL engine of a serving process, and the engine room's one door: every statement runs in
+an engine process, never here.
 
 Bounds written against SQL text cannot cover an engine with hundreds of functions, lambdas and
 a planner that folds constants; and an engine inside the serving process takes every user down
 with it. So the serving process keeps only what it must: admission (:mod:`.admission`), the
 deadline and the client's cancellation (:mod:`.watchdog`), the bound on result bytes, and the
 remembered result schemas. Parsing, binding, planning, constant folding, execution and result
-streaming happen in an engine process (:mod:`.worker`) that the operating system bounds:
+streaming happen in an engine process (:mod:`.engine_process`) that the operating system bounds:
 
 - its address space (``RLIMIT_AS``) grows by at most ``sql_process_memory`` (default: twice
   ``sql_memory_limit`` plus 1 GiB), so an expression that builds gigabytes fails there;
@@ -16,8 +17,11 @@ streaming happen in an engine process (:mod:`.worker`) that the operating system
   credentials), and its engine reaches only the files the plan named (external access off,
   ``allowed_paths`` exactly the planned local files).
 
-A killed or failed process is replaced in the background, and idle processes are kept (at most
-one per statement the SQL memory budget admits at once), so a statement pays no process start.
+A killed process, or one whose statement failed in a way that makes its engine suspect (a memory
+or allocation failure, an unexpected engine error: :func:`.client_errors.reusable`), is retired
+and replaced in the background; idle processes are kept (at most one per statement the SQL memory
+budget admits at once), so a statement pays no process start. What a client is told of a failed
+statement is decided in one place, :mod:`.client_errors`.
 Views stream to the engine process as Arrow IPC through sockets passed with the request (one
 thread each, which blocks while the engine does not read: backpressure); datasets of local base
 files go as they are (their pickled form kept, :mod:`.dataset_forms`; sent to each engine process
@@ -42,27 +46,34 @@ import sys
 import threading
 import weakref
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.flight as flight
 
-from catalog.errors import InvalidQueryError, shown
-from flight_server.server.engine import channel
-from flight_server.server.engine.admission import RETRY_SECONDS, parse_bytes
-from flight_server.server.engine.dataset_forms import DatasetForm, DatasetForms, HeldForms
-from flight_server.server.engine.duckdb_engine import (
-    EngineSettings,
-    ResultSchemas,
-    SchemaKey,
-    admission,
-    remembered_schema,
-    result_schemas,
+from catalog.errors import InvalidQueryError
+from flight_server.server.engine import channel, failures
+from flight_server.server.engine.admission import MemoryBudget
+from flight_server.server.engine.client_errors import (
+    failure_error,
+    native_read_error,
+    reusable,
+    status_error,
     stopped_error,
 )
+from flight_server.server.engine.dataset_forms import DatasetForm, DatasetForms, HeldForms
+from flight_server.server.engine.result_schemas import (
+    SCHEMA_CACHE_BYTES,
+    ResultSchemas,
+    SchemaKey,
+    remembered_schema,
+    result_schemas,
+)
+from flight_server.server.engine.settings import EngineSettings
 from flight_server.server.engine.watchdog import Watch, Watchdog
-from flight_server.server.security.budgets import CallKeys, ServerBusyError
+from flight_server.server.security.budgets import CallKeys
 from flight_server.server.security.limits import LimitExceededError
 
 log = logging.getLogger(__name__)
@@ -72,27 +83,8 @@ _KEPT_ENVIRONMENT = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "TMPDIR", "HOME", "
 #: how long a new engine process may take to start (imports on a loaded machine)
 START_SECONDS = 60.0
 _SHUTTING_DOWN = "the server is shutting down"
-#: what an engine process runs first, before any module can start a thread (a process with
-#: threads cannot enter a user namespace): a user and a network namespace of its own, with this
-#: user mapped to itself (files read and spilled as before) and no network interface but a
-#: loopback that is down. Where the kernel refuses, the process runs without them (the engine's
-#: own lock-down still holds); the worker tells which in its first message.
-_BOOTSTRAP = """
-import ctypes, os, runpy
-uid, gid = os.geteuid(), os.getegid()
-if ctypes.CDLL(None, use_errno=True).unshare(0x10000000 | 0x40000000) == 0:
-    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
-        with open(f"/proc/self/{name}", "w") as f:
-            f.write(text)
-runpy.run_module("flight_server.server.engine.engine_process", run_name="__main__", alter_sys=True)
-"""
-
-
-def process_memory(settings: EngineSettings) -> int:
-    """How far an engine process's address space may grow past its start (``sql_process_memory``)."""
-    if settings.process_memory:
-        return parse_bytes(settings.process_memory)
-    return 2 * parse_bytes(settings.memory_limit) + (1 << 30)
+#: the script an engine process starts with (it enters its namespaces, then runs the engine process)
+_ENTRY = str(Path(__file__).with_name("entry.py"))
 
 
 class _Launcher:
@@ -137,7 +129,7 @@ class EngineProcess:
     def __init__(self, settings: EngineSettings):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         arguments = json.dumps(dataclasses.asdict(settings))
-        command = [sys.executable, "-c", _BOOTSTRAP, str(theirs.fileno()), arguments, str(process_memory(settings))]
+        command = [sys.executable, _ENTRY, str(theirs.fileno()), arguments, str(settings.process_allowance())]
         try:
             self._process = _LAUNCHER.start(command, theirs.fileno())
         finally:
@@ -297,7 +289,10 @@ class SandboxedEngine:
     def __init__(self, settings: EngineSettings, schemas: ResultSchemas | None = None):
         settings.check()
         self.settings = settings
-        self.budget = admission(settings)
+        self.budget = MemoryBudget(
+            settings.memory_budget, settings.memory_limit, settings.admission_wait_seconds,
+            settings.queries_per_user, settings.queries_per_connection,
+        )
         self.watchdog = Watchdog()  # memory is bounded where it grows: in the engine processes
         self.processes = EnginePool(lambda: EngineProcess(settings), self.budget.slots)
         self.file_views = NativeViewCounts()
@@ -437,7 +432,7 @@ class _Statement:
         streamed = 0
         try:
             while True:
-                stopped = stopped_error(self._watch, self._settings)
+                stopped = stopped_error(self._watch.reason, self._settings)
                 if stopped is not None:
                     raise stopped
                 try:
@@ -456,10 +451,9 @@ class _Statement:
                     raise LimitExceededError("sql_max_result_bytes", limit, "the query's result is larger")
                 yield batch
             status = self._status()
-            self._ok = status is not None and self._watch.reason is None
-            failure = self._status_failure(status)
+            failure = status_error(status, self._process.ended_by(), self._settings)
             if failure is None and self._source_failed.is_set():
-                failure = InvalidQueryError("SQL engine: reading a table failed")
+                failure = failure_error(failures.SOURCE, self._settings)
             if failure is not None:
                 raise failure
         finally:
@@ -471,12 +465,14 @@ class _Statement:
             self._stack.close()
 
     def _status(self) -> dict[str, Any] | None:
-        """The engine process's word on the request (``None``: it ended without one)."""
+        """The engine process's word on the request (``None``: it ended without one); it decides
+        whether the process may run the next statement (:func:`.client_errors.reusable`)."""
         try:
             with self._watch.busy():
                 status = channel.read_json(self._process.results)
         except (OSError, ValueError, channel.ChannelClosed):
             return None
+        self._ok = reusable(status) and self._watch.reason is None
         self._counts.add(status.get("native_views"))
         if status.get("ok") is True:  # the process stored the datasets sent before it ran
             self._process.datasets.stored(self._datasets.values())
@@ -484,51 +480,17 @@ class _Statement:
 
     def _failure(self) -> Exception:
         """Why the result stream broke: the watch's reason, else the engine process's status."""
-        stopped = stopped_error(self._watch, self._settings)
+        stopped = stopped_error(self._watch.reason, self._settings)
         if stopped is not None:
             return stopped
         status = self._status()
-        self._ok = status is not None and self._watch.reason is None
-        stopped = stopped_error(self._watch, self._settings)  # the deadline may have come meanwhile
+        stopped = stopped_error(self._watch.reason, self._settings)  # the deadline may have come meanwhile
         if stopped is not None:
             return stopped
         if self._source_failed.is_set():
-            return InvalidQueryError("SQL engine: reading a table failed")
-        failure = self._status_failure(status)
+            return failure_error(failures.SOURCE, self._settings)
+        failure = status_error(status, self._process.ended_by(), self._settings)
         return failure or InvalidQueryError("SQL engine: the result stream ended early")
-
-    def _status_failure(self, status: dict[str, Any] | None) -> Exception | None:
-        settings = self._settings
-        if status is None:
-            signal_number = self._process.ended_by()
-            if signal_number == signal.SIGXCPU:
-                return flight.FlightTimedOutError(
-                    f"limit sql_timeout_seconds ({settings.timeout_seconds:g}) exceeded: the query used its CPU time"
-                )
-            return InvalidQueryError(
-                f"limit sql_process_memory ({process_memory(settings) >> 20} MiB) or an engine failure ended the "
-                "query's engine process"
-            )
-        if status.get("ok"):
-            return None
-        error = status.get("error")
-        if error == "timeout":
-            return flight.FlightTimedOutError(
-                f"limit sql_timeout_seconds ({settings.timeout_seconds:g}) exceeded: the query was cancelled"
-            )
-        if error == "memory":
-            return InvalidQueryError(
-                f"limit sql_memory_limit ({settings.memory_limit}) exceeded: the query needs more memory"
-            )
-        if error == "busy":
-            return ServerBusyError(
-                "sql_memory_budget", parse_bytes(settings.memory_budget) >> 20,
-                "the query's engine grew past its bound (MiB above); the query was cancelled", RETRY_SECONDS,
-            )
-        message = status.get("message")
-        if error == "invalid" and isinstance(message, str):
-            return InvalidQueryError(shown(message, 500))
-        return InvalidQueryError("SQL engine: the query failed")
 
 
 #: what a view's stream carries after its last batch when its source failed: not an Arrow IPC
@@ -565,4 +527,7 @@ def _pump(reader: pa.RecordBatchReader, sock: socket.socket, failed: threading.E
             reader.close()
 
 
-__all__ = ["EnginePool", "EngineProcess", "NativeViewCounts", "SandboxedEngine", "process_memory"]
+__all__ = [
+    "SCHEMA_CACHE_BYTES", "EnginePool", "EngineProcess", "EngineSettings", "NativeViewCounts", "ResultSchemas",
+    "SandboxedEngine", "native_read_error", "result_schemas",
+]

@@ -19,12 +19,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
+from flight_server.server.engine import failures
+
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.1
 
-#: why a query was interrupted
-DEADLINE, CANCELLED, SHUTDOWN, MEMORY = "deadline", "cancelled", "shutdown", "memory"
+#: why a query was interrupted: the failure kind it ends with (:mod:`.failures`)
+DEADLINE, CANCELLED, SHUTDOWN, MEMORY = failures.TIMEOUT, failures.CANCELLED, failures.SHUTDOWN, failures.GREW
 
 
 class Interruptible(Protocol):

@@ -45,8 +45,7 @@ from catalog.meta import SEPARATOR
 from catalog.plan.dataset import Fragments
 from catalog.plan.options import RANGE_QUERY_TYPES, ReadOptions
 from flight_server.protocol import pack, sql
-from flight_server.server.engine.native_scan import native_read_error
-from flight_server.server.engine.sandbox import SandboxedEngine
+from flight_server.server.engine.sandbox import SandboxedEngine, native_read_error
 from flight_server.server.flightsql import show
 from flight_server.server.flightsql.column_metadata import Origin, describe
 from flight_server.server.flightsql.flight_infos import FlightInfos

@@ -15,12 +15,16 @@ import pyarrow.flight as flight
 import pytest
 import sqlglot
 
+from catalog.errors import InvalidQueryError
 from flight_server.protocol import pack, sql
 from flight_server.server.config import ServerConfig
-from flight_server.server.engine import duckdb_engine as engine
+from flight_server.server.engine.duckdb_engine import Engine
+from flight_server.server.engine.failures import EngineFailure
+from flight_server.server.engine.sandbox import SandboxedEngine
+from flight_server.server.engine.settings import EngineSettings
 from flight_server.server.engine.watchdog import MEMORY, Watchdog, rss_bytes
 from flight_server.server.security.budgets import ServerBusyError
-from flight_server.server.security.limits import LimitExceededError, Limits
+from flight_server.server.security.limits import Limits
 from flight_server.server.sql import bounds
 from tests.support.processes import ServeProcess, poll
 from tests.support.servers import running_server
@@ -159,9 +163,9 @@ def test_small_generated_values_still_work(client):
 
 
 def test_the_budget_admits_as_many_queries_as_it_holds():
-    settings = engine.EngineSettings(memory_limit="64MB", memory_budget="64MB", threads=1,
-                                     timeout_seconds=3.0, admission_wait_seconds=0.2)
-    sql_engine = engine.Engine(settings)
+    settings = EngineSettings(memory_limit="64MB", memory_budget="64MB", threads=1,
+                              timeout_seconds=3.0, admission_wait_seconds=0.2)
+    sql_engine = SandboxedEngine(settings)
     errors: list[Exception] = []
 
     def run() -> None:
@@ -188,10 +192,21 @@ def test_the_budget_admits_as_many_queries_as_it_holds():
 
 
 def test_the_result_is_bounded_while_it_streams():
-    sql_engine = engine.Engine(engine.EngineSettings(memory_limit="64MB", threads=1, max_result_bytes=100_000))
-    with pytest.raises(LimitExceededError, match="sql_max_result_bytes"):
-        list(sql_engine.run("SELECT unnest(range(1000000)) AS i", {})[1])
-    assert sql_engine.watchdog.running() == 0
+    sql_engine = SandboxedEngine(EngineSettings(memory_limit="64MB", threads=1, max_result_bytes=100_000))
+    try:  # the engine process stops there, or the serving process does
+        with pytest.raises(InvalidQueryError, match="sql_max_result_bytes"):
+            list(sql_engine.run("SELECT unnest(range(1000000)) AS i", {})[1])
+        assert sql_engine.watchdog.running() == 0
+    finally:
+        sql_engine.stop_all()
+
+
+def test_an_engine_bounds_its_result_too():
+    """The engine process stops producing past the bound (the serving process refuses it first)."""
+    in_process = Engine(EngineSettings(memory_limit="64MB", threads=1, max_result_bytes=100_000))
+    with pytest.raises(EngineFailure, match="sql_max_result_bytes"):
+        list(in_process.run("SELECT unnest(range(1000000)) AS i", {})[1])
+    assert in_process.watchdog.running() == 0
 
 
 class _Connection:

@@ -8,7 +8,9 @@ import pyarrow as pa
 import pytest
 
 from catalog.errors import InvalidQueryError
-from flight_server.server.engine.duckdb_engine import Engine, EngineSettings
+from flight_server.server.engine.duckdb_engine import Engine
+from flight_server.server.engine.result_schemas import remembered_schema, result_schemas
+from flight_server.server.engine.settings import EngineSettings
 from flight_server.server.security.limits import Limits
 from flight_server.server.sql.analyses import Analyses
 from flight_server.server.sql.query import analyze, bind
@@ -96,17 +98,20 @@ def test_a_template_is_tokenized_within_the_servers_token_bound():
         analyses.template("SELECT " + ", ".join(["1"] * 20))
 
 
-def test_a_result_schema_is_asked_of_the_engine_once_per_sql_and_view_schemas(monkeypatch):
+def test_a_result_schema_is_asked_of_the_engine_once_per_sql_and_view_schemas():
     engine = Engine(EngineSettings(memory_limit="256MB", memory_budget="512MB", threads=1))
+    schemas = result_schemas()
     asked = []
-    original = engine._engine_result_schema
-    monkeypatch.setattr(engine, "_engine_result_schema", lambda *a: asked.append(a[0]) or original(*a))
+
+    def schema(sql: str, views: dict[str, pa.Schema]) -> pa.Schema:
+        return remembered_schema(schemas, sql, views, lambda key: asked.append(key) or engine.result_schema(sql, views))
+
     try:
         sql = "SELECT id + 1 AS next FROM v"
-        first = engine.result_schema(sql, {"v": pa.schema([("id", pa.int32())])})
-        assert engine.result_schema(sql, {"v": pa.schema([("id", pa.int32())])}) == first
+        first = schema(sql, {"v": pa.schema([("id", pa.int32())])})
+        assert schema(sql, {"v": pa.schema([("id", pa.int32())])}) == first
         assert len(asked) == 1
-        wider = engine.result_schema(sql, {"v": pa.schema([("id", pa.int64())])})
+        wider = schema(sql, {"v": pa.schema([("id", pa.int64())])})
         assert len(asked) == 2 and wider.field("next").type == pa.int64() != first.field("next").type
     finally:
         engine.stop_all()

@@ -17,9 +17,10 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
+from catalog.errors import InvalidQueryError
 from flight_server.protocol import pack, sql
-from flight_server.server.engine.duckdb_engine import EngineSettings
 from flight_server.server.engine.sandbox import SandboxedEngine
+from flight_server.server.engine.settings import EngineSettings
 from tests.support.processes import ServeProcess, poll
 
 #: a constant (which engines may fold while planning): ~1 GB of string built in a lambda
@@ -205,3 +206,34 @@ def test_a_view_whose_source_fails_fails_the_statement():
         assert pa.Table.from_batches(list(batches), schema_).to_pylist() == [{"two": 2}]
     finally:
         engine.stop_all()
+
+
+#: a sort that needs more memory than 64 MB and may not spill: DuckDB runs out of memory
+OUT_OF_MEMORY = "SELECT i, md5(i::VARCHAR) AS m FROM range(3000000) t(i) ORDER BY m"
+
+
+def test_an_engine_process_that_ran_out_of_memory_is_retired():
+    """The retirement rule: an engine process whose statement met a memory failure (an allocation
+    failure, any unexpected engine error) never runs another statement; one whose statement was
+    merely wrong does."""
+    engine = SandboxedEngine(EngineSettings(memory_limit="64MB", memory_budget="64MB", threads=1))
+    try:
+        schema, batches = _run(engine, "SELECT 1 AS one")
+        assert pa.Table.from_batches(batches, schema).num_rows == 1
+        (first,) = engine.processes.idle()
+        with pytest.raises(InvalidQueryError, match="SQL engine"):  # the statement's own fault: kept
+            _run(engine, "SELECT no_such_column FROM (SELECT 1 AS one)")
+        assert [p.pid for p in engine.processes.idle()] == [first.pid]
+        with pytest.raises(InvalidQueryError, match="sql_memory_limit"):
+            _run(engine, OUT_OF_MEMORY)
+        assert first.pid not in [p.pid for p in engine.processes.idle()]
+        poll(lambda: not _alive(first.pid), 10, "the retired engine process to end")
+        schema, batches = _run(engine, "SELECT 2 AS two")  # another process answers
+        assert pa.Table.from_batches(batches, schema).to_pylist() == [{"two": 2}]
+    finally:
+        engine.stop_all()
+
+
+def _run(engine: SandboxedEngine, sql: str) -> tuple[pa.Schema, list[pa.RecordBatch]]:
+    schema, batches = engine.run(sql, {})
+    return schema, list(batches)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from catalog.errors import InvalidQueryError
-from flight_server.server.engine.duckdb_engine import Engine, EngineSettings
+from flight_server.server.engine.duckdb_engine import Engine
+from flight_server.server.engine.failures import EngineFailure
+from flight_server.server.engine.settings import EngineSettings
 
 
 @pytest.fixture
@@ -32,14 +33,14 @@ def test_a_database_is_reused_after_a_query_that_ended_well(engine):
     assert len(idle) == 1
     assert engine.result_schema("SELECT x FROM w", {"w": pa.schema([("x", pa.int64())])}).names == ["x"]
     assert _idle(engine) == idle  # the same database served the next query
-    with pytest.raises(InvalidQueryError, match="v"):  # the first query's view went with its connection
+    with pytest.raises(EngineFailure, match="v"):  # the first query's view went with its connection
         _run(engine, "SELECT * FROM v", {})
 
 
 def test_a_database_a_query_failed_on_is_closed(engine):
     _run(engine, "SELECT 1 AS one", {})
     (first,) = _idle(engine)
-    with pytest.raises(InvalidQueryError):
+    with pytest.raises(EngineFailure):
         _run(engine, "SELECT * FROM missing", {})
     assert first not in _idle(engine)
 

@@ -13,8 +13,9 @@ import pytest
 
 from flight_server.protocol import pack, sql
 from flight_server.protocol.retry import decode
-from flight_server.server.engine import duckdb_engine as engine
 from flight_server.server.engine.admission import MemoryBudget
+from flight_server.server.engine.sandbox import SandboxedEngine
+from flight_server.server.engine.settings import EngineSettings
 from flight_server.server.security.budgets import CallKeys, ServerBusyError
 from tests.support.credentials import prepare_state
 from tests.support.processes import ServeProcess, poll
@@ -25,9 +26,9 @@ ALICE, BOB = CallKeys("alice", "ipv4:127.0.0.1:1"), CallKeys("bob", "ipv4:127.0.
 
 
 def test_a_user_past_their_share_is_refused_and_another_user_runs():
-    settings = engine.EngineSettings(memory_limit="64MB", memory_budget="128MB", threads=1,
-                                     timeout_seconds=3.0, admission_wait_seconds=0.2)
-    sql_engine = engine.Engine(settings)
+    settings = EngineSettings(memory_limit="64MB", memory_budget="128MB", threads=1,
+                              timeout_seconds=3.0, admission_wait_seconds=0.2)
+    sql_engine = SandboxedEngine(settings)
     errors: list[Exception] = []
 
     def run() -> None:

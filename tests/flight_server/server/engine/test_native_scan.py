@@ -13,11 +13,13 @@ import pyarrow as pa
 import pytest
 
 from catalog import HudiTable
-from catalog.errors import CorruptTableError, InvalidQueryError
+from catalog.errors import CorruptTableError
 from catalog.plan.dataset import Fragments, base_file_dataset
 from flight_server.server.config import ServerConfig
-from flight_server.server.engine.duckdb_engine import Engine, EngineSettings
-from flight_server.server.engine.native_scan import native_read_error
+from flight_server.server.engine.client_errors import native_read_error
+from flight_server.server.engine.duckdb_engine import Engine
+from flight_server.server.engine.failures import EngineFailure
+from flight_server.server.engine.settings import EngineSettings
 from hudi_generator.generator import COPY_ON_WRITE, GeneratorSpec, generate
 from tests.flight_server.server.conftest import SECRET
 from tests.support.compare import assert_same_rows
@@ -143,7 +145,7 @@ def test_a_file_gone_since_planning_stays_on_the_stream(sql_tables, tmp_path):
 def _engine_error(dataset) -> Exception:
     engine = Engine(EngineSettings(memory_limit="256MB", memory_budget="256MB", threads=1))
     try:
-        with pytest.raises(InvalidQueryError) as caught:
+        with pytest.raises(EngineFailure) as caught:
             _, batches = engine.run("SELECT * FROM __hudi_scan_0 ORDER BY 1", {"__hudi_scan_0": dataset})
             list(batches)
     finally:

@@ -15,8 +15,8 @@ import pytest
 
 from catalog.errors import InvalidQueryError
 from flight_server.server.engine.dataset_forms import DatasetForms, HeldForms
-from flight_server.server.engine.duckdb_engine import EngineSettings
 from flight_server.server.engine.sandbox import SandboxedEngine
+from flight_server.server.engine.settings import EngineSettings
 
 ROWS = 100
 

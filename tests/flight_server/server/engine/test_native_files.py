@@ -13,21 +13,21 @@ import adbc_driver_flightsql.dbapi as adbc
 import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
-import pyarrow.flight as flight
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
 from catalog import HudiTable
-from catalog.errors import InvalidQueryError
 from catalog.plan.dataset import Fragments, base_file_dataset
 from catalog.read.split_reader import read_splits
 from flight_server.server.engine import databases
 from flight_server.server.engine import duckdb_engine as engine_module
+from flight_server.server.engine.client_errors import native_read_error
 from flight_server.server.engine.databases import DatabaseSpec
-from flight_server.server.engine.duckdb_engine import Engine, EngineSettings, connect
+from flight_server.server.engine.duckdb_engine import Engine, connect
+from flight_server.server.engine.failures import EngineFailure
 from flight_server.server.engine.native_files import parquet_files
-from flight_server.server.engine.native_scan import native_read_error
+from flight_server.server.engine.settings import EngineSettings
 from hudi_generator.generator import COPY_ON_WRITE, MERGE_ON_READ, GeneratorSpec, generate
 from tests.support.compare import assert_same_rows
 from tests.support.written import written_tables
@@ -166,7 +166,7 @@ def test_a_statement_cannot_name_a_file_even_one_of_its_views(engine, files):
             f'SELECT * FROM (WITH "{name}" AS (SELECT 1 AS x) SELECT x FROM "{name}") q, "{name}"',
             f'WITH c AS (SELECT * FROM "{name}") SELECT * FROM v, c',
         ):
-            with pytest.raises(InvalidQueryError, match="is not allowed: SQL reads only catalog tables"):
+            with pytest.raises(EngineFailure, match="is not allowed: SQL reads only catalog tables"):
                 _run(engine, sql, views)
     # '.parquet' in a string literal is no table name
     assert _run(engine, "SELECT count(*) AS n FROM v WHERE s <> 'x.parquet'", views).column("n").to_pylist() == [15]
@@ -181,7 +181,7 @@ def test_databases_are_kept_per_file_set(engine, files):
     _run(engine, "SELECT 1 AS one", {})
     assert engine.databases.created == 3  # one per file set, and one that may read no file
     assert len(engine.databases.idle()) == 2  # bounded: sql_memory_budget / sql_memory_limit
-    with pytest.raises(InvalidQueryError):  # the plain database reads no file
+    with pytest.raises(EngineFailure):  # the plain database reads no file
         _run(engine, f"SELECT * FROM \"{a}\"", {})
 
 
@@ -200,11 +200,11 @@ def test_native_views_and_bound_statements_are_kept_per_database(engine, files):
     got = _run(engine, "SELECT (SELECT sum(x) FROM w) AS t, (SELECT count(*) FROM v) AS n", both)
     assert got.to_pylist() == [{"t": 7, "n": 15}]
     assert engine.databases.idle() == [database] and list(database.views) == ["v"]
-    with pytest.raises(InvalidQueryError, match="w"):  # the registered view went with its query
+    with pytest.raises(EngineFailure, match="w"):  # the registered view went with its query
         _run(engine, "SELECT (SELECT count(*) FROM w) AS t, (SELECT count(*) FROM v) AS n",
              {"v": _dataset([a, b], SCHEMA)})
     _run(engine, "SELECT count(*) AS n FROM w", {"w": _dataset([a, b], SCHEMA)})
-    with pytest.raises(InvalidQueryError, match="v"):  # no view of an earlier query is seen
+    with pytest.raises(EngineFailure, match="v"):  # no view of an earlier query is seen
         _run(engine, "SELECT sum(x) AS t FROM v", {"w": _dataset([a, b], SCHEMA)})
 
 
@@ -234,7 +234,7 @@ def test_a_file_gone_or_damaged_is_reported_without_its_path(engine, files):
     a, b, _ = files
     dataset = _dataset([a, b], SCHEMA)
     os.remove(b)  # after its footer was read (planned), before the engine reads it
-    with pytest.raises(InvalidQueryError) as caught:
+    with pytest.raises(EngineFailure) as caught:
         _run(engine, "SELECT sum(x) FROM __hudi_scan_0", {"__hudi_scan_0": dataset})
     assert os.path.dirname(a) not in str(caught.value)
     error = native_read_error(str(caught.value), {"__hudi_scan_0": "ns.t"})
@@ -389,7 +389,7 @@ def test_the_deadline_interrupts_a_query_over_files_the_engine_reads(tmp_path):
     engine = Engine(EngineSettings(memory_limit="256MB", memory_budget="256MB", threads=1, timeout_seconds=0.5))
     try:
         started = time.monotonic()
-        with pytest.raises(flight.FlightTimedOutError, match="sql_timeout_seconds"):
+        with pytest.raises(EngineFailure, match="sql_timeout_seconds"):
             _run(engine, "SELECT count(*) FROM v a, v b WHERE a.x + b.x > -1", {"v": _dataset([path], SCHEMA)})
         assert engine.file_views.read == 1 and time.monotonic() - started < 30
     finally:
