@@ -13,49 +13,38 @@ to about 1, so many small splits do not become many tasks; executors ``do_get`` 
 (plain bytes: Spark pickles readers and partitions, Flight objects do not pickle) and hand the
 Arrow record batches to Spark unchanged apart from a cast to Spark's Arrow layout.
 
-Filter pushdown needs ``spark.sql.python.filterPushdown.enabled=true``: Spark refuses a reader
-that implements ``pushFilters`` while the flag is off, so the source hands out a pushdown
-reader only when the flag is on (see :func:`_spark_allows_pushdown`) or when the ``pushdown``
-option forces it. See docs/spark.md.
+Filters reach the server only through the ``filters`` option, never through Spark's
+``pushFilters``: Spark (through 4.3) keeps the reader that ``pushFilters`` changed, with the
+partitions planned for it, on the DataFrame's provider and reuses both for every later query of
+that DataFrame that pushes no filter, so a pushed filter would outlive its query (issue 37:
+``df.where(...).count()`` then ``df.count()`` counted the filtered rows). Spark evaluates its own
+filters on the rows this source returns. See docs/spark.md.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
-import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
 
 from catalog.optional import optional_dependency
+from catalog.plan.filter_text import parse_filters
+from catalog.plan.filters import FilterTuple
 from catalog.plan.options import ReadOptions
 from flight_server.client.session import HudiFlightClient, PlannedEndpoint
 
 with optional_dependency("spark", "the PySpark data source"):
-    from pyspark.sql.datasource import (
-        DataSource,
-        DataSourceReader,
-        DataSourceStreamReader,
-        EqualNullSafe,
-        EqualTo,
-        Filter,
-        GreaterThan,
-        GreaterThanOrEqual,
-        In,
-        InputPartition,
-        IsNotNull,
-        IsNull,
-        LessThan,
-        LessThanOrEqual,
-        Not,
-    )
+    from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
     from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
     from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxFiles, SupportsTriggerAvailableNow
     from pyspark.sql.types import StructField, StructType
 
 SOURCE_NAME = "hudi-flight"
+#: the name of the same source for a session whose classpath holds the connector's jar, where
+#: "hudi-flight" is the connector (Spark prefers a JVM source to a Python one of the same name)
+PYTHON_SOURCE_NAME = "hudi-flight-python"
 #: read options given to the source as plain strings (``columns`` is parsed; see _parse_columns)
 _STRING_READ_OPTIONS = ("query_type", "as_of", "start", "end")
 _RPC_TIMEOUT = 60.0
@@ -69,8 +58,6 @@ _CREDENTIAL_OPTIONS = {
     "tls_cert_chain": "cert_chain",
     "tls_private_key": "private_key",
 }
-#: Python types of literals the service compares exactly like Spark (others stay with Spark).
-_PUSHABLE_LITERALS = (bool, int, float, str)
 
 
 # -- options ---------------------------------------------------------------------------------
@@ -96,8 +83,11 @@ class _Query:
         if not table or "." not in table:
             raise ValueError(f'{SOURCE_NAME}: name the table as "namespace.table" in load(...), got {table!r}')
         read = {name: opts[name] for name in _STRING_READ_OPTIONS if opts.get(name) is not None}
+        _refuse_spark_pushdown(opts.get("pushdown"))
         try:
-            read_options = ReadOptions(columns=_parse_columns(opts.get("columns")), **read)
+            read_options = ReadOptions(
+                columns=_parse_columns(opts.get("columns")), filters=_parse_filters(opts.get("filters")), **read
+            )
         except ValueError as err:
             raise ValueError(f"{SOURCE_NAME}: {err}") from err
         return cls(
@@ -138,6 +128,30 @@ def _parse_columns(value: str | None) -> tuple[str, ...] | None:
     return tuple(names)
 
 
+def _parse_filters(value: str | None) -> tuple[FilterTuple, ...]:
+    """The ``filters`` option: the filter grammar of docs/filters.md (``"region = 'eu' and fare > 3"``)
+    or the JSON command's list (``'[["region", "=", "eu"]]'``); ReadOptions checks their shape."""
+    if value is None or not value.strip():
+        return ()
+    text = value.strip()
+    if not text.startswith("["):
+        return tuple(parse_filters(text))
+    parsed = json.loads(text)
+    if not isinstance(parsed, list) or not all(isinstance(f, list) for f in parsed):
+        raise ValueError(f"{SOURCE_NAME}: bad filters option {value!r}: expected a JSON list of [column, op, value]")
+    return tuple(tuple(f) for f in parsed)  # shape checked by ReadOptions
+
+
+def _refuse_spark_pushdown(value: str | None) -> None:
+    """``pushdown=true`` asked for filters taken from Spark, which this source never takes (module doc)."""
+    if value is not None and value.strip().lower() not in ("auto", "false"):
+        raise ValueError(
+            f'{SOURCE_NAME}: option "pushdown"={value!r} is not carried: Spark (through 4.3) reuses the filters '
+            "pushed for one query of a DataFrame in its later queries, so this source takes no filters from "
+            'Spark; give them in the "filters" option, or use the connector (docs/spark.md)'
+        )
+
+
 # -- types -----------------------------------------------------------------------------------
 
 
@@ -159,79 +173,6 @@ def _conform(batches: Iterator[pa.RecordBatch], target: pa.Schema) -> Iterator[p
     """Cast batches to the exact Arrow layout Spark expects (names of nested fields, units, zones)."""
     for batch in batches:
         yield batch if batch.schema.equals(target) else batch.cast(target)
-
-
-# -- filter pushdown ------------------------------------------------------------------------
-
-_COMPARISONS = {
-    EqualTo: "=",
-    GreaterThan: ">",
-    GreaterThanOrEqual: ">=",
-    LessThan: "<",
-    LessThanOrEqual: "<=",
-}
-
-
-def _pushable_value(value: Any) -> bool:
-    # datetime/date/Decimal are left to Spark: the wire format carries JSON scalars only and a
-    # string would be re-parsed by the server with its own rules. NaN/inf too: Spark treats
-    # NaN as equal to itself and larger than any number, Arrow compute does not.
-    if isinstance(value, float):
-        return math.isfinite(value)
-    return isinstance(value, _PUSHABLE_LITERALS)
-
-
-def to_service_filter(flt: Filter, top_level: set[str]) -> tuple[Any, ...] | None:
-    """The service's ``(column, op, value)`` for a Spark filter, or ``None`` if it cannot be sent.
-
-    Only top-level columns are pushed; nested paths (``a.b``) and ``<=>`` are left to Spark.
-    """
-    attribute = getattr(flt, "attribute", None)
-    value = getattr(flt, "value", None)
-    if isinstance(flt, Not):
-        child = flt.child
-        if isinstance(child, EqualTo) and _column(child.attribute, top_level) and _pushable_value(child.value):
-            return (_column(child.attribute, top_level), "!=", child.value)
-        if isinstance(child, In) and _column(child.attribute, top_level) and all(map(_pushable_value, child.value)):
-            return (_column(child.attribute, top_level), "not in", list(child.value))
-        return None
-    column = _column(attribute, top_level) if attribute is not None else None
-    if column is None or isinstance(flt, EqualNullSafe):
-        return None
-    if type(flt) in _COMPARISONS and _pushable_value(value):
-        return (column, _COMPARISONS[type(flt)], value)
-    if isinstance(flt, In) and flt.value and all(map(_pushable_value, flt.value)):
-        return (column, "in", list(flt.value))
-    if isinstance(flt, IsNull):
-        return (column, "is null")
-    if isinstance(flt, IsNotNull):
-        return (column, "is not null")
-    return None
-
-
-def _column(path: tuple[str, ...], top_level: set[str]) -> str | None:
-    return path[0] if len(path) == 1 and path[0] in top_level else None
-
-
-def _spark_allows_pushdown() -> bool:
-    """Whether ``spark.sql.python.filterPushdown.enabled`` is on for the reader being created.
-
-    Spark does not hand the flag to the source, yet refuses a reader that implements
-    ``pushFilters`` while it is off. So look at the Spark worker calling ``DataSource.reader``:
-    its filter-pushdown worker only runs when the flag is on, and its plain planning worker
-    holds the flag in the local ``enable_pushdown``. Anything else (another Spark version, a
-    direct call) counts as off, which is always safe.
-    """
-    frame = inspect.currentframe()
-    try:
-        caller = frame.f_back.f_back if frame is not None and frame.f_back is not None else None
-        if caller is None:
-            return False
-        if caller.f_globals.get("__name__", "").endswith(".data_source_pushdown_filters"):
-            return True
-        return caller.f_locals.get("enable_pushdown") is True
-    finally:
-        del frame
 
 
 # -- planning -------------------------------------------------------------------------------
@@ -288,7 +229,7 @@ def _read_group(query: _Query, group: EndpointGroup, schema: StructType) -> Iter
 
 
 class HudiFlightReader(DataSourceReader):
-    """Batch reader without filter pushdown (Spark evaluates every filter)."""
+    """Batch reader of the planned query; Spark evaluates its own filters on the rows (module doc)."""
 
     def __init__(self, query: _Query, schema: StructType):
         self.query = query
@@ -302,21 +243,6 @@ class HudiFlightReader(DataSourceReader):
     # Spark hands back the partitions this reader planned, so the parameter is narrower than InputPartition.
     def read(self, partition: EndpointGroup) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         return _read_group(self.query, partition, self.schema)
-
-
-class HudiFlightPushdownReader(HudiFlightReader):
-    """Batch reader that sends the filters the service can evaluate exactly with the query."""
-
-    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
-        top_level = set(self.schema.fieldNames())
-        pushed = []
-        for flt in filters:
-            wire = to_service_filter(flt, top_level)
-            if wire is None:
-                yield flt
-            else:
-                pushed.append(wire)
-        self.query = self.query.with_options(filters=self.query.options.filters + tuple(pushed))
 
 
 # -- streaming ------------------------------------------------------------------------------
@@ -403,16 +329,13 @@ class HudiFlightDataSource(DataSource):
     ``query_type``, ``as_of``, ``start``, ``end``, ``min_partitions`` (default 2);
     credentials ``token`` or ``user``/``password``, TLS ``tls_root_certs``, ``tls_cert_chain``,
     ``tls_private_key`` (PEM text or a path readable on the driver and the executors);
-    ``pushdown`` (``auto``/``true``/``false``);
-    for streams ``max_commits_per_trigger``. The table is the ``load()`` argument."""
+    ``filters`` (docs/filters.md grammar or a JSON list); for streams ``max_commits_per_trigger``.
+    The table is the ``load()`` argument."""
 
     def __init__(self, options: dict[str, str]):
         super().__init__(options)
         self.query = _Query.from_options(options)
         opts = {k.lower(): v for k, v in dict(options).items()}
-        self.pushdown = opts.get("pushdown", "auto").lower()
-        if self.pushdown not in ("auto", "true", "false"):
-            raise ValueError(f'{SOURCE_NAME}: option "pushdown" must be auto, true or false, got {self.pushdown!r}')
         self.max_commits = _positive_int(opts, "max_commits_per_trigger", 1)
 
     @classmethod
@@ -424,10 +347,7 @@ class HudiFlightDataSource(DataSource):
             return spark_schema(client.schema(self.query.table, self.query.options))
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        query = self._projected(schema)
-        if self.pushdown == "true" or (self.pushdown == "auto" and _spark_allows_pushdown()):
-            return HudiFlightPushdownReader(query, schema)
-        return HudiFlightReader(query, schema)
+        return HudiFlightReader(self._projected(schema), schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return HudiFlightStreamReader(self._projected(schema), schema, self.max_commits)
@@ -450,13 +370,21 @@ class HudiFlightDataSource(DataSource):
         return self.query.with_options(columns=tuple(wanted))
 
 
+class HudiFlightPythonDataSource(HudiFlightDataSource):
+    """The same source as ``spark.read.format("hudi-flight-python")``, for a session that also has
+    the connector's jar on its classpath (where "hudi-flight" names the connector)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return PYTHON_SOURCE_NAME
+
+
 __all__ = [
     "EndpointGroup",
     "HudiFlightDataSource",
-    "HudiFlightPushdownReader",
+    "HudiFlightPythonDataSource",
     "HudiFlightReader",
     "HudiFlightStreamReader",
     "pack_endpoints",
     "spark_schema",
-    "to_service_filter",
 ]

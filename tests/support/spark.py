@@ -7,13 +7,14 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from flight_server.client.spark import HudiFlightDataSource
+from flight_server.client.spark import HudiFlightDataSource, HudiFlightPythonDataSource
 
 
 def local_spark(
     app: str = "hudi-flight-tests", jars: str | None = None, memory: str | None = None, java_options: str | None = None
 ) -> SparkSession:
-    """A local[2] session, UI off, UTC, loopback only, the hudi-flight data source registered;
+    """A local[2] session, UI off, UTC, loopback only, the hudi-flight data source registered (also
+    as "hudi-flight-python");
     ``jars`` on ``spark.jars``, the driver's ``memory`` and JVM ``java_options`` when given."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -35,4 +36,5 @@ def local_spark(
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     session.dataSource.register(HudiFlightDataSource)
+    session.dataSource.register(HudiFlightPythonDataSource)
     return session

@@ -6,7 +6,6 @@ directly from storage.
 
 from __future__ import annotations
 
-import datetime
 import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -24,16 +23,17 @@ from tests.support.written import written_tables
 
 pyspark = pytest.importorskip("pyspark")
 
-from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNull, Not, StringStartsWith  # noqa: E402
+from pyspark.sql.functions import col  # noqa: E402
 
 from flight_server.client.session import PlannedEndpoint  # noqa: E402
-from flight_server.client.spark import pack_endpoints, to_service_filter  # noqa: E402
+from flight_server.client.spark import PYTHON_SOURCE_NAME, pack_endpoints  # noqa: E402
 from tests.support.spark import local_spark  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 PARTITIONED = "sample_table/cow/v9_txns_simple_meta"  # partitioned by region: apac, eu, us
+MOR_PARTITIONED = "sample_table/mor/avro/v9_txns_simple_meta"  # the same columns, merge-on-read with logs
 
 
 class CountingServer(HudiFlightServer):
@@ -197,39 +197,102 @@ def test_endpoints_are_packed_by_weight(spark, uri, server):
     assert partitions < endpoints  # small splits share a task
 
 
-def test_pushed_filters_reduce_planned_endpoints_and_stay_exact(spark, uri, server, tables):
+def test_filters_option_prunes_endpoints_and_stays_exact(spark, uri, server, tables):
+    """The ``filters`` option (the filter grammar or a JSON list) is the plan's ``filters``: the
+    service prunes files with it (fewer endpoints) and applies it to rows."""
     _, paths = tables
     ident = identifier(PARTITIONED)
-    expected = HudiTable.open(paths[ident]).read(filters=[("region", "=", "eu"), ("amount", ">", 100.0)])
+    table = HudiTable.open(paths[ident])
+    expected = table.read(filters=[("region", "=", "eu"), ("txn_id", "!=", "TXN-015")])
+    server.plans.clear()
+    assert spark.read.format("hudi-flight").option("uri", uri).load(ident).count() == table.read().num_rows
+    (full,) = [n for c, n in server.plans if c.get("table") == ident]
+    for given in ("region = 'eu' and txn_id != 'TXN-015'", '[["region", "=", "eu"], ["txn_id", "!=", "TXN-015"]]'):
+        server.plans.clear()
+        got = _spark_rows(spark.read.format("hudi-flight").option("uri", uri).option("filters", given).load(ident))
+        (plan,) = [(c["filters"], n) for c, n in server.plans if c.get("table") == ident]
+        assert plan[0] == [["region", "=", "eu"], ["txn_id", "!=", "TXN-015"]]
+        assert plan[1] < full
+        _same(got, expected)
+    with pytest.raises(Exception, match="OR at position"):
+        spark.read.format("hudi-flight").option("uri", uri).option("filters", "region = 'eu' or 1 = 1").load(ident)
+
+
+def test_spark_filters_stay_with_spark_and_pushdown_true_is_refused(spark, uri, server, tables):
+    """Whatever ``spark.sql.python.filterPushdown.enabled`` says, Spark's filters are evaluated by
+    Spark, never sent in a plan (they would outlive their query: see the next test); asking for
+    them with ``pushdown=true`` is refused, naming the ``filters`` option."""
+    _, paths = tables
+    ident = identifier(PARTITIONED)
+    expected = HudiTable.open(paths[ident]).read(filters=[("region", "=", "us")])
+    for flag in ("true", "false"):
+        spark.conf.set(PUSHDOWN, flag)
+        try:
+            server.plans.clear()
+            got = _spark_rows(spark.read.format("hudi-flight").option("uri", uri).load(ident).where("region = 'us'"))
+        finally:
+            spark.conf.unset(PUSHDOWN)
+        assert not any(c.get("filters") for c, _ in server.plans), flag
+        _same(got, expected)
+    with pytest.raises(Exception, match='"pushdown".* "filters" option'):
+        spark.read.format("hudi-flight").option("uri", uri).option("pushdown", "true").load(ident)
+
+
+# -- one DataFrame, many queries (issue 37) ----------------------------------------------------
+
+
+def _python_source(spark, uri: str, table: str):
+    return spark.read.format(PYTHON_SOURCE_NAME).option("uri", uri).load(table)
+
+
+#: every Spark reader of hudi-flight, as ``load(spark, uri, "ns.t") -> DataFrame``; the
+#: DataSource V2 connector joins when its jar is on the session (flight_server.spark.connector_jar())
+READERS = {"python-source": _python_source}
+
+
+@pytest.fixture(params=sorted(READERS))
+def load(request, spark, uri):
+    """``load("ns.t")``: a new DataFrame of the table through one Spark reader of hudi-flight."""
+    reader = READERS[request.param]
+    return lambda table: reader(spark, uri, table)
+
+
+@pytest.mark.parametrize("name", [PARTITIONED, MOR_PARTITIONED])
+def test_each_query_of_one_dataframe_answers_like_a_fresh_dataframe(spark, load, tables, name):
+    """Queries run one after another on ONE DataFrame (filtered, unfiltered, another filter, count,
+    collect) answer what the same query on a freshly loaded DataFrame answers, and what the library
+    reads, with Spark's filter pushdown on: a pushed filter never outlives its query."""
+    _, paths = tables
+    ident = identifier(name)
+    table = HudiTable.open(paths[ident])
+    everything = table.read()
+    key = sorted(everything.column("txn_id").to_pylist())[0]
+    queries = {
+        "filtered count": (lambda df: df.where(col("txn_id") == key).count(), 1),
+        "count": (lambda df: df.count(), everything.num_rows),
+        "other filter, collected": (
+            lambda df: rows(df.where("region = 'eu' AND txn_id IS NOT NULL").toArrow().cast(everything.schema)),
+            rows(table.read(filters=[("region", "=", "eu")])),
+        ),
+        "collect": (lambda df: rows(df.toArrow().cast(everything.schema)), rows(everything)),
+        "count after collect": (lambda df: df.count(), everything.num_rows),
+        "filtered collect": (lambda df: len(df.where(col("region") == "us").collect()),
+                             table.read(filters=[("region", "=", "us")]).num_rows),
+        "count at last": (lambda df: df.count(), everything.num_rows),
+    }
     spark.conf.set(PUSHDOWN, "true")
     try:
-        server.plans.clear()
-        df = spark.read.format("hudi-flight").option("uri", uri).load(ident)
-        full = df.count()
-        plans_full = [n for c, n in server.plans if c.get("table") == ident and not c.get("filters")]
-        server.plans.clear()
-        filtered = df.where("region = 'eu' AND amount > 100.0 AND txn_id LIKE '%'")
-        got = _spark_rows(filtered)
-        pushed = [(c["filters"], n) for c, n in server.plans if c.get("filters")]
+        df = load(ident)
+        answers = {label: (query(df), query(load(ident)), expected) for label, (query, expected) in queries.items()}
     finally:
-        spark.conf.set(PUSHDOWN, "false")
-    assert full == HudiTable.open(paths[ident]).read().num_rows
-    assert pushed, "no filters reached the service"
-    filters, endpoints = pushed[-1]
-    assert ["region", "=", "eu"] in filters
-    # amount is a decimal (a Decimal literal is not sent) and LIKE is not expressible: Spark keeps both.
-    assert not any(f[0] == "amount" and f[1] == ">" for f in filters)
-    assert not any(f[0] == "txn_id" and f[1] not in ("is not null",) for f in filters)
-    assert endpoints < plans_full[-1]
-    _same(got, expected)
+        spark.conf.unset(PUSHDOWN)
+    wrong = {label: (_size(reused), _size(fresh), _size(expected)) for label, (reused, fresh, expected)
+             in answers.items() if not reused == fresh == expected}
+    assert not wrong, f"{name}: (same DataFrame, fresh DataFrame, the table) differ: {wrong}"
 
 
-def test_reads_work_with_pushdown_flag_off(spark, uri, tables):
-    _, paths = tables
-    ident = identifier(PARTITIONED)
-    assert spark.conf.get(PUSHDOWN) == "false"
-    got = _spark_rows(spark.read.format("hudi-flight").option("uri", uri).load(ident).where("region = 'us'"))
-    _same(got, HudiTable.open(paths[ident]).read(filters=[("region", "=", "us")]))
+def _size(answer):
+    return f"{len(answer)} rows" if isinstance(answer, list) else answer
 
 
 def test_streaming_sees_each_commit_exactly_once(spark, uri, tables, tmp_path):
@@ -288,21 +351,6 @@ def test_packing_keeps_partition_weight_near_one():
     spread = pack_endpoints([_ep(0.05)] * 4, min_partitions=2)  # a small table still uses two cores
     assert [len(g.endpoints) for g in spread] == [2, 2]
     assert len(pack_endpoints([_ep(0.05)], min_partitions=2)) == 1
-
-
-def test_spark_filters_to_service_filters():
-    cols = {"a", "s"}
-    assert to_service_filter(EqualTo(("a",), 1), cols) == ("a", "=", 1)
-    assert to_service_filter(GreaterThan(("a",), 2.5), cols) == ("a", ">", 2.5)
-    assert to_service_filter(In(("s",), ("x", "y")), cols) == ("s", "in", ["x", "y"])
-    assert to_service_filter(Not(EqualTo(("a",), 1)), cols) == ("a", "!=", 1)
-    assert to_service_filter(Not(In(("a",), (1, 2))), cols) == ("a", "not in", [1, 2])
-    assert to_service_filter(IsNull(("s",)), cols) == ("s", "is null")
-    assert to_service_filter(StringStartsWith(("s",), "x"), cols) is None
-    assert to_service_filter(EqualTo(("a", "b"), 1), cols) is None  # nested path
-    assert to_service_filter(EqualTo(("zz",), 1), cols) is None
-    assert to_service_filter(EqualTo(("a",), datetime.date(2024, 1, 1)), cols) is None
-    assert to_service_filter(GreaterThan(("a",), float("nan")), cols) is None
 
 
 SPARK_TOKEN = "spark-tls-token-0123456789abcdef"
