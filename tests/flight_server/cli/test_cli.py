@@ -4,6 +4,7 @@ demo; one-line errors with exit code 1. The client commands log in as an admin u
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -11,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pyarrow.csv as pacsv
@@ -27,6 +29,7 @@ from tests.support.servers import free_port
 REPO = Path(__file__).resolve().parents[3]
 V9 = "sample_table/cow/v9_txns_simple_meta"
 V6 = "sample_table/cow/v6_nonpartitioned"
+CONSOLE: dict[str, str] = {}  # the web console of the module's server: its URL
 
 
 @pytest.fixture(scope="module")
@@ -50,11 +53,14 @@ def server(warehouse, tmp_path_factory):
     assert added.returncode == 0 and added.stdout.strip() == f"added user {ADMIN} (admin)", added.stderr
     proc = subprocess.Popen(
         [sys.executable, "-m", "flight_server.cli", "serve", "--port", str(port), "--warehouse", str(warehouse),
-         "--state-dir", str(state), "--allow-root", str(tmp_path_factory.getbasetemp())],
+         "--state-dir", str(state), "--allow-root", str(tmp_path_factory.getbasetemp()), "--console-port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
     )
     line = proc.stdout.readline()  # printed once the server listens
     assert "serving 2 table(s)" in line, line + proc.stderr.read() if proc.poll() is not None else line
+    console = proc.stdout.readline()
+    assert re.fullmatch(r"web console on http://127\.0\.0\.1:\d+/\n", console), console
+    CONSOLE["url"] = console.split()[-1]
     yield f"grpc://127.0.0.1:{port}", state
     proc.terminate()
     proc.wait(10)
@@ -80,6 +86,15 @@ def test_serve_created_sqlite_catalog_and_secret(server):
     _, state = server
     assert (state / "catalog.db").exists()
     assert len(bytes.fromhex((state / "ticket-secret").read_text().strip())) == 32
+
+
+def test_serve_with_a_console(server):
+    """``serve --console-port 0`` says where its console listens, and it answers there."""
+    request = urllib.request.Request(CONSOLE["url"] + "namespaces/sales")
+    request.add_header("Authorization", "Basic " + base64.b64encode(f"{ADMIN}:{ADMIN_PASSWORD}".encode()).decode())
+    with urllib.request.urlopen(request, timeout=30) as response:
+        body = response.read().decode()
+    assert response.status == 200 and ">txns</a>" in body and ">basic</a>" in body
 
 
 def test_tables(server, capsys):
