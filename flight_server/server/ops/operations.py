@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 import time
+from pathlib import Path
 from typing import Any, Iterator
 
 import pyarrow as pa
@@ -19,7 +20,7 @@ from catalog.lru import CacheListener
 from catalog.storage import add_request_listener
 from flight_server.server.config import ServerConfig
 from flight_server.server.ops.call_log import MIDDLEWARE_KEY, CallLogFactory, CallRecord
-from flight_server.server.ops.live import LiveCalls
+from flight_server.server.ops.live import LIVE_DIR_ENV, LiveCalls
 from flight_server.server.ops.metrics import MULTIPROC_ENV, Metrics, process_metrics, serve_metrics
 
 log = logging.getLogger(__name__)
@@ -36,8 +37,11 @@ class Operations:
             add_request_listener(self.metrics.storage_request)
         self.metrics_server: Any = None
         self.health: Any = None
-        # the calls in flight, kept only for a server that shows them (the web console)
-        self.live: LiveCalls | None = LiveCalls() if config.console_port is not None else None
+        # the calls in flight, kept only for a server that shows them (the web console); the
+        # processes of `serve --processes N` publish theirs for the first one's console
+        folder = os.environ.get(LIVE_DIR_ENV)
+        shown = config.console_port is not None or bool(folder)
+        self.live: LiveCalls | None = LiveCalls(Path(folder) if folder else None) if shown else None
 
     # -- wiring ------------------------------------------------------------------------------
     def middleware(self) -> dict[str, Any]:
@@ -66,6 +70,8 @@ class Operations:
             self.health.not_serving()
 
     def close(self) -> None:
+        if self.live is not None:
+            self.live.close()
         if self.health is not None:
             self.health.stop()
         if self.metrics_server is not None:
