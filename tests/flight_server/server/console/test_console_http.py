@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import http.client
+import re
 import shutil
 import ssl
 import subprocess
@@ -13,8 +14,10 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import pyarrow.flight as flight
 import pytest
 
+from flight_server.protocol import pack, sql
 from flight_server.server.app import compose
 from flight_server.server.config import ServerConfig
 from flight_server.server.console.charts import Event, histogram, time_chart
@@ -164,3 +167,21 @@ def test_the_size_histogram_counts_every_size_once():
     counts = {bar.label: int(bar.value) for bar in chart.bars}
     assert counts == {"< 1 KiB": 1, "1 KiB–4 KiB": 2, "4 KiB–16 KiB": 0, "16 KiB–64 KiB": 0, "64 KiB–256 KiB": 0,
                       "256 KiB–1 MiB": 0, "1 MiB–4 MiB": 0, "4 MiB–16 MiB": 3}
+
+
+def test_a_running_sql_statement_is_listed_with_its_table(console):
+    """A statement the engine runs (not a plain scan) whose client waits after its first batch."""
+    client = user_client(console.server.port, ADMIN, ADMIN_PASSWORD)
+    try:
+        query = sql.CommandStatementQuery(query="SELECT *, fare * 2 AS double_fare FROM big.trips")
+        info = client.get_flight_info(flight.FlightDescriptor.for_command(pack(query)))
+        reader = client.do_get(info.endpoints[0].ticket)
+        first = reader.read_chunk().data
+        _, _, body = console.get("/queries", ADMIN, ADMIN_PASSWORD)
+        (row,) = re.findall(r'<tr class="call" data-kind="sql">(.*?)</tr>', body, re.S)
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+        assert cells[:3] == [ADMIN, "sql", "big.trips"]
+        assert int(re.search(r'data-value="(\d+)"', row).group(1)) >= first.num_rows > 0
+        reader.cancel()
+    finally:
+        client.close()
