@@ -38,6 +38,8 @@ COMMITS_RETAINED_KEY = "hoodie.cleaner.commits.retained"
 DEFAULT_COMMITS_RETAINED = 10
 #: orphans are looked for in tables with at most this many partitions (one listing request each)
 MAX_LISTED_PARTITIONS = 1000
+#: pending instants whose files the cleaner keeps (Hudi's earliest pending commit bounds what it cleans)
+PENDING_WRITES = frozenset({"commit", "deltacommit", "replacecommit", "compaction", "logcompaction", "clustering"})
 
 
 @dataclass(frozen=True)
@@ -109,9 +111,9 @@ def retention(state: TableState) -> Retention:
     timeline = state.timeline
     written = timeline.commits
     earliest = written[len(written) - commits].requested_time if commits and len(written) > commits else None
-    pending = [i.requested_time for i in timeline.pending if i.action != "savepoint"]
+    pending = [i.requested_time for i in timeline.pending if i.action in PENDING_WRITES]
     if earliest is not None and pending:
-        earliest = min(earliest, min(pending))  # files a pending instant may need stay
+        earliest = min(earliest, min(pending))  # files a pending write or table service may need stay
     return Retention(commits, source, earliest)
 
 
@@ -206,9 +208,11 @@ def orphaned_files(state: TableState, max_partitions: int = MAX_LISTED_PARTITION
     a file of an instant the active timeline does not know is orphaned unless it is older than
     the active timeline (an archived write: not looked up). ``None``: not looked for, the table
     has more than ``max_partitions`` partitions."""
+    if len(state.listing.list_partitions()) > max_partitions:  # the planning listing's count: no request
+        return None
     listing = _storage_listing(state)
     partitions = listing.list_partitions()
-    if len(partitions) > max_partitions:
+    if len(partitions) > max_partitions:  # storage holds more partitions than the metadata table knows
         return None
     timeline = state.timeline
     writer_named_logs = state.config.timeline_layout_version >= 2

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from catalog import HudiTable
-from catalog.meta.health import HEALTH_SCHEMA, REMEDIES, Check, health_checks
+from catalog.meta.health import HEALTH_SCHEMA, REMEDIES, Check, HealthThresholds, health_checks
 from catalog.meta.units import human_age, human_bytes
 from catalog.table.files import BaseFile, LogFile
 from hudi_generator.generator import COPY_ON_WRITE, GeneratorSpec
@@ -151,6 +151,15 @@ def test_orphans_follow_hudis_repair_rule(fixture_table, tmp_path):
     orphans = _checks(base)["orphaned_files"]
     assert (orphans.status, orphans.value) == ("WARN", 2)
     assert f"(2 base, 0 log; {human_bytes(2 * original.stat().st_size)})" in orphans.detail
+
+
+def test_orphans_are_not_looked_for_in_a_table_of_many_partitions(fixture_table):
+    """One storage listing per partition: past the bound, the check says it did not look."""
+    state = HudiTable.open(fixture_table(COW_V9)).state  # 3 partitions
+    (check,) = [c for c in health_checks(state, limits=HealthThresholds(max_listed_partitions=2))
+                if c.check == "orphaned_files"]
+    assert (check.status, check.value, check.remedy) == ("INFO", None, None)
+    assert check.detail.startswith("not looked for: the table has more than 2 partitions")
 
 
 def test_every_hudi_written_table_has_no_orphans(fixture_table):
