@@ -21,6 +21,7 @@ from flight_server.protocol import pack, sql
 from flight_server.server.app import compose
 from flight_server.server.config import ServerConfig
 from flight_server.server.console.charts import Event, histogram, time_chart
+from flight_server.server.security.users import Grant
 from tests.flight_server.server.console.conftest import ALICE, BOB, PASSWORD
 from tests.support.auth import ADMIN, ADMIN_PASSWORD, add_admin, user_client
 from tests.support.servers import serving_tables
@@ -185,3 +186,17 @@ def test_a_running_sql_statement_is_listed_with_its_table(console):
         reader.cancel()
     finally:
         client.close()
+
+
+def test_a_grant_on_one_table_shows_that_table_only(console):
+    users = console.server.app.users
+    users.add_user("dave", PASSWORD)
+    users.grant("dave", Grant("read", "sales", "txns"))
+    console.server.app.access.forget()
+    _, _, body = console.get("/", "dave")
+    assert re.findall(r'<a href="/namespaces/(\w+)">', body) == ["sales"]
+    _, _, body = console.get("/namespaces/sales", "dave")
+    assert re.findall(r'<a href="/tables/sales/(\w+)">', body) == ["txns"]
+    assert console.get("/tables/sales/txns/health", "dave")[0] == 200
+    assert console.get("/tables/sales/mtxns/health", "dave")[0] == 404
+    assert console.get("/queries", "dave")[0] == 200
