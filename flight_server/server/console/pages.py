@@ -68,8 +68,10 @@ class Overview:
     record_key_fields: tuple[str, ...]
     partition_fields: tuple[str, ...]
     columns: tuple[Column, ...]
-    rows: int
-    rows_exact: bool  # from footers; else the planner's estimate (merge-on-read logs)
+    rows: int | None  # exact, from Parquet footers; None: log files must be merged to count them
+    base_rows: int | None  # rows of the latest base files (footers), when ``rows`` is unknown
+    log_files: int  # behind the latest base files (merge-on-read)
+    log_bytes: int
     file_groups: int
     partitions: int
     bytes: int
@@ -180,19 +182,23 @@ class Pages:
 
     # -- a table -----------------------------------------------------------------------------
     def overview(self, table: OpenTable) -> Overview:
+        """A table's facts. Rows are counted from Parquet footers, never estimated: where log
+        files must be merged to know them, the base files' rows are told with the log files."""
         state = table.state
         planned = self.queries.plan(table, ReadOptions())
-        splits = planned.splits()
-        counted = planned.count()
+        rows = planned.count()
+        base_rows = self.queries.plan(table, ReadOptions(query_type="read_optimized")).count() \
+            if rows is None and state.config.is_mor else None
         facts = list(group_facts(state.fs_view, None))
+        logs = [log for f in facts for log in f.file_slice.log_files]
         config = state.config
         latest = state.timeline[-1].requested_time if len(state.timeline) else None
         return Overview(
             table.entry, config.table_type, config.table_version, tuple(config.record_key_fields),
-            tuple(config.partition_fields), tuple(_columns(planned.schema)),
-            counted if counted is not None else sum(s.estimated_rows for s in splits), counted is not None,
-            len(facts), len({f.file_slice.partition for f in facts}), sum(f.file_slice.total_size for f in facts),
-            len(state.timeline.completed) + len(state.timeline.pending), latest,
+            tuple(config.partition_fields), tuple(_columns(planned.schema)), rows, base_rows, len(logs),
+            sum(log.size for log in logs), len(facts), len({f.file_slice.partition for f in facts}),
+            sum(f.file_slice.total_size for f in facts), len(state.timeline.completed) + len(state.timeline.pending),
+            latest,
         )
 
     def timeline(self, table: OpenTable) -> TimelinePage:

@@ -86,11 +86,12 @@ def test_a_tables_page_has_the_librarys_numbers(visit, console, identifier):
     page, status = visit(f"/tables/{ns}/{name}", ALICE)
     assert status == 200 and page.locator("#table-name").inner_text() == identifier
     groups = library.metadata_table("file_groups").to_pylist()
-    rows = library.read().num_rows
-    if page.locator("#rows-estimated").count():  # merge-on-read logs: told as an estimate, never as exact
-        assert library.table_type == "MERGE_ON_READ" and any(g["log_files"] for g in groups)
+    if any(g["log_files"] for g in groups):  # logs to merge: the base files' rows, and the logs, never a guess
+        assert page.locator("#rows").count() == 0
+        assert _value(page, "#base-rows") == library.read(query_type="read_optimized").num_rows
+        assert _value(page, "#log-files") == sum(g["log_files"] for g in groups)
     else:
-        assert _value(page, "#rows") == rows
+        assert _value(page, "#rows") == library.read().num_rows
     assert _value(page, "#file-groups") == len(groups)
     assert _value(page, "#partitions") == len({g["partition"] for g in groups})
     assert _value(page, "#bytes") == sum((g["base_file_size"] or 0) + g["log_bytes"] for g in groups)
