@@ -252,7 +252,7 @@ def _console(config: ServerConfig, queries: Queries, auth: AuthMiddlewareFactory
 
     return ConsoleServer(Pages(queries, ops.live), auth, plans, config.console_host or config.host,
                          config.console_port, config.tls(), config.insecure, config.console_threads,
-                         config.console_timeout_seconds)
+                         config.console_timeout_seconds, config.console_page_seconds)
 
 
 __all__ = ["App", "compose", "sql_statements"]

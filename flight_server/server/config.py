@@ -165,6 +165,7 @@ class ServerConfig:
     console_host: str | None = None  # default: host
     console_threads: int = 4  # pages built at once; more requests wait for one
     console_timeout_seconds: float = 10.0  # a connection silent this long is closed
+    console_page_seconds: float = 30.0  # a table page still being built after this long is refused
 
     # -- derived ---------------------------------------------------------------------------
     @property

@@ -24,6 +24,7 @@ from flight_server.server.console.charts import BarChart, Event, HBarChart, Time
 from flight_server.server.ops.live import LiveCall, LiveCalls
 from flight_server.server.query.queries import OpenTable, Queries
 from flight_server.server.registry import TableEntry, parse_identifier
+from flight_server.server.security.limits import Deadline
 
 #: the latest instants a timeline page draws and lists (older ones: the $timeline table)
 MAX_INSTANTS = 500
@@ -181,7 +182,7 @@ class Pages:
         return self.queries.open_entry(entry)
 
     # -- a table -----------------------------------------------------------------------------
-    def overview(self, table: OpenTable) -> Overview:
+    def overview(self, table: OpenTable, deadline: Deadline) -> Overview:
         """A table's facts. Rows are counted from Parquet footers, never estimated: where log
         files must be merged to know them, the base files' rows are told with the log files."""
         state = table.state
@@ -189,7 +190,7 @@ class Pages:
         rows = planned.count()
         base_rows = self.queries.plan(table, ReadOptions(query_type="read_optimized")).count() \
             if rows is None and state.config.is_mor else None
-        facts = list(group_facts(state.fs_view, None))
+        facts = list(deadline.bounded(group_facts(state.fs_view, None)))
         logs = [log for f in facts for log in f.file_slice.log_files]
         config = state.config
         latest = state.timeline[-1].requested_time if len(state.timeline) else None
@@ -201,21 +202,22 @@ class Pages:
             latest,
         )
 
-    def timeline(self, table: OpenTable) -> TimelinePage:
+    def timeline(self, table: OpenTable, deadline: Deadline) -> TimelinePage:
         state = table.state
         timeline = state.timeline
         instants = sorted(timeline.completed + timeline.pending, key=lambda i: (i.requested_time, i.action))
         shown = instants[-MAX_INSTANTS:]
-        rows = [_instant_row(state, i) for i in shown]
+        rows = [_instant_row(state, i) for i in deadline.bounded(iter(shown))]  # reads each write's metadata
         events = [Event(r.lane, r.requested_at, _span_end(r), _title(r), r.state != "COMPLETED")
                   for r in rows if r.requested_at is not None]
         lanes = Counter(r.lane for r in rows)
         return TimelinePage(tuple(reversed(rows)), time_chart(events, LANES), len(instants),
                             tuple((lane, lanes[lane]) for lane in LANES if lanes[lane]))
 
-    def files(self, table: OpenTable) -> FilesPage:
+    def files(self, table: OpenTable, deadline: Deadline) -> FilesPage:
         view = table.state.fs_view
-        sizes = [f.file_slice.total_size for f in group_facts(view, None)]
+        sizes = [f.file_slice.total_size for f in deadline.bounded(group_facts(view, None))]
+        deadline.check()
         rows = [PartitionRow(r["partition"], r["file_groups"], r["base_files"], r["log_files"], r["bytes"],
                              r["last_commit"]) for r in partitions_table(view).to_pylist()]
         rows.sort(key=lambda r: (-r.bytes, r.partition))
@@ -226,8 +228,10 @@ class Pages:
             tuple(rows[:MAX_PARTITIONS_LISTED]), len(rows),
         )
 
-    def health(self, table: OpenTable) -> HealthPage:
-        return HealthPage(tuple(health_checks(table.state)))
+    def health(self, table: OpenTable, deadline: Deadline) -> HealthPage:
+        checks = HealthPage(tuple(health_checks(table.state)))  # storage listings bounded in number
+        deadline.check()
+        return checks
 
     # -- the server --------------------------------------------------------------------------
     def live_calls(self, user: str) -> list[LiveCall]:

@@ -70,19 +70,21 @@ class ConsoleServer:
         insecure: ``--insecure`` (serve a non-loopback address without credentials or TLS).
         threads: requests answered at once.
         timeout_seconds: a silent connection is closed after this long.
+        page_seconds: a table page still being built after this long is refused.
 
     Raises:
         ValueError: a non-loopback address without credentials or TLS (and not ``insecure``).
     """
 
     def __init__(self, pages: Pages, auth: AuthMiddlewareFactory, plans: Budget, host: str, port: int,
-                 tls: TlsFiles | None, insecure: bool, threads: int, timeout_seconds: float):
+                 tls: TlsFiles | None, insecure: bool, threads: int, timeout_seconds: float,
+                 page_seconds: float = 30.0):
         has_credentials = bool(auth.access.token_users) or auth.users.has_users()
         try:
             check_exposure(host, has_credentials, insecure, tls is not None)
         except ValueError as err:
             raise ValueError(f"web console: {err}") from None
-        app = create_app(pages, auth, plans, trusted_hosts(host), tls is not None)
+        app = create_app(pages, auth, plans, trusted_hosts(host), tls is not None, page_seconds)
         self._server = _Server((host.strip("[]"), port), app, numthreads=max(1, threads),
                                timeout=max(1, int(timeout_seconds)), server_name="hudi-flight console")
         self._server.max_request_header_size = MAX_HEADER_BYTES

@@ -26,6 +26,7 @@ from flight_server.server.errors import reason, translated
 from flight_server.server.query.queries import OpenTable
 from flight_server.server.security.auth import AuthMiddlewareFactory
 from flight_server.server.security.budgets import Budget, CallKeys, ServerBusyError
+from flight_server.server.security.limits import Deadline, LimitExceededError
 from flight_server.server.security.users import ANONYMOUS
 
 log = logging.getLogger("flight_server.console")
@@ -63,7 +64,7 @@ def _status_of(err: Exception) -> int:
 
 
 def create_app(pages: Pages, auth: AuthMiddlewareFactory, plans: Budget, trusted_hosts: list[str] | None,
-               tls: bool) -> Flask:
+               tls: bool, page_seconds: float = 30.0) -> Flask:
     """The console's Flask application.
 
     Args:
@@ -73,6 +74,8 @@ def create_app(pages: Pages, auth: AuthMiddlewareFactory, plans: Budget, trusted
         trusted_hosts: the ``Host`` names answered (``None``: any); a loopback console answers
             only its loopback names, so a page of another site cannot reach it by DNS rebinding.
         tls: served over HTTPS (then browsers are told to keep to it).
+        page_seconds: a table page still being built after this long is refused
+            (``console_page_seconds``; its steps check the deadline as they go).
     """
     app = Flask(__name__)
     app.config.update(TRUSTED_HOSTS=trusted_hosts, MAX_CONTENT_LENGTH=0, TEMPLATES_AUTO_RELOAD=False)
@@ -114,19 +117,21 @@ def create_app(pages: Pages, auth: AuthMiddlewareFactory, plans: Budget, trusted
             return _error_page(404, str(err))
         public = translated(err)  # logs what is unexpected; no traceback or path in the message
         extra = {"Retry-After": f"{max(1, round(err.retry_after))}"} if isinstance(err, ServerBusyError) else {}
-        return _error_page(_status_of(public), reason(public), extra)
+        status = 503 if isinstance(err, LimitExceededError) else _status_of(public)  # a bound of the server's
+        return _error_page(status, reason(public), extra)
 
     def _error_page(status: int, message: str, extra: dict[str, str] | None = None) -> tuple[str, int, dict[str, str]]:
         return render_template("error.html", status=status, message=message, user=g.get("user")), status, extra or {}
 
-    def _table_page(build: Callable[[OpenTable], Any], template: str, namespace: str, name: str) -> str:
+    def _table_page(build: Callable[[OpenTable, Deadline], Any], template: str, namespace: str, name: str) -> str:
         identifier = f"{namespace}.{name}"
         user = g.user
         keys = CallKeys(None if user == ANONYMOUS else user, f"console {request.remote_addr}")
+        deadline = Deadline("console_page_seconds", page_seconds, "the page took longer to build")
         with plans.held(keys):
             table = pages.open(user, identifier)
             with table.paths_hidden():
-                page = build(table)
+                page = build(table, deadline)
         return render_template(template, user=user, entry=table.entry, page=page, tab=template.split(".")[0])
 
     @app.get("/favicon.ico")

@@ -11,6 +11,7 @@ import shutil
 import ssl
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -200,3 +201,16 @@ def test_a_grant_on_one_table_shows_that_table_only(console):
     assert console.get("/tables/sales/txns/health", "dave")[0] == 200
     assert console.get("/tables/sales/mtxns/health", "dave")[0] == 404
     assert console.get("/queries", "dave")[0] == 200
+
+
+def test_a_page_past_its_deadline_is_refused(fixture_table, tmp_path):
+    """``console_page_seconds``: a table page's steps check its deadline (0 here: the first fails)."""
+    tables = {"sales.txns": fixture_table("sample_table/cow/v9_txns_simple_meta")}
+    with serving_tables(tables, str(tmp_path), console_port=0, console_page_seconds=0.0) as server:
+        url = f"http://127.0.0.1:{server.app.console.port}"
+        assert urllib.request.urlopen(url + "/", timeout=10).status == 200  # the catalog pages: no deadline
+        for tab in ("", "/timeline", "/files", "/health"):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(f"{url}/tables/sales/txns{tab}", timeout=10)
+            assert refused.value.code == 503
+            assert "limit console_page_seconds (0.0) exceeded: the page took longer to build" in refused.value.read().decode()
