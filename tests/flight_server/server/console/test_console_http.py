@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
@@ -25,6 +26,7 @@ from flight_server.server.console.charts import Event, histogram, time_chart
 from flight_server.server.security.users import Grant
 from tests.flight_server.server.console.conftest import ALICE, BOB, PASSWORD
 from tests.support.auth import ADMIN, ADMIN_PASSWORD, add_admin, user_client
+from tests.support.processes import poll
 from tests.support.servers import serving_tables
 
 REPO = Path(__file__).resolve().parents[4]
@@ -214,3 +216,29 @@ def test_a_page_past_its_deadline_is_refused(fixture_table, tmp_path):
                 urllib.request.urlopen(f"{url}/tables/sales/txns{tab}", timeout=10)
             assert refused.value.code == 503
             assert "limit console_page_seconds (0.0) exceeded: the page took longer to build" in refused.value.read().decode()
+
+
+def test_failed_calls_leave_no_live_query_behind(console):
+    """Every call that ends, refused or failed at any step, leaves the live queries."""
+    live = console.server.app.ops.live
+    uri = f"grpc://127.0.0.1:{console.server.port}"
+    stranger = flight.connect(uri)
+    bad_token = flight.FlightCallOptions(headers=[(b"authorization", b"Bearer hft1.forged")])
+    client = user_client(console.server.port, ALICE, PASSWORD)
+    try:
+        for call in (
+            lambda: stranger.list_flights(),  # no credentials where users exist
+            lambda: list(stranger.list_flights(options=bad_token)),
+            lambda: client.get_flight_info(flight.FlightDescriptor.for_path("sales", "missing")),
+            lambda: client.get_flight_info(flight.FlightDescriptor.for_command(b"{not json")),
+            lambda: client.do_get(flight.Ticket(b"forged")).read_all(),
+            lambda: client.get_flight_info(flight.FlightDescriptor.for_path("hudi", "compaction")),  # not hers
+        ):
+            with pytest.raises((flight.FlightError, pa.ArrowException)):
+                result = call()
+                if result is not None and not isinstance(result, flight.FlightInfo):
+                    list(result)
+        assert poll(lambda: live.snapshot() == [], 10, "no call in flight")
+    finally:
+        stranger.close()
+        client.close()
