@@ -26,6 +26,9 @@ TABLES = {  # identifier -> Spark-written fixture
 WRITTEN = {  # identifier -> table written by Hudi's Spark writer (tests/data/tables)
     "hudi.compaction": WrittenTable("1.2.0", "mor_inline_compaction"),
     "hudi.clustering": WrittenTable("1.2.0", "cow_clustering"),
+    "hudi.rollback": WrittenTable("1.2.0", "mor_rollback"),
+    "hudi.cleaned": WrittenTable("1.2.0", "cow_clean_archive"),
+    "hudi.restored": WrittenTable("1.2.0", "cow_savepoint_restore"),
 }
 BIG = GeneratorSpec(rows=200_000, partitions=1, table_type=COPY_ON_WRITE, metadata_table=False, workers=1)
 ALICE, BOB, PASSWORD = "alice", "bob", "console-password"  # alice reads sales and big, bob only hudi

@@ -104,6 +104,9 @@ def test_a_tables_page_has_the_librarys_numbers(visit, console, identifier):
 @pytest.mark.parametrize(("identifier", "lanes"), [
     ("hudi.compaction", {"deltacommit": "deltacommit", "commit": "compaction"}),
     ("hudi.clustering", {"commit": "commit", "replacecommit": "clustering"}),
+    ("hudi.rollback", {"deltacommit": "deltacommit", "rollback": "rollback"}),
+    ("hudi.cleaned", {"commit": "commit", "clean": "clean"}),
+    ("hudi.restored", {"commit": "commit", "savepoint": "savepoint", "restore": "restore"}),
 ])
 def test_the_timeline_is_drawn_over_time(visit, console, identifier, lanes):
     """Every instant is a mark in its action's lane, in time order, with its times; a
