@@ -32,6 +32,7 @@ WRITTEN = {  # identifier -> table written by Hudi's Spark writer (tests/data/ta
 }
 BIG = GeneratorSpec(rows=200_000, partitions=1, table_type=COPY_ON_WRITE, metadata_table=False, workers=1)
 ALICE, BOB, PASSWORD = "alice", "bob", "console-password"  # alice reads sales and big, bob only hudi
+SCRATCH = "scratch"  # tables tests register (the admin's only: the others' views stay as they are)
 
 
 @dataclass
@@ -73,4 +74,4 @@ def console(fixture_table, written_table, generated_table, tmp_path_factory):
         yield Console(server, f"http://127.0.0.1:{server.app.console.port}", paths)
 
 
-__all__ = ["ADMIN", "ADMIN_PASSWORD", "ALICE", "BOB", "PASSWORD", "Console"]
+__all__ = ["ADMIN", "ADMIN_PASSWORD", "ALICE", "BOB", "PASSWORD", "SCRATCH", "Console"]

@@ -24,7 +24,7 @@ from flight_server.server.app import compose
 from flight_server.server.config import ServerConfig
 from flight_server.server.console.charts import Event, histogram, time_chart
 from flight_server.server.security.users import Grant
-from tests.flight_server.server.console.conftest import ALICE, BOB, PASSWORD
+from tests.flight_server.server.console.conftest import ALICE, BOB, PASSWORD, SCRATCH
 from tests.support.auth import ADMIN, ADMIN_PASSWORD, add_admin, user_client
 from tests.support.processes import poll
 from tests.support.servers import serving_tables
@@ -103,9 +103,9 @@ def test_untrusted_names_are_escaped(console, fixture_table, tmp_path):
     shutil.copytree(fixture_table("sample_table/cow/v6_simplekeygen_nonhivestyle"), table)
     partition = sorted(p for p in table.iterdir() if p.is_dir() and not p.name.startswith("."))[0]
     partition.rename(table / "<img src=x onerror=alert(1)>")
-    console.server.app.registry.register_table("sales.escaped", str(table))
+    console.server.app.registry.register_table(f"{SCRATCH}.escaped", str(table))
     console.server.app.queries.forget()
-    status, _, body = console.get("/tables/sales/escaped/files", ALICE)
+    status, _, body = console.get(f"/tables/{SCRATCH}/escaped/files", ADMIN, ADMIN_PASSWORD)
     assert status == 200
     assert "&lt;img src=x onerror=alert(1)&gt;" in body and "<img" not in body
 
