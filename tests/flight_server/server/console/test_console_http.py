@@ -242,3 +242,16 @@ def test_failed_calls_leave_no_live_query_behind(console):
     finally:
         stranger.close()
         client.close()
+
+
+def test_mutual_tls_follows_the_flight_port(tmp_path, pki):
+    ca, _ = pki
+    with serving_tables({}, str(tmp_path), console_port=0, tls_cert=str(ca.server_cert), tls_key=str(ca.server_key),
+                        tls_client_ca=str(ca.ca_cert)) as server:
+        port = server.app.console.port  # anonymous on loopback: the client certificate is the only credential
+        context = ssl.create_default_context(cafile=str(ca.ca_cert))
+        with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):  # no client certificate
+            urllib.request.urlopen(f"https://127.0.0.1:{port}/", context=context, timeout=10).read()
+        context.load_cert_chain(str(ca.client_cert), str(ca.client_key))
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/", context=context, timeout=10) as response:
+            assert response.status == 200
