@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from catalog.errors import ColumnNotFoundError, InvalidInstantError, UnsupportedTableError
+from catalog.errors import InvalidInstantError, UnsupportedTableError
 from catalog.format.log_cache import DecodedLogBlocks
 from catalog.format.parquet_ranges import FooterSource
 from catalog.format.row_groups import DecodedRowGroups, PointLookup
@@ -27,6 +27,7 @@ from catalog.plan.dataset import Fragments, base_file_dataset
 from catalog.plan.filters import BoundFilter, bind_filters, to_expression
 from catalog.plan.incremental import WrittenFiles
 from catalog.plan.options import ReadOptions, ResolvedRead, resolve
+from catalog.plan.projection import output_schema, prunes_nested
 from catalog.plan.prune import PartitionValuePruner, index_pruners, record_key_values
 from catalog.plan.splits import FooterCache, SplitOptions, SplitPlanner, default_footer_cache
 from catalog.read.cdc_json import check_image_schema
@@ -177,16 +178,6 @@ def _point_lookup(
     return PointLookup(decoded, column, tuple(sorted(keys)), exact, logs)
 
 
-def output_schema(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:
-    """``schema`` projected on ``columns`` (all of it for ``None``)."""
-    if columns is None:
-        return schema
-    missing = [c for c in columns if schema.get_field_index(c) < 0]
-    if missing:
-        raise ColumnNotFoundError(f"column(s) not in the table schema: {', '.join(map(repr, missing))}")
-    return pa.schema([schema.field(c) for c in columns], metadata=schema.metadata)
-
-
 def _context(
     state: TableState,
     resolved: ResolvedRead,
@@ -220,7 +211,9 @@ def _context(
         expr = cond if expr is None else expr & cond
         needed.append(COMMIT_TIME_COLUMN)
     names = list(out.names) + [c for c in dict.fromkeys(needed) if c not in out.names]
-    read_schema = pa.schema([schema.field(n) for n in names], metadata=schema.metadata)
+    # an output struct projected in part is read so (a filter on it tests the struct's own nulls)
+    read_schema = pa.schema([out.field(n) if n in out.names else schema.field(n) for n in names],
+                            metadata=schema.metadata)
     return ReadContext(
         storage=state.storage,
         config=state.config,
@@ -235,6 +228,7 @@ def _context(
         schema_history=history,
         point=point,
         footers=footers,
+        prunes_nested=options.columns is not None and prunes_nested(out, schema),
     )
 
 
@@ -302,4 +296,4 @@ def _slices(
     yield (fs for i in range(0, len(partitions), PARTITION_BATCH) for fs in batch(partitions[i : i + PARTITION_BATCH]))
 
 
-__all__ = ["PARTITION_BATCH", "ScanPlan", "file_slices", "output_schema", "plan"]
+__all__ = ["PARTITION_BATCH", "ScanPlan", "file_slices", "plan"]

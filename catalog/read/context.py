@@ -50,6 +50,8 @@ class ReadContext:
             (``None``: any other read, decoded for this read only).
         footers: the footer cache planning read base files' footers into (a remote read takes
             its footer from there instead of reading the file's tail again).
+        prunes_nested: ``read_schema`` keeps some structs only in part (the query named nested
+            fields: ``catalog.plan.projection``), so readers decode only those fields' leaves.
     """
 
     storage: Storage
@@ -66,6 +68,7 @@ class ReadContext:
     cdc: CdcPlan | None = None
     point: PointLookup | None = None
     footers: FooterSource | None = None
+    prunes_nested: bool = False
 
     @cached_property
     def partition_scheme(self) -> PartitionScheme:

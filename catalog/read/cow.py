@@ -77,6 +77,7 @@ def read_base(
         adapt=adapt,
         point=ctx.point,
         footers=ctx.footers,
+        nested=ctx.prunes_nested,
     )
 
 __all__ = ["read_base"]
