@@ -21,6 +21,7 @@ from google.protobuf.message import Message
 
 from catalog.errors import InvalidQueryError
 from catalog.format.log_file import collecting_corrupt_blocks, relay_corrupt_block_notes
+from catalog.meta import check_narrowing, narrowed_schema
 from catalog.plan.options import ReadOptions
 from flight_server.server.actions import HANDLERS
 from flight_server.server.app import App, compose
@@ -28,6 +29,7 @@ from flight_server.server.config import ServerConfig
 from flight_server.server.errors import flight_errors, schema_errors, stream_errors, translated
 from flight_server.server.flightsql.dispatch import ACTIONS as SQL_ACTIONS
 from flight_server.server.flightsql.dispatch import flight_sql_message
+from flight_server.server.flightsql.names import meta_reference
 from flight_server.server.query.queries import Call
 from flight_server.server.query.streams import write_options
 from flight_server.server.query.wire import ACTIONS, QueryCommand, parse_action, parse_command
@@ -139,8 +141,12 @@ class HudiFlightServer(flight.FlightServerBase):
         if message is not None:
             return self.app.flight_sql.get_flight_info(call, descriptor, message)
         command = _descriptor_command(descriptor, self.app.limits)
-        user = call.authorize("read", command.table)
+        meta = meta_reference(call, command.table)
+        user = call.authorize("read", meta.identifier if meta is not None else command.table)
         with self.app.plans.held(CallKeys.of(context, user)):
+            if meta is not None and meta.meta is not None:
+                planned = self.app.queries.meta_endpoints(call, call.open_entry(meta.entry), meta.meta, command.options)
+                return planned.flight_info(descriptor)
             return self.app.queries.endpoints(call, command.table, command.options).flight_info(descriptor)
 
     @schema_errors
@@ -150,8 +156,12 @@ class HudiFlightServer(flight.FlightServerBase):
         if message is not None:
             return self.app.flight_sql.get_schema(call, message)
         command = _descriptor_command(descriptor, self.app.limits)
-        call.authorize("read", command.table)
+        meta = meta_reference(call, command.table)
+        call.authorize("read", meta.identifier if meta is not None else command.table)
         call.note(table=command.table)
+        if meta is not None and meta.meta is not None:
+            check_narrowing(meta.meta, command.options)
+            return flight.SchemaResult(narrowed_schema(meta.meta, command.options))
         return flight.SchemaResult(call.plan(command.table, command.options).schema)
 
     @flight_errors

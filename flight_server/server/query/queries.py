@@ -25,7 +25,7 @@ from catalog.errors import HudiError, UnknownTableError
 from catalog.format.log_cache import DecodedLogBlocks
 from catalog.format.row_groups import DecodedRowGroups
 from catalog.lru import BoundedLRU
-from catalog.meta import meta_table, meta_table_named
+from catalog.meta import SEPARATOR, check_narrowing, meta_table, meta_table_named, narrowed, narrowed_schema
 from catalog.plan.options import ReadOptions, resolve
 from catalog.plan.planner import ScanPlan, plan
 from catalog.plan.splits import FooterCache, SplitOptions
@@ -40,7 +40,7 @@ from flight_server.server.ops.call_log import note
 from flight_server.server.ops.operations import Operations
 from flight_server.server.query.placement import Placement
 from flight_server.server.query.tickets import PinnedScan, ScanTicket, SplitTicket, Ticket, TicketCodec, check_owner
-from flight_server.server.query.wire import endpoint_metadata, query_metadata
+from flight_server.server.query.wire import endpoint_metadata, meta_endpoint_metadata, query_metadata
 from flight_server.server.registry import TableEntry
 from flight_server.server.security.access import Access
 from flight_server.server.security.auth import caller_name
@@ -279,6 +279,25 @@ class Queries:
         )
 
     # -- metadata tables (catalog.meta) -------------------------------------------------------
+    def meta_endpoints(self, call: "Call", table: OpenTable, name: str, options: ReadOptions) -> PlannedQuery:
+        """The metadata table ``name`` of ``table`` read with ``options`` (``columns``, ``filters``
+        and ``limit``: ``catalog.meta.narrowed``), as one endpoint for the caller (authorized on
+        ``table`` by the front end); its rows are counted now and built again when it is read.
+
+        Raises:
+            InvalidQueryError: another option, or an unknown column or filter.
+        """
+        check_narrowing(name, options)
+        schema = narrowed_schema(name, options)
+        pinned = PinnedScan(table.entry.identifier, table.entry.base_uri, None, options, name)
+        rows = narrowed(self.meta_rows(pinned), options)
+        call.note(table=table.entry.identifier + SEPARATOR + name, endpoints=1)
+        expires_at = self.codec.expiry()
+        ticket = self.codec.issue(ScanTicket(call.owner, pinned), expires_at)
+        metadata = meta_endpoint_metadata(rows.num_rows, rows.nbytes)
+        endpoint = self._endpoint(ticket, expires_at, metadata, 1.0, pinned.table + SEPARATOR + name)
+        return PlannedQuery(schema, [endpoint], rows.num_rows, rows.nbytes)
+
     def pin_meta(self, table: OpenTable, name: str, as_of: str | None) -> PinnedScan:
         """A pinned read of the metadata table ``name`` of ``table`` (as of ``as_of``, resolved
         against its timeline now: an instant before its first commit is refused here).
@@ -313,6 +332,9 @@ class Queries:
         call.authorize("read", ticket.scan.table)  # still holds the right (revokes count)
         check_owner(ticket, call.owner)
         call.note(table=ticket.scan.table, instant=ticket.scan.instant)
+        if ticket.scan.meta is not None:
+            rows = narrowed(self.meta_rows(ticket.scan), ticket.scan.options)
+            return TicketStream(rows.schema, iter(rows.to_batches()), False)
         if isinstance(ticket, SplitTicket):
             reading = self.reading(ticket.scan, with_splits=False)
             point = reading.context.point

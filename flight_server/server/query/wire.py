@@ -204,11 +204,19 @@ def query_metadata(splits: list[Split], limit: int | None) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
+def meta_endpoint_metadata(rows: int, nbytes: int) -> bytes:
+    """``app_metadata`` of the one endpoint of a metadata table (``ns.t$timeline``): its rows and
+    bytes as built at planning."""
+    doc: dict[str, Any] = {"weight": 1.0, "bytes": nbytes, "estimated_rows": rows, "partition": None, "file_ids": []}
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
 __all__ = [
     "ACTIONS",
     "QueryCommand",
     "command_from_json",
     "endpoint_metadata",
+    "meta_endpoint_metadata",
     "parse_action",
     "parse_command",
     "query_metadata",
