@@ -21,6 +21,7 @@ from catalog.errors import InvalidInstantError, UnsupportedTableError
 from catalog.format.log_cache import DecodedLogBlocks
 from catalog.format.parquet_ranges import FooterSource
 from catalog.format.row_groups import DecodedRowGroups, PointLookup
+from catalog.plan.aggregates import Aggregate, metadata_aggregates
 from catalog.plan.cdc import check_cdc_table, plan_changes
 from catalog.plan.count import count_rows
 from catalog.plan.dataset import Fragments, base_file_dataset
@@ -64,6 +65,15 @@ class ScanPlan:
         statistics with filters: :mod:`catalog.plan.count`); ``None``: they must be read.
         ``footers``: the footer cache planning read through."""
         return count_rows(self.context, list(self.splits), self.options, footers)
+
+    def aggregates(self, aggregates: Sequence[Aggregate], footers: FooterCache | None = None) -> pa.RecordBatch:
+        """The one row of ``aggregates`` (``count``, ``min``, ``max``) over the read, from Parquet
+        footers alone (:mod:`catalog.plan.aggregates`).
+
+        Raises:
+            UnansweredError: the footers do not decide it exactly (the message says why).
+        """
+        return metadata_aggregates(self.context, list(self.splits), self.options, aggregates, footers)
 
     def to_dataset(self, fragments: Fragments | None = None) -> ds.Dataset | None:
         """The planned Parquet base files as an Arrow dataset, when they hold exactly the rows the

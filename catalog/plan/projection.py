@@ -35,7 +35,7 @@ def output_schema(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema
     chosen: dict[str, Selection] = {}
     missing = []
     for entry in columns:
-        path = _resolve(schema, entry)
+        path = resolve_path(schema, entry)
         if path is None:
             missing.append(entry)
             continue
@@ -49,8 +49,9 @@ def output_schema(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema
     return pa.schema([_pruned(schema.field(name), kept) for name, kept in chosen.items()], metadata=schema.metadata)
 
 
-def _resolve(schema: pa.Schema, entry: str) -> list[str] | None:
-    """The field names along ``entry`` (``None``: it names nothing)."""
+def resolve_path(schema: pa.Schema, entry: str) -> list[str] | None:
+    """The field names along ``entry``, a top-level column or a dotted path into structs
+    (``None``: it names nothing)."""
     if schema.get_field_index(entry) >= 0:
         return [entry]
     return _walk([schema.field(i) for i in range(len(schema))], entry.split("."))
@@ -96,4 +97,4 @@ def prunes_nested(projected: pa.Schema, schema: pa.Schema) -> bool:
     return any(not field.type.equals(schema.field(field.name).type) for field in projected)
 
 
-__all__ = ["output_schema", "prunes_nested"]
+__all__ = ["output_schema", "prunes_nested", "resolve_path"]
