@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from fsspec.implementations.memory import MemoryFileSystem
 
 from bench.common import check_size, measure, row, table_dir
+from catalog.format.base_file import BaseFileRead
 from catalog.format.lance import lance_file_module, read_lance
 from catalog.format.parquet import read_parquet
 from catalog.storage import Storage
@@ -129,9 +130,9 @@ def run(size: str) -> list[dict]:
         for label, wanted in (("all columns", schema), ("one column", one)):
             name = f"lance_read/{ROWS[size]:,} rows {route}, {label}"
             readers = {
-                "hudi-flight lance": lambda w=wanted, s=storage: _rows(read_lance(s, "data.lance", w)),
+                "hudi-flight lance": lambda w=wanted, s=storage: _rows(read_lance(s, BaseFileRead("data.lance", w))),
                 "hudi-flight parquet": lambda w=wanted, s=storage: _rows(read_parquet(
-                    s, s.arrow_filesystem(), "data.parquet", w)),
+                    s, BaseFileRead("data.parquet", w))),
             }
             for competitor, fn in readers.items():
                 if fn() != ROWS[size]:

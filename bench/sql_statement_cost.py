@@ -14,7 +14,7 @@ record index), through the ADBC Flight SQL driver, each warm statement run over 
   split, answered by the split endpoints), each partition read in turn.
 
 The peer is the server at ``PEER_COMMIT`` (the last one whose engine ran inside the serving
-process, before the sandbox of :mod:`flight_server.server.sql.sandbox`), checked out into a ``git
+process, before the sandbox of :mod:`flight_server.server.engine.sandbox`), checked out into a ``git
 worktree`` under ``.cache/`` as :mod:`bench.point_query` does. Both servers run at once; the
 statements alternate between them, round after round, and the median of the rounds' CPU per
 statement is reported: user + system time of the server's whole process tree (``/proc``), so the

@@ -10,14 +10,19 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
+from catalog.format.caches import ReadCaches
 from catalog.meta import meta_table
 from catalog.plan.options import ReadOptions, read_options
 from catalog.plan.planner import ScanPlan, plan
+from catalog.plan.splits import default_footer_cache
 from catalog.read.split_reader import read_splits
 from catalog.state import TableState
 from catalog.storage import Storage, open_table_storage
 from catalog.table.config import TableConfig
 from catalog.timeline import Timeline
+
+#: what the library reads through: the footers planning read (a remote read takes them from there)
+_LIBRARY_CACHES = ReadCaches(footers=default_footer_cache())
 
 
 class HudiTable:
@@ -105,7 +110,7 @@ class HudiTable:
     def read_batches(self, options: ReadOptions | None = None, /, **kwargs: Any) -> pa.RecordBatchReader:
         """The result streamed as record batches (splits read in parallel, any order)."""
         scan = self.scan(options, **kwargs)
-        batches = read_splits(scan.context, scan.splits, scan.options.limit)
+        batches = read_splits(scan.context, scan.splits, scan.options.limit, caches=_LIBRARY_CACHES)
         return pa.RecordBatchReader.from_batches(scan.schema, batches)
 
     def read(self, options: ReadOptions | None = None, /, **kwargs: Any) -> pa.Table:

@@ -23,7 +23,7 @@ CATALOG_RANKS = {
 #: which the composition root (app) wires to the front ends (flightsql, actions); they share the
 #: query path (query), which uses the caches, rights and SQL engine; everything reads the config
 SERVER_RANKS = {
-    "errors": 0, "registry": 0, "sql": 1, "security": 1, "cache": 2, "config": 3, "cluster": 4, "ops": 4,
+    "errors": 0, "registry": 0, "sql": 1, "security": 1, "cache": 2, "engine": 2, "config": 3, "cluster": 4, "ops": 4,
     "query": 5, "flightsql": 6, "actions": 6, "app": 7, "service": 8, "runtime": 9, "__init__": 10,
 }
 
@@ -130,6 +130,42 @@ def test_the_sql_rooms_translate_and_run_but_do_not_read():
         parts = module.split(".")
         if parts[:2] == ["flight_server", "server"] and len(parts) > 2 and parts[2] in ("sql", "flightsql"):
             wrong += [f"{module} imports {dep}" for dep in deps if dep == "catalog.read" or dep.startswith("catalog.read.")]
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+ENGINE = "flight_server.server.engine"
+#: the engine process's entry: everything it imports runs behind the process wall
+ENGINE_ENTRY = f"{ENGINE}.entry"
+#: the engine room's one door: the only module of it that the rest of the server imports
+ENGINE_DOOR = f"{ENGINE}.sandbox"
+
+
+def test_the_engine_process_imports_nothing_of_the_server():
+    """What runs in an engine process (its entry and every module that imports, at any depth)
+    is the engine room and the reader library: no server room (security, config, query, ...),
+    so no server state, bound or secret can reach the process that runs client SQL."""
+    graph = _graph()
+    seen, todo = {ENGINE_ENTRY}, [ENGINE_ENTRY]
+    while todo:
+        for dep in graph[todo.pop()]:
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    assert f"{ENGINE}.engine_process" in seen and f"{ENGINE}.duckdb_engine" in seen
+    wrong = sorted(m for m in seen if not (m == ENGINE or m.startswith(ENGINE + ".") or m.split(".")[0] == "catalog"))
+    assert not wrong, "the engine process imports " + ", ".join(wrong)
+    assert ENGINE_DOOR not in seen
+
+
+def test_the_engine_room_has_one_door():
+    """Outside the engine room, only its door (the sandbox) is imported: sql/ (the language),
+    the query path and the front ends never reach the engine's internals."""
+    wrong = []
+    for module, deps in _graph().items():
+        if module == ENGINE or module.startswith(ENGINE + "."):
+            continue
+        wrong += [f"{module} imports {dep}" for dep in deps
+                  if (dep == ENGINE or dep.startswith(ENGINE + ".")) and dep != ENGINE_DOOR]
     assert not wrong, "\n".join(sorted(wrong))
 
 

@@ -30,13 +30,13 @@ import re
 import struct
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Iterable, Iterator, Mapping
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from fsspec.implementations.local import LocalFileSystem
 
 from catalog.errors import CorruptTableError, HudiError, MissingExtraError
+from catalog.format.base_file import BaseFileRead
 from catalog.format.lance_blob import as_descriptors, blob_columns, blob_descriptors
 from catalog.format.lance_fetch import FetchedCopy, parse_footer
 from catalog.format.parquet import BATCH_SIZE, conform_batches, file_columns_to_read
@@ -132,32 +132,24 @@ def _local_file(storage: Storage, path: str, size: int | None) -> Iterator[Fetch
         copy.remove()
 
 
-def read_lance(
-    storage: Storage,
-    path: str,
-    schema: pa.Schema,
-    *,
-    size: int | None = None,
-    filter: pc.Expression | None = None,
-    constants: Mapping[str, pa.Scalar] | None = None,
-    batch_size: int = BATCH_SIZE,
-    source_names: Mapping[str, str] | None = None,
-    adapt: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
-) -> Iterator[pa.RecordBatch]:
-    """Stream the rows of one Lance file (relative ``path``) as batches of ``schema``.
+def read_lance(storage: Storage, file: BaseFileRead, batch_size: int = BATCH_SIZE) -> Iterator[pa.RecordBatch]:
+    """Stream the rows of one Lance base file as batches of ``file.schema``.
 
-    The arguments mean what they mean for :func:`catalog.format.parquet.read_parquet`; the
-    filter is always applied to the decoded batches.
+    The fields of ``file`` mean what they mean for :func:`catalog.format.parquet.read_parquet`
+    (a Lance file has no row groups); the filter is always applied to the decoded batches.
     """
+    if file.row_groups is not None:  # the planner never cuts a Lance file
+        raise ValueError("a Lance base file has no row groups")
     lance_file = lance_file_module()
+    path, schema, constants = file.path, file.schema, file.constants
     where = f"{storage.uri}/{path}"
     local = path
     try:
-        with _local_file(storage, path, size) as copy:
+        with _local_file(storage, path, file.size) as copy:
             local = copy.path if copy is not None else storage.full_path(path)
             metadata = lance_file.LanceFileReader(local).metadata()
             physical = metadata.schema
-            columns, rename = file_columns_to_read(schema, physical, source_names, constants)
+            columns, rename = file_columns_to_read(schema, physical, file.source_names, constants)
             if copy is not None:
                 copy.complete(metadata, columns or physical.names[:1])
             # No column to read (a count, or only absent columns): read the first one for the row count.
@@ -168,7 +160,8 @@ def read_lance(
             blobs = {n: blob_descriptors(local, metadata, n) for n in blob_columns(physical) if n in columns}
             if blobs:
                 batches = _blob_descriptor_batches(batches, blobs, _external_path(storage, path))
-            yield from conform_batches(batches, schema, constants=constants, filter=filter, rename=rename, adapt=adapt)
+            yield from conform_batches(batches, schema, constants=constants, filter=file.filter, rename=rename,
+                                       adapt=file.adapt)
     except (HudiError, ConnectionError, TimeoutError):
         raise  # storage trouble or a cast the table schema refuses, not a damaged file
     except FileNotFoundError as err:  # e.g. cleaned after the plan was made

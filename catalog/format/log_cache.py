@@ -18,8 +18,8 @@ keys on every query (most blocks of a slice hold none of the keys looked up).
 
 Cold, the log files of a slice are read as scans read them
 (:func:`catalog.format.log_file.read_log_files`: whole and together, up to a bound). Bounded in
-bytes; only readers given a cache use it (the planner hands it to point reads only, so scans never
-churn it).
+bytes; a reader is given it beside its read task (:class:`catalog.format.caches.ReadCaches`) and
+uses it for point reads only, so scans never churn it.
 """
 
 from __future__ import annotations
@@ -95,10 +95,6 @@ class DecodedLogBlocks:
         self._lru: BoundedLRU[Hashable, tuple[LogBlock, ...] | Decoded | KeyRows] = BoundedLRU(
             "log_blocks", max_bytes, listener=listener
         )
-
-    def __reduce__(self) -> tuple[type["DecodedLogBlocks"], tuple[int]]:
-        """A cache travels (pickled with a read context) as its bound, empty."""
-        return DecodedLogBlocks, (self._lru.max_bytes,)
 
     def blocks(self, storage: Storage, files: Sequence[tuple[str, int]]) -> list[LogBlock]:
         """Every block of the log ``files`` (path relative to ``storage``, listed size), in order.

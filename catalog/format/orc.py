@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Iterator
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.orc as orc
 
 from catalog.errors import CorruptTableError, HudiError
+from catalog.format.base_file import BaseFileRead
 from catalog.format.parquet import conform_batches, file_columns_to_read
 from catalog.storage import Storage
 
@@ -61,29 +61,19 @@ def read_orc_footer(storage: Storage, path: str) -> OrcFooter:
         return OrcFooter(num_rows=file.nrows, num_stripes=file.nstripes)
 
 
-def read_orc(
-    storage: Storage,
-    path: str,
-    schema: pa.Schema,
-    *,
-    stripes: Sequence[int] | None = None,
-    filter: pc.Expression | None = None,
-    constants: Mapping[str, pa.Scalar] | None = None,
-    source_names: Mapping[str, str] | None = None,
-    adapt: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
-) -> Iterator[pa.RecordBatch]:
-    """Stream the rows of one ORC file (relative ``path``) as batches of ``schema``, stripe by
-    stripe (``stripes``: those only; ``None``: all).
+def read_orc(storage: Storage, file: BaseFileRead) -> Iterator[pa.RecordBatch]:
+    """Stream the rows of one ORC base file as batches of ``file.schema``, stripe by stripe
+    (``file.row_groups`` number the stripes to read; ``None``: all).
 
-    The other arguments mean what they mean for :func:`catalog.format.parquet.read_parquet`; the
-    filter is always applied to the decoded batches.
+    The fields of ``file`` mean what they mean for :func:`catalog.format.parquet.read_parquet`;
+    the filter is always applied to the decoded batches.
     """
-    with _orc_file(storage, path) as file:
-        columns, rename = file_columns_to_read(schema, file.schema, source_names, constants)
-        wanted = range(file.nstripes) if stripes is None else stripes
+    with _orc_file(storage, file.path) as orc_file:
+        columns, rename = file_columns_to_read(file.schema, orc_file.schema, file.source_names, file.constants)
+        wanted = range(orc_file.nstripes) if file.row_groups is None else file.row_groups
         yield from conform_batches(
-            (_stripe(file, index, columns) for index in wanted), schema, constants=constants, filter=filter,
-            rename=rename, adapt=adapt,
+            (_stripe(orc_file, index, columns) for index in wanted), file.schema, constants=file.constants,
+            filter=file.filter, rename=rename, adapt=file.adapt,
         )
 
 

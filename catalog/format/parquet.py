@@ -35,9 +35,10 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from catalog.errors import CorruptTableError, UnsupportedTableError
+from catalog.format.base_file import BaseFileRead
+from catalog.format.caches import NO_CACHES, ReadCaches
 from catalog.format.hudi_types import is_vector, vector_from_bytes
 from catalog.format.parquet_ranges import (
-    FooterSource,
     SparseFile,
     fetch_chunks,
     open_sparse,
@@ -45,7 +46,7 @@ from catalog.format.parquet_ranges import (
     sparse_file,
     windows,
 )
-from catalog.format.row_groups import KeyColumn, PointLookup
+from catalog.format.row_groups import DecodedRowGroups, KeyColumn, PointLookup
 from catalog.storage import Storage
 
 BATCH_SIZE = 65536
@@ -260,53 +261,39 @@ def _row_groups_matching(metadata: pq.FileMetaData, groups: list[int] | None, fi
 
 def read_parquet(
     storage: Storage,
-    arrow_fs: pa.fs.FileSystem | None,
-    path: str,
-    schema: pa.Schema,
+    file: BaseFileRead,
+    caches: ReadCaches = NO_CACHES,
     *,
-    size: int | None = None,
-    row_groups: Sequence[int] | None = None,
-    filter: pc.Expression | None = None,
-    filter_columns: Sequence[str] = (),
-    constants: Mapping[str, pa.Scalar] | None = None,
+    native: bool = True,
     batch_size: int = BATCH_SIZE,
-    source_names: Mapping[str, str] | None = None,
-    adapt: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
-    point: PointLookup | None = None,
-    footers: FooterSource | None = None,
-    nested: bool = False,
 ) -> Iterator[pa.RecordBatch]:
-    """Stream the rows of one Parquet file (relative ``path``) as batches of ``schema``.
+    """Stream the rows of one Parquet base file as batches of ``file.schema``.
 
-    ``schema`` holds the columns to return plus those the filter needs; ``filter`` is applied
-    exactly (pushed into the reader when the file's types allow, else after the cast).
-    ``source_names`` (schema on read) maps the names of ``schema`` to the file's column names;
-    columns it leaves out are absent from the file; ``adapt`` then maps nested fields.
-    ``arrow_fs`` ``None``: read through fsspec on the calling thread (see the module docstring).
-    ``point``: a record-key lookup, read through its cache of decoded row groups (``row_groups``).
-    ``footers``: the footer of a file of known ``size`` read through fsspec comes from there.
-    ``nested``: ``schema`` keeps some structs only in part (a projection of nested fields): only
-    their leaves are decoded (:func:`leaf_paths`).
+    ``file.filter`` is applied exactly (pushed into the reader when the file's types allow,
+    else after the cast). ``native``: a local file is read through Arrow's own filesystem
+    (``False``, or any other store: through fsspec on the calling thread, see the module
+    docstring). ``caches``: a remote file of known size takes its footer from
+    ``caches.footers``; a point read (``file.point``) decodes its row groups through
+    ``caches.row_groups`` when there is one.
     """
-    check_base_format(path)
-    if point is not None:
-        yield from _read_point(
-            storage, arrow_fs, path, schema, point, size=size, row_groups=row_groups, filter=filter,
-            filter_columns=filter_columns, constants=constants, source_names=source_names, adapt=adapt,
-            nested=nested,
-        )
+    check_base_format(file.path)
+    arrow_fs = storage.arrow_filesystem() if native else None
+    if file.point is not None and caches.row_groups is not None:
+        yield from _read_point(storage, arrow_fs, file, file.point, caches.row_groups)
         return
+    path, size, schema, filter, constants = file.path, file.size, file.schema, file.filter, file.constants
     full = storage.full_path(path)
-    groups = list(row_groups) if row_groups else None
+    groups = list(file.row_groups) if file.row_groups else None
     try:
         if arrow_fs is not None:
             storage.stats.add("open")
             fragment = _PARQUET.make_fragment(full, filesystem=arrow_fs, file_size=size or None, row_groups=groups)
             physical = fragment.physical_schema
         else:
-            if footers is not None and size:
+            if caches.footers is not None and size:
                 sparse = sparse_file(storage, path, size)
-                parquet_file = pq.ParquetFile(sparse, metadata=footers.footer(storage, path, size), pre_buffer=False)
+                metadata = caches.footers.footer(storage, path, size)
+                parquet_file = pq.ParquetFile(sparse, metadata=metadata, pre_buffer=False)
             else:
                 sparse = open_sparse(storage, path, size or None)
                 parquet_file = pq.ParquetFile(sparse, pre_buffer=False)
@@ -315,14 +302,14 @@ def read_parquet(
         raise FileNotFoundError(f"base file missing: {storage.uri}/{path}") from err
     except (pa.ArrowInvalid, OSError) as err:
         raise CorruptTableError(f"cannot read Parquet base file {storage.uri}/{path}: {err}") from err
-    columns, to_query = file_columns_to_read(schema, physical, source_names, constants)
-    paths = _leaves(schema, physical, columns) if nested and to_query is None else None
-    pushable = to_query is None and _pushable(filter, filter_columns, physical, schema, constants)
+    columns, to_query = file_columns_to_read(schema, physical, file.source_names, constants)
+    paths = _leaves(schema, physical, columns) if file.nested and to_query is None else None
+    pushable = to_query is None and _pushable(filter, file.filter_columns, physical, schema, constants)
     pushed = arrow_fs is not None and pushable and paths is None
     try:
         # the filter's columns keep their file types: statistics prune row groups by them
         metadata = fragment.metadata if arrow_fs is not None else parquet_file.metadata
-        as_dictionary = dictionary_columns(metadata, physical, columns, groups, exclude=filter_columns)
+        as_dictionary = dictionary_columns(metadata, physical, columns, groups, exclude=file.filter_columns)
         # use_threads=False: splits are already read in parallel (catalog.read.split_reader).
         if paths is not None and arrow_fs is not None:
             # the dataset reader takes a dotted name for the leaf alone (losing the struct's own
@@ -337,7 +324,7 @@ def read_parquet(
                 batches = parquet_file.iter_batches(
                     batch_size=batch_size, row_groups=groups, columns=paths, use_threads=False
                 )
-                yield from conform_batches(batches, schema, constants=constants, filter=filter, adapt=adapt)
+                yield from conform_batches(batches, schema, constants=constants, filter=filter, adapt=file.adapt)
             return
         if arrow_fs is not None:
             if as_dictionary:
@@ -356,7 +343,7 @@ def read_parquet(
                 )
             batches = _ranged_batches(storage, path, sparse, parquet_file, groups, paths or columns, batch_size)
         yield from conform_batches(
-            batches, schema, constants=constants, filter=None if pushed else filter, rename=to_query, adapt=adapt
+            batches, schema, constants=constants, filter=None if pushed else filter, rename=to_query, adapt=file.adapt
         )
     except (FileNotFoundError, ConnectionError, TimeoutError):
         raise  # storage trouble, not a damaged file
@@ -501,25 +488,16 @@ def _dictionary_format(columns: frozenset[str]) -> ds.ParquetFileFormat:
 def _read_point(
     storage: Storage,
     arrow_fs: pa.fs.FileSystem | None,
-    path: str,
-    schema: pa.Schema,
+    file: BaseFileRead,
     point: PointLookup,
-    *,
-    size: int | None,
-    row_groups: Sequence[int] | None,
-    filter: pc.Expression | None,
-    filter_columns: Sequence[str],
-    constants: Mapping[str, pa.Scalar] | None,
-    source_names: Mapping[str, str] | None,
-    adapt: Callable[[pa.RecordBatch], pa.RecordBatch] | None,
-    nested: bool = False,
+    decoded: DecodedRowGroups,
 ) -> Iterator[pa.RecordBatch]:
     """:func:`read_parquet` for a point lookup: the footer and every row group the statistics keep
-    come from the lookup's cache (decoded on a miss, on the calling thread: through ``arrow_fs``
+    come from ``decoded`` (decoded on a miss, on the calling thread: through ``arrow_fs``
     for a local file, so the bytes go straight into Arrow's memory, else through fsspec); the
     rows are narrowed to the looked-up keys, then the filter (unless the keys are all of it)."""
-    decoded = point.cache
-    file = decoded.file_key(storage, path, size)
+    path, size, schema, filter, constants = file.path, file.size, file.schema, file.filter, file.constants
+    key_of_file = decoded.file_key(storage, path, size)
 
     def opened() -> ContextManager[Any]:
         assert arrow_fs is not None  # fsspec reads fetch byte ranges instead
@@ -533,12 +511,12 @@ def _read_point(
             return pq.read_metadata(fh)
 
     try:
-        footer = decoded.footer(file, footer_of_file)
-        columns, to_query = file_columns_to_read(schema, footer.schema, source_names, constants)
-        if nested and to_query is None:
+        footer = decoded.footer(key_of_file, footer_of_file)
+        columns, to_query = file_columns_to_read(schema, footer.schema, file.source_names, constants)
+        if file.nested and to_query is None:
             columns = _leaves(schema, footer.schema, columns)
-        pushed = to_query is None and _pushable(filter, filter_columns, footer.schema, schema, constants)
-        groups = list(row_groups) if row_groups else list(range(footer.metadata.num_row_groups))
+        pushed = to_query is None and _pushable(filter, file.filter_columns, footer.schema, schema, constants)
+        groups = list(file.row_groups) if file.row_groups else list(range(footer.metadata.num_row_groups))
         if pushed and filter is not None and len(groups) > 1:
             groups = _row_groups_matching(footer.metadata, groups, filter)
         for index in groups:
@@ -553,11 +531,11 @@ def _read_point(
                     parquet_file = pq.ParquetFile(fh, metadata=footer.metadata, pre_buffer=False)
                     return parquet_file.read_row_group(index, columns=columns, use_threads=False)
 
-            table = decoded.row_group(file, index, tuple(columns), read_group)
+            table = decoded.row_group(key_of_file, index, tuple(columns), read_group)
             key_index = table.schema.get_field_index(point.column) if pushed else -1
             if key_index >= 0:
                 keys = table.column(key_index)
-                rows = _rows_of_keys(keys, point.keys, decoded.key_column(file, index, point.column, keys))
+                rows = _rows_of_keys(keys, point.keys, decoded.key_column(key_of_file, index, point.column, keys))
                 if not rows:
                     continue
                 # one row (a key lookup): a zero-copy slice, not a copy of every column
@@ -568,7 +546,7 @@ def _read_point(
                 table = rows_matching(table, filter)
             yield from conform_batches(
                 table.to_batches(), schema, constants=constants, filter=None if pushed else filter,
-                rename=to_query, adapt=adapt,
+                rename=to_query, adapt=file.adapt,
             )
     except FileNotFoundError as err:  # e.g. cleaned after the plan was made
         raise FileNotFoundError(f"base file missing: {storage.uri}/{path}") from err

@@ -6,8 +6,9 @@ warm point query's CPU, so the decoded row group is kept (the "uncompressed bloc
 key-value stores, for short lookups). Safe because base files are immutable: the key is the
 file's full path and size, the row group and the columns decoded. Footers are kept beside them,
 so a hit opens no file, and what a row group's key column allows a lookup of one key (see
-:class:`KeyColumn`). Bounded in bytes; only readers given a cache use it (the planner hands
-it to point reads only, so scans never churn it).
+:class:`KeyColumn`). Bounded in bytes; a reader is given it beside its read task
+(:class:`catalog.format.caches.ReadCaches`) and uses it for point reads only, so scans never
+churn it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from catalog.format.log_cache import DecodedLogBlocks
 from catalog.lru import BoundedLRU, CacheListener, CacheStats
 from catalog.storage import Storage
 
@@ -78,10 +78,6 @@ class DecodedRowGroups:
             "point_reads", max_bytes, listener=listener
         )
 
-    def __reduce__(self) -> tuple[type["DecodedRowGroups"], tuple[int]]:
-        """A cache travels (pickled with a read context) as its bound, empty."""
-        return DecodedRowGroups, (self._lru.max_bytes,)
-
     @staticmethod
     def file_key(storage: Storage, path: str, size: int | None) -> tuple[str, int | None]:
         """One key per file version: the normalised full path (aliases share it) and the size."""
@@ -127,24 +123,20 @@ class DecodedRowGroups:
 
 @dataclass(frozen=True)
 class PointLookup:
-    """A read of a few record keys, through a cache of decoded row groups.
+    """A read of a few record keys (a plain value of the read task; a reader given a
+    :class:`DecodedRowGroups` decodes the row groups it reads through it).
 
     Attributes:
-        cache: where the decoded row groups are kept.
         column: the record key column.
         keys: the record keys looked up; a row group's rows are narrowed to them first (a hash
             lookup, no query plan).
         exact: the keys are the whole row filter (only ``=`` / ``in`` on the record key; filter
             values are never null): the narrowed rows are the answer, no filter runs after.
-        logs: where the block indexes and decoded blocks of MOR log files are kept (``None``:
-            log files are read for this read only).
     """
 
-    cache: DecodedRowGroups
     column: str
     keys: tuple[str, ...]
     exact: bool
-    logs: DecodedLogBlocks | None = None
 
     def rows_of(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The rows of ``batch`` whose :attr:`column` holds one of :attr:`keys`: when the lookup

@@ -18,9 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from catalog.errors import InvalidInstantError, UnsupportedTableError
-from catalog.format.log_cache import DecodedLogBlocks
-from catalog.format.parquet_ranges import FooterSource
-from catalog.format.row_groups import DecodedRowGroups, PointLookup
+from catalog.format.row_groups import PointLookup
 from catalog.plan.aggregates import Aggregate, metadata_aggregates
 from catalog.plan.cdc import check_cdc_table, plan_changes
 from catalog.plan.count import count_rows
@@ -30,7 +28,7 @@ from catalog.plan.incremental import WrittenFiles
 from catalog.plan.options import ReadOptions, ResolvedRead, resolve
 from catalog.plan.projection import output_schema, prunes_nested
 from catalog.plan.prune import PartitionValuePruner, index_pruners, record_key_values
-from catalog.plan.splits import FooterCache, SplitOptions, SplitPlanner, default_footer_cache
+from catalog.plan.splits import FooterCache, SplitOptions, SplitPlanner
 from catalog.read.cdc_json import check_image_schema
 from catalog.read.context import COMMIT_TIME_COLUMN, ReadContext
 from catalog.state import TableState
@@ -87,15 +85,13 @@ def plan(
     options: ReadOptions,
     split_options: SplitOptions | None = None,
     footers: FooterCache | None = None,
-    decoded: DecodedRowGroups | None = None,
-    logs: DecodedLogBlocks | None = None,
 ) -> ScanPlan:
     """Plan ``options`` on ``state``. Everything that can be wrong with the query (unknown
     column, bad filter value, instant before the first commit) fails here, before any data IO.
 
-    ``decoded`` is handed to the read context of point reads (filters pinning record keys) only:
-    they decode a whole row group for a few rows, which the next lookup may reuse; ``logs``
-    likewise (with ``decoded``) keeps the log blocks of the MOR slices they read.
+    ``footers``: the footer cache split planning reads through (the process-wide one by
+    default); a reader given the same cache (:class:`~catalog.format.caches.ReadCaches`) takes
+    remote footers from it instead of reading them again.
 
     Raises:
         InvalidQueryError: bad options, filters or columns (``ValueError``).
@@ -109,10 +105,7 @@ def plan(
     resolved, written = _resolve(state, options)
     schema = state.schema_as_of(None if options.incremental else resolved.instant)
     filters = bind_filters(list(options.filters), schema)
-    point = _point_lookup(state, options, filters, decoded, logs) if decoded is not None else None
-    context = _context(
-        state, resolved, filters, schema, footers if footers is not None else default_footer_cache(), point
-    )
+    context = _context(state, resolved, filters, schema, _point_lookup(state, options, filters))
     splits = (
         _splits(state, resolved, written, filters, split_options, footers) if resolved.instant is not None else iter(())
     )
@@ -172,20 +165,14 @@ def _plan_cdc(state: TableState, options: ReadOptions) -> ScanPlan:
     return ScanPlan(context.output_schema, context, resolved.options, iter(splits))
 
 
-def _point_lookup(
-    state: TableState,
-    options: ReadOptions,
-    filters: list[BoundFilter],
-    decoded: DecodedRowGroups,
-    logs: DecodedLogBlocks | None,
-) -> PointLookup | None:
+def _point_lookup(state: TableState, options: ReadOptions, filters: list[BoundFilter]) -> PointLookup | None:
     """The point lookup of filters pinning record keys (``None``: any other read)."""
     keys = record_key_values(state.config, filters)
     if keys is None:
         return None
     column = state.config.record_key_fields[0]
     exact = not options.incremental and all(f.column == column and f.op in ("=", "in") for f in filters)
-    return PointLookup(decoded, column, tuple(sorted(keys)), exact, logs)
+    return PointLookup(column, tuple(sorted(keys)), exact)
 
 
 def _context(
@@ -193,7 +180,6 @@ def _context(
     resolved: ResolvedRead,
     filters: list[BoundFilter],
     schema: pa.Schema,
-    footers: FooterSource,
     point: PointLookup | None,
 ) -> ReadContext:
     options = resolved.options
@@ -237,7 +223,6 @@ def _context(
         filter_columns=tuple(dict.fromkeys(needed)),
         schema_history=history,
         point=point,
-        footers=footers,
         prunes_nested=options.columns is not None and prunes_nested(out, schema),
     )
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -147,10 +147,6 @@ class FooterCache(BoundedLRU[tuple[str, int], "CachedFooter | LanceFooter | OrcF
 
     def __init__(self, max_bytes: int = 256 << 20, listener: CacheListener | None = None):
         super().__init__("footers", max_bytes, listener=listener)
-
-    def __reduce__(self) -> tuple[Callable[[], "FooterCache"], tuple[()]]:
-        """A footer cache travels (pickled with a read context) as the receiving process's own."""
-        return default_footer_cache, ()
 
     @staticmethod
     def _key(storage: Storage, rel_path: str, size: int) -> tuple[str, int]:

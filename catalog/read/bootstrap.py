@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from catalog.errors import CorruptTableError, UnsupportedTableError
 from catalog.format.avro import META_COLUMNS
+from catalog.format.base_file import BaseFileRead
 from catalog.format.parquet import conform_batches, read_parquet
 from catalog.read.context import ReadContext
 from catalog.table.bootstrap import source_storage
@@ -48,11 +49,11 @@ def read_skeleton(
         raise ValueError(f"bootstrap skeleton {fs.base_file_path} is read whole, not by row group")
     meta = pa.schema([f for f in schema if f.name in META_COLUMNS])
     data = pa.schema([f for f in schema if f.name not in META_COLUMNS])
-    skeleton = read_parquet(ctx.storage, None, fs.base_file_path, meta)
+    skeleton = read_parquet(ctx.storage, BaseFileRead(fs.base_file_path, meta), native=False)
     stitched: Iterator[pa.RecordBatch] = skeleton  # no data column asked for: the skeleton is all
     if len(data):
-        source = read_parquet(source_storage(ctx.storage, ctx.config), None, fs.bootstrap_source, data,
-                              constants=ctx.partition_scheme.typed_values(fs.partition))
+        source_file = BaseFileRead(fs.bootstrap_source, data, constants=ctx.partition_scheme.typed_values(fs.partition))
+        source = read_parquet(source_storage(ctx.storage, ctx.config), source_file, native=False)
         stitched = (
             pa.RecordBatch.from_arrays(
                 [left.column(f.name) if f.name in META_COLUMNS else right.column(f.name) for f in schema], schema=schema

@@ -26,6 +26,7 @@ from typing import Callable, Iterator, Sequence
 import pyarrow as pa
 
 from catalog.errors import CorruptTableError
+from catalog.format.caches import ReadCaches
 from catalog.format.log_block import decode_cdc_block
 from catalog.format.log_file import iter_log_blocks
 from catalog.read.cdc_json import ImageWriter, avro_images
@@ -37,18 +38,21 @@ RECORD_KEY = "_hoodie_record_key"
 INSERT, UPDATE, DELETE = "i", "u", "d"
 
 
-#: reads every row of a split for a (snapshot) context: ``catalog.read.split_reader.read_split``
-SliceReader = Callable[[ReadContext, Split], Iterator[pa.RecordBatch]]
+#: reads every row of a split for a (snapshot) context through the caches given:
+#: ``catalog.read.split_reader.read_split``
+SliceReader = Callable[[ReadContext, Split, ReadCaches], Iterator[pa.RecordBatch]]
 
 
-def read_cdc_split(ctx: ReadContext, split: Split, read_slice: SliceReader) -> Iterator[pa.RecordBatch]:
+def read_cdc_split(
+    ctx: ReadContext, split: Split, caches: ReadCaches, read_slice: SliceReader
+) -> Iterator[pa.RecordBatch]:
     """The change rows of the file group ``split`` names, as batches of ``ctx.output_schema``;
-    file slices are read with ``read_slice``."""
+    file slices are read with ``read_slice`` through ``caches``."""
     plan = ctx.cdc
     if plan is None:
         raise ValueError("read_cdc_split needs the context of a CDC query")
     group = (split.file_slice.partition, split.file_slice.file_id)
-    reader = _GroupReader(ctx, plan, read_slice)
+    reader = _GroupReader(ctx, plan, lambda slice_ctx, slice_split: read_slice(slice_ctx, slice_split, caches))
     for change in plan.changes.get(group, ()):
         table = reader.rows(change)
         if ctx.row_filter is not None:
@@ -61,7 +65,8 @@ class _GroupReader:
     """Builds the rows of one group's changes; remembers the last slice read (the after image
     of one commit is the before image of the next)."""
 
-    def __init__(self, ctx: ReadContext, plan: CdcPlan, read_slice: SliceReader):
+    def __init__(self, ctx: ReadContext, plan: CdcPlan,
+                 read_slice: Callable[[ReadContext, Split], Iterator[pa.RecordBatch]]):
         self.ctx = ctx
         self.plan = plan
         self.read_slice = read_slice

@@ -1,8 +1,11 @@
-"""What a split reader needs to know about its query, as one frozen, picklable value.
+"""A read task's query half: the table facts and options every split of one query is read with.
 
-The planner (``catalog.plan.planner``) builds a :class:`ReadContext` once per query; readers of
-splits (``catalog.read.split_reader``) get nothing else, so the library, a Flight ``do_get`` and
-any other process that receives a context plus a split run exactly the same code.
+The planner (``catalog.plan.planner``) builds a :class:`ReadContext` once per query; a read task
+is that context plus a split, both plain frozen values (they pickle whole: the storage by URL
+and options), so the library, a Flight ``do_get`` and any other process that receives them run
+exactly the same code. What a process keeps between reads (footers, decoded row groups, decoded
+log blocks) is never part of it: the reader is given those beside the task
+(:class:`catalog.format.caches.ReadCaches`).
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from catalog.errors import UnsupportedTableError
-from catalog.format.parquet_ranges import FooterSource
 from catalog.format.row_groups import PointLookup
 from catalog.storage import Storage
 from catalog.table.cdc import CdcPlan
@@ -46,10 +48,8 @@ class ReadContext:
             files written with older schemas by field id; ``None`` for other tables.
         cdc: the changes of a CDC query (``None`` for every other query); its splits name file
             groups, whose rows ``catalog.read.cdc`` builds from these changes.
-        point: a lookup of record keys, whose base-file row groups are decoded through a cache
-            (``None``: any other read, decoded for this read only).
-        footers: the footer cache planning read base files' footers into (a remote read takes
-            its footer from there instead of reading the file's tail again).
+        point: the record keys the filters pin (``=`` / ``in`` on a plain record key), when they
+            do: a point read (``None``: any other read).
         prunes_nested: ``read_schema`` keeps some structs only in part (the query named nested
             fields: ``catalog.plan.projection``), so readers decode only those fields' leaves.
     """
@@ -67,7 +67,6 @@ class ReadContext:
     schema_history: SchemaHistory | None = None
     cdc: CdcPlan | None = None
     point: PointLookup | None = None
-    footers: FooterSource | None = None
     prunes_nested: bool = False
 
     @cached_property

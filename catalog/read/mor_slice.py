@@ -15,8 +15,9 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from catalog.format.caches import NO_CACHES, ReadCaches
 from catalog.format.log_block import DeleteRecords
-from catalog.format.log_cache import Decoded, KeyRows
+from catalog.format.log_cache import Decoded, DecodedLogBlocks, KeyRows
 from catalog.format.log_file import LogBlock
 from catalog.read.context import ReadContext
 from catalog.read.cow import read_base
@@ -38,17 +39,18 @@ from catalog.table.files import FileSlice
 
 
 def merge_file_slice(
-    ctx: ReadContext, fs: FileSlice, row_groups: Sequence[int] | None = None
+    ctx: ReadContext, fs: FileSlice, row_groups: Sequence[int] | None = None, caches: ReadCaches = NO_CACHES
 ) -> Iterator[pa.RecordBatch]:
-    """The merged rows of one MOR file slice for a query (columns: the merge schema).
+    """The merged rows of one MOR file slice for a query (columns: the merge schema), read
+    through ``caches``.
 
     ``row_groups`` restricts the base file; log-only inserts are then emitted by the split that
     holds row group 0, and keys living in other row groups are not re-emitted.
     """
     spec = MergeSpec.for_context(ctx)
-    blocks, decode, index = _log_blocks(ctx, fs, spec)
+    blocks, decode, index = _log_blocks(ctx, fs, spec, caches.log_blocks)
     if not blocks:
-        yield from _base(ctx, fs, spec, row_groups)
+        yield from _base(ctx, fs, spec, row_groups, caches)
         return
     column_map = ctx.column_map if ctx.schema_history is not None else None
     parts = log_parts(spec, ctx.storage, blocks, column_map, decode, ctx.point, index)
@@ -60,19 +62,19 @@ def merge_file_slice(
         point = PointWinners.of(spec, few) if few is not None else None
     if point is not None:
         if not point.winners:
-            yield from _base(ctx, fs, spec, row_groups)
+            yield from _base(ctx, fs, spec, row_groups, caches)
             return
-        base = _base(ctx, fs, spec, row_groups)
+        base = _base(ctx, fs, spec, row_groups, caches)
         extra_keys = _extra_keys(ctx, spec, fs, row_groups, emit_inserts)
         yield from point.merge(base, emit_inserts=emit_inserts, other_base_keys=extra_keys, constants=constants)
         return
     winners = fold_winners(spec, parts)
     if winners is None or winners.num_rows == 0:
-        yield from _base(ctx, fs, spec, row_groups)
+        yield from _base(ctx, fs, spec, row_groups, caches)
         return
     if constants:
         winners = fill_constants(winners, constants)
-    base = _base(ctx, fs, spec, row_groups)
+    base = _base(ctx, fs, spec, row_groups, caches)
     extra_keys = _extra_keys(ctx, spec, fs, row_groups, emit_inserts)
     yield from merge_batches(spec, base, winners, emit_inserts=emit_inserts, other_base_keys=extra_keys)
 
@@ -112,24 +114,23 @@ def _extra_keys(
 
 
 def _base(
-    ctx: ReadContext, fs: FileSlice, spec: MergeSpec, row_groups: Sequence[int] | None
+    ctx: ReadContext, fs: FileSlice, spec: MergeSpec, row_groups: Sequence[int] | None, caches: ReadCaches
 ) -> Iterator[pa.RecordBatch]:
     """The base rows a merge needs: every row, or for a point read whose filter is only its record
     keys, the rows of those keys (a record's key is the same in all its versions: the rows of
     other keys never pass the filter)."""
     if ctx.point is not None and ctx.point.exact:
-        return read_base(ctx, fs, spec.schema, row_groups, ctx.row_filter, ctx.filter_columns)
-    return read_base(ctx, fs, spec.schema, row_groups)
+        return read_base(ctx, fs, spec.schema, row_groups, ctx.row_filter, ctx.filter_columns, caches)
+    return read_base(ctx, fs, spec.schema, row_groups, caches=caches)
 
 
 def _log_blocks(
-    ctx: ReadContext, fs: FileSlice, spec: MergeSpec
+    ctx: ReadContext, fs: FileSlice, spec: MergeSpec, logs: DecodedLogBlocks | None
 ) -> tuple[list[LogBlock], BlockDecoder | None, KeyIndex | None]:
-    """The valid log blocks of ``fs``, how to decode one and where its merge keys sit: through the
-    point read's cache of log blocks when it has one (``None``: from content read now, keys
-    compared on every read)."""
-    logs = ctx.point.logs if ctx.point is not None else None
-    if logs is None:
+    """The valid log blocks of ``fs``, how to decode one and where its merge keys sit: for a point
+    read, through the cache of log blocks when there is one (``None``, or any other read: from
+    content read now, keys compared on every read)."""
+    if logs is None or ctx.point is None:
         return valid_blocks(ctx.storage, fs, ctx.commits, ctx.instant), None, None
     files = [(path, log.size) for path, log in zip(fs.log_file_paths, fs.log_files)]
     sizes = dict(files)

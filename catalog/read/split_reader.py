@@ -1,7 +1,8 @@
 """Reading splits: the exact rows of one split for a query, and of many splits in parallel.
 
 :func:`read_split` is the one per-split reader: the library, a Flight ``do_get`` and any other
-process holding a :class:`ReadContext` and a :class:`Split` run it. It merges log files
+process holding a :class:`ReadContext` and a :class:`Split` (the read task) run it, through the
+caches that process gives it (:class:`~catalog.format.caches.ReadCaches`). It merges log files
 (merge-on-read), applies the row filter (query filters and the incremental commit-time filter),
 projects and casts to the output schema.
 """
@@ -14,6 +15,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from catalog.format.caches import NO_CACHES, ReadCaches
 from catalog.format.log_file import collecting_corrupt_blocks, relay_corrupt_block_notes
 from catalog.format.parquet import conform_batch, rows_matching
 from catalog.parallel import bounded_parallel
@@ -26,20 +28,21 @@ from catalog.table.files import Split
 #: IO-bound: a few threads per core
 DEFAULT_WORKERS = max(2, min(8, (os.cpu_count() or 2) * 2))
 _QUEUE_BATCHES = 16
-#: how one split is read: :func:`read_split`, or a cache in front of it
-SplitRead = Callable[[ReadContext, Split], Iterator[pa.RecordBatch]]
+#: how one split is read (through the given caches): :func:`read_split`, or a cache in front of it
+SplitRead = Callable[[ReadContext, Split, ReadCaches], Iterator[pa.RecordBatch]]
 
 
-def read_split(ctx: ReadContext, split: Split) -> Iterator[pa.RecordBatch]:
-    """The exact rows of ``split`` for the query of ``ctx``, as batches of ``ctx.output_schema``."""
+def read_split(ctx: ReadContext, split: Split, caches: ReadCaches = NO_CACHES) -> Iterator[pa.RecordBatch]:
+    """The exact rows of ``split`` for the query of ``ctx``, as batches of ``ctx.output_schema``,
+    read through ``caches``."""
     if ctx.cdc is not None:
-        yield from read_cdc_split(ctx, split, read_split)
+        yield from read_cdc_split(ctx, split, caches, read_split)
         return
     fs = split.file_slice
     row_groups = split.row_groups
     out_schema = ctx.output_schema
     if fs.has_logs and not ctx.read_optimized:
-        for batch in merge_file_slice(ctx, fs, row_groups):
+        for batch in merge_file_slice(ctx, fs, row_groups, caches):
             batch = conform_batch(batch, ctx.read_schema)
             if ctx.point is not None and ctx.point.exact:
                 batch = ctx.point.rows_of(batch)  # the filter is the keys: no query plan per batch
@@ -48,7 +51,7 @@ def read_split(ctx: ReadContext, split: Split) -> Iterator[pa.RecordBatch]:
             if batch.num_rows:
                 yield _select(batch, out_schema)
         return
-    for batch in read_base(ctx, fs, ctx.read_schema, row_groups, ctx.row_filter, ctx.filter_columns):
+    for batch in read_base(ctx, fs, ctx.read_schema, row_groups, ctx.row_filter, ctx.filter_columns, caches):
         yield _select(batch, out_schema)
 
 
@@ -58,6 +61,7 @@ def read_splits(
     limit: int | None = None,
     workers: int = DEFAULT_WORKERS,
     read: SplitRead = read_split,
+    caches: ReadCaches = NO_CACHES,
 ) -> Iterator[pa.RecordBatch]:
     """Every split's rows, read by ``workers`` threads, batches yielded as they come (any order).
 
@@ -70,15 +74,15 @@ def read_splits(
     :func:`~catalog.format.log_file.collecting_corrupt_blocks` before the batch that follows
     them, so a Flight stream reports them as it does for a single split.
 
-    ``read`` reads one split (a server reads through its split result cache).
+    ``read`` reads one split through ``caches`` (a server reads through its split result cache).
     """
     if limit == 0:
         return
     remaining = limit
     if isinstance(splits, Sequence) and len(splits) <= 1:
-        batches: Iterator[pa.RecordBatch] = (b for split in splits for b in read(ctx, split))
+        batches: Iterator[pa.RecordBatch] = (b for split in splits for b in read(ctx, split, caches))
     else:
-        batches = _relayed(bounded_parallel(splits, lambda split, _: _with_notes(ctx, split, read), workers,
+        batches = _relayed(bounded_parallel(splits, lambda split, _: _with_notes(ctx, split, read, caches), workers,
                                             _QUEUE_BATCHES, "hudi-read"))
     for batch in batches:
         if remaining is not None:
@@ -89,10 +93,12 @@ def read_splits(
         yield batch
 
 
-def _with_notes(ctx: ReadContext, split: Split, read: SplitRead) -> Iterator[pa.RecordBatch | _Notes]:
+def _with_notes(
+    ctx: ReadContext, split: Split, read: SplitRead, caches: ReadCaches
+) -> Iterator[pa.RecordBatch | _Notes]:
     """The split's batches (on a worker thread), each after the corrupt-block notes found before it."""
     with collecting_corrupt_blocks() as notes:
-        for batch in read(ctx, split):
+        for batch in read(ctx, split, caches):
             if notes:
                 yield _Notes(notes)
                 notes.clear()  # handed on: the next notes belong to the next batch

@@ -29,6 +29,7 @@ from flight_server.server.cache.split_cache import SplitResultCache
 from flight_server.server.cache.tables import TableCache
 from flight_server.server.cluster.membership import HEARTBEAT_PURPOSE, Membership
 from flight_server.server.config import ServerConfig
+from flight_server.server.engine.sandbox import SandboxedEngine, result_schemas
 from flight_server.server.flightsql.dispatch import FlightSqlService
 from flight_server.server.flightsql.flight_infos import FlightInfos
 from flight_server.server.flightsql.single_endpoint import SINGLE_ENDPOINT_KEY, SingleEndpointMiddlewareFactory
@@ -50,8 +51,6 @@ from flight_server.server.security.state_files import private_dir, private_sqlit
 from flight_server.server.security.tickets import TicketSigner, configured_signer
 from flight_server.server.security.users import UserStore
 from flight_server.server.sql.analyses import Analyses
-from flight_server.server.sql.engine import result_schemas
-from flight_server.server.sql.sandbox import SandboxedEngine
 
 log = logging.getLogger(__name__)
 

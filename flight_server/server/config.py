@@ -19,13 +19,13 @@ from catalog.plan.dataset import FRAGMENT_CACHE_BYTES
 from catalog.plan.splits import DEFAULT_TARGET_SPLIT_BYTES, SplitOptions
 from flight_server.protocol.wire import DEFAULT_HOST, DEFAULT_PORT, TCP_SCHEME, TLS_SCHEME
 from flight_server.server.cache.tables import DEFAULT_TABLE_CACHE_BYTES
+from flight_server.server.engine.sandbox import SCHEMA_CACHE_BYTES, EngineSettings
 from flight_server.server.security.auth import AuthSettings
 from flight_server.server.security.limits import Limits, RelayLimits
 from flight_server.server.security.policy import DEFAULT_PROTOCOLS, DEFAULT_RESOLVED_CACHE_BYTES, StoragePolicy
 from flight_server.server.security.state_files import private_dir
 from flight_server.server.security.tls import TlsFiles
 from flight_server.server.sql.analyses import CACHE_BYTES as ANALYSIS_CACHE_BYTES
-from flight_server.server.sql.engine import SCHEMA_CACHE_BYTES, EngineSettings
 
 
 def default_state_dir() -> Path:
@@ -109,7 +109,7 @@ class ServerConfig:
     max_plans_total: int = Limits.max_plans_total
     stream_memory_bytes: int = Limits.stream_memory_bytes
     footer_cache_bytes: int = Limits.footer_cache_bytes
-    # server-side SQL engine (Flight SQL; flight_server.server.sql.engine.EngineSettings): DuckDB memory
+    # server-side SQL engine (Flight SQL; flight_server.server.engine.settings.EngineSettings): DuckDB memory
     # limit per query (spills to state_dir/sql-spill, at most sql_max_temp_size), threads, a deadline,
     # a bound on the result, and the memory budget of all running queries together (admission)
     sql_memory_limit: str = EngineSettings.memory_limit

@@ -14,6 +14,7 @@ from typing import Hashable, Iterator
 
 import pyarrow as pa
 
+from catalog.format.caches import ReadCaches
 from catalog.format.log_file import collecting_corrupt_blocks
 from catalog.lru import BoundedLRU, CacheListener, CacheStats
 from catalog.read.context import ReadContext
@@ -46,15 +47,16 @@ class SplitResultCache:
             "split_results", max_bytes, max_entry_bytes, listener
         )
 
-    def read(self, context: ReadContext, split: Split) -> Iterator[pa.RecordBatch]:
-        """The batches of ``split``: from the cache, or read (and kept if they qualify)."""
+    def read(self, context: ReadContext, split: Split, caches: ReadCaches) -> Iterator[pa.RecordBatch]:
+        """The batches of ``split``: from the cache, or read through ``caches`` (and kept if they
+        qualify)."""
         if self._lru.max_bytes == 0:
-            return read_split(context, split)
+            return read_split(context, split, caches)
         key = split_key(context, split)
         hit = self._lru.get(key)
         if hit is not None:
             return iter(hit)
-        return self._filling(key, read_split(context, split))
+        return self._filling(key, read_split(context, split, caches))
 
     def _filling(self, key: Hashable, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         kept: list[pa.RecordBatch] | None = []

@@ -10,7 +10,7 @@ Three answers, by the query's shape (:func:`flight_server.server.sql.query.analy
   column statistics prove every row of every planned row group matches: ``ScanPlan.count``);
 - anything else: one endpoint whose signed statement ticket carries the engine SQL and each scan's
   pinned options; DoGet streams every scan's splits (through the query path's split result cache,
-  as split tickets are read) into the locked-down DuckDB (:mod:`flight_server.server.sql.engine`)
+  as split tickets are read) into the locked-down DuckDB (:mod:`flight_server.server.engine.duckdb_engine`)
   and streams its result. A scan of plain Parquet base files that the reader would return
   unchanged is handed to the engine as an Arrow dataset of exactly those files instead, which it
   scans itself (``ScanPlan.to_dataset``).
@@ -45,6 +45,7 @@ from catalog.meta import SEPARATOR
 from catalog.plan.dataset import Fragments
 from catalog.plan.options import RANGE_QUERY_TYPES, ReadOptions
 from flight_server.protocol import pack, sql
+from flight_server.server.engine.sandbox import SandboxedEngine, native_read_error
 from flight_server.server.flightsql import show
 from flight_server.server.flightsql.column_metadata import Origin, describe
 from flight_server.server.flightsql.flight_infos import FlightInfos
@@ -53,10 +54,8 @@ from flight_server.server.flightsql.table_facts import TableFacts
 from flight_server.server.query.queries import Call, PlannedScan, expiration_time
 from flight_server.server.query.tickets import CountTicket, PinnedScan, StatementTicket, Ticket, check_owner
 from flight_server.server.sql.analyses import Analyses
-from flight_server.server.sql.native_scan import native_read_error
 from flight_server.server.sql.parameters import parameter_types
 from flight_server.server.sql.query import Analysis, hudi_options
-from flight_server.server.sql.sandbox import SandboxedEngine
 from flight_server.server.sql.show import CatalogStatement, catalog_statement
 
 

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from catalog.errors import HudiError, UnknownTableError
+from catalog.format.caches import ReadCaches
 from catalog.format.log_cache import DecodedLogBlocks
 from catalog.format.row_groups import DecodedRowGroups
 from catalog.lru import BoundedLRU
@@ -182,7 +183,7 @@ class Queries:
         ops: planning metrics.
         decoded: decoded row groups of point reads (``None``: none kept).
         logs: block indexes and decoded blocks of the log files point reads merge (``None``:
-            none kept; used with ``decoded`` only).
+            none kept).
     """
 
     def __init__(
@@ -210,8 +211,7 @@ class Queries:
         self.placement = placement
         self.split_results = split_results
         self.ops = ops
-        self.decoded = decoded
-        self.logs = logs
+        self.caches = ReadCaches(footers, decoded, logs)
         self._plans: BoundedLRU[str, _Reading] = BoundedLRU("plans", PLAN_CACHE_ENTRIES)
 
     def call(self, context: flight.ServerCallContext, fresh: bool = True) -> "Call":
@@ -254,7 +254,7 @@ class Queries:
     # -- planning ----------------------------------------------------------------------------
     def plan(self, table: OpenTable, options: ReadOptions) -> PlannedScan:
         with _table_path_hidden(table.entry.identifier, table.entry.base_uri):
-            scan = plan(table.state, options, self.split_options, self.footers, self.decoded, self.logs)
+            scan = plan(table.state, options, self.split_options, self.footers)
             return PlannedScan(table, scan, self.limits, self.footers)
 
     def endpoints(self, call: "Call", identifier: str, options: ReadOptions, single: bool = False) -> PlannedQuery:
@@ -387,7 +387,7 @@ class Queries:
             reading = self.reading(ticket.scan, with_splits=False)
             point = reading.context.point
             few = point is not None and len(point.keys) <= POINT_KEYS_AT_ONCE
-            batches = _paths_hidden(ticket.scan, self.split_results.read(reading.context, ticket.split))
+            batches = _paths_hidden(ticket.scan, self.split_results.read(reading.context, ticket.split, self.caches))
             return TicketStream(reading.schema, batches, few)
         scan = self.listed(ticket.scan)
         return TicketStream(scan.schema, self.read(scan, ticket.scan), False)
@@ -400,7 +400,8 @@ class Queries:
     def read(self, scan: ScanPlan, pinned: PinnedScan) -> Iterator[pa.RecordBatch]:
         """Every split's rows of ``pinned``'s listed ``scan`` (at most the options' limit), read
         in parallel, each split through the split result cache as a split ticket is."""
-        batches = read_splits(scan.context, list(scan.splits), scan.options.limit, read=self.split_results.read)
+        batches = read_splits(scan.context, list(scan.splits), scan.options.limit, read=self.split_results.read,
+                              caches=self.caches)
         return _paths_hidden(pinned, batches)
 
     def reading(self, pinned: PinnedScan, with_splits: bool) -> _Reading:

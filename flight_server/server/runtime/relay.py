@@ -3,7 +3,7 @@
 Linux gRPC servers can share a port with ``SO_REUSEPORT``, but Arrow Flight's C++ server turns
 that option off (``GRPC_ARG_ALLOW_REUSEPORT = 0`` in its server builder) and pyarrow exposes no
 hook to turn it back on: a second ``FlightServerBase`` on a bound port fails with "address in
-use" (tests/flight_server/server/test_processes.py pins this). So the supervisor owns the public
+use" (tests/flight_server/server/runtime/test_processes.py pins this). So the supervisor owns the public
 socket and hands each accepted connection to one serving process (the one with the fewest
 relayed connections, round robin among equals), which listens on a private loopback port. One
 thread moves the bytes of every connection (``relay_loop``: the way back in the kernel with

@@ -1,1 +1,2 @@
-"""Server-side SQL: parsing and planning (sqlglot) and the locked-down embedded engine (DuckDB)."""
+"""Server-side SQL, the language: tokens and bounds, parsing, refusals, analyses and pushdown
+(sqlglot). The engine that runs it is :mod:`flight_server.server.engine`."""

@@ -17,6 +17,7 @@ import pytest
 
 from catalog import HudiTable, MissingExtraError
 from catalog.errors import CorruptTableError
+from catalog.format.base_file import BaseFileRead
 from catalog.format.lance import read_lance_footer
 from catalog.plan.options import ReadOptions
 from catalog.storage import Storage
@@ -181,8 +182,8 @@ def test_hudi_1_2_columns_in_a_lance_file(tmp_path):
     with lance.file.LanceFileWriter(str(tmp_path / "f.lance")) as writer:
         writer.write_batch(written)
     wanted = pa.schema([schema.field(n) for n in ("emb", "id", "v", "doc", "added")])
-    got = pa.Table.from_batches(list(read_lance(Storage(str(tmp_path)), "f.lance", wanted,
-                                                filter=pc.field("id") >= 2)), schema=wanted)
+    file = BaseFileRead("f.lance", wanted, filter=pc.field("id") >= 2)
+    got = pa.Table.from_batches(list(read_lance(Storage(str(tmp_path)), file)), schema=wanted)
     assert got.column("id").to_pylist() == [2, 3]
     assert got.column("emb").to_pylist() == [None, [0.5] * 4]
     assert got.column("v").to_pylist() == [{"metadata": b"\x01", "value": b"\x0c\x01"}] * 2
@@ -247,9 +248,9 @@ def test_a_one_column_read_through_fsspec_fetches_that_columns_pages(tmp_path):
         writer.write_batch(big)
     size = (tmp_path / "f.lance").stat().st_size
     storage = Storage(f"countfs://{tmp_path}")
-    got = pa.Table.from_batches(list(read_lance(storage, "f.lance", pa.schema([big.schema.field("a")]))))
+    got = pa.Table.from_batches(list(read_lance(storage, BaseFileRead("f.lance", pa.schema([big.schema.field("a")])))))
     assert got.column("a").equals(big.column("a"))
     assert storage.stats.snapshot()["bytes_read"] < size // 4  # b's pages (most of the file) stay home
     storage.stats.reset()
-    both = pa.Table.from_batches(list(read_lance(storage, "f.lance", big.schema)))
+    both = pa.Table.from_batches(list(read_lance(storage, BaseFileRead("f.lance", big.schema))))
     assert both.equals(big) and storage.stats.snapshot()["bytes_read"] >= size * 0.9

@@ -13,6 +13,7 @@ import pyarrow.orc as orc
 import pytest
 
 from catalog.errors import CorruptTableError
+from catalog.format.base_file import BaseFileRead
 from catalog.format.orc import read_orc, read_orc_footer
 from catalog.plan.splits import FooterCache, SplitOptions, SplitPlanner
 from catalog.storage import Storage
@@ -35,7 +36,9 @@ def _write_orc(root, rows: int = ROWS) -> FileSlice:
 
 def _read(storage: Storage, fs: FileSlice, stripes=None, **kwargs) -> pa.Table:
     assert fs.base_file_path is not None
-    batches = list(read_orc(storage, fs.base_file_path, kwargs.pop("schema", SCHEMA), stripes=stripes, **kwargs))
+    file = BaseFileRead(fs.base_file_path, kwargs.pop("schema", SCHEMA),
+                        row_groups=tuple(stripes) if stripes is not None else None, **kwargs)
+    batches = list(read_orc(storage, file))
     return pa.Table.from_batches(batches, schema=batches[0].schema) if batches else pa.table({})
 
 

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from catalog.format import parquet
+from catalog.format.base_file import BaseFileRead
 from catalog.format.parquet import dictionary_columns, read_parquet
 from catalog.storage import Storage
 
@@ -65,15 +66,15 @@ def _write_plain(path: Path) -> pa.Table:
 def test_rows_and_types_are_those_of_dense_decoding(tmp_path: Path, native: bool, batch_size: int) -> None:
     expected = _write(tmp_path / "f.parquet")
     storage = Storage(str(tmp_path))
-    arrow_fs = storage.arrow_filesystem() if native else None
     formats = parquet._dictionary_format.cache_info()
-    batches = list(read_parquet(storage, arrow_fs, "f.parquet", SCHEMA, batch_size=batch_size))
+    batches = list(read_parquet(storage, BaseFileRead("f.parquet", SCHEMA), native=native, batch_size=batch_size))
     if native:  # the dictionary decoding was used
         assert parquet._dictionary_format.cache_info().hits + parquet._dictionary_format.cache_info().misses > (
             formats.hits + formats.misses)
     assert all(b.schema.equals(SCHEMA) for b in batches)
     assert pa.Table.from_batches(batches, SCHEMA).equals(expected)
-    some = list(read_parquet(storage, arrow_fs, "f.parquet", SCHEMA, row_groups=[0, 2, 3], batch_size=batch_size))
+    some = list(read_parquet(storage, BaseFileRead("f.parquet", SCHEMA, row_groups=(0, 2, 3)), native=native,
+                             batch_size=batch_size))
     assert pa.Table.from_batches(some, SCHEMA).equals(pa.concat_tables([expected.slice(0, GROUP),
                                                                         expected.slice(2 * GROUP)]))
 
@@ -83,8 +84,8 @@ def test_a_filter_on_a_dictionary_candidate_is_exact(tmp_path: Path, native: boo
     expected = _write(tmp_path / "f.parquet")
     storage = Storage(str(tmp_path))
     expr = pc.field("city") == "city-1-2"
-    batches = list(read_parquet(storage, storage.arrow_filesystem() if native else None, "f.parquet", SCHEMA,
-                                filter=expr, filter_columns=["city"]))
+    file = BaseFileRead("f.parquet", SCHEMA, filter=expr, filter_columns=("city",))
+    batches = list(read_parquet(storage, file, native=native))
     got = pa.Table.from_batches(batches, SCHEMA)
     assert got.schema.equals(SCHEMA)
     assert got.equals(expected.filter(expr)) and got.num_rows > 0

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from catalog.errors import CorruptTableError
+from catalog.format.base_file import BaseFileRead
 from catalog.format.parquet import read_parquet
 from catalog.format.parquet_ranges import SparseFile, chunk_ranges, coalesce, read_footer
 from catalog.storage import Storage
@@ -49,7 +50,8 @@ def test_a_projection_with_a_filter_fetches_about_its_column_chunks(tmp_path: Pa
     expr = pc.field("key") >= ROWS // 2  # the statistics keep the last two row groups
     CountingFileSystem.reset()
     got = pa.Table.from_batches(
-        read_parquet(storage, None, "f.parquet", schema, size=size, filter=expr, filter_columns=["key"]), schema
+        read_parquet(storage, BaseFileRead("f.parquet", schema, size=size, filter=expr, filter_columns=("key",)),
+                     native=False), schema
     )
     calls = CountingFileSystem.reset()
 
@@ -91,11 +93,11 @@ def test_a_rewritten_file_of_another_size_is_refused_not_mixed(tmp_path: Path) -
     schema = pa.schema([pa.field("key", pa.int64())])
     pq.write_table(pa.table({"key": pa.array([1, 2, 3])}), path)  # shorter now
     with pytest.raises(CorruptTableError, match="changed since it was listed"):
-        list(read_parquet(storage, None, "f.parquet", schema, size=listed))
+        list(read_parquet(storage, BaseFileRead("f.parquet", schema, size=listed), native=False))
 
     same = pa.table({"key": pa.array([4, 5, 6])})
     pq.write_table(same, path)
-    got = pa.Table.from_batches(read_parquet(storage, None, "f.parquet", schema, size=path.stat().st_size), schema)
+    got = pa.Table.from_batches(read_parquet(storage, BaseFileRead("f.parquet", schema, size=path.stat().st_size), native=False), schema)
     assert got.equals(same)
 
 
@@ -109,11 +111,12 @@ def test_a_footer_is_one_ranged_read_of_the_tail(tmp_path: Path) -> None:
 
 
 def test_a_planned_read_takes_the_footer_from_the_planners_cache(generated_table, tmp_path):
-    """Planning whole files reads no footer; the read reads each footer once into the planner's
-    cache, so reading one column of each one-row-group file again is one ranged read per file
+    """Planning whole files reads no footer; a read given the planner's footer cache reads each
+    footer once into it, so reading one column of each one-row-group file again is one ranged read per file
     (its column chunk), not a second read of its tail."""
     import shutil
 
+    from catalog.format.caches import ReadCaches
     from catalog.plan.options import ReadOptions
     from catalog.plan.planner import plan
     from catalog.plan.splits import FooterCache
@@ -130,7 +133,7 @@ def test_a_planned_read_takes_the_footer_from_the_planners_cache(generated_table
     splits = list(scan.splits)
     assert not [p for _, p in CountingFileSystem.reset() if p.endswith(".parquet")] and len(splits) == 2
     for tails in (1, 0):  # the first read reads each footer, the second takes it from the cache
-        rows = pa.Table.from_batches(list(read_splits(scan.context, splits)), scan.schema)
+        rows = pa.Table.from_batches(list(read_splits(scan.context, splits, caches=ReadCaches(footers))), scan.schema)
         reads = [p for kind, p in CountingFileSystem.reset() if p.endswith(".parquet")]
         assert rows.num_rows == 200 and len(set(reads)) == 2
         assert len(reads) == 2 * (1 + tails)  # per file: its column chunk (and its tail, once)
@@ -156,7 +159,8 @@ def test_the_next_window_is_fetched_on_another_thread_while_this_one_decodes(tmp
     add_request_listener(who)
     try:
         got = pa.Table.from_batches(
-            read_parquet(storage, None, "f.parquet", schema, size=(tmp_path / "f.parquet").stat().st_size), schema
+            read_parquet(storage, BaseFileRead("f.parquet", schema, size=(tmp_path / "f.parquet").stat().st_size),
+                         native=False), schema
         )
     finally:
         remove_request_listener(who)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import pickle
-
 import pyarrow as pa
 import pytest
 
 from catalog import HudiTable
+from catalog.format.caches import ReadCaches
 from catalog.format.row_groups import DecodedRowGroups, KeyColumn
 from catalog.plan.options import ReadOptions
 from catalog.plan.planner import plan
@@ -19,11 +18,12 @@ MOR = GeneratorSpec(rows=2000, partitions=2, row_group_size=400, commits=3, tabl
                     record_index=True)
 
 
-def _read(path: str, filters: list, decoded: DecodedRowGroups | None) -> tuple[pa.Table, DecodedRowGroups | None]:
-    scan = plan(HudiTable.open(path).state, ReadOptions(filters=filters), decoded=decoded)
-    batches = list(read_splits(scan.context, list(scan.splits)))
+def _read(path: str, filters: list, decoded: DecodedRowGroups | None) -> tuple[pa.Table, bool]:
+    """The rows of ``filters`` read through ``decoded``, and whether the plan is a point read."""
+    scan = plan(HudiTable.open(path).state, ReadOptions(filters=filters))
+    batches = list(read_splits(scan.context, list(scan.splits), caches=ReadCaches(row_groups=decoded)))
     got = pa.Table.from_batches(batches, schema=scan.schema).sort_by("uuid")
-    return got, scan.context.point.cache if scan.context.point is not None else None
+    return got, scan.context.point is not None
 
 
 def _live_keys(path: str, count: int) -> list[str]:
@@ -39,9 +39,9 @@ def test_point_reads_match_plain_reads_and_reuse_decoded_groups(generated_table,
     for key in live + ["trip-missing"]:
         for wanted in ([key], [key, live[0]]):
             filters = [("uuid", "=", key)] if len(wanted) == 1 else [("uuid", "in", wanted)]
-            got, used = _read(path, filters, cache)
+            got, point = _read(path, filters, cache)
             plain, _ = _read(path, filters, None)
-            assert used is cache
+            assert point
             assert got.equals(plain)
             assert set(got["uuid"].to_pylist()) == set(wanted) & set(live)
     stats = cache.stats()
@@ -53,30 +53,31 @@ def test_a_lookup_with_more_conditions_still_applies_them(generated_table, fare)
     path = generated_table(COW)
     key = _live_keys(path, 3)[1]
     filters = [("uuid", "in", [key, "trip-missing"]), ("fare", fare, -1.0)]
-    got, used = _read(path, filters, DecodedRowGroups(64 << 20))
-    assert used is not None
+    cache = DecodedRowGroups(64 << 20)
+    got, point = _read(path, filters, cache)
+    assert point and cache.stats().entries > 0
     assert got.equals(_read(path, filters, None)[0])
     assert got.num_rows == (1 if fare == ">" else 0)
 
 
 def test_only_key_filters_make_an_exact_lookup(generated_table):
     path = generated_table(COW)
-    state, cache = HudiTable.open(path).state, DecodedRowGroups(1 << 20)
-    exact = plan(state, ReadOptions(filters=[("uuid", "in", ["b", "a"]), ("uuid", "=", "a")]), decoded=cache)
+    state = HudiTable.open(path).state
+    exact = plan(state, ReadOptions(filters=[("uuid", "in", ["b", "a"]), ("uuid", "=", "a")]))
     assert exact.context.point is not None and exact.context.point.exact and exact.context.point.keys == ("a",)
     first = HudiTable.open(path).timeline.commits[0].requested_time
     for options in (ReadOptions(filters=[("uuid", "=", "a"), ("fare", ">", 1.0)]),
                     ReadOptions(filters=[("uuid", "=", "a")], query_type="incremental", start=first)):
-        point = plan(state, options, decoded=cache).context.point
+        point = plan(state, options).context.point
         assert point is not None and not point.exact
 
 
-def test_scans_and_other_filters_get_no_cache(generated_table):
+def test_scans_and_other_filters_are_no_point_reads_and_keep_nothing(generated_table):
     path = generated_table(COW)
     cache = DecodedRowGroups(64 << 20)
     for filters in ([], [("fare", ">", 500.0)], [("uuid", ">", "trip-0000000100")]):
-        _, used = _read(path, filters, cache)
-        assert used is None
+        _, point = _read(path, filters, cache)
+        assert not point
     assert cache.stats().entries == 0
 
 
@@ -96,19 +97,12 @@ def test_a_rewritten_file_is_another_entry(generated_table):
     cache = DecodedRowGroups(64 << 20)
     latest, _ = _read(path, [("uuid", "=", key)], cache)
     first = HudiTable.open(path).timeline.commits[0].requested_time
-    scan = plan(HudiTable.open(path).state, ReadOptions(filters=[("uuid", "=", key)], as_of=first), decoded=cache)
-    old = pa.Table.from_batches(list(read_splits(scan.context, list(scan.splits))), schema=scan.schema)
+    scan = plan(HudiTable.open(path).state, ReadOptions(filters=[("uuid", "=", key)], as_of=first))
+    batches = read_splits(scan.context, list(scan.splits), caches=ReadCaches(row_groups=cache))
+    old = pa.Table.from_batches(list(batches), schema=scan.schema)
     plain = HudiTable.open(path).read(filters=[("uuid", "=", key)], as_of=first)
     assert old.num_rows == latest.num_rows == 1
     assert old["_hoodie_commit_time"].equals(plain["_hoodie_commit_time"])
-
-
-def test_a_pickled_cache_arrives_empty_with_its_bound():
-    cache = DecodedRowGroups(1 << 20)
-    cache.row_group(("f", 1), 0, ("a",), lambda: pa.table({"a": [1, 2]}))
-    copy = pickle.loads(pickle.dumps(cache))
-    assert copy.stats().max_bytes == 1 << 20 and copy.stats().entries == 0
-    assert cache.stats().entries == 1
 
 
 def test_a_remote_table_is_looked_up_through_fsspec_with_the_same_rows(generated_table):
@@ -128,10 +122,10 @@ def test_a_remote_table_is_looked_up_through_fsspec_with_the_same_rows(generated
     answers = []
     for where in (path, remote):
         storage = Storage(where)
-        scan = plan(TableState.load(storage), ReadOptions(filters=[("uuid", "=", key)]),
-                    decoded=DecodedRowGroups(64 << 20))
+        scan = plan(TableState.load(storage), ReadOptions(filters=[("uuid", "=", key)]))
         assert scan.context.point is not None
-        table = pa.Table.from_batches(list(read(scan.context, list(scan.splits))), schema=scan.schema)
+        caches = ReadCaches(row_groups=DecodedRowGroups(64 << 20))
+        table = pa.Table.from_batches(list(read(scan.context, list(scan.splits), caches=caches)), schema=scan.schema)
         answers.append(table.drop_columns([c for c in table.column_names if c.startswith("_hoodie")]))
         assert storage.stats.counts["open"] + storage.stats.counts["read"] >= 2  # footer and row group: counted either way
     assert answers[0].num_rows == 1 and answers[0].equals(answers[1])
@@ -178,7 +172,7 @@ def test_an_exact_lookup_narrows_rows_as_its_key_filter_does(rows):
     for type_ in (pa.string(), pa.large_string()):
         batch = pa.record_batch({"uuid": pa.array(values, type_), "n": pa.array(range(rows))})
         for keys in (("k1",), ("k0", "k2"), ("k9",), ("k0", "k1", "k2", "k3", "k4")):
-            got = PointLookup(DecodedRowGroups(0), "uuid", keys, exact=True).rows_of(batch)
+            got = PointLookup("uuid", keys, exact=True).rows_of(batch)
             plan = acero.Declaration.from_sequence([
                 acero.Declaration("table_source", acero.TableSourceNodeOptions(pa.Table.from_batches([batch]))),
                 acero.Declaration("filter", acero.FilterNodeOptions(pc.field("uuid").isin(list(keys)))),

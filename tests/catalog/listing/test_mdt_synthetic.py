@@ -68,7 +68,7 @@ def test_column_stats_prune_generated_table(generated, monkeypatch):
     path = generated(COPY_ON_WRITE, 12)
     opened: list[str] = []
     real = cow_module.read_parquet
-    monkeypatch.setattr(cow_module, "read_parquet", lambda s, a, p, *r, **k: opened.append(p) or real(s, a, p, *r, **k))
+    monkeypatch.setattr(cow_module, "read_parquet", lambda s, f, *r, **k: opened.append(f.path) or real(s, f, *r, **k))
     expected = expected_table(_spec(COPY_ON_WRITE, 12), with_meta=False)
     column = "ts"
     cut = pc.max(expected[column]).as_py()

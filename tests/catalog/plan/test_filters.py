@@ -182,6 +182,7 @@ def test_row_group_statistics_skip_data(tmp_path):
     """A filter outside a row group's min/max never decodes it (pyarrow prunes by statistics)."""
     import pyarrow.parquet as pq
 
+    from catalog.format.base_file import BaseFileRead
     from catalog.format.parquet import read_parquet
     from catalog.storage import Storage
 
@@ -190,8 +191,7 @@ def test_row_group_statistics_skip_data(tmp_path):
     storage = Storage(str(tmp_path))
     schema = data.schema
     expr = to_expression(bind_filters([("k", ">=", 9500)], schema))
-    batches = list(read_parquet(storage, storage.arrow_filesystem(), "f.parquet", schema, filter=expr,
-                                filter_columns=["k"]))
+    batches = list(read_parquet(storage, BaseFileRead("f.parquet", schema, filter=expr, filter_columns=("k",))))
     assert sum(b.num_rows for b in batches) == 500
     # The same expression lets pyarrow drop 9 of the 10 row groups from their statistics alone.
     import pyarrow.dataset as ds

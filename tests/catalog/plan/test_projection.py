@@ -13,6 +13,7 @@ import pytest
 
 from catalog import HudiTable
 from catalog.errors import ColumnNotFoundError
+from catalog.format.base_file import BaseFileRead
 from catalog.format.parquet import cast_array, leaf_paths, read_parquet
 from catalog.format.parquet_ranges import FOOTER_GUESS, chunk_ranges
 from catalog.plan.projection import output_schema
@@ -72,9 +73,9 @@ def test_a_parquet_read_decodes_only_the_named_leaves_and_keeps_struct_nulls(tmp
     schema = output_schema(table.schema, ["id", "s.c.e", "s.a"])
     register()
     storage = Storage(str(tmp_path) if arrow_fs else f"countfs://{tmp_path}")
-    fs = storage.arrow_filesystem() if arrow_fs else None
-    assert (fs is not None) == arrow_fs
-    got = pa.Table.from_batches(list(read_parquet(storage, fs, "f.parquet", schema, size=size, nested=True)), schema)
+    assert (storage.arrow_filesystem() is not None) == arrow_fs
+    file = BaseFileRead("f.parquet", schema, size=size, nested=True)
+    got = pa.Table.from_batches(list(read_parquet(storage, file)), schema)
     expected = pa.table({"id": table["id"], "s": cast_array(table["s"], schema.field("s").type)})
     assert got.equals(expected)
     assert got["s"].null_count == table["s"].null_count  # the struct's own nulls, not its leaves'

@@ -35,9 +35,9 @@ def opened(monkeypatch):
     paths: list[str] = []
     real = cow_module.read_parquet
 
-    def counting(storage, arrow_fs, path, *args, **kwargs):
-        paths.append(path)
-        return real(storage, arrow_fs, path, *args, **kwargs)
+    def counting(storage, file, *args, **kwargs):
+        paths.append(file.path)
+        return real(storage, file, *args, **kwargs)
 
     monkeypatch.setattr(cow_module, "read_parquet", counting)
     return paths

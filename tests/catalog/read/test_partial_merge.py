@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 import pytest
 
 from catalog import HudiTable, UnsupportedTableError
+from catalog.format.caches import ReadCaches
 from catalog.format.log_block import DeleteRecords
 from catalog.format.log_cache import DecodedLogBlocks
 from catalog.format.log_file import BlockType, LogBlock
@@ -188,11 +189,12 @@ def test_point_reads_merge_like_the_snapshot(written_table):
     snapshot = table.read()
     filled = [r["id"] for r in snapshot.to_pylist() if r["memo"] and r["memo"].endswith("_v0") and r["ts"] > 2000]
     assert filled, "the table has rows whose memo comes from an older version"
-    decoded, logs = DecodedRowGroups(16 << 20), DecodedLogBlocks(16 << 20)
+    caches = ReadCaches(row_groups=DecodedRowGroups(16 << 20), log_blocks=DecodedLogBlocks(16 << 20))
     for keys in [[k] for k in filled] + [filled + ["id000"]] * 2:
-        scan = plan(table.state, ReadOptions(filters=[("id", "in", keys)]), decoded=decoded, logs=logs)
-        assert scan.context.point is not None and scan.context.point.logs is logs
-        ours = pa.Table.from_batches(list(read_splits(scan.context, list(scan.splits))), schema=scan.schema)
+        scan = plan(table.state, ReadOptions(filters=[("id", "in", keys)]))
+        assert scan.context.point is not None
+        ours = pa.Table.from_batches(list(read_splits(scan.context, list(scan.splits), caches=caches)),
+                                     schema=scan.schema)
         assert_same_rows(ours, snapshot.filter(pc.is_in(snapshot.column("id"), pa.array(keys))), str(keys))
 
 

@@ -15,7 +15,7 @@ import pytest
 from catalog.hudi_table import HudiTable
 from flight_server.server.sql.query import bind
 from hudi_generator.generator import GeneratorSpec
-from tests.flight_server.server.test_table_cache import SPEC, TABLE, land_commit, new_commit_files, serving_a_copy
+from tests.flight_server.server.cache.test_table_cache import SPEC, TABLE, land_commit, new_commit_files, serving_a_copy
 from tests.support.compare import assert_same_rows
 
 KEY = f"SELECT * FROM {TABLE} WHERE uuid = ?"

@@ -246,14 +246,17 @@ def test_do_put_binds_one_parameter_row(client, sql_server):
 
 
 def test_engine_memory_limit_is_named(sql_server, client):
-    from flight_server.server.sql import engine
+    from flight_server.server.engine import duckdb_engine as engine
+    from flight_server.server.engine.failures import MEMORY, EngineFailure
+    from flight_server.server.engine.settings import EngineSettings
 
-    settings = engine.EngineSettings(memory_limit="20MB", threads=1, temp_dir=None)
+    settings = EngineSettings(memory_limit="20MB", threads=1, temp_dir=None)
     db_sql = "SELECT i, md5(i::VARCHAR) AS m FROM range(3000000) t(i) ORDER BY m"
-    with pytest.raises(ValueError, match="sql_memory_limit"):
+    with pytest.raises(EngineFailure, match="sql_memory_limit") as failed:
         _, batches = engine.Engine(settings).run(db_sql, {})
         for _ in batches:
             pass
+    assert failed.value.kind == MEMORY and failed.value.retire  # its engine process serves no other statement
 
 
 @pytest.mark.parametrize("query", [
@@ -266,10 +269,12 @@ def test_engine_memory_limit_is_named(sql_server, client):
 ])
 def test_engine_itself_reaches_no_file(query):
     """Defence in depth: even SQL that got past the parser's refusals reaches no file in the engine."""
-    from flight_server.server.sql import engine
+    from flight_server.server.engine import duckdb_engine as engine
+    from flight_server.server.engine.failures import EngineFailure
+    from flight_server.server.engine.settings import EngineSettings
 
-    with pytest.raises(ValueError, match="SQL engine"):
-        _, batches = engine.Engine(engine.EngineSettings(memory_limit="64MB", threads=1)).run(query, {})
+    with pytest.raises(EngineFailure, match="SQL engine"):
+        _, batches = engine.Engine(EngineSettings(memory_limit="64MB", threads=1)).run(query, {})
         list(batches)
 
 
