@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv system-deps lint test demo bench bench-quick clean protocol jdbc-driver spark-dialect tables hudi-writer
+.PHONY: venv system-deps lint test demo bench bench-quick clean protocol jdbc-driver spark-dialect tables hudi-writer wheel
 
 # PostgreSQL (registry tests run against a real server on loopback), a JDK (Spark; javac builds the
 # Spark JDBC dialect), Maven (fetches the JDBC driver) and Chromium (the web console's browser tests,
@@ -46,6 +46,11 @@ bench-quick: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+# A wheel of hudi-flight into dist/, carrying the Spark connector's jar (built first into
+# flight_server/jars/, the package data flight_server.spark.connector_jar() returns).
+wheel: $(STAMP) spark-connector
+	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation -w dist .
 
 # Regenerate the Flight SQL message classes from flight_server/protocol/flight_sql.proto.
 protocol: $(STAMP)

@@ -18,6 +18,7 @@ from catalog.errors import (
     InvalidQueryError,
     MissingExtraError,
     TableNotFoundError,
+    UnansweredError,
     UnknownTableError,
     UnsupportedTableError,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "MissingExtraError",
     "ReadOptions",
     "TableNotFoundError",
+    "UnansweredError",
     "UnknownTableError",
     "UnsupportedTableError",
 ]

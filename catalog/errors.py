@@ -36,6 +36,11 @@ class MissingExtraError(UnsupportedTableError):
         self.extra = extra
 
 
+class UnansweredError(HudiError, NotImplementedError):
+    """What was asked cannot be answered the way it was asked for, exactly (e.g. aggregates the
+    table's metadata does not decide); the message says why. The rows can still be read."""
+
+
 class InvalidQueryError(HudiError, ValueError):
     """The read request itself is wrong: options, filters, instants."""
 

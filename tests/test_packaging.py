@@ -127,3 +127,58 @@ def test_a_missing_filesystem_names_its_extra():
     assert result.stdout.strip() == (
         "reading s3:// URLs needs the Python package 's3fs', which is not installed: pip install 'hudi-flight[s3]'"
     )
+
+
+# -- the Spark connector's jar (package data: flight_server/jars/) ------------------------------
+
+
+def test_the_connector_jar_is_found_or_refused_naming_the_command(tmp_path, monkeypatch):
+    import flight_server.spark as spark_entry
+    from catalog.optional import NotInstalledError
+
+    assert spark_entry.CATALOG_CLASS == "dev.hudiflight.spark.HudiFlightCatalog"
+    monkeypatch.setattr(spark_entry.resources, "files", lambda package: tmp_path / package)
+    with pytest.raises(NotInstalledError, match="run `make spark-connector`"):
+        spark_entry.connector_jar()
+    jar = tmp_path / "flight_server" / "jars" / "hudi-flight-spark-connector.jar"
+    jar.parent.mkdir(parents=True)
+    jar.write_bytes(b"PK\x05\x06" + bytes(18))  # an empty zip
+    assert spark_entry.connector_jar() == str(jar)
+
+
+def test_connector_jar_needs_no_pyspark():
+    result = _run("""
+        import flight_server.spark as entry
+        print(entry.CATALOG_CLASS, callable(entry.connector_jar))
+    """, blocked={"pyspark"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "dev.hudiflight.spark.HudiFlightCatalog True"
+
+
+def test_a_wheel_built_after_the_jar_carries_it(tmp_path):
+    """What ``make wheel`` builds (after ``make spark-connector``): the jar is package data, and
+    ``connector_jar()`` of the installed wheel returns it."""
+    import shutil
+    import zipfile
+
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, source / name)
+    for package in ("catalog", "flight_server", "schemas", "hudi_generator"):
+        shutil.copytree(REPO / package, source / package, ignore=shutil.ignore_patterns("__pycache__", "*.jar"))
+    jar = source / "flight_server" / "jars" / "hudi-flight-spark-connector.jar"
+    jar.parent.mkdir(exist_ok=True)
+    with zipfile.ZipFile(jar, "w") as built:
+        built.writestr("META-INF/services/org.apache.spark.sql.sources.DataSourceRegister", "dev.hudiflight.spark.HudiFlightSource\n")
+    wheels = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(wheels),
+                    str(source)], check=True, capture_output=True, timeout=300)
+    (wheel,) = wheels.glob("hudi_flight-*.whl")
+    assert "flight_server/jars/hudi-flight-spark-connector.jar" in zipfile.ZipFile(wheel).namelist()
+    target = tmp_path / "installed"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), str(wheel)],
+                   check=True, capture_output=True, timeout=300)
+    found = subprocess.run([sys.executable, "-c", "from flight_server.spark import connector_jar; print(connector_jar())"],
+                           capture_output=True, text=True, cwd=tmp_path, env={"PYTHONPATH": str(target)}, timeout=60)
+    assert found.stdout.strip() == str(target / "flight_server" / "jars" / "hudi-flight-spark-connector.jar"), found.stderr

@@ -33,6 +33,8 @@ class BaseFileRead:
             (columns it leaves out are absent from the file).
         adapt: schema on read: maps nested fields of a decoded batch to the query's names.
         point: a lookup of record keys (a point read), or ``None``.
+        nested: ``schema`` keeps some structs only in part (the query named nested fields): a
+            Parquet read decodes only their leaves (``catalog.format.parquet.leaf_paths``).
     """
 
     path: str
@@ -45,6 +47,7 @@ class BaseFileRead:
     source_names: Mapping[str, str] | None = None
     adapt: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None
     point: PointLookup | None = None
+    nested: bool = False
 
 
 __all__ = ["BaseFileRead"]

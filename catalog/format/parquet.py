@@ -125,6 +125,47 @@ def rows_matching(table: pa.Table, expr: pc.Expression) -> pa.Table:
     return plan.to_table(use_threads=False)
 
 
+def leaf_paths(wanted: pa.DataType, stored: pa.DataType, name: str) -> list[str]:
+    """The dotted paths of the stored leaves a column of type ``wanted`` (a projected struct, or
+    the whole column) needs from a file storing it as ``stored``, under the column ``name``:
+    ``[name]`` when it needs the column whole. Fields the file lacks are left out (the reader
+    fills them with nulls); when none of the wanted fields is stored, the struct's first stored
+    leaf is still read, as a struct's own nulls live in its leaves. A name holding a dot cannot
+    be told from a path: such a field is read whole (a column so named: all of it)."""
+    if "." in name:
+        return [name]
+    return _leaf_paths(wanted, stored, name)
+
+
+def _leaf_paths(wanted: pa.DataType, stored: pa.DataType, prefix: str) -> list[str]:
+    if not (pa.types.is_struct(wanted) and pa.types.is_struct(stored)):
+        return [prefix]
+    stored_fields = {f.name: f for f in stored}
+    paths: list[str] = []
+    whole = len(wanted) == len(stored_fields)
+    for child in wanted:
+        found = stored_fields.get(child.name)
+        if found is None:
+            whole = False
+            continue
+        path = f"{prefix}.{child.name}"
+        below = [path] if "." in child.name else _leaf_paths(child.type, found.type, path)
+        whole = whole and below == [path]
+        paths.extend(below)
+    if whole or any("." in f.name for f in stored):
+        return [prefix]  # (a dotted field name would make the paths ambiguous)
+    return paths or _first_leaf(stored, prefix)
+
+
+def _first_leaf(stored: pa.DataType, prefix: str) -> list[str]:
+    first = stored.field(0) if stored.num_fields else None
+    if first is None:
+        return [prefix]
+    if pa.types.is_struct(first.type):
+        return _first_leaf(first.type, f"{prefix}.{first.name}")
+    return [f"{prefix}.{first.name}"]
+
+
 def file_columns_to_read(
     schema: pa.Schema,
     physical: pa.Schema,
@@ -143,6 +184,15 @@ def file_columns_to_read(
         return [name for name in names if physical.get_field_index(name) >= 0], None
     to_query = {source_names[n]: n for n in names if n in source_names}
     return [c for c in to_query if physical.get_field_index(c) >= 0], to_query
+
+
+def _leaves(schema: pa.Schema, physical: pa.Schema, columns: Sequence[str]) -> list[str]:
+    """``columns`` (top-level names) with each projected struct narrowed to the leaf paths it
+    needs from the file (:func:`leaf_paths`)."""
+    out = []
+    for name in columns:
+        out.extend(leaf_paths(schema.field(name).type, physical.field(name).type, name))
+    return out
 
 
 def conform_batches(
@@ -253,13 +303,29 @@ def read_parquet(
     except (pa.ArrowInvalid, OSError) as err:
         raise CorruptTableError(f"cannot read Parquet base file {storage.uri}/{path}: {err}") from err
     columns, to_query = file_columns_to_read(schema, physical, file.source_names, constants)
+    paths = _leaves(schema, physical, columns) if file.nested and to_query is None else None
     pushable = to_query is None and _pushable(filter, file.filter_columns, physical, schema, constants)
-    pushed = arrow_fs is not None and pushable
+    pushed = arrow_fs is not None and pushable and paths is None
     try:
         # the filter's columns keep their file types: statistics prune row groups by them
         metadata = fragment.metadata if arrow_fs is not None else parquet_file.metadata
         as_dictionary = dictionary_columns(metadata, physical, columns, groups, exclude=file.filter_columns)
         # use_threads=False: splits are already read in parallel (catalog.read.split_reader).
+        if paths is not None and arrow_fs is not None:
+            # the dataset reader takes a dotted name for the leaf alone (losing the struct's own
+            # nulls): Parquet's reader keeps the struct around the leaves it decodes
+            if pushable and filter is not None:
+                groups = _row_groups_matching(metadata, groups, filter)
+            storage.stats.add("open")
+            with arrow_fs.open_input_file(full) as source:
+                parquet_file = pq.ParquetFile(
+                    source, metadata=metadata, pre_buffer=False, read_dictionary=as_dictionary or None
+                )
+                batches = parquet_file.iter_batches(
+                    batch_size=batch_size, row_groups=groups, columns=paths, use_threads=False
+                )
+                yield from conform_batches(batches, schema, constants=constants, filter=filter, adapt=file.adapt)
+            return
         if arrow_fs is not None:
             if as_dictionary:
                 fragment = _dictionary_format(frozenset(as_dictionary)).make_fragment(
@@ -275,7 +341,7 @@ def read_parquet(
                 parquet_file = pq.ParquetFile(
                     sparse, metadata=parquet_file.metadata, pre_buffer=False, read_dictionary=as_dictionary
                 )
-            batches = _ranged_batches(storage, path, sparse, parquet_file, groups, columns, batch_size)
+            batches = _ranged_batches(storage, path, sparse, parquet_file, groups, paths or columns, batch_size)
         yield from conform_batches(
             batches, schema, constants=constants, filter=None if pushed else filter, rename=to_query, adapt=file.adapt
         )
@@ -447,6 +513,8 @@ def _read_point(
     try:
         footer = decoded.footer(key_of_file, footer_of_file)
         columns, to_query = file_columns_to_read(schema, footer.schema, file.source_names, constants)
+        if file.nested and to_query is None:
+            columns = _leaves(schema, footer.schema, columns)
         pushed = to_query is None and _pushable(filter, file.filter_columns, footer.schema, schema, constants)
         groups = list(file.row_groups) if file.row_groups else list(range(footer.metadata.num_row_groups))
         if pushed and filter is not None and len(groups) > 1:
@@ -495,6 +563,7 @@ __all__ = [
     "conform_batch",
     "conform_batches",
     "file_columns_to_read",
+    "leaf_paths",
     "read_parquet",
     "rows_matching",
 ]

@@ -15,6 +15,7 @@ from typing import Callable
 import pyarrow as pa
 
 from catalog.errors import InvalidQueryError, shown
+from catalog.format.parquet import cast_array
 from catalog.meta.config import INDEXES_SCHEMA, PROPERTIES_SCHEMA, indexes_table, properties_table
 from catalog.meta.health import HEALTH_SCHEMA, health_table
 from catalog.meta.layout import FILE_GROUPS_SCHEMA, PARTITIONS_SCHEMA, file_groups_table, partitions_table
@@ -25,7 +26,9 @@ from catalog.meta.timeline import (
     commits_table,
     timeline_table,
 )
+from catalog.plan.filters import bind_filters, to_expression
 from catalog.plan.options import ReadOptions, resolve
+from catalog.plan.projection import output_schema
 from catalog.state import TableState
 
 #: what separates a table's name from its metadata table's in SQL: ``"trips$timeline"``
@@ -90,4 +93,59 @@ def meta_table(state: TableState, name: str, as_of: str | None = None) -> pa.Tab
     return table.build(state, instant)
 
 
-__all__ = ["META_TABLES", "SEPARATOR", "MetaTable", "meta_table", "meta_table_named"]
+#: the read options a metadata table takes besides time travel: its rows are built whole, then
+#: narrowed by them (:func:`narrowed`)
+NARROWING_OPTIONS = ("columns", "filters", "limit")
+
+
+def check_narrowing(name: str, options: ReadOptions) -> None:
+    """Refuse every option of ``options`` but :data:`NARROWING_OPTIONS`, by name.
+
+    Raises:
+        InvalidQueryError: ``options`` sets another option (``as_of``, ``query_type``, ...).
+    """
+    defaults = ReadOptions()
+    for option in ReadOptions.field_names():
+        if option not in NARROWING_OPTIONS and getattr(options, option) != getattr(defaults, option):
+            raise InvalidQueryError(
+                f"option {option!r} does not apply to the metadata table {name!r}; "
+                f"it takes {', '.join(NARROWING_OPTIONS)}"
+            )
+
+
+def narrowed_schema(name: str, options: ReadOptions) -> pa.Schema:
+    """The schema of the metadata table ``name`` read with ``options`` (its ``columns``), its
+    filters checked against it.
+
+    Raises:
+        InvalidQueryError: an unknown metadata table, column or filter.
+    """
+    schema = meta_table_named(name).schema
+    bind_filters(list(options.filters), schema)
+    return output_schema(schema, options.columns)
+
+
+def narrowed(rows: pa.Table, options: ReadOptions) -> pa.Table:
+    """``rows`` of a metadata table with ``options``' filters (applied exactly), ``columns`` and ``limit``."""
+    expr = to_expression(bind_filters(list(options.filters), rows.schema))
+    if expr is not None:
+        rows = rows.filter(expr)
+    if options.columns is not None:
+        schema = output_schema(rows.schema, options.columns)
+        rows = rows.select(schema.names)  # (keeps the rows with no column left)
+        if not rows.schema.equals(schema):  # a struct kept in part
+            rows = pa.Table.from_arrays([cast_array(rows.column(f.name), f.type) for f in schema], schema=schema)
+    return rows if options.limit is None else rows.slice(0, options.limit)
+
+
+__all__ = [
+    "META_TABLES",
+    "NARROWING_OPTIONS",
+    "SEPARATOR",
+    "MetaTable",
+    "check_narrowing",
+    "meta_table",
+    "meta_table_named",
+    "narrowed",
+    "narrowed_schema",
+]

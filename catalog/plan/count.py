@@ -18,10 +18,14 @@ row counts, and no page needs decoding. Proof only, never estimation: the answer
 Statistics bound the values (a truncated minimum or maximum still bounds them), so each decision
 below holds for every row: ``=`` needs min = max = the value, ``>=`` needs min >= the value, and
 so on; a comparison is never true on a null, so those need a null count of 0.
+
+:func:`whole_row_groups` is the one decision (the row groups whose every row the read returns, or
+why it cannot say); :func:`count_rows` and ``catalog.plan.aggregates`` answer from it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import pyarrow as pa
@@ -31,9 +35,68 @@ import pyarrow.parquet as pq
 from catalog.plan.dataset import only_decoded
 from catalog.plan.filters import BoundFilter, bind_filters
 from catalog.plan.options import ReadOptions
-from catalog.plan.splits import FooterCache, default_footer_cache
+from catalog.plan.splits import CachedFooter, FooterCache, default_footer_cache
 from catalog.read.context import ReadContext
 from catalog.table.files import Split
+
+
+@dataclass(frozen=True)
+class WholeRowGroups:
+    """Row groups of one planned Parquet base file, every row of which the read returns.
+
+    Attributes:
+        split: the split they belong to.
+        cached: the file's footer and row-group layout, as the footer cache keeps them.
+        groups: the row groups (indexes into the footer).
+    """
+
+    split: Split
+    cached: CachedFooter
+    groups: tuple[int, ...]
+
+    @property
+    def footer(self) -> pq.FileMetaData:
+        return self.cached.metadata
+
+    @property
+    def rows(self) -> int:
+        rows = self.cached.layout.rows
+        return sum(rows[g] for g in self.groups)
+
+
+def whole_row_groups(
+    context: ReadContext, splits: Sequence[Split], options: ReadOptions, footers: FooterCache | None = None
+) -> list[WholeRowGroups] | str:
+    """The planned row groups of ``splits``, when the read of ``options`` returns every row of
+    each, as its Parquet base file stores them, and no other row (see the module docstring); else
+    why not, in words. ``footers``: the footer cache planning used (else the process-wide one)."""
+    if options.incremental or options.cdc or context.cdc is not None:
+        return "an incremental or CDC query returns rows by commit"
+    footers = footers if footers is not None else default_footer_cache()
+    filters = bind_filters(list(options.filters), context.table_schema) if options.filters else []
+    for f in filters:
+        if not _comparable(f.type):
+            return f"column statistics do not decide a filter on {f.column!r} ({f.type})"
+    for split in splits:  # what the listing tells, before any footer is read
+        file_slice = split.file_slice
+        base = file_slice.base_file
+        if base is None or file_slice.base_file_path is None or base.extension != "parquet":
+            return "a file slice without a Parquet base file"
+        if file_slice.log_files:
+            return "a file slice with log files (its rows are merged)"
+        if filters and not only_decoded(context, split):
+            return "a base file whose rows are changed when read (schema evolution, partition values, bootstrap)"
+    out = []
+    for split in splits:
+        base, path = split.file_slice.base_file, split.file_slice.base_file_path
+        assert base is not None and path is not None  # checked above
+        cached = footers.parquet(context.storage, path, base.size)
+        footer = cached.metadata
+        groups = tuple(split.row_groups) if split.row_groups is not None else tuple(range(footer.num_row_groups))
+        if filters and not _decided(footer, groups, filters):
+            return "the column statistics do not prove that every row of every planned row group matches the filters"
+        out.append(WholeRowGroups(split, cached, groups))
+    return out
 
 
 def count_rows(
@@ -43,58 +106,24 @@ def count_rows(
     docstring); ``None``: they must be read. ``footers``: the footer cache planning used (else
     the process-wide one; a split's estimated rows are no count: the planner reads no footer of
     a file it does not cut)."""
-    if options.incremental or options.cdc or context.cdc is not None:
+    whole = whole_row_groups(context, splits, options, footers)
+    if isinstance(whole, str):
         return None
-    footers = footers if footers is not None else default_footer_cache()
-    if options.filters:
-        filters = bind_filters(list(options.filters), context.table_schema)
-        rows = count_by_stats(context, splits, filters, footers)
-    else:
-        rows = _footer_rows(context, splits, footers)
-    return rows if rows is None or options.limit is None else min(rows, options.limit)
+    rows = sum(w.rows for w in whole)
+    return rows if options.limit is None else min(rows, options.limit)
 
 
-def _footer_rows(context: ReadContext, splits: Sequence[Split], footers: FooterCache) -> int | None:
-    """The footer row counts of the row groups ``splits`` own, when every one is a Parquet base
-    file without logs."""
-    for split in splits:
-        base = split.file_slice.base_file
-        if base is None or base.extension != "parquet" or split.file_slice.log_files:
-            return None
-    total = 0
-    for split in splits:
-        file_slice = split.file_slice
-        assert file_slice.base_file is not None and file_slice.base_file_path is not None
-        rows = footers.parquet(context.storage, file_slice.base_file_path, file_slice.base_file.size).layout.rows
-        total += sum(rows) if split.row_groups is None else sum(rows[g] for g in split.row_groups)
-    return total
-
-
-def count_by_stats(
-    context: ReadContext, splits: Sequence[Split], filters: Sequence[BoundFilter], footers: FooterCache
-) -> int | None:
-    """The rows of ``splits`` matching all ``filters``, when the statistics decide every row
-    group (see the module docstring); ``None``: count by reading."""
-    if not all(_comparable(f.type) for f in filters):
-        return None
-    total = 0
-    for split in splits:
-        file_slice = split.file_slice
-        base, path = file_slice.base_file, file_slice.base_file_path
-        if base is None or path is None or file_slice.log_files or not only_decoded(context, split):
-            return None
-        footer = footers.footer(context.storage, path, base.size)
-        columns = _columns(footer, filters)
-        if columns is None:
-            return None
-        groups = split.row_groups if split.row_groups is not None else range(footer.num_row_groups)
-        for index in groups:
-            group = footer.row_group(index)
-            for f in filters:
-                if not _all_match(f, group.column(columns[f.column]).statistics, group.num_rows):
-                    return None
-            total += group.num_rows
-    return total
+def _decided(footer: pq.FileMetaData, groups: Sequence[int], filters: Sequence[BoundFilter]) -> bool:
+    """Whether the statistics prove that every row of ``groups`` matches all ``filters``."""
+    columns = _columns(footer, filters)
+    if columns is None:
+        return False
+    for index in groups:
+        group = footer.row_group(index)
+        for f in filters:
+            if not _all_match(f, group.column(columns[f.column]).statistics, group.num_rows):
+                return False
+    return True
 
 
 def _comparable(dtype: pa.DataType) -> bool:
@@ -157,4 +186,4 @@ def _eq(a: pa.Scalar, b: pa.Scalar) -> bool:
     return bool(pc.equal(a, b).as_py())
 
 
-__all__ = ["count_by_stats", "count_rows"]
+__all__ = ["WholeRowGroups", "count_rows", "whole_row_groups"]

@@ -17,14 +17,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from catalog.errors import ColumnNotFoundError, InvalidInstantError, UnsupportedTableError
+from catalog.errors import InvalidInstantError, UnsupportedTableError
 from catalog.format.row_groups import PointLookup
+from catalog.plan.aggregates import Aggregate, metadata_aggregates
 from catalog.plan.cdc import check_cdc_table, plan_changes
 from catalog.plan.count import count_rows
 from catalog.plan.dataset import Fragments, base_file_dataset
 from catalog.plan.filters import BoundFilter, bind_filters, to_expression
 from catalog.plan.incremental import WrittenFiles
 from catalog.plan.options import ReadOptions, ResolvedRead, resolve
+from catalog.plan.projection import output_schema, prunes_nested
 from catalog.plan.prune import PartitionValuePruner, index_pruners, record_key_values
 from catalog.plan.splits import FooterCache, SplitOptions, SplitPlanner
 from catalog.read.cdc_json import check_image_schema
@@ -61,6 +63,15 @@ class ScanPlan:
         statistics with filters: :mod:`catalog.plan.count`); ``None``: they must be read.
         ``footers``: the footer cache planning read through."""
         return count_rows(self.context, list(self.splits), self.options, footers)
+
+    def aggregates(self, aggregates: Sequence[Aggregate], footers: FooterCache | None = None) -> pa.RecordBatch:
+        """The one row of ``aggregates`` (``count``, ``min``, ``max``) over the read, from Parquet
+        footers alone (:mod:`catalog.plan.aggregates`).
+
+        Raises:
+            UnansweredError: the footers do not decide it exactly (the message says why).
+        """
+        return metadata_aggregates(self.context, list(self.splits), self.options, aggregates, footers)
 
     def to_dataset(self, fragments: Fragments | None = None) -> ds.Dataset | None:
         """The planned Parquet base files as an Arrow dataset, when they hold exactly the rows the
@@ -164,16 +175,6 @@ def _point_lookup(state: TableState, options: ReadOptions, filters: list[BoundFi
     return PointLookup(column, tuple(sorted(keys)), exact)
 
 
-def output_schema(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:
-    """``schema`` projected on ``columns`` (all of it for ``None``)."""
-    if columns is None:
-        return schema
-    missing = [c for c in columns if schema.get_field_index(c) < 0]
-    if missing:
-        raise ColumnNotFoundError(f"column(s) not in the table schema: {', '.join(map(repr, missing))}")
-    return pa.schema([schema.field(c) for c in columns], metadata=schema.metadata)
-
-
 def _context(
     state: TableState,
     resolved: ResolvedRead,
@@ -206,7 +207,9 @@ def _context(
         expr = cond if expr is None else expr & cond
         needed.append(COMMIT_TIME_COLUMN)
     names = list(out.names) + [c for c in dict.fromkeys(needed) if c not in out.names]
-    read_schema = pa.schema([schema.field(n) for n in names], metadata=schema.metadata)
+    # an output struct projected in part is read so (a filter on it tests the struct's own nulls)
+    read_schema = pa.schema([out.field(n) if n in out.names else schema.field(n) for n in names],
+                            metadata=schema.metadata)
     return ReadContext(
         storage=state.storage,
         config=state.config,
@@ -220,6 +223,7 @@ def _context(
         filter_columns=tuple(dict.fromkeys(needed)),
         schema_history=history,
         point=point,
+        prunes_nested=options.columns is not None and prunes_nested(out, schema),
     )
 
 
@@ -287,4 +291,4 @@ def _slices(
     yield (fs for i in range(0, len(partitions), PARTITION_BATCH) for fs in batch(partitions[i : i + PARTITION_BATCH]))
 
 
-__all__ = ["PARTITION_BATCH", "ScanPlan", "file_slices", "output_schema", "plan"]
+__all__ = ["PARTITION_BATCH", "ScanPlan", "file_slices", "plan"]

@@ -50,6 +50,8 @@ class ReadContext:
             groups, whose rows ``catalog.read.cdc`` builds from these changes.
         point: the record keys the filters pin (``=`` / ``in`` on a plain record key), when they
             do: a point read (``None``: any other read).
+        prunes_nested: ``read_schema`` keeps some structs only in part (the query named nested
+            fields: ``catalog.plan.projection``), so readers decode only those fields' leaves.
     """
 
     storage: Storage
@@ -65,6 +67,7 @@ class ReadContext:
     schema_history: SchemaHistory | None = None
     cdc: CdcPlan | None = None
     point: PointLookup | None = None
+    prunes_nested: bool = False
 
     @cached_property
     def partition_scheme(self) -> PartitionScheme:

@@ -53,6 +53,7 @@ def read_base(
         source_names=file_columns(list(schema.names), mapping) if mapping else None,
         adapt=functools.partial(rename_nested, mapping=mapping) if mapping else None,
         point=ctx.point,
+        nested=ctx.prunes_nested,
     )
     if fs.base_file.extension == "lance":
         return read_lance(ctx.storage, file)

@@ -64,7 +64,8 @@ _NULL_KEY, _EMPTY_KEY = "__null__", "__empty__"
 #: Fold pending log rows into the winners once there are this many (and more than winners).
 _REDUCE_AT = 1 << 20
 #: the merge specs kept (:meth:`MergeSpec.for_context`), by config id, schema id and read columns
-_SPECS: dict[tuple[int, int, tuple[str, ...]], tuple[TableConfig, pa.Schema, "MergeSpec"]] = {}
+#: (and the read schema, when it keeps structs in part)
+_SPECS: dict[tuple[int, int, tuple[str, ...], pa.Schema | None], tuple[TableConfig, pa.Schema, "MergeSpec"]] = {}
 _SPECS_KEPT = 64
 
 
@@ -91,26 +92,30 @@ class MergeSpec:
         columns: every point query plans a new context, its table's spec stays the same. A kept
         entry holds its config and schema, so their ids are not reused while it is kept."""
         read_names = tuple(ctx.read_schema.names)
-        key = (id(ctx.config), id(ctx.table_schema), read_names)
+        pruned = ctx.read_schema if ctx.prunes_nested else None  # its structs' types are in part
+        key = (id(ctx.config), id(ctx.table_schema), read_names, pruned)
         kept = _SPECS.get(key)
         if kept is not None and kept[0] is ctx.config and kept[1] is ctx.table_schema:
             return kept[2]
-        spec = cls._of(ctx.config, ctx.table_schema, read_names)
+        spec = cls._of(ctx.config, ctx.table_schema, pruned if pruned is not None else read_names)
         if len(_SPECS) >= _SPECS_KEPT:
             _SPECS.clear()
         _SPECS[key] = (ctx.config, ctx.table_schema, spec)
         return spec
 
     @classmethod
-    def _of(cls, config: TableConfig, full: pa.Schema, read_names: tuple[str, ...]) -> "MergeSpec":
+    def _of(cls, config: TableConfig, full: pa.Schema, read: tuple[str, ...] | pa.Schema) -> "MergeSpec":
+        """``read``: the columns the query reads, by name (their table types) or as a schema
+        (a projection keeping structs in part)."""
         key_fields = [RECORD_KEY] if config.populate_meta_fields else list(config.record_key_fields)
-        names = list(read_names)
+        fields = list(read) if isinstance(read, pa.Schema) else [full.field(n) for n in read]
+        names = [f.name for f in fields]
         extra = key_fields + list(config.ordering_fields)
-        names += [n for n in extra if n not in names and full.get_field_index(n) >= 0]
+        fields += [full.field(n) for n in dict.fromkeys(extra) if n not in names and full.get_field_index(n) >= 0]
         missing = [k for k in key_fields if full.get_field_index(k) < 0]
         if missing:
             raise UnsupportedTableError(f"record key field(s) {missing} not in the table schema; cannot merge logs")
-        schema = pa.schema([full.field(n) for n in names], metadata=full.metadata)
+        schema = pa.schema(fields, metadata=full.metadata)
         partial = config.partial_update_mode
         if partial not in (None, IGNORE_DEFAULTS):
             # a log record's marked columns take the previous version's values

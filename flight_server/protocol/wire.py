@@ -24,8 +24,10 @@ HEALTH = "health"
 CLUSTER_HEARTBEAT = "cluster-heartbeat"
 
 # -- query command (FlightDescriptor.for_command) ----------------------------------------------
-#: the key naming the table; the others are the fields of ``catalog.ReadOptions``
+#: the key naming the table; the others are the fields of ``catalog.ReadOptions``, and
+#: ``aggregates`` (answered from the table's metadata: ``catalog.plan.aggregates``)
 TABLE_KEY = "table"
+AGGREGATES_KEY = "aggregates"
 
 
 def uri(host: str, port: int, tls: bool = False) -> str:
@@ -34,6 +36,7 @@ def uri(host: str, port: int, tls: bool = False) -> str:
 
 
 __all__ = [
+    "AGGREGATES_KEY",
     "CLUSTER_HEARTBEAT",
     "DEFAULT_HOST",
     "DEFAULT_PORT",

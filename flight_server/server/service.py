@@ -21,6 +21,8 @@ from google.protobuf.message import Message
 
 from catalog.errors import InvalidQueryError
 from catalog.format.log_file import collecting_corrupt_blocks, relay_corrupt_block_notes
+from catalog.meta import check_narrowing, narrowed_schema
+from catalog.plan.aggregates import aggregate_schema
 from catalog.plan.options import ReadOptions
 from flight_server.server.actions import HANDLERS
 from flight_server.server.app import App, compose
@@ -28,6 +30,7 @@ from flight_server.server.config import ServerConfig
 from flight_server.server.errors import flight_errors, schema_errors, stream_errors, translated
 from flight_server.server.flightsql.dispatch import ACTIONS as SQL_ACTIONS
 from flight_server.server.flightsql.dispatch import flight_sql_message
+from flight_server.server.flightsql.names import meta_reference
 from flight_server.server.ops.call_log import record_of
 from flight_server.server.query.queries import Call
 from flight_server.server.query.streams import write_options
@@ -55,6 +58,12 @@ def _descriptor_command(descriptor: flight.FlightDescriptor, limits: Limits) -> 
         raise InvalidQueryError(f"path descriptor must be [namespace, table], got {path}")
     parse_identifier(identifier)
     return QueryCommand(identifier)
+
+
+def _no_aggregates(command: QueryCommand, meta: str) -> None:
+    """A metadata table answers rows only."""
+    if command.aggregates:
+        raise InvalidQueryError(f"option 'aggregates' does not apply to the metadata table {meta!r}")
 
 
 class HudiFlightServer(flight.FlightServerBase):
@@ -142,9 +151,17 @@ class HudiFlightServer(flight.FlightServerBase):
             return self.app.flight_sql.get_flight_info(call, descriptor, message)
         call.note(kind="plan")
         command = _descriptor_command(descriptor, self.app.limits)
-        user = call.authorize("read", command.table)
+        meta = meta_reference(call, command.table)
+        user = call.authorize("read", meta.identifier if meta is not None else command.table)
         with self.app.plans.held(CallKeys.of(context, user)):
-            return self.app.queries.endpoints(call, command.table, command.options).flight_info(descriptor)
+            if meta is not None and meta.meta is not None:
+                _no_aggregates(command, meta.meta)
+                planned = self.app.queries.meta_endpoints(call, call.open_entry(meta.entry), meta.meta, command.options)
+            elif command.aggregates:
+                planned = self.app.queries.aggregate_endpoint(call, command.table, command.options, command.aggregates)
+            else:
+                planned = self.app.queries.endpoints(call, command.table, command.options)
+            return planned.flight_info(descriptor)
 
     @schema_errors
     def get_schema(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor) -> flight.SchemaResult:
@@ -153,9 +170,17 @@ class HudiFlightServer(flight.FlightServerBase):
         if message is not None:
             return self.app.flight_sql.get_schema(call, message)
         command = _descriptor_command(descriptor, self.app.limits)
-        call.authorize("read", command.table)
+        meta = meta_reference(call, command.table)
+        call.authorize("read", meta.identifier if meta is not None else command.table)
         call.note(table=command.table)
-        return flight.SchemaResult(call.plan(command.table, command.options).schema)
+        if meta is not None and meta.meta is not None:
+            _no_aggregates(command, meta.meta)
+            check_narrowing(meta.meta, command.options)
+            return flight.SchemaResult(narrowed_schema(meta.meta, command.options))
+        planned = call.plan(command.table, command.options)
+        if command.aggregates:
+            return flight.SchemaResult(aggregate_schema(command.aggregates, planned.context.table_schema))
+        return flight.SchemaResult(planned.schema)
 
     @flight_errors
     def list_flights(self, context: flight.ServerCallContext, criteria: bytes) -> Iterator[flight.FlightInfo]:

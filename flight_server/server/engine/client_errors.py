@@ -19,6 +19,7 @@ from catalog.errors import CorruptTableError, InvalidQueryError, shown
 from flight_server.server.engine import failures
 from flight_server.server.engine.admission import RETRY_SECONDS
 from flight_server.server.engine.settings import EngineSettings, parse_bytes
+from flight_server.server.engine.views import Views
 from flight_server.server.security.budgets import ServerBusyError
 
 
@@ -64,6 +65,29 @@ def status_error(status: dict[str, Any] | None, ended_by: int | None, settings: 
     return failure_error(str(status.get("error")), settings, status.get("message"))
 
 
+def statement_error(
+    status: dict[str, Any] | None, ended_by: int | None, settings: EngineSettings, views: Views
+) -> Exception | None:
+    """:func:`status_error`, but when the statement failed because reading one of its ``views``
+    failed, that error instead (:func:`source_error`): the reader's, as every read tells it."""
+    if status is not None and status.get("ok"):
+        return views.failure
+    if status is not None and status.get("error") in (failures.INVALID, failures.SOURCE):
+        source = source_error(views, status.get("message"))
+        if source is not None:
+            return source
+    return status_error(status, ended_by, settings)
+
+
+def source_error(views: Views, message: object) -> Exception | None:
+    """The error of reading one of ``views`` that failed the statement: the first error a
+    streamed view's source raised, else a native view's file the engine could not read, named
+    in its ``message`` (:func:`native_read_error`); ``None``: the failure was not the views'."""
+    if views.failure is not None:
+        return views.failure
+    return native_read_error(message, views.native_tables()) if isinstance(message, str) else None
+
+
 def reusable(status: dict[str, Any] | None) -> bool:
     """Whether the engine process that answered ``status`` may run the next statement: it
     answered, and its failure (if any) was the statement's own (the retirement rule: an engine
@@ -90,4 +114,7 @@ def native_read_error(message: str, tables: Mapping[str, str]) -> Exception | No
     return None
 
 
-__all__ = ["failure_error", "native_read_error", "reusable", "status_error", "stopped_error"]
+__all__ = [
+    "failure_error", "native_read_error", "reusable", "source_error", "statement_error", "status_error",
+    "stopped_error",
+]

@@ -9,11 +9,10 @@ Three answers, by the query's shape (:func:`flight_server.server.sql.query.analy
   of their footer row counts, in a signed count ticket (with a WHERE the scan carries whole: when
   column statistics prove every row of every planned row group matches: ``ScanPlan.count``);
 - anything else: one endpoint whose signed statement ticket carries the engine SQL and each scan's
-  pinned options; DoGet streams every scan's splits (through the query path's split result cache,
-  as split tickets are read) into the locked-down DuckDB (:mod:`flight_server.server.engine.duckdb_engine`)
-  and streams its result. A scan of plain Parquet base files that the reader would return
-  unchanged is handed to the engine as an Arrow dataset of exactly those files instead, which it
-  scans itself (``ScanPlan.to_dataset``).
+  pinned options; DoGet runs it in an engine process (:mod:`flight_server.server.engine.sandbox`)
+  over its views, built once by the query path (:mod:`flight_server.server.query.engine_views`:
+  every scan's splits through the split result cache, or an Arrow dataset of the plain Parquet
+  base files the engine scans itself), and streams its result.
 
 A call whose client has not shown that it reads every endpoint (:mod:`.single_endpoint`) gets a
 plain scan in one endpoint: one scan ticket reading every split, in the same types (a table without
@@ -30,27 +29,24 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.flight as flight
 from sqlglot import exp
 
 from catalog.errors import InvalidQueryError
-from catalog.format.log_file import collecting_corrupt_blocks, relay_corrupt_block_notes
-from catalog.meta import SEPARATOR
 from catalog.plan.dataset import Fragments
 from catalog.plan.options import RANGE_QUERY_TYPES, ReadOptions
 from flight_server.protocol import pack, sql
-from flight_server.server.engine.sandbox import SandboxedEngine, native_read_error
+from flight_server.server.engine.sandbox import SandboxedEngine
 from flight_server.server.flightsql import show
 from flight_server.server.flightsql.column_metadata import Origin, describe
 from flight_server.server.flightsql.flight_infos import FlightInfos
 from flight_server.server.flightsql.names import CATALOG, Reference, meta_reference, readable_name, resolve_name
 from flight_server.server.flightsql.table_facts import TableFacts
+from flight_server.server.query.engine_views import ScanRoutes, StatementViews
 from flight_server.server.query.queries import Call, PlannedScan, expiration_time
 from flight_server.server.query.tickets import CountTicket, PinnedScan, StatementTicket, Ticket, check_owner
 from flight_server.server.sql.analyses import Analyses
@@ -103,23 +99,6 @@ def _combine(name_options: ReadOptions, clause_options: ReadOptions, name: str) 
     if clause_options.query_type in RANGE_QUERY_TYPES:
         raise InvalidQueryError(f"{name} is read-optimized: {clause_options.query_type} queries read the table itself")
     return name_options.replace(as_of=clause_options.as_of)
-
-
-class ScanRoutes:
-    """How many views of engine queries the engine scanned natively, and how many were fed
-    through Python (``ScanPlan.to_dataset``)."""
-
-    def __init__(self) -> None:
-        self.native = 0
-        self.streamed = 0
-        self._lock = threading.Lock()
-
-    def count(self, native: bool) -> None:
-        with self._lock:
-            if native:
-                self.native += 1
-            else:
-                self.streamed += 1
 
 
 class Statements:
@@ -286,101 +265,11 @@ class Statements:
         if statement is not None:  # engine SQL is always a query: only a catalog statement parses as one
             table = show.result(call, statement)
             return table.schema, iter(table.to_batches())
-        readers: dict[str, pa.RecordBatchReader | ds.Dataset] = {}
-        native_tables: dict[str, str] = {}  # view -> table, for the engine's errors reading them
-        sources = []
-        failures: list[Exception] = []
-        notes = _EngineThreadNotes()
-        for view, scan in ticket.views:
-            if scan.meta is not None:
-                rows = call.meta_rows(scan)
-                readers[view] = pa.RecordBatchReader.from_batches(rows.schema, rows.to_batches())
-                sources.append((scan.table + SEPARATOR + scan.meta, rows.schema))
-                continue
-            listed = call.listed(scan)  # its splits iterate once
-            schema = listed.schema
-            native = listed.to_dataset(self.fragments) if self.engine.settings.native_scan else None
-            self.routes.count(native is not None)
-            if native is not None:
-                readers[view] = native
-                native_tables[view] = scan.table
-            else:
-                # the dataset, when asked for, iterated the listed splits: list them again to read
-                unread = call.listed(scan) if self.engine.settings.native_scan else listed
-                batches = _recording(call.read(unread, scan), failures)
-                readers[view] = pa.RecordBatchReader.from_batches(schema, notes.collecting(batches))
-            sources.append((scan.table, schema))
-        try:
-            schema, results = self.engine.run(ticket.sql, readers, call.context.is_cancelled, call.keys)
-        except InvalidQueryError as err:
-            source = failures[0] if failures else native_read_error(str(err), native_tables)
-            if source is None:
-                raise
-            raise source from err
-        described = _described(schema, tuple(sources))
-        results = _source_errors_first(results, failures, native_tables)
-        return described, _with_schema(notes.relayed(results), described)
-
-
-class _EngineThreadNotes:
-    """Corrupt log blocks skipped while the engine's threads read the tables, told to the
-    stream's thread (whose collector turns them into the stream's ``app_metadata``, as on the JSON
-    path): they would otherwise reach only the server log."""
-
-    def __init__(self) -> None:
-        self._pending: list[str] = []
-        self._lock = threading.Lock()
-        self._relaying = threading.local()  # set on the stream's thread while it advances the engine
-
-    def collecting(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        """``batches``, keeping the notes of reading them on a thread other than the stream's."""
-        while True:
-            with collecting_corrupt_blocks() as found:
-                batch = next(batches, None)
-            if found and not getattr(self._relaying, "active", False):  # else the stream's collector has them
-                with self._lock:
-                    self._pending.extend(found)
-            if batch is None:
-                return
-            yield batch
-
-    def relayed(self, results: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        """``results``, handing the kept notes to the stream's collector before each batch and at the end."""
-        while True:
-            self._relaying.active = True
-            try:
-                batch = next(results, None)
-            finally:
-                self._relaying.active = False
-            with self._lock:
-                pending, self._pending = self._pending, []
-            relay_corrupt_block_notes(pending)
-            if batch is None:
-                return
-            yield batch
-
-
-def _recording(batches: Iterator[pa.RecordBatch], failures: list[Exception]) -> Iterator[pa.RecordBatch]:
-    """``batches``, remembering an error of reading the table (the engine only sees its text)."""
-    try:
-        yield from batches
-    except Exception as err:
-        failures.append(err)
-        raise
-
-
-def _source_errors_first(
-    results: Iterator[pa.RecordBatch], failures: list[Exception], native_tables: dict[str, str]
-) -> Iterator[pa.RecordBatch]:
-    """The engine's batches; when the engine fails because reading a table failed, that error
-    (mapped like any read error: a missing file is NOT_FOUND, ...) instead of the engine's text."""
-    try:
-        yield from results
-    except InvalidQueryError as err:
-        source = failures[0] if failures else native_read_error(str(err), native_tables)
-        if source is None:
-            raise
-        raise source from err
+        fragments = self.fragments if self.engine.settings.native_scan else None
+        views = StatementViews(call, ticket.views, fragments, self.routes)
+        schema, results = self.engine.run(ticket.sql, views.build, call.context.is_cancelled, call.keys)
+        described = _described(schema, views.sources)
+        return described, _with_schema(views.relayed(results), described)
 
 
 def _described(schema: pa.Schema, sources: tuple[tuple[str, pa.Schema], ...]) -> pa.Schema:

@@ -16,7 +16,7 @@ import contextlib
 import functools
 import json
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, TypeVar, overload
+from typing import Any, Iterator, Mapping, Sequence, TypeVar, overload
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -26,7 +26,8 @@ from catalog.format.caches import ReadCaches
 from catalog.format.log_cache import DecodedLogBlocks
 from catalog.format.row_groups import DecodedRowGroups
 from catalog.lru import BoundedLRU
-from catalog.meta import meta_table, meta_table_named
+from catalog.meta import SEPARATOR, check_narrowing, meta_table, meta_table_named, narrowed, narrowed_schema
+from catalog.plan.aggregates import Aggregate
 from catalog.plan.options import ReadOptions, resolve
 from catalog.plan.planner import ScanPlan, plan
 from catalog.plan.splits import FooterCache, SplitOptions
@@ -40,8 +41,16 @@ from flight_server.server.cache.tables import TableCache
 from flight_server.server.ops.call_log import note
 from flight_server.server.ops.operations import Operations
 from flight_server.server.query.placement import Placement
-from flight_server.server.query.tickets import PinnedScan, ScanTicket, SplitTicket, Ticket, TicketCodec, check_owner
-from flight_server.server.query.wire import endpoint_metadata, query_metadata
+from flight_server.server.query.tickets import (
+    AggregateTicket,
+    PinnedScan,
+    ScanTicket,
+    SplitTicket,
+    Ticket,
+    TicketCodec,
+    check_owner,
+)
+from flight_server.server.query.wire import endpoint_metadata, meta_endpoint_metadata, query_metadata
 from flight_server.server.registry import TableEntry
 from flight_server.server.security.access import Access
 from flight_server.server.security.auth import caller_name
@@ -52,6 +61,8 @@ from flight_server.server.security.limits import Limits
 PLAN_CACHE_ENTRIES = 512
 #: a point read of at most this many record keys is answered at once (see TicketStream)
 POINT_KEYS_AT_ONCE = 16
+#: the FlightInfo ``app_metadata`` of aggregates answered from metadata (docs/flight.md, Aggregates)
+AGGREGATES_FROM_METADATA = b'{"aggregates": "metadata"}'
 A = TypeVar("A", bound=Ticket)
 B = TypeVar("B", bound=Ticket)
 
@@ -101,6 +112,16 @@ class PlannedScan:
         splits, through the footer cache planning used); ``None``: they must be read."""
         return ScanPlan(self.schema, self.context, self.options, iter(self.splits())).count(self._footers)
 
+    def aggregates(self, aggregates: Sequence[Aggregate]) -> pa.RecordBatch:
+        """The one row of ``aggregates`` over the scan, from footers alone (:meth:`ScanPlan.aggregates`
+        of the listed splits, through the footer cache planning used).
+
+        Raises:
+            UnansweredError: the footers do not decide it exactly (the message says why).
+        """
+        scan = ScanPlan(self.schema, self.context, self.options, iter(self.splits()))
+        return scan.aggregates(aggregates, self._footers)
+
 
 @dataclass(frozen=True)
 class _Reading:
@@ -129,15 +150,18 @@ class TicketStream:
 
 @dataclass(frozen=True)
 class PlannedQuery:
-    """The answer to planning a scan: schema, endpoints and estimates."""
+    """The answer to planning a scan: schema, endpoints, estimates (and the FlightInfo's
+    ``app_metadata``, if any)."""
 
     schema: pa.Schema
     endpoints: list[flight.FlightEndpoint]
     rows: int
     nbytes: int
+    app_metadata: bytes = b""
 
     def flight_info(self, descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
-        return flight.FlightInfo(self.schema, descriptor, self.endpoints, self.rows, self.nbytes, ordered=False)
+        return flight.FlightInfo(self.schema, descriptor, self.endpoints, self.rows, self.nbytes, ordered=False,
+                                 app_metadata=self.app_metadata)
 
 
 @functools.lru_cache(maxsize=16)  # expiries are whole seconds: one scalar per second of plans
@@ -274,6 +298,27 @@ class Queries:
         ]
         return PlannedQuery(planned.schema, endpoints, rows, nbytes)
 
+    def aggregate_endpoint(
+        self, call: "Call", identifier: str, options: ReadOptions, aggregates: Sequence[Aggregate]
+    ) -> PlannedQuery:
+        """The one row of ``aggregates`` over the scan of ``options``, answered from metadata now
+        (:meth:`PlannedScan.aggregates`) and streamed by one endpoint whose ticket carries it.
+
+        Raises:
+            UnansweredError: the metadata does not decide it exactly (UNIMPLEMENTED, naming why).
+        """
+        with self.ops.planning():
+            planned = call.plan(identifier, options)
+            answer = planned.aggregates(aggregates)
+        table = planned.table
+        call.note(table=table.entry.identifier, instant=planned.context.instant, endpoints=1)
+        expires_at = self.codec.expiry()
+        pinned = planned.pinned
+        ticket = self.codec.issue(AggregateTicket(call.owner, answer, pinned), expires_at)
+        metadata = meta_endpoint_metadata(1, answer.nbytes)
+        endpoint = self._endpoint(ticket, expires_at, metadata, 1.0, pinned.table)
+        return PlannedQuery(answer.schema, [endpoint], 1, answer.nbytes, AGGREGATES_FROM_METADATA)
+
     def _endpoint(
         self, ticket: bytes, expires_at: float, metadata: bytes, weight: float, key: str
     ) -> flight.FlightEndpoint:
@@ -283,6 +328,25 @@ class Queries:
         )
 
     # -- metadata tables (catalog.meta) -------------------------------------------------------
+    def meta_endpoints(self, call: "Call", table: OpenTable, name: str, options: ReadOptions) -> PlannedQuery:
+        """The metadata table ``name`` of ``table`` read with ``options`` (``columns``, ``filters``
+        and ``limit``: ``catalog.meta.narrowed``), as one endpoint for the caller (authorized on
+        ``table`` by the front end); its rows are counted now and built again when it is read.
+
+        Raises:
+            InvalidQueryError: another option, or an unknown column or filter.
+        """
+        check_narrowing(name, options)
+        schema = narrowed_schema(name, options)
+        pinned = PinnedScan(table.entry.identifier, table.entry.base_uri, None, options, name)
+        rows = narrowed(self.meta_rows(pinned), options)
+        call.note(table=table.entry.identifier + SEPARATOR + name, endpoints=1)
+        expires_at = self.codec.expiry()
+        ticket = self.codec.issue(ScanTicket(call.owner, pinned), expires_at)
+        metadata = meta_endpoint_metadata(rows.num_rows, rows.nbytes)
+        endpoint = self._endpoint(ticket, expires_at, metadata, 1.0, pinned.table + SEPARATOR + name)
+        return PlannedQuery(schema, [endpoint], rows.num_rows, rows.nbytes)
+
     def pin_meta(self, table: OpenTable, name: str, as_of: str | None) -> PinnedScan:
         """A pinned read of the metadata table ``name`` of ``table`` (as of ``as_of``, resolved
         against its timeline now: an instant before its first commit is refused here).
@@ -312,11 +376,17 @@ class Queries:
 
     # -- reading -----------------------------------------------------------------------------
     def stream(self, call: "Call", raw: bytes) -> "TicketStream":
-        """Schema and batches of a split or scan ticket, for its own user only."""
-        ticket = self.codec.redeem(raw, (SplitTicket, ScanTicket), None)
+        """Schema and batches of a split, scan or aggregate ticket, for its own user only."""
+        ticket = self.codec.redeem(raw, (SplitTicket, ScanTicket, AggregateTicket), None)
         call.authorize("read", ticket.scan.table)  # still holds the right (revokes count)
         check_owner(ticket, call.owner)
         call.note(table=ticket.scan.table, instant=ticket.scan.instant)
+        if isinstance(ticket, AggregateTicket):
+            self.reading(ticket.scan, with_splits=False)  # the table is still registered there
+            return TicketStream(ticket.answer.schema, iter([ticket.answer]), True)
+        if ticket.scan.meta is not None:
+            rows = narrowed(self.meta_rows(ticket.scan), ticket.scan.options)
+            return TicketStream(rows.schema, iter(rows.to_batches()), False)
         if isinstance(ticket, SplitTicket):
             reading = self.reading(ticket.scan, with_splits=False)
             point = reading.context.point

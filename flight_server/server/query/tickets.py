@@ -1,6 +1,6 @@
 """The one ticket codec: every ticket and handle the server issues, typed, signed by one signer.
 
-Five kinds, told apart by the signed ``"k"`` key, so a ticket of one kind never passes for
+Six kinds, told apart by the signed ``"k"`` key, so a ticket of one kind never passes for
 another; every kind names the user it was issued to (``"u"``: the name and its account's incarnation,
 ``Access.owner``, so an account removed and re-created is another user), the only one who may
 redeem it:
@@ -12,6 +12,7 @@ redeem it:
 - :class:`StatementTicket` (``"sql"``): engine SQL over ``__hudi_scan_<i>`` views and the pinned
   scans feeding them;
 - :class:`CountTicket` (``"count"``): a ``count(*)`` answered from metadata;
+- :class:`AggregateTicket` (``"agg"``): a command's aggregates answered from metadata;
 - :class:`PreparedHandle` (``"prep"``): a Flight SQL prepared statement (SQL, bound parameters).
 
 A scan is pinned once (:class:`PinnedScan`): the table, its base URI at planning, the instant
@@ -211,21 +212,14 @@ class PreparedHandle(Ticket):
     def payload(self) -> Doc:
         doc: Doc = {"q": self.sql}
         if self.parameters is not None:
-            doc["p"] = base64.b64encode(parameters_ipc(self.parameters)).decode()
+            doc["p"] = _batch_text(self.parameters)
         return doc
 
     @classmethod
     def parse(cls, doc: Doc, user: str) -> "PreparedHandle":
         raw = doc.get("p")
-        parameters = None
-        if raw is not None:
-            try:
-                data = base64.b64decode(raw, validate=True)
-                with pa.ipc.open_stream(data) as reader:
-                    parameters = reader.read_all().combine_chunks().to_batches()[0]
-            except (binascii.Error, ValueError, IndexError, pa.ArrowException, TypeError) as err:
-                raise InvalidTicketError("prepared statement handle carries unreadable parameters") from err
-        return cls(user, _field(doc, "q", str), parameters)
+        unreadable = "prepared statement handle carries unreadable parameters"
+        return cls(user, _field(doc, "q", str), None if raw is None else _text_batch(raw, unreadable))
 
     def held_bytes(self) -> int:
         return self.parameters.get_total_buffer_size() if self.parameters is not None else 0
@@ -237,10 +231,47 @@ class PreparedHandle(Ticket):
         return [column[0].as_py() for column in self.parameters.columns]
 
 
+@dataclass(frozen=True)
+class AggregateTicket(Ticket):
+    """The one row of a command's ``aggregates`` (``catalog.plan.aggregates``), answered from
+    metadata at planning, and the pinned scan it answers."""
+
+    KIND: ClassVar[str] = "agg"
+    answer: pa.RecordBatch
+    scan: PinnedScan
+
+    def payload(self) -> Doc:
+        return {"a": _batch_text(self.answer), "s": self.scan.to_json()}
+
+    @classmethod
+    def parse(cls, doc: Doc, user: str) -> "AggregateTicket":
+        answer = _text_batch(_field(doc, "a", str), "aggregate ticket carries an unreadable answer")
+        return cls(user, answer, PinnedScan.from_json(doc.get("s")))
+
+    def held_bytes(self) -> int:
+        return self.answer.get_total_buffer_size()
+
+
+def _batch_text(batch: pa.RecordBatch) -> str:
+    """A record batch as ticket payload text (its Arrow IPC stream, base64)."""
+    return base64.b64encode(parameters_ipc(batch)).decode()
+
+
+def _text_batch(text: Any, what: str) -> pa.RecordBatch:
+    """The record batch of :func:`_batch_text`'s ``text``; ``what`` is the refusal's message."""
+    try:
+        data = base64.b64decode(text, validate=True)
+        with pa.ipc.open_stream(data) as reader:
+            return reader.read_all().combine_chunks().to_batches()[0]
+    except (binascii.Error, ValueError, IndexError, pa.ArrowException, TypeError) as err:
+        raise InvalidTicketError(what) from err
+
+
 A = TypeVar("A", bound=Ticket)
 B = TypeVar("B", bound=Ticket)
+C = TypeVar("C", bound=Ticket)
 _KINDS: dict[str, type[Ticket]] = {
-    cls.KIND: cls for cls in (ScanTicket, SplitTicket, StatementTicket, CountTicket, PreparedHandle)
+    cls.KIND: cls for cls in (ScanTicket, SplitTicket, StatementTicket, CountTicket, PreparedHandle, AggregateTicket)
 }
 _WHAT: dict[type[Ticket], str] = {
     PreparedHandle: "a prepared statement handle",
@@ -295,6 +326,11 @@ class TicketCodec:
 
     @overload
     def redeem(self, raw: bytes, kinds: tuple[type[A], type[B]], caller: str | None) -> A | B: ...
+
+    @overload
+    def redeem(
+        self, raw: bytes, kinds: tuple[type[A], type[B], type[C]], caller: str | None
+    ) -> A | B | C: ...
 
     def redeem(self, raw: bytes, kinds: tuple[type[Ticket], ...], caller: str | None) -> Ticket:
         """The ticket in ``raw`` when it is genuine, unexpired, one of ``kinds`` and issued to
@@ -376,6 +412,7 @@ def parameters_ipc(batch: pa.RecordBatch) -> bytes:
 
 
 __all__ = [
+    "AggregateTicket",
     "CountTicket",
     "PinnedScan",
     "PreparedHandle",

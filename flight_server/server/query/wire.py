@@ -19,6 +19,7 @@ import jsonschema
 
 import schemas
 from catalog.errors import InvalidQueryError, shown
+from catalog.plan.aggregates import Aggregate, check_aggregates
 from catalog.plan.options import ReadOptions
 from catalog.table.files import Split
 from flight_server.protocol import wire
@@ -133,7 +134,9 @@ class _CommandShape:
         if any(key in doc and not self._instant(doc[key]) for key in ("as_of", "start", "end")):
             return False
         limit = doc.get("limit")
-        return "limit" not in doc or (isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0)
+        if "limit" in doc and not (isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0):
+            return False
+        return wire.AGGREGATES_KEY not in doc  # (its shape is left to the schema: a rare command)
 
 
 _COMMAND_SHAPE = _CommandShape()
@@ -141,20 +144,36 @@ _COMMAND_SHAPE = _CommandShape()
 
 @dataclass(frozen=True)
 class QueryCommand:
-    """A query as sent in ``FlightDescriptor.for_command``: a table and its read options."""
+    """A query as sent in ``FlightDescriptor.for_command``: a table, its read options and the
+    aggregates to answer from metadata instead of rows (none: read the rows)."""
 
     table: str
     options: ReadOptions = field(default_factory=ReadOptions)
+    aggregates: tuple[Aggregate, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {wire.TABLE_KEY: self.table, **self.options.to_json()}
+        doc = {wire.TABLE_KEY: self.table, **self.options.to_json()}
+        if self.aggregates:
+            doc[wire.AGGREGATES_KEY] = [[a.function, a.column] for a in self.aggregates]
+        return doc
 
 
 def command_from_json(doc: Any) -> QueryCommand:
-    """Validate a decoded command and build a :class:`QueryCommand`."""
+    """Validate a decoded command and build a :class:`QueryCommand`.
+
+    Raises:
+        InvalidQueryError: the command breaks the schema, or its aggregates come with an option
+            they do not take (``limit``, ``columns``, an incremental or CDC query).
+    """
     if not _COMMAND_SHAPE.accepts(doc):
         _validate(doc, None, "command")
-    return QueryCommand(doc[wire.TABLE_KEY], ReadOptions.from_json(doc))
+    options = ReadOptions.from_json(doc)
+    raw = doc.get(wire.AGGREGATES_KEY)
+    if raw is None:
+        return QueryCommand(doc[wire.TABLE_KEY], options)
+    aggregates = tuple(Aggregate.parse(item) for item in raw)
+    check_aggregates(aggregates, options)
+    return QueryCommand(doc[wire.TABLE_KEY], options, aggregates)
 
 
 def parse_command(body: bytes, limits: Limits = DEFAULT_LIMITS) -> QueryCommand:
@@ -204,11 +223,19 @@ def query_metadata(splits: list[Split], limit: int | None) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
+def meta_endpoint_metadata(rows: int, nbytes: int) -> bytes:
+    """``app_metadata`` of the one endpoint of a metadata table (``ns.t$timeline``): its rows and
+    bytes as built at planning."""
+    doc: dict[str, Any] = {"weight": 1.0, "bytes": nbytes, "estimated_rows": rows, "partition": None, "file_ids": []}
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
 __all__ = [
     "ACTIONS",
     "QueryCommand",
     "command_from_json",
     "endpoint_metadata",
+    "meta_endpoint_metadata",
     "parse_action",
     "parse_command",
     "query_metadata",

@@ -17,7 +17,7 @@ V6 = "sample_table/cow/v6_simplekeygen_nonhivestyle"
 
 def test_command_schema_mirrors_read_options():
     command = schemas.load("command.schema.json")
-    assert set(command["properties"]) - {"table"} == set(ReadOptions.field_names())
+    assert set(command["properties"]) - {"table", "aggregates"} == set(ReadOptions.field_names())
     assert command["properties"]["query_type"]["enum"] == list(QUERY_TYPES)
 
 

@@ -148,6 +148,20 @@ def test_user_schema_reads_only_its_columns(spark, uri, server, tables):
         spark.read.format("hudi-flight").option("uri", uri).schema("txn_id string, nope int").load(ident).collect()
 
 
+def test_metadata_tables_load_by_name(spark, uri, tables):
+    """``load("ns.t$timeline")`` (a table name with '_', issue 40): the library's metadata table,
+    with the ``columns`` and ``filters`` options applied by the server."""
+    _, paths = tables
+    ident = identifier(PARTITIONED)
+    table = HudiTable.open(paths[ident])
+    df = spark.read.format("hudi-flight").option("uri", uri).load(f"{ident}$timeline")
+    _same(_spark_rows(df), table.metadata_table("timeline"))
+    commits = (spark.read.format("hudi-flight").option("uri", uri).option("columns", "timestamp,action")
+               .option("filters", "action = 'commit'").load(f"{ident}$timeline"))
+    assert sorted(r.timestamp for r in commits.collect()) == sorted(
+        r["timestamp"] for r in table.metadata_table("timeline").to_pylist() if r["action"] == "commit")
+
+
 def test_incremental_query_type(spark, uri, tables):
     _, paths = tables
     ident = identifier(PARTITIONED)

@@ -15,7 +15,7 @@ import pytest
 
 from catalog.errors import InvalidQueryError
 from flight_server.server.engine.dataset_forms import DatasetForms, HeldForms
-from flight_server.server.engine.sandbox import SandboxedEngine
+from flight_server.server.engine.sandbox import SandboxedEngine, Views
 from flight_server.server.engine.settings import EngineSettings
 
 ROWS = 100
@@ -90,7 +90,7 @@ def test_an_engine_process_reads_each_dataset_as_sent(files):
     engine = SandboxedEngine(EngineSettings(memory_limit="64MB", threads=1, native_reader=False))
     try:
         def count(dataset):
-            schema, batches = engine.run("SELECT count(*) AS n, sum(v) AS total FROM t", {"t": dataset})
+            schema, batches = engine.run("SELECT count(*) AS n, sum(v) AS total FROM t", Views.of({"t": dataset}))
             return pa.Table.from_batches(list(batches), schema).to_pylist()[0]
 
         everything = {"n": 2 * ROWS, "total": sum(range(2 * ROWS))}
@@ -105,14 +105,14 @@ def test_a_dataset_the_process_holds_is_named_by_its_key_and_one_it_dropped_is_s
     engine = SandboxedEngine(EngineSettings(memory_limit="64MB", threads=1, native_reader=False))
     try:
         def total(dataset, sql="SELECT sum(v) AS total FROM t"):
-            schema, batches = engine.run(sql, {"t": dataset})
+            schema, batches = engine.run(sql, Views.of({"t": dataset}))
             return pa.Table.from_batches(list(batches), schema).to_pylist()[0]["total"]
 
         whole, first = _dataset(files), _dataset(files[:1])
         with pytest.raises(InvalidQueryError, match="SQL engine"):
             total(whole, "SELECT no_such_column FROM t")
         (process,) = engine.processes.idle()
-        whole_form = engine._datasets.form(whole)
+        whole_form = engine.datasets.form(whole)
         assert process.datasets.sent(whole_form)[1] is not None  # the statement failed: not counted as held
         assert total(whole) == sum(range(2 * ROWS))
         assert process.datasets.sent(whole_form) == (whole_form.key, None)
@@ -137,12 +137,12 @@ def test_failed_statements_leave_the_channel_in_step():
 
     try:
         with pytest.raises(InvalidQueryError, match="SQL engine"):  # before the result has a schema
-            engine.run("SELECT no_such_column FROM t", {"t": texts()})
+            engine.run("SELECT no_such_column FROM t", Views.of({"t": texts()}))
         (process,) = engine.processes.idle()
         with pytest.raises(InvalidQueryError, match="SQL engine"):  # while its result streams
-            _, batches = engine.run("SELECT CAST(s AS INTEGER) AS n FROM t", {"t": texts()})
+            _, batches = engine.run("SELECT CAST(s AS INTEGER) AS n FROM t", Views.of({"t": texts()}))
             list(batches)
-        result_schema, batches = engine.run("SELECT 41 + 1 AS answer", {})
+        result_schema, batches = engine.run("SELECT 41 + 1 AS answer", Views())
         assert pa.Table.from_batches(list(batches), result_schema).to_pylist() == [{"answer": 42}]
         assert [p.pid for p in engine.processes.idle()] == [process.pid]  # the same process answered
     finally:

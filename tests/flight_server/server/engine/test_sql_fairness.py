@@ -14,7 +14,7 @@ import pytest
 from flight_server.protocol import pack, sql
 from flight_server.protocol.retry import decode
 from flight_server.server.engine.admission import MemoryBudget
-from flight_server.server.engine.sandbox import SandboxedEngine
+from flight_server.server.engine.sandbox import SandboxedEngine, Views
 from flight_server.server.engine.settings import EngineSettings
 from flight_server.server.security.budgets import CallKeys, ServerBusyError
 from tests.support.credentials import prepare_state
@@ -33,7 +33,7 @@ def test_a_user_past_their_share_is_refused_and_another_user_runs():
 
     def run() -> None:
         try:
-            list(sql_engine.run(ENDLESS, {}, keys=ALICE)[1])
+            list(sql_engine.run(ENDLESS, Views(), keys=ALICE)[1])
         except Exception as err:
             errors.append(err)
 
@@ -41,15 +41,15 @@ def test_a_user_past_their_share_is_refused_and_another_user_runs():
     heavy.start()
     poll(lambda: sql_engine.watchdog.running() == 1, 10, "alice's query to run")
     with pytest.raises(ServerBusyError, match="sql_queries_per_user") as refused:
-        sql_engine.run("SELECT 1", {}, keys=CallKeys("alice", "ipv4:127.0.0.1:3"))  # another connection of hers
+        sql_engine.run("SELECT 1", Views(), keys=CallKeys("alice", "ipv4:127.0.0.1:3"))  # another connection of hers
     assert refused.value.retry_after > 0
     # planning her next statement (its schema query over empty views) takes no share of hers
     assert sql_engine.result_schema("SELECT 5 AS five", {}).names == ["five"]
     # bob's query takes the budget's other slot: alice's share left it free
-    assert list(sql_engine.run("SELECT 1 AS one", {}, keys=BOB)[1])[0].to_pylist() == [{"one": 1}]
+    assert list(sql_engine.run("SELECT 1 AS one", Views(), keys=BOB)[1])[0].to_pylist() == [{"one": 1}]
     heavy.join(15)  # its deadline ends it
     assert not heavy.is_alive() and isinstance(errors[0], flight.FlightTimedOutError)
-    assert list(sql_engine.run("SELECT 2 AS two", {}, keys=ALICE)[1])[0].to_pylist() == [{"two": 2}]
+    assert list(sql_engine.run("SELECT 2 AS two", Views(), keys=ALICE)[1])[0].to_pylist() == [{"two": 2}]
     sql_engine.stop_all()
 
 

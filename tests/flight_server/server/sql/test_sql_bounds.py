@@ -20,7 +20,7 @@ from flight_server.protocol import pack, sql
 from flight_server.server.config import ServerConfig
 from flight_server.server.engine.duckdb_engine import Engine
 from flight_server.server.engine.failures import EngineFailure
-from flight_server.server.engine.sandbox import SandboxedEngine
+from flight_server.server.engine.sandbox import SandboxedEngine, Views
 from flight_server.server.engine.settings import EngineSettings
 from flight_server.server.engine.watchdog import MEMORY, Watchdog, rss_bytes
 from flight_server.server.security.budgets import ServerBusyError
@@ -170,7 +170,7 @@ def test_the_budget_admits_as_many_queries_as_it_holds():
 
     def run() -> None:
         try:
-            list(sql_engine.run(ENDLESS, {})[1])
+            list(sql_engine.run(ENDLESS, Views())[1])
         except Exception as err:
             errors.append(err)
 
@@ -178,24 +178,24 @@ def test_the_budget_admits_as_many_queries_as_it_holds():
     first.start()
     poll(lambda: sql_engine.watchdog.running() == 1, 10, "the first query to run")
     with pytest.raises(ServerBusyError, match="sql_memory_budget"):
-        sql_engine.run("SELECT 1", {})
+        sql_engine.run("SELECT 1", Views())
     first.join(15)  # its deadline ends it
     assert not first.is_alive() and isinstance(errors[0], flight.FlightTimedOutError)
-    assert list(sql_engine.run("SELECT 1 AS one", {})[1])[0].to_pylist() == [{"one": 1}]  # given back
-    _, never_read = sql_engine.run("SELECT 1", {})  # e.g. a stream refused before its first batch
+    assert list(sql_engine.run("SELECT 1 AS one", Views())[1])[0].to_pylist() == [{"one": 1}]  # given back
+    _, never_read = sql_engine.run("SELECT 1", Views())  # e.g. a stream refused before its first batch
     del never_read
     assert sql_engine.watchdog.running() == 0
-    assert list(sql_engine.run("SELECT 2 AS two", {})[1])[0].to_pylist() == [{"two": 2}]
+    assert list(sql_engine.run("SELECT 2 AS two", Views())[1])[0].to_pylist() == [{"two": 2}]
     sql_engine.stop_all()  # shutting down: no query starts any more
     with pytest.raises(flight.FlightUnavailableError, match="shutting down"):
-        sql_engine.run("SELECT 3", {})
+        sql_engine.run("SELECT 3", Views())
 
 
 def test_the_result_is_bounded_while_it_streams():
     sql_engine = SandboxedEngine(EngineSettings(memory_limit="64MB", threads=1, max_result_bytes=100_000))
     try:  # the engine process stops there, or the serving process does
         with pytest.raises(InvalidQueryError, match="sql_max_result_bytes"):
-            list(sql_engine.run("SELECT unnest(range(1000000)) AS i", {})[1])
+            list(sql_engine.run("SELECT unnest(range(1000000)) AS i", Views())[1])
         assert sql_engine.watchdog.running() == 0
     finally:
         sql_engine.stop_all()
