@@ -8,11 +8,13 @@ PYTEST_ARGS ?=
 .PHONY: venv system-deps lint test demo bench bench-quick clean protocol jdbc-driver spark-dialect tables hudi-writer wheel
 
 # PostgreSQL (registry tests run against a real server on loopback), a JDK (Spark; javac builds the
-# Spark JDBC dialect) and Maven (fetches the JDBC driver).
+# Spark JDBC dialect), Maven (fetches the JDBC driver) and Chromium (the web console's browser tests,
+# driven by Playwright at /usr/bin/chromium).
 system-deps:
 	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1 \
-			|| ! command -v mvn >/dev/null 2>&1; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql default-jdk-headless maven >/dev/null; \
+			|| ! command -v mvn >/dev/null 2>&1 || ! test -x /usr/bin/chromium; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql default-jdk-headless maven \
+			chromium >/dev/null; \
 	fi
 
 $(STAMP): pyproject.toml

@@ -20,11 +20,11 @@ CATALOG_RANKS = {
     "state": 6, "read": 7, "plan": 8, "meta": 9, "hudi_table": 10, "__init__": 11,
 }
 #: rooms of flight_server/server/, lowest first: the process (runtime) serves the RPCs (service),
-#: which the composition root (app) wires to the front ends (flightsql, actions); they share the
+#: which the composition root (app) wires to the front ends (flightsql, actions, console); they share the
 #: query path (query), which uses the caches, rights and SQL engine; everything reads the config
 SERVER_RANKS = {
     "errors": 0, "registry": 0, "sql": 1, "security": 1, "cache": 2, "engine": 2, "config": 3, "cluster": 4, "ops": 4,
-    "query": 5, "flightsql": 6, "actions": 6, "app": 7, "service": 8, "runtime": 9, "__init__": 10,
+    "query": 5, "flightsql": 6, "actions": 6, "console": 6, "app": 7, "service": 8, "runtime": 9, "__init__": 10,
 }
 
 

@@ -85,6 +85,8 @@ def test_import_catalog_and_read_with_the_core_only(fixture_table, name):
         ("flight_server.client.session", "google", "client"),
         ("flight_server.server.service", "sqlglot", "server"),
         ("flight_server.server.service", "grpc_health", "server"),
+        ("flight_server.server.console.web", "flask", "server"),
+        ("flight_server.server.console.server", "cheroot", "server"),
     ],
 )
 def test_a_missing_extra_is_named(module, missing, extra):

@@ -12,11 +12,14 @@ import os
 import re
 import signal
 import sys
+from collections import Counter
+from datetime import timedelta
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Generator, Iterator, Sequence
 
 import pyarrow as pa
 
+from catalog.meta.units import human_age
 from catalog.plan.filter_text import format_filters, parse_filter_texts
 from catalog.plan.options import QUERY_TYPES, ReadOptions
 from flight_server.cli.admin import add_parsers as add_admin_parsers
@@ -143,6 +146,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         health_host=args.health_host,
         metrics_tls=_on_off(args.metrics_tls),
         health_tls=_on_off(args.health_tls),
+        console_port=args.console_port,
+        console_host=args.console_host,
         log_format=args.log_format,
         table_cache_bytes=args.table_cache_bytes,
         footer_cache_bytes=args.footer_cache_bytes,
@@ -156,6 +161,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         tables = len(server.registry.list_tables())
         where = wire.uri(config.host, server.port, bool(config.tls_cert))
         print(f"hudi-flight serving {tables} table(s) on {where}", flush=True)
+        if config.console_port is not None:
+            console = getattr(getattr(server, "app", None), "console", None)  # one process: its bound port
+            port = console.port if console is not None else config.console_port
+            host = config.console_host or config.host
+            print(f"web console on {'https' if config.tls_cert else 'http'}://{host}:{port}/", flush=True)
         if tables == 0 and config.warehouses:
             print("no Hudi table found under the warehouse(s): a table is a folder holding .hoodie/hoodie.properties, "
                   "served as <parent folder>.<folder>; point --warehouse at the folder above the tables' "
@@ -257,12 +267,22 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(json.dumps({**info, "health": health}, indent=2))
         return 0
     print(_described(info))
-    print("health:")
+    counts = Counter(check["status"] for check in health)
+    print(f"health: {', '.join(f'{counts[s]} {s}' for s in ('WARN', 'INFO', 'OK') if counts[s])}")
     for check in health:
-        value = "" if check["value"] is None else f" = {check['value']}"
-        print(f"  {check['status']:<4} {check['check']}{value}: {check['detail']}")
+        print(f"  {check['status']:<4} {check['check']}{_shown_value(check)}: {check['detail']}")
         print(f"       threshold: {check['threshold']}")
+        if check.get("remedy"):
+            print(f"       fix: {check['remedy']}")
     return 0
+
+
+def _shown_value(check: dict[str, Any]) -> str:
+    """`` = value`` of a health check (``last_commit``'s is an age in seconds, told as one)."""
+    value = check["value"]
+    if value is None:
+        return ""
+    return f" = {human_age(timedelta(seconds=value)) if check['check'] == 'last_commit' else value}"
 
 
 def _described(info: dict[str, Any]) -> str:
@@ -476,6 +496,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert (unencrypted)")
     p.add_argument("--tls-client-ca", metavar="FILE",
                    help="mutual TLS: refuse clients without a certificate signed by this PEM CA")
+    p.add_argument("--console-port", type=int,
+                   help="serve the web console at http://HOST:PORT/ (https with --tls-cert; the Flight "
+                        "port's users, tokens and rights)")
+    p.add_argument("--console-host", help="bind address of --console-port (default: --host)")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics at http://HOST:PORT/metrics")
     p.add_argument("--health-port", type=int, help="serve gRPC health checking (grpc.health.v1) on this port")
     p.add_argument("--metrics-host", help="bind address of --metrics-port (default: --host)")

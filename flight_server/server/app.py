@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.flight as flight
 
@@ -52,6 +52,9 @@ from flight_server.server.security.tickets import TicketSigner, configured_signe
 from flight_server.server.security.users import UserStore
 from flight_server.server.sql.analyses import Analyses
 
+if TYPE_CHECKING:
+    from flight_server.server.console.server import ConsoleServer
+
 log = logging.getLogger(__name__)
 
 
@@ -79,6 +82,7 @@ class App:
     actions: ActionServices
     discover: bool
     stop: threading.Event
+    console: ConsoleServer | None = None  # the web console (console_port), started with the rest
 
     def middleware(self) -> dict[str, flight.ServerMiddlewareFactory]:
         """The Flight middleware of every call: authentication, compression, call log."""
@@ -108,6 +112,14 @@ class App:
             if self.config.refresh_interval_seconds > 0:
                 threading.Thread(target=self._rescan_loop, name="hudi-warehouse-scan", daemon=True).start()
         self.ops.start()
+        if self.console is not None:
+            self.console.start()
+
+    def close(self) -> None:
+        """Stop what :meth:`start` started besides the RPCs: the web console, then operations."""
+        if self.console is not None:
+            self.console.stop()
+        self.ops.close()
 
     def _rescan_loop(self) -> None:
         while not self.stop.wait(self.config.refresh_interval_seconds):
@@ -203,6 +215,7 @@ def compose(
         DecodedLogBlocks(config.log_block_cache_bytes, ops.cache_listener),
     )
     rescan = functools.partial(_scan_warehouses, config, policy, catalog)
+    plans = Budget("plans", limits.max_plans_per_user, limits.max_plans_per_connection, limits.max_plans_total)
     return App(
         config=config,
         ops=ops,
@@ -217,7 +230,7 @@ def compose(
         split_results=split_results,
         streams=Budget("streams", limits.max_streams_per_user, limits.max_streams_per_connection,
                        limits.max_streams_total, queue_seconds=limits.stream_queue_seconds),
-        plans=Budget("plans", limits.max_plans_per_user, limits.max_plans_per_connection, limits.max_plans_total),
+        plans=plans,
         stream_memory=MemoryBudget(limits.stream_memory_bytes),
         cluster=cluster,
         queries=queries,
@@ -225,7 +238,21 @@ def compose(
         actions=ActionServices(config, policy, time.time(), cluster, rescan),
         discover=discover,
         stop=threading.Event(),
+        console=_console(config, queries, auth, plans, ops),
     )
+
+
+def _console(config: ServerConfig, queries: Queries, auth: AuthMiddlewareFactory, plans: Budget,
+             ops: Operations) -> ConsoleServer | None:
+    """The web console when ``console_port`` is set (Flask and cheroot are loaded only then)."""
+    if config.console_port is None:
+        return None
+    from flight_server.server.console.pages import Pages
+    from flight_server.server.console.server import ConsoleServer
+
+    return ConsoleServer(Pages(queries, ops.live), auth, plans, config.console_host or config.host,
+                         config.console_port, config.tls(), config.insecure, config.console_threads,
+                         config.console_timeout_seconds, config.console_page_seconds)
 
 
 __all__ = ["App", "compose", "sql_statements"]

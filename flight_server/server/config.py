@@ -159,6 +159,13 @@ class ServerConfig:
     metrics_tls: bool | None = None
     health_tls: bool | None = None
     log_format: str = "text"  # or "json": one object per line
+    # the web console (docs/console.md): pages over HTTP, HTTPS when the Flight port has TLS, with
+    # its users, tokens and rights; off unless a port is given
+    console_port: int | None = None
+    console_host: str | None = None  # default: host
+    console_threads: int = 4  # pages built at once; more requests wait for one
+    console_timeout_seconds: float = 10.0  # a connection silent this long is closed
+    console_page_seconds: float = 30.0  # a table page still being built after this long is refused
 
     # -- derived ---------------------------------------------------------------------------
     @property
@@ -250,8 +257,8 @@ class ServerConfig:
 
     def without_operation_ports(self) -> "ServerConfig":
         """This config for a child process of the server: the parent alone answers metrics
-        scrapes (summed over every process) and health checks."""
-        return dataclasses.replace(self, metrics_port=None, health_port=None)
+        scrapes (summed over every process), health checks and the web console."""
+        return dataclasses.replace(self, metrics_port=None, health_port=None, console_port=None)
 
     # -- loading ---------------------------------------------------------------------------
     def updated(self, overrides: Mapping[str, Any]) -> "ServerConfig":

@@ -31,6 +31,7 @@ from flight_server.server.errors import flight_errors, schema_errors, stream_err
 from flight_server.server.flightsql.dispatch import ACTIONS as SQL_ACTIONS
 from flight_server.server.flightsql.dispatch import flight_sql_message
 from flight_server.server.flightsql.names import meta_reference
+from flight_server.server.ops.call_log import record_of
 from flight_server.server.query.queries import Call
 from flight_server.server.query.streams import write_options
 from flight_server.server.query.wire import ACTIONS, QueryCommand, parse_action, parse_command
@@ -136,7 +137,7 @@ class HudiFlightServer(flight.FlightServerBase):
         self.app.flight_sql.stop()  # a running query would hold the shutdown until it ends
         super().shutdown()
         self.app.tables.close()
-        self.app.ops.close()
+        self.app.close()
 
     # -- Flight RPCs ---------------------------------------------------------------------
     @flight_errors
@@ -146,7 +147,9 @@ class HudiFlightServer(flight.FlightServerBase):
         call = self.app.queries.call(context)
         message = self._sql_command(descriptor)
         if message is not None:
+            call.note(kind="sql plan")
             return self.app.flight_sql.get_flight_info(call, descriptor, message)
+        call.note(kind="plan")
         command = _descriptor_command(descriptor, self.app.limits)
         meta = meta_reference(call, command.table)
         user = call.authorize("read", meta.identifier if meta is not None else command.table)
@@ -211,11 +214,14 @@ class HudiFlightServer(flight.FlightServerBase):
         call = self.app.queries.call(context)
         message = flight_sql_message(ticket.ticket, self.app.limits)
         if message is not None:
+            call.note(kind="sql")
             schema, batches = self.app.flight_sql.do_get(call, message)
             return self._stream(call, schema, batches)
         answer = self.app.queries.stream(call, ticket.ticket)
         if answer.few_rows:
+            call.note(kind="point read")
             return self._at_once(call, answer.schema, answer.batches)
+        call.note(kind="scan")
         return self._stream(call, answer.schema, answer.batches)
 
     def _at_once(self, call: Call, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> flight.FlightDataStream:
@@ -230,7 +236,7 @@ class HudiFlightServer(flight.FlightServerBase):
             read = list(batches)
         if notes:
             return self._stream(call, schema, _noted_again(read, notes))
-        table = pa.Table.from_batches(list(self.app.ops.streamed(iter(read))), schema=schema)
+        table = pa.Table.from_batches(list(self.app.ops.streamed(iter(read), record_of(call.context))), schema=schema)
         return flight.RecordBatchStream(table, options=write_options(call.context, self.ipc_options))
 
     def _stream(self, call: Call, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> flight.FlightDataStream:
@@ -240,7 +246,7 @@ class HudiFlightServer(flight.FlightServerBase):
         app.stream_memory.admit()
         app.streams.acquire(keys)
         sized = app.stream_memory.charged(_message_sized(self._until_cancelled(call.context, batches)), _batch_bytes)
-        notes = _with_corrupt_block_notes(app.ops.streamed(sized), schema)
+        notes = _with_corrupt_block_notes(app.ops.streamed(sized, record_of(call.context)), schema)
         guarded = app.streams.guarded(keys, stream_errors(notes))
         return flight.GeneratorStream(schema, guarded, options=write_options(call.context, self.ipc_options))
 
@@ -280,6 +286,7 @@ class HudiFlightServer(flight.FlightServerBase):
             return self.app.flight_sql.do_action(self.app.queries.call(context, fresh=False), action.type, raw)
         call = self.app.queries.call(context)
         body = parse_action(action.type, raw, self.app.limits)
+        call.note(kind=f"action {action.type}")  # a known action (parse_action refuses others)
         return [json.dumps(HANDLERS[action.type](self.app.actions, body, call), default=str).encode()]
 
     @flight_errors

@@ -4,12 +4,9 @@ their Parquet footers, the rows a read returns, ``hoodie.properties`` as text.""
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import shutil
 from collections import Counter
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -17,7 +14,6 @@ import pytest
 
 from catalog import HudiTable, InvalidQueryError
 from catalog.meta import META_TABLES
-from catalog.meta.health import health_checks
 from catalog.meta.timeline import TIMELINE_SCHEMA
 from hudi_generator.generator import COPY_ON_WRITE, GeneratorSpec
 
@@ -158,63 +154,6 @@ def test_archived_timeline_on_request(generated_table):
     ]
     reaching_back = table.metadata_table("commits", as_of=instants[1][0]).to_pylist()
     assert [(c["timestamp"], c["archived"]) for c in reaching_back] == [(r, True) for r, _ in instants[:2]]
-
-
-def _copy(fixture_table, name: str, tmp_path: Path) -> Path:
-    target = tmp_path / "t"
-    shutil.copytree(fixture_table(name), target)
-    return target
-
-
-def _set_properties(base: Path, **values: str) -> None:
-    path = base / ".hoodie" / "hoodie.properties"
-    path.write_text(path.read_text() + "".join(f"{k.replace('_', '.')}={v}\n" for k, v in values.items()))
-
-
-def test_health_names_its_thresholds(fixture_table, tmp_path):
-    base = _copy(fixture_table, MOR_LOGS, tmp_path)
-    now = datetime(2025, 1, 27, tzinfo=timezone.utc)
-    checks = {c.check: c for c in health_checks(HudiTable.open(str(base)).state, now)}
-    assert list(checks) == ["small_files", "log_backlog", "pending_compaction", "pending_clustering",
-                            "metadata_table_lag"]
-    assert (checks["small_files"].status, checks["small_files"].value) == ("OK", 1)
-    assert "104857600 bytes (hoodie.parquet.small.file.limit default)" in checks["small_files"].threshold
-    assert (checks["log_backlog"].status, checks["log_backlog"].value) == ("OK", 3)
-    assert "more than 5 log files" in checks["log_backlog"].threshold
-    assert checks["metadata_table_lag"].status == "INFO"
-
-    _set_properties(base, hoodie_compact_inline_max_delta_commits="2", hoodie_parquet_small_file_limit="1000")
-    (group,) = HudiTable.open(str(base)).metadata_table("file_groups").to_pylist()
-    plan = {"operations": [{"partitionPath": "", "fileId": group["file_id"]}]}  # a JSON plan (table version 6)
-    (base / ".hoodie" / "20250126100000000.compaction.requested").write_text(json.dumps(plan))
-    now = datetime(2025, 1, 29, tzinfo=timezone.utc)  # the plan is about three days old
-    table = HudiTable.open(str(base))
-    (pending_group,) = table.metadata_table("file_groups").to_pylist()
-    assert pending_group["pending_compaction"] == "20250126100000000"
-    assert (pending_group["log_files"], pending_group["log_bytes"]) == (group["log_files"], group["log_bytes"])
-    checks = {c.check: c for c in health_checks(table.state, now)}
-    assert (checks["log_backlog"].status, checks["log_backlog"].value) == ("WARN", 3)
-    assert "more than 2 log files behind a base file (hoodie.compact.inline.max.delta.commits of the table)" == (
-        checks["log_backlog"].threshold
-    )
-    assert (checks["small_files"].status, checks["small_files"].value) == ("OK", 0)
-    pending = checks["pending_compaction"]
-    assert (pending.status, pending.value) == ("WARN", 1) and "20250126100000000 (REQUESTED)" in pending.detail
-    assert pending.threshold == "pending longer than 1d 0h 0m"
-
-
-def test_health_sees_a_lagging_metadata_table(fixture_table, tmp_path):
-    base = _copy(fixture_table, COW_V9, tmp_path)
-    assert {c.check: c.status for c in health_checks(HudiTable.open(str(base)).state)}["metadata_table_lag"] == "OK"
-    data_latest = max(t for t, v in _instant_files(str(base), 9).items() if v[1] == "COMPLETED" and v[0] == "commit")
-    mdt = base / ".hoodie" / "metadata" / ".hoodie" / "timeline"
-    for name in os.listdir(mdt):
-        if re.fullmatch(r"\d+_\d+\.deltacommit", name) and name.split("_")[0] >= data_latest:
-            os.remove(mdt / name)  # the metadata table never finished recording the last commits
-    with pytest.warns(Warning):  # planning falls back to storage listing: the metadata table is behind
-        checks = {c.check: c for c in health_checks(HudiTable.open(str(base)).state)}
-    lag = checks["metadata_table_lag"]
-    assert lag.status == "WARN" and lag.value >= 1 and f"data table at {data_latest}" in lag.detail
 
 
 def test_every_metadata_table_has_its_schema(fixture_table):

@@ -255,6 +255,8 @@ class Statements:
         if not scans:
             call.authorize("read")
         check_owner(ticket, call.owner)
+        if scans:  # the call log and the live queries name what the statement reads
+            call.note(table=", ".join(sorted({scan.table for scan in scans})))
         if isinstance(ticket, CountTicket):
             call.check_registered(ticket.scan)
             schema = _count_schema(ticket.column)

@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 import time
+from pathlib import Path
 from typing import Any, Iterator
 
 import pyarrow as pa
@@ -19,6 +20,7 @@ from catalog.lru import CacheListener
 from catalog.storage import add_request_listener
 from flight_server.server.config import ServerConfig
 from flight_server.server.ops.call_log import MIDDLEWARE_KEY, CallLogFactory, CallRecord
+from flight_server.server.ops.live import LIVE_DIR_ENV, LiveCalls
 from flight_server.server.ops.metrics import MULTIPROC_ENV, Metrics, process_metrics, serve_metrics
 
 log = logging.getLogger(__name__)
@@ -35,10 +37,15 @@ class Operations:
             add_request_listener(self.metrics.storage_request)
         self.metrics_server: Any = None
         self.health: Any = None
+        # the calls in flight, kept only for a server that shows them (the web console); the
+        # processes of `serve --processes N` publish theirs for the first one's console
+        folder = os.environ.get(LIVE_DIR_ENV)
+        shown = config.console_port is not None or bool(folder)
+        self.live: LiveCalls | None = LiveCalls(Path(folder) if folder else None) if shown else None
 
     # -- wiring ------------------------------------------------------------------------------
     def middleware(self) -> dict[str, Any]:
-        return {MIDDLEWARE_KEY: CallLogFactory(self._completed if self.metrics is not None else None)}
+        return {MIDDLEWARE_KEY: CallLogFactory(self._completed if self.metrics is not None else None, self.live)}
 
     @property
     def cache_listener(self) -> CacheListener | None:
@@ -63,6 +70,8 @@ class Operations:
             self.health.not_serving()
 
     def close(self) -> None:
+        if self.live is not None:
+            self.live.close()
         if self.health is not None:
             self.health.stop()
         if self.metrics_server is not None:
@@ -89,22 +98,29 @@ class Operations:
             if self.metrics is not None:
                 self.metrics.planning_seconds.observe(time.perf_counter() - started)
 
-    def streamed(self, batches: Iterator[Any]) -> Iterator[Any]:
-        """``batches`` (a do_get stream), counted: rows, bytes, and the stream while it is open."""
+    def streamed(self, batches: Iterator[Any], record: CallRecord | None = None) -> Iterator[Any]:
+        """``batches`` (a do_get stream), counted: rows, bytes, and the stream while it is open,
+        in the metrics and on the call's ``record`` (its live cost)."""
         metrics = self.metrics
-        if metrics is None:
+        if metrics is None and (record is None or self.live is None):
             yield from batches
             return
-        metrics.active_streams.inc()
+        if metrics is not None:
+            metrics.active_streams.inc()
         try:
             for item in batches:
                 batch = item[0] if isinstance(item, tuple) else item
                 if isinstance(batch, pa.RecordBatch):
-                    metrics.rows.inc(batch.num_rows)
-                    metrics.bytes.inc(batch.nbytes)
+                    rows, nbytes = batch.num_rows, batch.nbytes
+                    if metrics is not None:
+                        metrics.rows.inc(rows)
+                        metrics.bytes.inc(nbytes)
+                    if record is not None:
+                        record.streamed(rows, nbytes)
                 yield item
         finally:
-            metrics.active_streams.dec()
+            if metrics is not None:
+                metrics.active_streams.dec()
 
 
 __all__ = ["Operations"]

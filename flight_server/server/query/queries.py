@@ -74,6 +74,10 @@ class OpenTable:
     entry: TableEntry
     state: TableState
 
+    def paths_hidden(self) -> contextlib.AbstractContextManager[None]:
+        """Errors of work on the table name the table, not its storage location."""
+        return _table_path_hidden(self.entry.identifier, self.entry.base_uri)
+
 
 class PlannedScan:
     """One plan: its schema, read context and pinned options now, its splits listed at most once.
@@ -572,9 +576,9 @@ class Call:
         """See :meth:`Queries.forget`."""
         self.queries.forget(identifier)
 
-    def note(self, **fields: object) -> None:
-        """Facts for the call's log line (``ops.call_log``)."""
-        note(self.context, **fields)
+    def note(self, kind: str | None = None, **fields: object) -> None:
+        """Facts for the call's log line, and its kind of work (``ops.call_log``)."""
+        note(self.context, kind, **fields)
 
 
 @contextlib.contextmanager

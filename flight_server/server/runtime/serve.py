@@ -4,6 +4,7 @@ as a cluster coordinator or as a worker registering with one (``--role``)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
@@ -11,6 +12,7 @@ from flight_server.server.cluster.membership import ROLES, check_uri
 from flight_server.server.cluster.worker import Registration, advertised_uri
 from flight_server.server.config import ServerConfig
 from flight_server.server.ops.call_log import configure_logging
+from flight_server.server.ops.live import LIVE_DIR_ENV, prepare_folder
 from flight_server.server.ops.metrics import prepare_dir
 from flight_server.server.registry import Registry
 from flight_server.server.security.tickets import TicketSigner, configured_signer
@@ -77,6 +79,8 @@ def serve(config: ServerConfig, ready: Callable[[Serving], None] | None = None) 
     configure_logging(config.log_format)
     if config.metrics_port is not None:  # before any child starts: they share the directory
         prepare_dir(config.state_path)
+    if config.console_port is not None and config.processes > 1:  # each process publishes its calls there
+        os.environ.setdefault(LIVE_DIR_ENV, str(prepare_folder(config.state_path)))
     discover = config.role != "worker"
     registration: Registration | None = None
     if config.processes > 1:
@@ -113,7 +117,7 @@ def serve(config: ServerConfig, ready: Callable[[Serving], None] | None = None) 
         if registration is not None:
             registration.stop()
         server.shutdown()
-        app.ops.close()
+        app.close()
 
 
 __all__ = ["Serving", "check_placeholders", "check_topology", "serve"]

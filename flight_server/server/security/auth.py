@@ -21,6 +21,7 @@ import base64
 import binascii
 import hmac
 import logging
+import secrets
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -28,6 +29,7 @@ import pyarrow.flight as flight
 from sqlalchemy.exc import SQLAlchemyError
 
 from catalog.errors import InvalidTicketError
+from catalog.lru import BoundedLRU
 from flight_server.server.security.access import Access, check_exposure, is_loopback
 from flight_server.server.security.logins import LoginThrottle
 from flight_server.server.security.tickets import TicketSigner
@@ -39,6 +41,8 @@ MIDDLEWARE_KEY = "hudi-flight-auth"
 TOKEN_PREFIX = b"hft1."
 MAX_HEADER_BYTES = 4096
 MIN_STATIC_TOKEN_CHARS = 16
+#: web logins (basic credentials) remembered after their first check
+CHECKED_LOGINS = 1024
 
 
 class TokenIssuer:
@@ -109,6 +113,9 @@ class AuthMiddlewareFactory(flight.ServerMiddlewareFactory):
         self.tokens = tokens
         self.logins = logins or LoginThrottle()
         self._static = [(t.encode(), user) for t, user in static_tokens.items()]
+        # web requests' basic credentials already checked: keyed hash -> the bearer token issued
+        self._checked: BoundedLRU[bytes, str] = BoundedLRU("web-logins", CHECKED_LOGINS)
+        self._checked_key = secrets.token_bytes(32)
 
     def start_call(self, info: flight.CallInfo, headers: dict[str, list[Any]]) -> Caller | None:
         try:
@@ -138,6 +145,45 @@ class AuthMiddlewareFactory(flight.ServerMiddlewareFactory):
         if scheme == "bearer":
             return self._bearer(credentials.strip())
         raise flight.FlightUnauthenticatedError("authorization header must be 'Basic ...' or 'Bearer ...'")
+
+    def http_user(self, authorization: str | None) -> str:
+        """The user of a web request (the console) sending this ``Authorization`` header.
+
+        Browsers send basic credentials with every request, so ``Basic`` is accepted on each
+        one: checked like the handshake's (scrypt, the login throttle) the first time, then
+        remembered as a keyed hash beside the bearer token it earned, which is checked instead
+        (cheap; it names the account's incarnation, and it expires). ``Bearer`` takes the
+        handshake's tokens and the static ones; no header is the anonymous caller.
+
+        Raises:
+            flight.FlightUnauthenticatedError: missing, wrong or expired credentials.
+        """
+        if not authorization:
+            return self._known(ANONYMOUS).user
+        if len(authorization) > MAX_HEADER_BYTES:
+            raise flight.FlightUnauthenticatedError(f"authorization header is longer than {MAX_HEADER_BYTES} bytes")
+        scheme, _, credentials = authorization.partition(" ")
+        scheme = scheme.lower()
+        try:
+            if scheme == "basic":
+                return self._basic(credentials.strip())
+            if scheme == "bearer":
+                return self._bearer(credentials.strip()).user
+        except InvalidTicketError as err:
+            raise flight.FlightUnauthenticatedError(str(err)) from None
+        raise flight.FlightUnauthenticatedError("authorization header must be 'Basic ...' or 'Bearer ...'")
+
+    def _basic(self, credentials: str) -> str:
+        digest = hmac.digest(self._checked_key, credentials.encode(), "sha256")
+        token = self._checked.get(digest)
+        if token is not None:
+            try:
+                return self._bearer(token).user
+            except (flight.FlightUnauthenticatedError, InvalidTicketError):
+                self._checked.pop(digest)  # expired, or the account changed: check the password again
+        account = self._login(credentials)
+        self._checked.put(digest, self.tokens.issue(account.name, account.incarnation), 1)
+        return account.name
 
     def _known(self, user: str) -> Caller:
         self.access.authorize(user, "read")  # exists (any more) / anonymous allowed here

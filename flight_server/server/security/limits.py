@@ -106,16 +106,17 @@ class RelayLimits:
 
 
 class Deadline:
-    """A cooperative time bound: long loops call :meth:`check`."""
+    """A cooperative time bound: long loops call :meth:`check` (``what``: what took too long)."""
 
-    def __init__(self, name: str, seconds: float):
+    def __init__(self, name: str, seconds: float, what: str = "the query took longer to plan"):
         self.name = name
         self.seconds = seconds
+        self.what = what
         self.end = time.monotonic() + seconds
 
     def check(self) -> None:
         if time.monotonic() > self.end:
-            raise LimitExceededError(self.name, self.seconds, "the query took longer to plan")
+            raise LimitExceededError(self.name, self.seconds, self.what)
 
     def bounded(self, items: Iterator[T]) -> Iterator[T]:
         for item in items:

@@ -4,6 +4,7 @@ demo; one-line errors with exit code 1. The client commands log in as an admin u
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -11,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pyarrow.csv as pacsv
@@ -27,6 +29,7 @@ from tests.support.servers import free_port
 REPO = Path(__file__).resolve().parents[3]
 V9 = "sample_table/cow/v9_txns_simple_meta"
 V6 = "sample_table/cow/v6_nonpartitioned"
+CONSOLE: dict[str, str] = {}  # the web console of the module's server: its URL
 
 
 @pytest.fixture(scope="module")
@@ -50,11 +53,14 @@ def server(warehouse, tmp_path_factory):
     assert added.returncode == 0 and added.stdout.strip() == f"added user {ADMIN} (admin)", added.stderr
     proc = subprocess.Popen(
         [sys.executable, "-m", "flight_server.cli", "serve", "--port", str(port), "--warehouse", str(warehouse),
-         "--state-dir", str(state), "--allow-root", str(tmp_path_factory.getbasetemp())],
+         "--state-dir", str(state), "--allow-root", str(tmp_path_factory.getbasetemp()), "--console-port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
     )
     line = proc.stdout.readline()  # printed once the server listens
     assert "serving 2 table(s)" in line, line + proc.stderr.read() if proc.poll() is not None else line
+    console = proc.stdout.readline()
+    assert re.fullmatch(r"web console on http://127\.0\.0\.1:\d+/\n", console), console
+    CONSOLE["url"] = console.split()[-1]
     yield f"grpc://127.0.0.1:{port}", state
     proc.terminate()
     proc.wait(10)
@@ -82,6 +88,15 @@ def test_serve_created_sqlite_catalog_and_secret(server):
     assert len(bytes.fromhex((state / "ticket-secret").read_text().strip())) == 32
 
 
+def test_serve_with_a_console(server):
+    """``serve --console-port 0`` says where its console listens, and it answers there."""
+    request = urllib.request.Request(CONSOLE["url"] + "namespaces/sales")
+    request.add_header("Authorization", "Basic " + base64.b64encode(f"{ADMIN}:{ADMIN_PASSWORD}".encode()).decode())
+    with urllib.request.urlopen(request, timeout=30) as response:
+        body = response.read().decode()
+    assert response.status == 200 and ">txns</a>" in body and ">basic</a>" in body
+
+
 def test_tables(server, capsys):
     uri, _ = server
     code, out, _ = _run(capsys, "tables", *_login(uri))
@@ -99,9 +114,11 @@ def test_register_and_info(server, capsys, fixture_table):
     info = json.loads(out)
     assert info["table_version"] == 6 and info["timeline"]
     library = HudiTable.open(fixture_table(V6)).metadata_table("health").to_pylist()
-    assert [{k: c[k] for k in ("check", "status", "value", "threshold")} for c in info["health"]] == [
-        {k: c[k] for k in ("check", "status", "value", "threshold")} for c in library
-    ]
+    shown = ("check", "status", "threshold", "remedy")  # values too, but for last_commit's age (it ages)
+    assert [{k: c[k] for k in shown} for c in info["health"]] == [{k: c[k] for k in shown} for c in library]
+    assert [c["value"] for c in info["health"][1:]] == [c["value"] for c in library[1:]]
+    assert info["health"][0]["check"] == "last_commit"
+    assert 0 <= library[0]["value"] - info["health"][0]["value"] < 600  # asked a moment apart
 
 
 def test_info_summarises_health_against_named_thresholds(server, capsys):
@@ -110,15 +127,35 @@ def test_info_summarises_health_against_named_thresholds(server, capsys):
     assert code == 0
     lines = out.splitlines()
     assert lines[0].startswith("sales.txns: COPY_ON_WRITE, table version 9")
-    assert lines[3] == "health:"
+    assert lines[3] == "health: 2 INFO, 7 OK"  # the 12-row table's tiny files are no warning
     checks = {line.split()[1]: line for line in lines[4::2]}
     thresholds = lines[5::2]
-    assert list(checks) == ["small_files", "log_backlog", "pending_compaction", "pending_clustering",
-                            "metadata_table_lag"]
-    assert checks["small_files"].startswith("  WARN small_files = 5: 5 of 5 base files are smaller than 104857600")
+    assert list(checks) == ["last_commit", "small_files", "log_backlog", "pending_compaction", "pending_clustering",
+                            "replaced_file_groups", "old_file_slices", "orphaned_files", "metadata_table_lag"]
+    assert re.match(r"  INFO last_commit = \d+d \d+h \d+m: commit \d{17} \(INSERT\), completed \d{17}, ", checks["last_commit"])
+    assert checks["small_files"].startswith("  OK   small_files = 5: 5 of 5 base files are smaller than 100.0 MiB")
+    assert checks["replaced_file_groups"].startswith("  INFO replaced_file_groups = 7: 7 replaced file group(s) on storage")
     assert checks["metadata_table_lag"].startswith("  OK   metadata_table_lag = 0: metadata table current to")
-    assert len(thresholds) == 5 and all(t.startswith("       threshold: ") for t in thresholds)
-    assert "hoodie.parquet.small.file.limit default" in thresholds[0]
+    assert len(thresholds) == 9 and all(t.startswith("       threshold: ") for t in thresholds)
+    assert "hoodie.parquet.small.file.limit default" in thresholds[1]
+
+
+def test_info_tells_what_fixes_a_warning(server, capsys, fixture_table, tmp_path):
+    """A WARN carries its remedy: here the orphaned base file of a write no timeline knows."""
+    uri, _ = server
+    table = tmp_path / "orphaned"
+    shutil.copytree(fixture_table(V6), table)
+    (original,) = [p for p in table.iterdir() if p.suffix == ".parquet"][:1]
+    file_id = original.name.split("_")[0]
+    shutil.copy(original, table / f"{file_id}_0-0-0_20300101000000001.parquet")
+    assert _run(capsys, "register", "other.orphaned", str(table), *_login(uri))[0] == 0
+    code, out, _ = _run(capsys, "info", "other.orphaned", *_login(uri))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[3] == "health: 1 WARN, 3 INFO, 5 OK"
+    at = next(i for i, line in enumerate(lines) if line.startswith("  WARN orphaned_files = 1: "))
+    assert lines[at + 1].startswith("       threshold: ")
+    assert lines[at + 2].startswith("       fix: failed writes are rolled back by the next writer") and "HoodieRepairTool" in lines[at + 2]
 
 
 def test_read_prints_rows(server, capsys, warehouse):
