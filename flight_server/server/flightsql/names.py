@@ -14,6 +14,7 @@ from catalog.meta import META_TABLES, SEPARATOR
 from catalog.plan.options import ReadOptions
 from flight_server.server.query.queries import Call
 from flight_server.server.registry import TableEntry
+from flight_server.server.sql.hints import listed
 
 CATALOG = "hudi"
 RO_SUFFIX = "_ro"
@@ -98,10 +99,28 @@ def resolve_name(
             if call.open_entry(entry).state.config.is_mor:
                 found.append(Reference(entry, ReadOptions(query_type="read_optimized")))
     if not found:
-        raise UnknownTableError(f"table {written} not found")
+        raise UnknownTableError(f"table {written} not found{_names_hint(call, namespace, name)}")
     if len(found) > 1:
         raise UnknownTableError(f"table name {written} is ambiguous: qualify it with its namespace")
     return found[0]
+
+
+def _names_hint(call: Call, namespace: str | None, name: str) -> str:
+    """What a caller who named a missing table could have meant, among the tables it may read
+    (as the CLI tells it): the metadata tables of ``t`` for ``t$wrong``, the tables of the
+    namespace, or the namespaces."""
+    readable = call.readable([e.identifier for e in call.entries()])
+    namespaces = sorted({identifier.partition(".")[0] for identifier in readable})
+    if namespace is None:
+        return f" (namespaces: {listed(namespaces)})"
+    if namespace not in namespaces:
+        return f": no namespace {shown(namespace)} (namespaces: {listed(namespaces)})"
+    tables = sorted(identifier.partition(".")[2] for identifier in readable if identifier.startswith(namespace + "."))
+    base, separator, _ = name.rpartition(SEPARATOR)
+    if separator and base in tables:
+        metas = [f"{base}{SEPARATOR}{kind}" for kind in META_TABLES]
+        return f" (metadata tables of {namespace}.{base}: {listed(metas)})"
+    return f" (tables of {namespace}: {listed(tables)})"
 
 
 def readable_name(call: Call, catalog: str | None, namespace: str | None, name: str) -> Reference:
