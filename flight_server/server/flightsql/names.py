@@ -5,7 +5,9 @@ metadata tables ``<table>$<name>`` of every table (``catalog.meta``; Trino's Hud
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
+from typing import Iterator
 
 import pyarrow.flight as flight
 
@@ -105,6 +107,18 @@ def resolve_name(
     return found[0]
 
 
+@contextlib.contextmanager
+def hinted_unknown(call: Call, identifier: str) -> Iterator[None]:
+    """Tell a table the block does not find as :func:`resolve_name` does: with the names the
+    caller could have meant (the registry's own words name no alternative)."""
+    try:
+        yield
+    except UnknownTableError:
+        namespace, _, name = identifier.rpartition(".")
+        hint = _names_hint(call, namespace or None, name)
+        raise UnknownTableError(f"table {shown_name(None, namespace or None, name)} not found{hint}") from None
+
+
 def _names_hint(call: Call, namespace: str | None, name: str) -> str:
     """What a caller who named a missing table could have meant, among the tables it may read
     (as the CLI tells it): the metadata tables of ``t`` for ``t$wrong``, the tables of the
@@ -154,5 +168,6 @@ def _authorize(call: Call, identifier: str, written: str) -> None:
 
 
 __all__ = [
-    "CATALOG", "RO_SUFFIX", "Reference", "meta_name", "meta_reference", "readable_name", "resolve_name", "shown_name",
+    "CATALOG", "RO_SUFFIX", "Reference", "hinted_unknown", "meta_name",
+    "meta_reference", "readable_name", "resolve_name", "shown_name",
 ]
