@@ -14,12 +14,12 @@ import pyarrow.flight as flight
 from catalog.errors import UnknownTableError, shown
 from catalog.meta import META_TABLES, SEPARATOR
 from catalog.plan.options import ReadOptions
+from flight_server.protocol.wire import RO_SUFFIX
 from flight_server.server.query.queries import Call
 from flight_server.server.registry import TableEntry
 from flight_server.server.sql.hints import listed
 
 CATALOG = "hudi"
-RO_SUFFIX = "_ro"
 
 
 @dataclass(frozen=True)
