@@ -73,7 +73,7 @@ def _follow_parent(conn: Connection, placement: Placement) -> None:
 def _serve_child(config: ServerConfig, discover: bool, conn: Connection, listen: str) -> None:
     """Body of one serving process: listen at ``listen``, report the bound port, serve."""
     from flight_server.server.app import compose
-    from flight_server.server.ops.call_log import configure_logging
+    from flight_server.server.ops.logs import configure_logging
     from flight_server.server.service import HudiFlightServer
 
     configure_logging(config.log_format)
