@@ -58,23 +58,17 @@ def scan(
     ``tls_root_certs``, ...) and closed once the relation's stream ends or is dropped.
     ``options``: the other read options (``as_of``, ``query_type``, ``start``, ``end``).
     """
-    owned = not isinstance(uri_or_client, HudiFlightClient)
-    client = HudiFlightClient(uri_or_client, **dict(client_options or {})) if owned else uri_or_client
+    pushed = {"columns": list(columns) if columns is not None else None, "filters": [tuple(f) for f in filters],
+              "limit": limit, **options}
+    if isinstance(uri_or_client, HudiFlightClient):
+        return con.from_arrow(uri_or_client.reader(table, **pushed))
+    client = HudiFlightClient(uri_or_client, **dict(client_options or {}))
     try:
-        reader = client.reader(
-            table,
-            columns=list(columns) if columns is not None else None,
-            filters=[tuple(f) for f in filters],
-            limit=limit,
-            **options,
-        )
+        reader = client.reader(table, **pushed)
     except BaseException:
-        if owned:
-            client.close()
+        client.close()
         raise
-    if owned:
-        reader = pa.RecordBatchReader.from_batches(reader.schema, _closing(reader, client))
-    return con.from_arrow(reader)
+    return con.from_arrow(pa.RecordBatchReader.from_batches(reader.schema, _closing(reader, client)))
 
 
 def _closing(reader: pa.RecordBatchReader, client: HudiFlightClient) -> Iterator[pa.RecordBatch]:
