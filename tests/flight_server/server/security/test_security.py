@@ -321,10 +321,12 @@ def test_footer_cache_is_bounded_in_bytes_and_keyed_by_normalised_path(tmp_path)
 
 
 def test_state_files_are_private(tmp_path):
-    state = tmp_path / "state"
+    state = tmp_path / "new" / "state"
     with running_server(ServerConfig(port=0, state_dir=str(state))):
         pass
-    assert stat.S_IMODE(state.stat().st_mode) == 0o700
+    folders = [tmp_path / "new", state, *(Path(top) / d for top, dirs, _ in os.walk(state) for d in dirs)]
+    assert state / "disk-cache" in folders
+    assert {str(f): oct(stat.S_IMODE(f.stat().st_mode)) for f in folders} == {str(f): oct(0o700) for f in folders}
     for name in ("catalog.db", "ticket-secret"):
         assert stat.S_IMODE((state / name).stat().st_mode) == 0o600, name
 
