@@ -1,5 +1,6 @@
 """State files of the server (the embedded catalog database, the ticket secret): created 0600
-in a 0700 folder (every folder the server creates under its state dir, such as the disk cache's, is 0700), so other local users can read neither the catalog nor the signing secret."""
+in a 0700 folder (every folder the server creates under its state dir, such as the disk cache's,
+is 0700), so other local users can read neither the catalog nor the signing secret."""
 
 from __future__ import annotations
 
