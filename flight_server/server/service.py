@@ -97,6 +97,7 @@ class HudiFlightServer(flight.FlightServerBase):
         kwargs.setdefault("auth_handler", HandshakeEnabled())
         check_locations(self.app.config.locations, self.app.config.tls() is not None)
         listen = location or self.app.config.location
+        app.load()
         try:
             super().__init__(listen, **kwargs)
         except pa.ArrowException as err:
