@@ -23,7 +23,8 @@ A hostile client must not lock the port (:class:`RelayLimits`):
 * on a cleartext connection a gRPC message over ``max_message_bytes`` (twice ``max_body_bytes``
   and some framing) cuts the connection before its body reaches a process (``h2_guard``: pyarrow
   lets no Python code bound gRPC's receive size, so this is the only place it can be checked
-  before the message is buffered);
+  before the message is buffered), and so does a message past the bytes in progress allowed on
+  one connection (``max_body_bytes_per_connection``) or on all of them (``body_memory_bytes``);
 * running out of file descriptors (EMFILE) while accepting is logged, relieved by displacing
   an idle connection, and retried with a growing pause: the accept loop never dies. At start the
   soft descriptor limit is raised to the hard one, and ``max_connections`` is lowered to what
@@ -40,7 +41,7 @@ import socket
 import threading
 import time
 
-from flight_server.server.runtime.h2_guard import H2Guard
+from flight_server.server.runtime.h2_guard import BodyBudget, H2Guard
 from flight_server.server.runtime.relay_loop import Link, RelayLoop
 from flight_server.server.security.limits import RelayLimits
 
@@ -101,6 +102,7 @@ class Relay:
         self._per_peer: dict[str, int] = {}
         self._closing = threading.Event()
         self._loop = RelayLoop()
+        self._bodies = BodyBudget(limits.body_memory_bytes)  # request messages in progress, all connections
         self._threads: list[threading.Thread] = []
         self._last_complaint = 0.0
 
@@ -195,11 +197,10 @@ class Relay:
             if chosen is not None:
                 slot, upstream = chosen
                 link.upstream = upstream
-                limit = self.limits.max_message_bytes
+                guard = self._guard()
                 try:
                     if link in self._links:  # not displaced or closed meanwhile
-                        self._loop.add(link, upstream, H2Guard(limit) if limit else None,
-                                       lambda: self._closed(link, slot))
+                        self._loop.add(link, upstream, guard, lambda: self._closed(link, slot, guard))
                         return
                 except OSError as err:  # e.g. no descriptor left for its pipe
                     log.debug("relayed connection ended: %s", err)
@@ -209,8 +210,18 @@ class Relay:
             log.debug("relayed connection ended: %s", err)
         self._closed(link, None)
 
-    def _closed(self, link: Link, slot: int | None) -> None:
-        """``link`` is over: forget it, free its process's slot, close the client's socket."""
+    def _guard(self) -> H2Guard | None:
+        """The front check of one new connection's request messages (``None``: unbounded)."""
+        limits = self.limits
+        if not limits.max_message_bytes:
+            return None
+        return H2Guard(limits.max_message_bytes, limits.max_body_bytes_per_connection, self._bodies)
+
+    def _closed(self, link: Link, slot: int | None, guard: H2Guard | None = None) -> None:
+        """``link`` is over: forget it, free its process's slot and its messages in progress,
+        close the client's socket."""
+        if guard is not None:  # on the loop's thread, the one that counts the budget
+            guard.release()
         if slot is not None:
             self._release(slot)
         with self._lock:
