@@ -93,11 +93,12 @@ class App:
             **self.ops.middleware(),
         }
 
-    def server_kwargs(self) -> dict[str, Any]:
-        """``FlightServerBase`` keyword arguments: middleware and TLS."""
+    def server_kwargs(self, tls_in_front: bool = False) -> dict[str, Any]:
+        """``FlightServerBase`` keyword arguments: middleware and TLS (none when the relay in
+        front of the process ends TLS: ``tls_in_front``)."""
         kwargs: dict[str, Any] = {"middleware": self.middleware()}
         tls = self.config.tls()
-        if tls is not None:
+        if tls is not None and not tls_in_front:
             kwargs.update(tls.server_kwargs())
         return kwargs
 

@@ -8,7 +8,8 @@ exposed by ``pyarrow.flight.FlightServerBase``. gRPC therefore buffers a whole r
 first: on a cleartext (h2c) connection it follows the HTTP/2 frames from the client, reads the
 5-byte gRPC message prefix of every DATA stream (compressed flag, 4-byte big-endian length)
 and cuts the connection as soon as a message declares more than the bound, before its body is
-forwarded. A TLS connection passes through untouched (its bytes are opaque to the relay).
+forwarded. A TLS connection is fed to the guard once the relay decrypted it (``relay``: ``tls``); one
+the relay passes through untouched turns the guard off (its bytes are opaque).
 
 One message under the bound is not the whole risk: many of them at once, on many streams of one
 connection or on many connections, are buffered together. So the guard also counts the bytes of

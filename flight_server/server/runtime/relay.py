@@ -1,4 +1,8 @@
-"""One public port for several serving processes: a TCP relay in the supervising process.
+"""The public port: a TCP relay in front of the serving process(es), in the process that owns the
+port (the supervisor of ``serve --processes N``, else the one serving process itself).
+
+A single process is fronted too: the relay is the only place where a request's gRPC messages
+can be bounded before gRPC buffers them (below).
 
 Linux gRPC servers can share a port with ``SO_REUSEPORT``, but Arrow Flight's C++ server turns
 that option off (``GRPC_ARG_ALLOW_REUSEPORT = 0`` in its server builder) and pyarrow exposes no
@@ -7,7 +11,10 @@ use" (tests/flight_server/server/runtime/test_processes.py pins this). So the su
 socket and hands each accepted connection to one serving process (the one with the fewest
 relayed connections, round robin among equals), which listens on a private loopback port. One
 thread moves the bytes of every connection (``relay_loop``: the way back in the kernel with
-``splice(2)``); TLS, when configured, passes through untouched and ends in the serving process.
+``splice(2)``). TLS, when configured, ends here (``tls``: the processes behind listen in cleartext
+on loopback, so the request checks below see TLS clients' requests too), except where clients
+reach the processes' own ports as well (``--process-endpoints``): then it passes through
+untouched and ends in the serving process.
 
 The kernel balanced ``SO_REUSEPORT`` per connection too, so what a client sees is the same: one
 HTTP/2 connection is served by one process, many connections spread over all of them.
@@ -38,6 +45,7 @@ import errno
 import logging
 import resource
 import socket
+import ssl
 import threading
 import time
 
@@ -73,9 +81,12 @@ class Relay:
         host, port: the public address (port 0: any free port; see :attr:`port`).
         limits: the bounds (default: :class:`RelayLimits`'s).
         backend_host: where the backends listen (their ports: :meth:`set_backend`).
+        tls: end the clients' TLS here with this context (the backends listen in cleartext), so
+            the guard sees their requests too; ``None``: relay bytes as they come (TLS included).
     """
 
-    def __init__(self, host: str, port: int, limits: RelayLimits | None = None, backend_host: str = "127.0.0.1"):
+    def __init__(self, host: str, port: int, limits: RelayLimits | None = None, backend_host: str = "127.0.0.1",
+                 tls: ssl.SSLContext | None = None):
         limits = limits or RelayLimits()
         capacity = descriptor_capacity()
         if limits.max_connections > capacity:
@@ -93,6 +104,7 @@ class Relay:
             raise OSError(f"cannot listen on {host}:{port} (address in use?)") from err
         self.port: int = self._sock.getsockname()[1]
         self._backend_host = backend_host
+        self._tls = tls
         self._backends: dict[int, int] = {}  # slot -> private port
         self._active: dict[int, int] = {}  # slot -> relayed connections open
         self._last: dict[int, int] = {}  # slot -> turn it was last chosen
@@ -193,6 +205,8 @@ class Relay:
         """Connect ``link`` to a serving process (on a thread of its own: connecting may take a
         moment) and hand both sockets to the loop."""
         try:
+            if self._tls is not None:
+                link.client = self._handshake(link.client)
             chosen = self._connect()
             if chosen is not None:
                 slot, upstream = chosen
@@ -209,6 +223,22 @@ class Relay:
         except OSError as err:
             log.debug("relayed connection ended: %s", err)
         self._closed(link, None)
+
+    def _handshake(self, client: socket.socket) -> ssl.SSLSocket:
+        """The client's TLS handshake, on this connection's own thread, within ``handshake_seconds``.
+
+        Raises:
+            OSError: the handshake failed or took too long (``ssl.SSLError`` is one).
+        """
+        assert self._tls is not None
+        client.settimeout(self.limits.handshake_seconds)
+        try:
+            wrapped = self._tls.wrap_socket(client, server_side=True)
+        except OSError:
+            client.close()
+            raise
+        wrapped.settimeout(None)
+        return wrapped
 
     def _guard(self) -> H2Guard | None:
         """The front check of one new connection's request messages (``None``: unbounded)."""

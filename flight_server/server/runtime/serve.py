@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from flight_server.protocol.wire import TCP_SCHEME
 from flight_server.server.cluster.membership import ROLES, check_uri
 from flight_server.server.cluster.worker import Registration, advertised_uri
 from flight_server.server.config import ServerConfig
@@ -83,9 +84,9 @@ def _register(config: ServerConfig, port: int, signer: TicketSigner) -> Registra
 def serve(config: ServerConfig, ready: Callable[[Serving], None] | None = None) -> None:
     """Run a server until interrupted (KeyboardInterrupt; the CLI turns SIGTERM into one).
 
-    One process or many, the public port belongs to a relay (``runtime.relay``) that bounds the
-    request messages of cleartext connections before they reach gRPC; the serving process
-    listens on loopback behind it.
+    One process or many, the public port belongs to a relay (``runtime.relay``) that ends TLS
+    and bounds every request's gRPC messages before they reach gRPC; the serving process
+    listens in cleartext on loopback behind it.
 
     Workers do not scan warehouses (the coordinator keeps the shared catalog); they register
     with the coordinator once listening and tell it when they leave.
@@ -123,11 +124,12 @@ def serve(config: ServerConfig, ready: Callable[[Serving], None] | None = None) 
 
     # the relay owns the public port even for one process: it is the only place a request's
     # gRPC messages can be bounded before gRPC buffers them (runtime.h2_guard)
-    relay = Relay(config.host, config.port, config.relay_limits())
+    tls = config.tls()
+    relay = Relay(config.host, config.port, config.relay_limits(), tls=tls.ssl_context() if tls else None)
     try:
         config = config.updated({"port": relay.port})  # what the process names as its address
         app = compose(config, discover=discover)
-        server = HudiFlightServer(location=f"{config.location.split('://', 1)[0]}://127.0.0.1:0", app=app)
+        server = HudiFlightServer(location=f"{TCP_SCHEME}://127.0.0.1:0", app=app, tls_in_front=True)
     except BaseException:
         relay.close()
         raise

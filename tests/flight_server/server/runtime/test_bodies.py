@@ -1,5 +1,5 @@
 """Request bodies bounded before they are held, in the server ``hudi-flight serve`` starts by
-default (one process): concurrent large bodies, with credentials or without, are refused at
+default (one process), in cleartext or with TLS: concurrent large bodies, with credentials or without, are refused at
 their first bytes while a legitimate client keeps being answered, and the server's memory stays
 where it was (issue 39: 16 x 200 MB bodies took it from 238 MiB to 6.3 GiB)."""
 
@@ -10,7 +10,9 @@ import os
 import struct
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow.flight as flight
 import pytest
@@ -43,30 +45,55 @@ class _Header(flight.ClientMiddleware):
         return {"authorization": "Bearer not-a-token"}
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory, fixture_table):
+@dataclass(frozen=True)
+class Served:
+    """A ``hudi-flight serve`` process and how a client connects to it."""
+
+    process: ServeProcess
+    uri: str
+    connect: dict[str, Any]
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+@pytest.fixture(scope="module", params=["cleartext", "tls", "mutual tls"])
+def served(request, tmp_path_factory, fixture_table, pki):
+    """The default single-process server, in cleartext, with TLS and with mutual TLS (the relay
+    in front ends TLS, so the bound holds for TLS clients too)."""
     root = tmp_path_factory.mktemp("bodies")
     catalog = f"sqlite:///{root / 'catalog.db'}"
     registry = Registry(catalog)
     registry.register_table("b.t", fixture_table(SIMPLE))
     registry.close()
-    server = ServeProcess("--port", "0", "--catalog-url", catalog, "--state-dir", str(root / "state"),
+    ca, _ = pki
+    tls: list[str] = []
+    connect: dict[str, Any] = {}
+    if request.param != "cleartext":
+        tls = ["--tls-cert", str(ca.server_cert), "--tls-key", str(ca.server_key)]
+        connect = {"tls_root_certs": ca.ca_cert.read_bytes()}
+    if request.param == "mutual tls":
+        tls += ["--tls-client-ca", str(ca.ca_cert)]
+        connect.update(cert_chain=ca.client_cert.read_bytes(), private_key=ca.client_key.read_bytes())
+    server = ServeProcess("--port", "0", "--catalog-url", catalog, "--state-dir", str(root / "state"), *tls,
                           log=root / "serve.log")
+    scheme = "grpc+tls" if tls else "grpc"
     try:
-        yield server
+        yield Served(server, f"{scheme}://127.0.0.1:{server.port}", connect)
     finally:
         server.stop()
 
 
-def _legitimate(uri: str) -> int:
-    with flight.connect(uri) as client:
+def _legitimate(served: Served) -> int:
+    with flight.connect(served.uri, **served.connect) as client:
         info = client.get_flight_info(flight.FlightDescriptor.for_path("b", "t"))
         return sum(client.do_get(e.ticket).read_all().num_rows for e in info.endpoints)
 
 
-def _send(uri: str, body: bytes, credentials: bool) -> str:
+def _send(served: Served, body: bytes, credentials: bool) -> str:
     middleware = [_Bearer()] if credentials else []
-    with flight.connect(uri, middleware=middleware) as client:
+    with flight.connect(served.uri, middleware=middleware, **served.connect) as client:
         try:
             client.get_flight_info(flight.FlightDescriptor.for_command(body), flight.FlightCallOptions(timeout=60))
         except flight.FlightError as err:
@@ -75,7 +102,7 @@ def _send(uri: str, body: bytes, credentials: bool) -> str:
 
 
 def test_concurrent_large_bodies_are_refused_without_memory_growth(served):
-    rows = _legitimate(served.uri)
+    rows = _legitimate(served)
     before = _rss(served.pid)
     body = json.dumps({"table": "b.t", "pad": "x" * BODY_BYTES}).encode()
     peak, done = before, threading.Event()
@@ -85,20 +112,20 @@ def test_concurrent_large_bodies_are_refused_without_memory_growth(served):
         nonlocal peak
         while not done.wait(0.02):
             peak = max(peak, _rss(served.pid))
-            answered.append(_legitimate(served.uri))
+            answered.append(_legitimate(served))
 
     watcher = threading.Thread(target=watch)
     watcher.start()
     try:
         with ThreadPoolExecutor(BODIES) as pool:
-            outcomes = list(pool.map(lambda i: _send(served.uri, body, credentials=i % 2 == 1), range(BODIES)))
+            outcomes = list(pool.map(lambda i: _send(served, body, credentials=i % 2 == 1), range(BODIES)))
     finally:
         done.set()
         watcher.join(60)
     assert outcomes == ["FlightUnavailableError"] * BODIES  # the connection cut at the message's prefix
     assert answered and set(answered) == {rows}  # the legitimate client was answered throughout
     assert peak - before < GROWTH_BOUND, f"grew {(peak - before) >> 20} MiB"
-    assert _legitimate(served.uri) == rows
+    assert _legitimate(served) == rows
 
 
 # -- the bounds on messages in progress, frame by frame ------------------------------------------
