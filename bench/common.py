@@ -45,6 +45,7 @@ from __future__ import annotations
 import gc
 import json
 import math
+import os
 import platform
 import shutil
 import statistics
@@ -297,6 +298,28 @@ def write_results(rows: Sequence[dict], size: str, out_dir: Path = RESULTS_DIR, 
     if rows and _chart(rows, png_path):
         written["png"] = png_path
     return written
+
+
+def tree_rss(pid: int) -> int:
+    """Resident bytes of ``pid`` and its descendants (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        todo.extend(children.get(p, []))
+        try:
+            pages = int(Path(f"/proc/{p}/statm").read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        total += pages * os.sysconf("SC_PAGE_SIZE")
+    return total
 
 
 class ServedWarehouse:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
 import random
 import socket
 import statistics
@@ -39,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from bench.common import ServedWarehouse, generated_once, percentile, row, table_dir
+from bench.common import ServedWarehouse, generated_once, percentile, row, table_dir, tree_rss
 
 # rows, partitions, legitimate clients, seconds per phase
 SIZES = {"quick": (50_000, 8, 16, 8.0), "full": (500_000, 32, 32, 60.0)}
@@ -188,28 +187,6 @@ def _sql(uri: str, query: str) -> Callable[[int, threading.Event, list[float]], 
 
 
 # -- the run ---------------------------------------------------------------------------------
-def _tree_rss(pid: int) -> int:
-    """Resident bytes of ``pid`` and its descendants (Linux /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    total, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
-        todo.extend(children.get(p, []))
-        try:
-            pages = int(Path(f"/proc/{p}/statm").read_text().split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        total += pages * os.sysconf("SC_PAGE_SIZE")
-    return total
-
-
 def _phase(served: ServedWarehouse, size: str, regions: list[str], hostile: str) -> dict[str, Any]:
     rows, _, clients, seconds = SIZES[size]
     ctx = multiprocessing.get_context("spawn")
@@ -232,7 +209,7 @@ def _phase(served: ServedWarehouse, size: str, regions: list[str], hostile: str)
     peak = 0
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        peak = max(peak, _tree_rss(served.process.pid))
+        peak = max(peak, tree_rss(served.process.pid))
         time.sleep(0.5)
     samples: list[tuple[str, float, str]] = []
     for _ in procs:

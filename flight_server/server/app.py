@@ -93,11 +93,12 @@ class App:
             **self.ops.middleware(),
         }
 
-    def server_kwargs(self) -> dict[str, Any]:
-        """``FlightServerBase`` keyword arguments: middleware and TLS."""
+    def server_kwargs(self, tls_in_front: bool = False) -> dict[str, Any]:
+        """``FlightServerBase`` keyword arguments: middleware and TLS (none when the relay in
+        front of the process ends TLS: ``tls_in_front``)."""
         kwargs: dict[str, Any] = {"middleware": self.middleware()}
         tls = self.config.tls()
-        if tls is not None:
+        if tls is not None and not tls_in_front:
             kwargs.update(tls.server_kwargs())
         return kwargs
 
@@ -105,12 +106,16 @@ class App:
         """Register the tables of every configured warehouse; returns how many there are."""
         return self.actions.rescan()
 
-    def start(self) -> None:
-        """Scan the warehouses now and on the refresh timer (when discovering), start operations."""
+    def load(self) -> None:
+        """The first scan of the warehouses (when discovering). The Flight port listens only after
+        it (``service.HudiFlightServer``), so no call right after start sees a catalog still filling."""
         if self.config.warehouses and self.discover:
             self.scan_warehouses()
-            if self.config.refresh_interval_seconds > 0:
-                threading.Thread(target=self._rescan_loop, name="hudi-warehouse-scan", daemon=True).start()
+
+    def start(self) -> None:
+        """Once the port listens: the warehouses' re-scan timer (when discovering), operations."""
+        if self.config.warehouses and self.discover and self.config.refresh_interval_seconds > 0:
+            threading.Thread(target=self._rescan_loop, name="hudi-warehouse-scan", daemon=True).start()
         self.ops.start()
         if self.console is not None:
             self.console.start()
