@@ -185,7 +185,8 @@ class Statements:
             return _described(schema, ((analysis.scan.table, schema),))
         views = {spec.view: self.facts.schema(call, spec.table, spec.options) for spec in analysis.plan.scans}
         sources = tuple((spec.table, views[spec.view]) for spec in analysis.plan.scans)
-        return _described(self.engine.result_schema(analysis.plan.sql, views, call.context.is_cancelled), sources)
+        schema = self.engine.result_schema(analysis.plan.sql, views, call.context.is_cancelled, call.keys)
+        return _described(schema, sources)
 
     def flight_info(
         self,
@@ -223,7 +224,8 @@ class Statements:
             views.append((spec.view, planned_scan.pinned))
             schemas[spec.view] = planned_scan.schema
         sources = tuple((spec.table, schemas[spec.view]) for spec in analysis.plan.scans)
-        schema = _described(self.engine.result_schema(analysis.plan.sql, schemas, call.context.is_cancelled), sources)
+        told = self.engine.result_schema(analysis.plan.sql, schemas, call.context.is_cancelled, call.keys)
+        schema = _described(told, sources)
         ticket = call.issue(StatementTicket(call.owner, analysis.plan.sql, tuple(views)), expires_at)
         return self._single_endpoint(descriptor, schema, ticket, expires_at, -1)
 
