@@ -18,8 +18,8 @@ runs, each against ``hudi-flight serve`` on loopback over a generated table:
   * ``regex``: a pathological regular expression over Flight SQL;
   * ``lambda string``, ``lambda lists``, ``printf width``: SQL that builds gigabytes in one
     expression (a 1 GB string from a lambda, a trillion list elements, a 1 GB ``printf`` width);
-  * ``schema-step hold``: GetFlightInfo of a statement whose schema step folds an expensive
-    constant (seconds of CPU in a few MB), again and again;
+  * ``schema-step hold``: GetFlightInfo of statements whose schema step folds an expensive
+    constant (seconds of CPU in a few MB), a new one each time;
 
   each SQL family sent by one hostile user on two connections. The server's static SQL bounds
   would refuse the lambda and ``printf`` statements before the engine sees them; the soak relaxes
@@ -39,6 +39,7 @@ median time until the server refused (or answered) them. Not part of the test su
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import multiprocessing
@@ -79,7 +80,8 @@ HOSTILE_SQL = {
     "lambda string": "SELECT length(list_reduce(list_transform(range(1000), x -> repeat('z', 999999)), (a, b) -> a || b))",
     "lambda lists": "SELECT len(flatten(list_transform(range(999999), x -> range(999999))))",
     "printf width": "SELECT length(printf('%1000000000d', 1))",
-    "schema-step hold": "SELECT list_sum(list_transform(range(3000000), x -> length(repeat('ab', 500)))) AS n",
+    # a new constant each time ({i}): a schema the server remembers costs no schema step
+    "schema-step hold": "SELECT list_sum(list_transform(range(3000000), x -> length(repeat('ab', 500)))) + {i} AS n",
 }
 #: the families whose statements are only planned (GetFlightInfo: the schema step), never read
 PLANNED_ONLY = frozenset({"schema-step hold"})
@@ -246,10 +248,12 @@ def _sql(uri: str, token: str, query: str, planned_only: bool) -> Callable[[int,
 
         client = _connect(uri, token, 30)  # a hostile request still running then counts as refused at 30 s
         try:
-            while not stop.is_set():
+            for i in itertools.count():
+                if stop.is_set():
+                    break
                 t0 = time.perf_counter()
                 try:
-                    plan = statement_plan(client, query)
+                    plan = statement_plan(client, query.replace("{i}", str(i)))
                     if not planned_only:
                         for _ in client.fetch_all(plan.endpoints):
                             pass

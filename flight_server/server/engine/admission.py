@@ -15,8 +15,9 @@ statement's execution and the streaming of its result. As Trino's resource group
   recently, to that group's oldest waiter its connection's limit lets run: round-robin between
   users, so one user's backlog never delays another user's first statement, and within a user
   first come, first served;
-- a waiter waits until it is admitted, its client leaves (CANCELLED) or
-  ``sql_admission_wait_seconds`` pass (refused with a retry hint); it holds no slot meanwhile.
+- a waiter waits until it is admitted, its client leaves (CANCELLED), the server shuts down
+  (UNAVAILABLE) or ``sql_admission_wait_seconds`` pass (refused with a retry hint); it holds no
+  slot meanwhile.
 
 What happens is told to a listener (the metrics: ``ops.metrics``) as ``(user, event, amount)``:
 ``queued`` and ``running`` (+1/-1 as work enters and leaves), ``refused`` (1) and ``wait`` (the
@@ -33,6 +34,7 @@ from typing import Callable, Iterator
 
 import pyarrow.flight as flight
 
+from flight_server.server.engine import failures
 from flight_server.server.engine.settings import EngineSettings
 from flight_server.server.security.budgets import CallKeys, ServerBusyError
 from flight_server.server.security.users import ANONYMOUS
@@ -86,6 +88,8 @@ class Admission:
         self._groups: dict[_Key, collections.deque[_Waiter]] = {}  # the waiters, by group, oldest first
         self._served: collections.OrderedDict[_Key, int] = collections.OrderedDict()  # group -> its last grant
         self._grants = 0
+        self._closed = False
+        self._shutting_down = failures.told(failures.SHUTDOWN, settings)
 
     @contextlib.contextmanager
     def admitted(self, keys: CallKeys = SERVER_WORK, cancelled: Callable[[], bool] | None = None) -> Iterator[None]:
@@ -105,6 +109,8 @@ class Admission:
         """Take one slot for ``keys`` (see :meth:`admitted`); :meth:`release` gives it back."""
         group = _group(keys)
         with self._lock:
+            if self._closed:
+                raise flight.FlightUnavailableError(self._shutting_down)
             if group not in self._groups and self._fits(keys):
                 self._take(keys, group)
                 self._tell(keys, "wait", 0.0)
@@ -117,6 +123,14 @@ class Admission:
             self._groups.setdefault(group, collections.deque()).append(waiter)
             self._count_waiting(keys, 1)
         self._wait(waiter, cancelled)
+
+    def close(self) -> None:
+        """Refuse every waiter, and all work from now on (the server is shutting down)."""
+        with self._lock:
+            self._closed = True
+            for queue in self._groups.values():
+                for waiter in queue:
+                    waiter.event.set()  # not granted: it leaves the queue and is refused
 
     def release(self, keys: CallKeys) -> None:
         """Give back a slot of ``keys`` and hand the freed slot to the next waiter in fair order."""
@@ -199,17 +213,18 @@ class Admission:
         deadline = waiter.since + self.wait_seconds
         while True:
             left = deadline - time.monotonic()
-            if waiter.event.wait(max(0.0, min(_POLL_SECONDS, left))):
-                break
+            woken = waiter.event.wait(max(0.0, min(_POLL_SECONDS, left)))
             gone = cancelled is not None and cancelled()
-            if not gone and time.monotonic() < deadline:
+            if not woken and not gone and time.monotonic() < deadline:
                 continue
             with self._lock:
                 if waiter.granted:  # granted meanwhile: the work runs (and sees its client gone itself)
                     break
                 self._unqueue(_group(waiter.keys), waiter)
-                if not gone:
+                if not gone and not self._closed:
                     self._tell(waiter.keys, "refused", 1)
+            if self._closed:
+                raise flight.FlightUnavailableError(self._shutting_down)
             if gone:
                 raise flight.FlightCancelledError("the query was cancelled while it waited: the client went away")
             raise ServerBusyError("sql_admission_wait_seconds", self.wait_seconds,

@@ -102,7 +102,9 @@ class SandboxedEngine:
         self.datasets = DatasetForms()  # the pickled datasets sent to engine processes
 
     def stop_all(self) -> None:
-        """Kill every statement's engine process now and refuse new statements (shutdown)."""
+        """Kill every statement's engine process now, and refuse new statements and those waiting
+        their turn (shutdown)."""
+        self.admission.close()
         self.watchdog.stop_all()
         self.processes.close()
 

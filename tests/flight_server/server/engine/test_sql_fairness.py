@@ -164,6 +164,20 @@ def test_a_waiter_leaves_at_its_wait_bound_or_when_its_client_leaves():
     assert [(user, event) for user, event, _ in events if event == "refused"] == [("bob", "refused")]
 
 
+def test_shutting_down_refuses_the_waiters_at_once():
+    queue, events = _queue(slots=1)
+    order: list[str] = []
+    waiter = _Worker(queue, "bob", _keys("bob", 2), order, None)
+    with queue.admitted(_keys("alice", 1)):
+        _queued(queue, events, waiter)
+        queue.close()
+        waiter.join(2)
+        assert not waiter.is_alive() and isinstance(waiter.error, flight.FlightUnavailableError)
+        assert "shutting down" in str(waiter.error) and order == []
+    with pytest.raises(flight.FlightUnavailableError, match="shutting down"):
+        queue.acquire(_keys("carol", 3))
+
+
 def test_anonymous_callers_share_by_connection():
     queue, _ = _queue(slots=4, admission_wait_seconds=0.2)  # a share of two
     one, other = _keys(None, 1), _keys(None, 2)
