@@ -24,9 +24,9 @@ from tests.support.credentials import prepare_state
 from tests.support.processes import ServeProcess, poll
 
 ENDLESS = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n+1 FROM r) SELECT count(*) FROM r"
-#: a constant the engine folds while it finds the schema (the schema step): about 20 s of CPU in
-#: a few MB, so only the deadline ends it
-HELD_SCHEMA = "SELECT list_sum(list_transform(range(3000000), lambda x: list_sum(range(x % 1000)))) AS n"
+#: a constant the engine folds while it finds the schema (the schema step): over a minute of CPU
+#: in a few hundred MB, so only the deadline (or the end of the test) ends it
+HELD_SCHEMA = "SELECT list_sum(list_transform(range(10000000), lambda x: list_sum(range(x % 1000)))) AS n"
 ALICE_TOKEN, BOB_TOKEN = "alice-token-" + "a" * 16, "bob-token-" + "b" * 16
 
 
@@ -192,7 +192,7 @@ def test_a_schema_step_held_by_one_user_does_not_stop_another_users_first_statem
     """Mallory's statements on two connections find their schemas by folding an expensive
     constant: the schema step is work of hers, so it holds her share (one slot) and her second
     waits behind it, while Bob's first statement and schema step run at once beside it."""
-    settings = EngineSettings(memory_limit="256MB", memory_budget="512MB", threads=1, timeout_seconds=8.0)
+    settings = EngineSettings(memory_limit="256MB", memory_budget="512MB", threads=1, timeout_seconds=120.0)
     sql_engine = SandboxedEngine(settings)
     errors: list[Exception] = []
 
@@ -207,13 +207,12 @@ def test_a_schema_step_held_by_one_user_does_not_stop_another_users_first_statem
         for thread in held:
             thread.start()
         poll(lambda: sql_engine.watchdog.running() == 1, 10, "mallory's schema step to run")
-        started = time.monotonic()
         bob = _keys("bob", 3)
         assert sql_engine.result_schema("SELECT 41 + 1 AS answer", {}, keys=bob).names == ["answer"]
         schema, batches = sql_engine.run("SELECT 42 AS answer", Views(), keys=bob)
         assert pa.Table.from_batches(list(batches), schema).to_pylist() == [{"answer": 42}]
-        assert time.monotonic() - started < 4.0  # not after mallory's 8 s deadline
-        assert sql_engine.watchdog.running() == 1 and not errors  # hers: one runs, one waits
+        # answered beside mallory's first schema step, still running; her second still waits
+        assert sql_engine.watchdog.running() == 1 and not errors
     finally:
         sql_engine.stop_all()
         for thread in held:
@@ -247,16 +246,13 @@ def test_one_user_on_twelve_connections_looping_light_sql_is_never_refused(tmp_p
     """A 12-panel dashboard of one user on the default settings (two slots, a share of one):
     its statements wait their turn, none is refused."""
     server = _serve(tmp_path)
-    stop = threading.Event()
     answered: list[int] = []
     failed: list[Exception] = []
 
     def panel(i: int) -> None:
         client = flight.connect(server.uri)
         try:
-            n = 0
-            while not stop.is_set():
-                n += 1
+            for n in range(4):
                 try:
                     rows = _query(client, ALICE_TOKEN, f"SELECT {i} * 1000 + {n % 5} AS v")
                     assert rows == [{"v": i * 1000 + n % 5}]
@@ -270,22 +266,20 @@ def test_one_user_on_twelve_connections_looping_light_sql_is_never_refused(tmp_p
     try:
         for thread in panels:
             thread.start()
-        time.sleep(6)
-    finally:
-        stop.set()
         for thread in panels:
-            thread.join(60)
+            thread.join(120)
+    finally:
         server.stop()
     assert not failed, failed[:3]
-    assert set(answered) == set(range(12)) and len(answered) >= 24
+    assert sorted(answered) == sorted(list(range(12)) * 4)
 
 
 def test_one_users_heavy_sql_does_not_refuse_another_users_light_sql(tmp_path):
     """Alice loops endless SQL on two connections (each statement runs to its 2 s deadline):
-    she holds her share, her other statement waits its turn, and Bob's light statements run in
-    the other slot at once."""
+    she holds her share, her other statement waits its turn (at most 1 s: then refused), and
+    Bob's light statements run in the other slot at once: none waits its 1 s out."""
     server = _serve(tmp_path, sql_memory_limit="64MB", sql_memory_budget="128MB", sql_threads=1,
-                    sql_timeout_seconds=2)
+                    sql_timeout_seconds=2, sql_admission_wait_seconds=1)
     stop = threading.Event()
     alice_errors: list[Exception] = []
 
@@ -306,17 +300,17 @@ def test_one_users_heavy_sql_does_not_refuse_another_users_light_sql(tmp_path):
         for loop in loops:
             loop.start()
         poll(lambda: alice_errors, 30, "alice's first statement to reach its deadline")
-        started = time.monotonic()
         answers = [_query(bob, BOB_TOKEN, f"SELECT {i} AS i") for i in range(8)]
         assert answers == [[{"i": i}] for i in range(8)]
-        assert time.monotonic() - started < 8.0
     finally:
         stop.set()
         for loop in loops:
             loop.join(30)
         bob.close()
         server.stop()
-    assert all(isinstance(err, flight.FlightTimedOutError) for err in alice_errors), alice_errors[:3]
+    assert any(isinstance(err, flight.FlightTimedOutError) for err in alice_errors)
+    assert all(isinstance(err, flight.FlightTimedOutError) or "sql_admission_wait_seconds" in str(err)
+               for err in alice_errors), alice_errors[:3]
 
 
 def test_a_printf_width_from_an_argument_is_refused_by_a_real_server(tmp_path):
