@@ -77,6 +77,8 @@ class HudiFlightServer(flight.FlightServerBase):
             workers, and all but one process of ``serve --processes N``).
         location: where to listen instead of ``config.location`` (a supervised process).
         app: the composed parts (``app.compose``); built from the arguments above when omitted.
+        tls_in_front: the relay in front of this process ends the clients' TLS (``runtime.relay``):
+            listen in cleartext at ``location`` (loopback), though TLS is configured.
     """
 
     def __init__(
@@ -87,16 +89,18 @@ class HudiFlightServer(flight.FlightServerBase):
         discover: bool = True,
         location: str | None = None,
         app: App | None = None,
+        tls_in_front: bool = False,
         **kwargs: Any,
     ):
         app = app or compose(config, registry, signer, discover)
         self.app = app  # every part, as composed (operators and tests reach them here)
-        composed = app.server_kwargs()
+        composed = app.server_kwargs(tls_in_front)
         kwargs.setdefault("middleware", {}).update(composed.pop("middleware"))
         kwargs.update(composed)
         kwargs.setdefault("auth_handler", HandshakeEnabled())
         check_locations(self.app.config.locations, self.app.config.tls() is not None)
         listen = location or self.app.config.location
+        app.load()
         try:
             super().__init__(listen, **kwargs)
         except pa.ArrowException as err:

@@ -231,7 +231,7 @@ class Statements:
         schema); a column it does not find is told with the columns of the tables it reads."""
         sources = tuple((spec.table, views[spec.view]) for spec in analysis.plan.scans)
         try:
-            schema = self.engine.result_schema(analysis.plan.sql, views, call.context.is_cancelled)
+            schema = self.engine.result_schema(analysis.plan.sql, views, call.context.is_cancelled, call.keys)
         except InvalidQueryError as err:
             tables = [(spec.table, self.facts.schema(call, spec.table, spec.options.replace(columns=None)))
                       for spec in analysis.plan.scans]  # the views hold the columns the query names only
