@@ -28,7 +28,7 @@ from pyspark.sql.functions import col  # noqa: E402
 
 from flight_server.client.session import PlannedEndpoint  # noqa: E402
 from flight_server.client.spark import PYTHON_SOURCE_NAME, pack_endpoints, packed_tasks  # noqa: E402
-from tests.support.spark import local_spark  # noqa: E402
+from tests.support.spark import local_spark, retried_on_worker_start  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -314,19 +314,24 @@ def test_streaming_sees_each_commit_exactly_once(spark, uri, tables, tmp_path):
     _, paths = tables
     ident = identifier(PARTITIONED)
     table = HudiTable.open(paths[ident])
-    query = (
-        spark.readStream.format("hudi-flight")
-        .option("uri", uri)
-        .load(ident)
-        .writeStream.format("memory")
-        .queryName("hudi_stream")
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(90)
+
+    def run(attempt: int):
+        query = (
+            spark.readStream.format("hudi-flight")
+            .option("uri", uri)
+            .load(ident)
+            .writeStream.format("memory")
+            .queryName(f"hudi_stream_{attempt}")
+            .option("checkpointLocation", str(tmp_path / f"ckpt-{attempt}"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(90)
+        return query, attempt
+
+    query, attempt = retried_on_worker_start(run)
     progress = query.recentProgress
-    got = _spark_rows(spark.sql("SELECT * FROM hudi_stream"))
+    got = _spark_rows(spark.sql(f"SELECT * FROM hudi_stream_{attempt}"))
     data = [i for i in table.timeline if i.action in ("commit", "deltacommit", "replacecommit")]
     bounds = [None] + [i.completion_time for i in data]
     parts = [table.read(query_type="incremental", start=s, end=e) for s, e in zip(bounds, bounds[1:])]
