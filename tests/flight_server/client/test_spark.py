@@ -326,7 +326,10 @@ def test_streaming_sees_each_commit_exactly_once(spark, uri, tables, tmp_path):
             .trigger(availableNow=True)
             .start()
         )
-        query.awaitTermination(90)
+        # an availableNow query ends by itself; a loaded machine may need minutes for its 12 batches
+        if not query.awaitTermination(600):
+            query.stop()
+            raise AssertionError("the availableNow query did not end within 600 s")
         return query, attempt
 
     query, attempt = retried_on_worker_start(run)
