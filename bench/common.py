@@ -323,12 +323,19 @@ def tree_rss(pid: int) -> int:
 
 
 class ServedWarehouse:
-    """``hudi-flight serve`` in a subprocess (``extra_args``: more serve flags; ``scheme`` of its URI)."""
+    """``hudi-flight serve`` in a subprocess (``extra_args``: more serve flags; ``scheme`` of its URI;
+    ``users``: the names of users, e.g. of static tokens, made admins in its catalog)."""
 
-    def __init__(self, warehouse: Path, processes: int, extra_args: Sequence[str] = (), scheme: str = "grpc"):
+    def __init__(
+        self, warehouse: Path, processes: int, extra_args: Sequence[str] = (), scheme: str = "grpc",
+        users: Sequence[str] = (),
+    ):
+        from tests.support.credentials import prepare_state
         from tests.support.processes import ServeProcess
 
         self.state = tempfile.mkdtemp(prefix="hudi-flight-bench-")
+        if users:  # they may read every table
+            prepare_state(self.state, tuple(users))
         self.process = ServeProcess("--port", "0", "--warehouse", str(warehouse), "--state-dir", self.state,
                                     "--processes", str(processes), *extra_args, log=Path(self.state) / "serve.log")
         self.uri = f"{scheme}://127.0.0.1:{self.process.port}"

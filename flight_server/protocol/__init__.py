@@ -9,7 +9,14 @@ protobuf bytes by hand.
 
 from __future__ import annotations
 
+import os
+
 from catalog.optional import optional_dependency
+
+# gRPC's C core logs a failed TLS handshake (and more) to stderr in its own format, before any
+# caller can see it: the server's log would not be all JSON, a client's error would come with two
+# lines of gRPC text. Its errors reach both as statuses anyway; set GRPC_VERBOSITY to see its log.
+os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
 with optional_dependency("client", "the Flight client and server (Flight SQL messages)"):
     from google.protobuf import any_pb2

@@ -123,8 +123,13 @@ class ServerConfig:
     sql_max_result_bytes: int = EngineSettings.max_result_bytes
     sql_memory_budget: str = EngineSettings.memory_budget
     sql_admission_wait_seconds: float = EngineSettings.admission_wait_seconds
-    sql_queries_per_user: int = EngineSettings.queries_per_user  # fair shares (0: a quarter of the budget's)
+    # the fair queue of SQL work (docs/sql.md, "Fair shares"): running at once per user (0: half the
+    # budget's slots) and per connection (0: as per user), and waiting at once behind each
+    sql_queries_per_user: int = EngineSettings.queries_per_user
     sql_queries_per_connection: int = EngineSettings.queries_per_connection
+    sql_queue_per_user: int = EngineSettings.queue_per_user
+    sql_queue_per_connection: int = EngineSettings.queue_per_connection
+    sql_queue_total: int = EngineSettings.queue_total
     sql_native_scan: bool = EngineSettings.native_scan  # False: every view is fed through Python
     sql_native_reader: bool = EngineSettings.native_reader  # False: local base files scanned through Arrow
     # how far each SQL engine process's address space may grow ("": twice sql_memory_limit + 1 GiB)

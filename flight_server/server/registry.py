@@ -52,8 +52,8 @@ tables_table = sa.Table(
 #: characters of a namespace or of a table name (the catalog's columns hold 255)
 MAX_NAME_CHARS = 255
 #: the characters of a namespace or table name entering the catalog (docs/flight.md, "Actions")
-NAME_CHARACTERS = "ASCII letters, digits, '_' and '-'"
-_NAME = re.compile(r"[A-Za-z0-9_-]+")
+NAME_CHARACTERS = "ASCII letters, digits, '_', '-' and '$'"
+_NAME = re.compile(r"[A-Za-z0-9_$-]+")
 
 
 def parse_identifier(identifier: str) -> tuple[str, str]:
@@ -72,8 +72,8 @@ def check_new_identifier(identifier: str) -> tuple[str, str]:
     """:func:`parse_identifier` of a name about to enter the catalog (registered, discovered):
     each part at most ``MAX_NAME_CHARS`` characters, all of :data:`NAME_CHARACTERS` (so no
     control character such as NUL, no bidirectional control such as U+202E and no look-alike
-    such as a Cyrillic ``а`` can make a name read as another, and no ``$``, which starts a
-    metadata table's name).
+    such as a Cyrillic ``а`` can make a name read as another). ``$`` is kept: a table registered
+    as ``t$timeline`` is served under that name ahead of ``t``'s metadata table.
 
     Raises:
         InvalidQueryError: a malformed or unacceptable name.

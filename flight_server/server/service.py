@@ -30,7 +30,7 @@ from flight_server.server.config import ServerConfig
 from flight_server.server.errors import flight_errors, schema_errors, stream_errors, translated
 from flight_server.server.flightsql.dispatch import ACTIONS as SQL_ACTIONS
 from flight_server.server.flightsql.dispatch import flight_sql_message
-from flight_server.server.flightsql.names import meta_reference
+from flight_server.server.flightsql.names import hinted_unknown, meta_reference
 from flight_server.server.ops.call_log import record_of
 from flight_server.server.query.queries import Call
 from flight_server.server.query.streams import write_options
@@ -157,7 +157,7 @@ class HudiFlightServer(flight.FlightServerBase):
         command = _descriptor_command(descriptor, self.app.limits)
         meta = meta_reference(call, command.table)
         user = call.authorize("read", meta.identifier if meta is not None else command.table)
-        with self.app.plans.held(CallKeys.of(context, user)):
+        with self.app.plans.held(CallKeys.of(context, user)), hinted_unknown(call, command.table):
             if meta is not None and meta.meta is not None:
                 _no_aggregates(command, meta.meta)
                 planned = self.app.queries.meta_endpoints(call, call.open_entry(meta.entry), meta.meta, command.options)
@@ -181,7 +181,8 @@ class HudiFlightServer(flight.FlightServerBase):
             _no_aggregates(command, meta.meta)
             check_narrowing(meta.meta, command.options)
             return flight.SchemaResult(narrowed_schema(meta.meta, command.options))
-        planned = call.plan(command.table, command.options)
+        with hinted_unknown(call, command.table):
+            planned = call.plan(command.table, command.options)
         if command.aggregates:
             return flight.SchemaResult(aggregate_schema(command.aggregates, planned.context.table_schema))
         return flight.SchemaResult(planned.schema)
