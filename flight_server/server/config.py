@@ -67,9 +67,9 @@ class ServerConfig:
     anonymous_read: str = "auto"  # auto | on | off (security.access.Access)
     locations: list[str] = field(default_factory=list)  # data servers named in endpoints
     processes: int = 1  # serving processes sharing the port (flight_server.server.runtime.supervisor)
-    # endpoints of processes > 1 name the serving process that streams them (its own port), when
-    # clients can reach it: a loopback or named host, or advertise; false: every byte through the relay
-    # endpoints name each serving process's own port (opt-in: those ports lack the relay's bounds)
+    # true (opt-in): endpoints of processes > 1 name the serving process that streams them, on its
+    # own port (which lacks the relay's bounds), for clients that can reach it (a loopback or named
+    # host, or advertise); false: every byte goes through the relay
     process_endpoints: bool = False
     process_ports: list[int] = field(default_factory=list)  # own ports of the processes (default: any free)
     max_connections: int = 1024  # connections relayed at once to the processes (processes > 1)
