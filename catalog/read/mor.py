@@ -435,6 +435,23 @@ def deletes_of(deletes: DeleteRecords, wanted: tuple[str, ...], index: KeyRows |
     )
 
 
+def base_rows_needed(
+    spec: MergeSpec, row_filter: pc.Expression, filter_columns: Sequence[str], winners: pa.Table | None
+) -> tuple[pc.Expression, tuple[str, ...]] | None:
+    """A filter (and its columns) on the base rows of a merge whose merged rows ``row_filter``
+    then filters: the rows it matches, and those whose record key the log ``winners`` hold. A
+    base row no log record changes reaches the answer as it is, so only if it matches; a changed
+    one takes part in the merge (its version may win by ordering value, or a partial update
+    folds it), whatever its own values. ``None`` when there are winners and their keys are
+    rebuilt from several fields (no one column holds them)."""
+    if winners is None or winners.num_rows == 0:
+        return row_filter, tuple(filter_columns)
+    if spec.key_fields != [RECORD_KEY]:
+        return None
+    changed = pc.field(RECORD_KEY).isin(winners.column(_KEY).combine_chunks())
+    return row_filter | changed, tuple(dict.fromkeys([*filter_columns, RECORD_KEY]))
+
+
 def merge_batches(
     spec: MergeSpec,
     base: Iterable[pa.RecordBatch],
@@ -501,6 +518,7 @@ __all__ = [
     "KeyIndex",
     "LogPart",
     "MergeSpec",
+    "base_rows_needed",
     "commit_time_deletes",
     "conform_table",
     "data_rows",

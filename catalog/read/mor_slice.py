@@ -27,6 +27,7 @@ from catalog.read.mor import (
     KeyIndex,
     LogPart,
     MergeSpec,
+    base_rows_needed,
     conform_table,
     fill_constants,
     fold_winners,
@@ -50,7 +51,7 @@ def merge_file_slice(
     spec = MergeSpec.for_context(ctx)
     blocks, decode, index = _log_blocks(ctx, fs, spec, caches.log_blocks)
     if not blocks:
-        yield from _base(ctx, fs, spec, row_groups, caches)
+        yield from _filtered_base(ctx, fs, spec, row_groups, caches, None)
         return
     column_map = ctx.column_map if ctx.schema_history is not None else None
     parts = log_parts(spec, ctx.storage, blocks, column_map, decode, ctx.point, index)
@@ -70,11 +71,11 @@ def merge_file_slice(
         return
     winners = fold_winners(spec, parts)
     if winners is None or winners.num_rows == 0:
-        yield from _base(ctx, fs, spec, row_groups, caches)
+        yield from _filtered_base(ctx, fs, spec, row_groups, caches, None)
         return
     if constants:
         winners = fill_constants(winners, constants)
-    base = _base(ctx, fs, spec, row_groups, caches)
+    base = _filtered_base(ctx, fs, spec, row_groups, caches, winners)
     extra_keys = _extra_keys(ctx, spec, fs, row_groups, emit_inserts)
     yield from merge_batches(spec, base, winners, emit_inserts=emit_inserts, other_base_keys=extra_keys)
 
@@ -124,13 +125,32 @@ def _base(
     return read_base(ctx, fs, spec.schema, row_groups, caches=caches)
 
 
+def _filtered_base(
+    ctx: ReadContext,
+    fs: FileSlice,
+    spec: MergeSpec,
+    row_groups: Sequence[int] | None,
+    caches: ReadCaches,
+    winners: pa.Table | None,
+) -> Iterator[pa.RecordBatch]:
+    """The base rows a merge with all of the slice's log ``winners`` (``None``: none) needs: for a
+    filtered read through kept row groups, those the filter matches or the logs change
+    (``base_rows_needed``), so a warm filter query decodes nothing and merges only those; else
+    as :func:`_base`."""
+    if caches.row_groups is not None and ctx.row_filter is not None and not (ctx.point and ctx.point.exact):
+        needed = base_rows_needed(spec, ctx.row_filter, ctx.filter_columns, winners)
+        if needed is not None:
+            return read_base(ctx, fs, spec.schema, row_groups, needed[0], needed[1], caches)
+    return _base(ctx, fs, spec, row_groups, caches)
+
+
 def _log_blocks(
     ctx: ReadContext, fs: FileSlice, spec: MergeSpec, logs: DecodedLogBlocks | None
 ) -> tuple[list[LogBlock], BlockDecoder | None, KeyIndex | None]:
     """The valid log blocks of ``fs``, how to decode one and where its merge keys sit: for a point
-    read, through the cache of log blocks when there is one (``None``, or any other read: from
-    content read now, keys compared on every read)."""
-    if logs is None or ctx.point is None:
+    or filtered read, through the cache of log blocks when there is one (``None``, or a read of
+    every row, which would only churn it: from content read now, keys compared on every read)."""
+    if logs is None or (ctx.point is None and ctx.row_filter is None):
         return valid_blocks(ctx.storage, fs, ctx.commits, ctx.instant), None, None
     files = [(path, log.size) for path, log in zip(fs.log_file_paths, fs.log_files)]
     sizes = dict(files)
