@@ -1,6 +1,6 @@
-"""Log files of point reads as immutable bytes: each file's block index and decoded blocks, kept.
+"""Log files of filtered reads as immutable bytes: each file's block index and decoded blocks, kept.
 
-A merge-on-read point query reads the same log files again and again: walking a file's block
+A merge-on-read point or filter query reads the same log files again and again: walking a file's block
 headers costs a request per block, decoding a data block (Avro) costs more CPU than the rest of
 the query. Both are kept here, so a warm point query on a MOR table reads no log file at all.
 
@@ -19,7 +19,7 @@ keys on every query (most blocks of a slice hold none of the keys looked up).
 Cold, the log files of a slice are read as scans read them
 (:func:`catalog.format.log_file.read_log_files`: whole and together, up to a bound). Bounded in
 bytes; a reader is given it beside its read task (:class:`catalog.format.caches.ReadCaches`) and
-uses it for point reads only, so scans never churn it.
+uses it for filtered reads only (point reads and other filters), so scans never churn it.
 """
 
 from __future__ import annotations

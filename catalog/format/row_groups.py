@@ -1,13 +1,15 @@
-"""Decoded Parquet row groups of point reads, kept for the next lookup in the same file.
+"""Decoded Parquet columns of filtered reads, kept for the next query of the same file.
 
 A point read (record-key equality) needs one row, yet Parquet decodes whole pages: with the
 usual one page per column chunk, every column of the row group. That decoding is most of a
-warm point query's CPU, so the decoded row group is kept (the "uncompressed block cache" of
-key-value stores, for short lookups). Safe because base files are immutable: the key is the
-file's full path and size, the row group and the columns decoded. Footers are kept beside them,
-so a hit opens no file, and what a row group's key column allows a lookup of one key (see
+warm point query's CPU, so the decoded columns are kept (the "uncompressed block cache" of
+key-value stores, for short lookups); any other filter read keeps the columns it tests and the
+columns of the row groups holding matches the same way (:mod:`catalog.format.parquet_cached`).
+Safe because base files are immutable: the key is the file's full path and size, the row group
+and the column (with the leaves decoded of a struct projected in part). Footers are kept beside
+them, so a hit opens no file, and what a row group's key column allows a lookup of one key (see
 :class:`KeyColumn`). Bounded in bytes; a reader is given it beside its read task
-(:class:`catalog.format.caches.ReadCaches`) and uses it for point reads only, so scans never
+(:class:`catalog.format.caches.ReadCaches`) and uses it for filtered reads only, so scans never
 churn it.
 """
 
@@ -66,7 +68,7 @@ def _ascending(values: pa.ChunkedArray) -> bool:
 
 
 class DecodedRowGroups:
-    """Decoded row groups (``pa.Table``) and footers of immutable Parquet files; thread safe.
+    """Decoded columns of row groups and footers of immutable Parquet files; thread safe.
 
     Args:
         max_bytes: the bound of decoded bytes and footers together (0: keep nothing).
