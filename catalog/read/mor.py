@@ -60,7 +60,8 @@ _SEQ = "__hf_seq"
 _DEL = "__hf_delete"
 _CTDEL = "__hf_commit_time_delete"
 _INTERNAL = (_KEY, _SEQ, _DEL, _CTDEL)
-_NULL_KEY, _EMPTY_KEY = "__null__", "__empty__"
+#: how Hudi spells a null or empty value in a record key built from fields (``KeyGenUtils``)
+NULL_KEY, EMPTY_KEY = "__null__", "__empty__"
 #: Fold pending log rows into the winners once there are this many (and more than winners).
 _REDUCE_AT = 1 << 20
 #: the merge specs kept (:meth:`MergeSpec.for_context`), by config id, schema id and read columns
@@ -137,7 +138,7 @@ class MergeSpec:
             col = data.column(name)
             col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
             text = pc.cast(col, pa.string())
-            text = pc.if_else(pc.equal(text, ""), _EMPTY_KEY, text).fill_null(_NULL_KEY)
+            text = pc.if_else(pc.equal(text, ""), EMPTY_KEY, text).fill_null(NULL_KEY)
             parts.append(text if len(self.key_fields) == 1 else pc.binary_join_element_wise(f"{name}:", text, ""))
         if len(parts) == 1:
             return parts[0]
@@ -514,6 +515,8 @@ def _partial_final(
 
 
 __all__ = [
+    "EMPTY_KEY",
+    "NULL_KEY",
     "BlockDecoder",
     "KeyIndex",
     "LogPart",
