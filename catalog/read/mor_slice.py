@@ -24,10 +24,10 @@ from catalog.read.cow import read_base
 from catalog.read.log_scan import scan_blocks, valid_blocks
 from catalog.read.mor import (
     BlockDecoder,
+    FilteredMerge,
     KeyIndex,
     LogPart,
     MergeSpec,
-    base_rows_needed,
     conform_table,
     fill_constants,
     fold_winners,
@@ -51,7 +51,7 @@ def merge_file_slice(
     spec = MergeSpec.for_context(ctx)
     blocks, decode, index = _log_blocks(ctx, fs, spec, caches.log_blocks)
     if not blocks:
-        yield from _filtered_base(ctx, fs, spec, row_groups, caches, None)
+        yield from _filtered_base(ctx, fs, spec, row_groups, caches)
         return
     column_map = ctx.column_map if ctx.schema_history is not None else None
     parts = log_parts(spec, ctx.storage, blocks, column_map, decode, ctx.point, index)
@@ -69,14 +69,20 @@ def merge_file_slice(
         extra_keys = _extra_keys(ctx, spec, fs, row_groups, emit_inserts)
         yield from point.merge(base, emit_inserts=emit_inserts, other_base_keys=extra_keys, constants=constants)
         return
-    winners = fold_winners(spec, parts)
+    winners = _winners(ctx, fs, spec, blocks, parts, caches.log_blocks)
     if winners is None or winners.num_rows == 0:
-        yield from _filtered_base(ctx, fs, spec, row_groups, caches, None)
+        yield from _filtered_base(ctx, fs, spec, row_groups, caches)
         return
     if constants:
         winners = fill_constants(winners, constants)
-    base = _filtered_base(ctx, fs, spec, row_groups, caches, winners)
     extra_keys = _extra_keys(ctx, spec, fs, row_groups, emit_inserts)
+    narrowed = FilteredMerge.of(spec, winners, ctx.row_filter) if _warm_filter(ctx, caches) else None
+    if narrowed is not None and ctx.row_filter is not None:
+        expr, columns = narrowed.base_filter(ctx.row_filter, ctx.filter_columns)
+        base = read_base(ctx, fs, spec.schema, row_groups, expr, columns, caches)
+        yield from narrowed.merge(base, emit_inserts=emit_inserts, other_base_keys=extra_keys)
+        return
+    base = _base(ctx, fs, spec, row_groups, caches)
     yield from merge_batches(spec, base, winners, emit_inserts=emit_inserts, other_base_keys=extra_keys)
 
 
@@ -125,23 +131,38 @@ def _base(
     return read_base(ctx, fs, spec.schema, row_groups, caches=caches)
 
 
+def _warm_filter(ctx: ReadContext, caches: ReadCaches) -> bool:
+    """A filtered read (not an exact point read, which reads its keys' rows) through kept row
+    groups: the base file is read for the rows that can reach the answer only."""
+    return caches.row_groups is not None and ctx.row_filter is not None and not (ctx.point and ctx.point.exact)
+
+
 def _filtered_base(
+    ctx: ReadContext, fs: FileSlice, spec: MergeSpec, row_groups: Sequence[int] | None, caches: ReadCaches
+) -> Iterator[pa.RecordBatch]:
+    """The base rows of a slice whose logs change nothing: for a warm filter read the rows the
+    filter matches (they are the answer), else as :func:`_base`."""
+    if _warm_filter(ctx, caches):
+        return read_base(ctx, fs, spec.schema, row_groups, ctx.row_filter, ctx.filter_columns, caches)
+    return _base(ctx, fs, spec, row_groups, caches)
+
+
+def _winners(
     ctx: ReadContext,
     fs: FileSlice,
     spec: MergeSpec,
-    row_groups: Sequence[int] | None,
-    caches: ReadCaches,
-    winners: pa.Table | None,
-) -> Iterator[pa.RecordBatch]:
-    """The base rows a merge with all of the slice's log ``winners`` (``None``: none) needs: for a
-    filtered read through kept row groups, those the filter matches or the logs change
-    (``base_rows_needed``), so a warm filter query decodes nothing and merges only those; else
-    as :func:`_base`."""
-    if caches.row_groups is not None and ctx.row_filter is not None and not (ctx.point and ctx.point.exact):
-        needed = base_rows_needed(spec, ctx.row_filter, ctx.filter_columns, winners)
-        if needed is not None:
-            return read_base(ctx, fs, spec.schema, row_groups, needed[0], needed[1], caches)
-    return _base(ctx, fs, spec, row_groups, caches)
+    blocks: Sequence[LogBlock],
+    parts: Iterator[LogPart],
+    logs: DecodedLogBlocks | None,
+) -> pa.Table | None:
+    """The log ``parts`` folded into one winning row per key: for a filtered read (no point
+    lookup, no schema on read) through the cache of log blocks, once per set of valid blocks
+    and merge (the blocks decide the rows: which count follows from the commits and instant)."""
+    if logs is None or ctx.point is not None or ctx.row_filter is None or ctx.schema_history is not None:
+        return fold_winners(spec, parts)
+    sizes = {path: log.size for path, log in zip(fs.log_file_paths, fs.log_files)}
+    return logs.folded(ctx.storage, [(block, sizes[block.path]) for block in blocks], spec.fingerprint,
+                       lambda: fold_winners(spec, parts))
 
 
 def _log_blocks(
