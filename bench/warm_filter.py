@@ -18,8 +18,11 @@ with the caches of decoded columns and log blocks off (``point_read_cache_bytes`
 ``log_block_cache_bytes`` 0: every filter query decodes what it reads, as before filter queries
 went through those caches).
 
-Before the measured queries every path asks ``WARMUP`` queries of the shape (every partition
-once for the partition shape); then ``QUERIES`` others: the server's CPU per query (user +
+Before the measured queries every path asks ``WARMUP`` queries of the shape, and the queries
+that touch every file of the table once (the partition shape: every partition; the composite
+key: the first key of every row group and one in every stretch of record-index keys,
+:func:`bench.point_query.steady_warmup_keys`), as a server answering for a while has; then
+``QUERIES`` others: the server's CPU per query (user +
 system of its process tree, ``/proc``), the p50 wall time, and the storage requests per query
 (``open``, ``read``, ``info`` of its ``/metrics``; the timeline listing every plan makes is not
 counted). The targets of issue 41 are checked on the defaults' rows: <= 2 ms (JSON) and <= 3 ms
@@ -44,13 +47,13 @@ import pyarrow.flight as flight
 
 from bench.common import generated_once, median, row, table_dir
 from bench.latency import NAMESPACE, SIZES, TABLE, _table
-from bench.point_query import _live, _mor_table, _storage_reads, serve_trees, tree_cpu_seconds
+from bench.point_query import _live, _mor_table, _storage_reads, serve_trees, steady_warmup_keys, tree_cpu_seconds
 
 if TYPE_CHECKING:
     from hudi_generator.generator import GeneratorSpec
 
 REPO = Path(__file__).resolve().parents[1]
-QUERIES = {"quick": 200, "full": 1000}
+QUERIES = {"quick": 100, "full": 1000}
 WARMUP = 30
 #: issue 41's targets: server CPU ms per query by path, storage requests per query
 CPU_TARGETS = {"JSON command": 2.0, "Flight SQL (ADBC, bound values)": 3.0}
@@ -87,7 +90,8 @@ def _rider_query(rider: str) -> Query:
 
 
 def _shapes(size: str) -> list[tuple[str, Path, GeneratorSpec, Callable[[random.Random, set[str]], Query], bool]]:
-    """(shape, warehouse, spec, a random query of it, whether the warm-up asks every partition)."""
+    """(shape, warehouse, spec, a random query of it, whether the warm-up asks every partition
+    (else: every row group's first key, for the key shape))."""
     complex_wh, complex_spec = _complex_table(size)
     cow_wh, cow_spec = _table(size)
     mor_wh, mor_spec = _mor_table(size)
@@ -158,16 +162,22 @@ def _measure(pid: int, query: Callable[[Query], int], queries: list[Query], metr
     return 1000 * cpu / len(queries), 1000 * median(walls), (_storage_reads(metrics) - reads) / len(queries)
 
 
-def run(size: str) -> list[dict]:
+def run(size: str, only: str = "") -> list[dict]:
+    """Every shape (``only``: those whose name holds it)."""
     from tests.support.servers import free_port
 
     out = []
     for shape, warehouse, spec, make, every_partition in _shapes(size):
+        if only not in shape:
+            continue
         live = _live(warehouse) if "composite" in shape else set()
         rnd = random.Random(41)
         warmup = [make(rnd, live) for _ in range(WARMUP)]
         if every_partition:
             warmup += [_partition_query(f"region-{p:05d}", 500.0) for p in range(spec.partitions)]
+        elif live:
+            table = warehouse / NAMESPACE / TABLE
+            warmup += [_key_query(k) for k in steady_warmup_keys(table, spec.rows) if k in live]
         measured = [make(rnd, live) for _ in range(QUERIES[size])]
         trees = {"hudi-flight": (REPO, {}), "hudi-flight, caches off": (REPO, dict(CACHES_OFF))}
         ports = {name: free_port() for name in trees}
@@ -195,6 +205,8 @@ def run(size: str) -> list[dict]:
                             if checked else params
                         out.append(row(title, name, "storage requests per query", reads, "requests",
                                        repeats=len(measured), params=read_params))
+                        print(f"{title} {name}: {cpu_ms:.2f} ms CPU, p50 {p50_ms:.2f} ms, {reads:.2f} requests",
+                              file=sys.stderr, flush=True)
             finally:
                 for server in servers.values():
                     server.stop()
@@ -202,7 +214,8 @@ def run(size: str) -> list[dict]:
 
 
 if __name__ == "__main__":
-    for r in run(sys.argv[1] if len(sys.argv) > 1 else "quick"):
+    # python -m bench.warm_filter [quick|full] [part of a shape's name]
+    for r in run(sys.argv[1] if len(sys.argv) > 1 else "quick", *sys.argv[2:3]):
         holds = r["params"].get("holds")
         verdict = "" if holds is None else ("  holds" if holds else "  MISSES")
         print(f"{r['name']:96} {r['competitor']:24} {r['metric']:27} {r['value']:8.2f} {r['unit']}{verdict}")
