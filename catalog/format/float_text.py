@@ -17,8 +17,6 @@ from typing import Callable, TypeVar, Union
 
 import pyarrow as pa
 
-from catalog.table.config import TableConfig
-
 #: the first table version whose Hudi release widens a float to a double through its text
 FLOAT_TEXT_WIDENING_SINCE = 8
 
@@ -26,10 +24,10 @@ Columnar = TypeVar("Columnar", pa.RecordBatch, pa.Table)
 _Column = Union[pa.Array, pa.ChunkedArray]
 
 
-def widens_float_as_text(config: TableConfig, schema: pa.Schema) -> bool:
-    """Whether the release that writes ``config``'s table version reads a float as double through
-    its text, and ``schema`` has a double (top level or in a struct) a float could be read as."""
-    if config.table_version < FLOAT_TEXT_WIDENING_SINCE:
+def widens_float_as_text(table_version: int, schema: pa.Schema) -> bool:
+    """Whether the release that writes ``table_version`` reads a float as double through its text,
+    and ``schema`` has a double (top level or in a struct) a float could be read as."""
+    if table_version < FLOAT_TEXT_WIDENING_SINCE:
         return False
     return any(_holds(f.type, pa.types.is_float64) for f in schema)
 

@@ -44,7 +44,7 @@ def read_base(
         return read_skeleton(ctx, fs, schema, row_groups, filter)
     mapping = ctx.column_map(fs.base_file.instant)
     steps = [functools.partial(rename_nested, mapping=mapping)] if mapping else []
-    if widens_float_as_text(ctx.config, schema):
+    if widens_float_as_text(ctx.config.table_version, schema):
         steps.append(functools.partial(floats_as_text, schema=schema))
     file = BaseFileRead(
         fs.base_file_path,

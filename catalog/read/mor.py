@@ -125,7 +125,7 @@ class MergeSpec:
                 f"partial update mode {partial} (hoodie.table.partial.update.mode) is not supported for MOR reads"
             )
         return cls(key_fields, config.ordering_fields, config.merge_mode, schema, config.delete_marker,
-                   partial=partial is not None, floats_as_text=widens_float_as_text(config, schema))
+                   partial=partial is not None, floats_as_text=widens_float_as_text(config.table_version, schema))
 
     def conform(self, records: pa.Table) -> pa.Table:
         """Log ``records`` (any writer's schema) in the merge schema, a float widened to double
