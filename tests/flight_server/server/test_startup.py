@@ -3,10 +3,10 @@ after start sees every table, never an empty catalog."""
 
 from __future__ import annotations
 
+import shutil
 import socket
 import threading
 import time
-from pathlib import Path
 
 import pyarrow.flight as flight
 
@@ -24,7 +24,8 @@ def _free_port() -> int:
 
 
 def test_first_answer_comes_after_the_warehouse_scan(fixture_table, tmp_path, monkeypatch):
-    table = Path(fixture_table(SIMPLE))
+    warehouse = tmp_path / "wh"
+    shutil.copytree(fixture_table(SIMPLE), warehouse / "ns" / "t")  # a warehouse of this one table
     discover = Registry.discover
 
     def slow_discover(self, *args, **kwargs):
@@ -33,8 +34,8 @@ def test_first_answer_comes_after_the_warehouse_scan(fixture_table, tmp_path, mo
 
     monkeypatch.setattr(Registry, "discover", slow_discover)
     port = _free_port()
-    config = ServerConfig(port=port, state_dir=str(tmp_path / "state"), warehouses=[str(table.parents[1])],
-                          allowed_roots=[str(table.parents[1])], refresh_interval_seconds=0)
+    config = ServerConfig(port=port, state_dir=str(tmp_path / "state"), warehouses=[str(warehouse)],
+                          allowed_roots=[str(warehouse)], refresh_interval_seconds=0)
     started: list[HudiFlightServer] = []
     thread = threading.Thread(target=lambda: started.append(HudiFlightServer(config)), daemon=True)
     thread.start()
@@ -49,7 +50,7 @@ def test_first_answer_comes_after_the_warehouse_scan(fixture_table, tmp_path, mo
                     answers.append([".".join(p.decode() for p in i.descriptor.path) for i in infos])
                 except flight.FlightError:  # not listening yet
                     time.sleep(0.05)
-        assert answers == [[f"{table.parent.name}.{table.name}"]]
+        assert answers == [["ns.t"]]
     finally:
         thread.join(60)
         for server in started:

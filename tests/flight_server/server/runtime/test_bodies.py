@@ -128,6 +128,25 @@ def test_concurrent_large_bodies_are_refused_without_memory_growth(served):
     assert _legitimate(served) == rows
 
 
+@pytest.mark.parametrize("served", ["tls", "mutual tls"], indirect=True)
+def test_the_relay_refuses_what_the_server_would(served, pki):
+    """With TLS ended in the relay, a plaintext client is refused; with mutual TLS, a client
+    without a certificate or with one of another CA too."""
+    ca, other = pki
+    refused = [{"uri": served.uri.replace("grpc+tls", "grpc")}]
+    if "cert_chain" in served.connect:
+        refused += [
+            {"tls_root_certs": ca.ca_cert.read_bytes()},
+            {"tls_root_certs": ca.ca_cert.read_bytes(), "cert_chain": other.client_cert.read_bytes(),
+             "private_key": other.client_key.read_bytes()},
+        ]
+    for settings in refused:
+        uri = settings.pop("uri", served.uri)
+        with flight.connect(uri, **settings) as client, pytest.raises(flight.FlightUnavailableError):
+            client.list_flights(options=flight.FlightCallOptions(timeout=10)).__next__()
+    assert _legitimate(served) > 0
+
+
 # -- the bounds on messages in progress, frame by frame ------------------------------------------
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
