@@ -19,6 +19,7 @@ from catalog.plan.dataset import FRAGMENT_CACHE_BYTES
 from catalog.plan.splits import DEFAULT_TARGET_SPLIT_BYTES, SplitOptions
 from flight_server.protocol.wire import DEFAULT_HOST, DEFAULT_PORT, TCP_SCHEME, TLS_SCHEME
 from flight_server.server.cache.tables import DEFAULT_TABLE_CACHE_BYTES
+from flight_server.server.config_sections import flattened
 from flight_server.server.engine.sandbox import SCHEMA_CACHE_BYTES, EngineSettings
 from flight_server.server.security.auth import AuthSettings
 from flight_server.server.security.limits import Limits, RelayLimits
@@ -292,7 +293,8 @@ class ServerConfig:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str] | None = None, **overrides: Any) -> "ServerConfig":
-        """Defaults, then the file at ``path`` (``.toml`` or ``.json``), then ``overrides``.
+        """Defaults, then the file at ``path`` (``.toml`` or ``.json``; its sections:
+        ``config_sections``), then ``overrides``.
 
         Raises:
             ValueError: unreadable file or unknown keys.
@@ -305,7 +307,7 @@ class ServerConfig:
                 doc = json.loads(text) if p.suffix == ".json" else _toml().loads(text)
             except (OSError, ValueError) as err:
                 raise ValueError(f"cannot read config file {p}: {err}") from err
-            config = config.updated(doc.get("server", doc))
+            config = config.updated(flattened(doc.get("server", doc), (f.name for f in dataclasses.fields(cls))))
         return config.updated(overrides)
 
 
