@@ -22,6 +22,7 @@ with optional_dependency("client", "the Flight client and server (Flight SQL mes
     from google.protobuf import any_pb2
     from google.protobuf.message import DecodeError, Message
 
+    from flight_server.protocol import flight_session_pb2 as session
     from flight_server.protocol import flight_sql_pb2 as sql
 
 _TYPE_PREFIX = "type.googleapis.com/"
@@ -77,4 +78,4 @@ def unpack(data: bytes) -> Message | None:
     return message
 
 
-__all__ = ["MESSAGES", "pack", "sql", "type_name", "unpack"]
+__all__ = ["MESSAGES", "pack", "session", "sql", "type_name", "unpack"]

@@ -68,9 +68,9 @@ class ServerConfig:
     anonymous_read: str = "auto"  # auto | on | off (security.access.Access)
     locations: list[str] = field(default_factory=list)  # data servers named in endpoints
     processes: int = 1  # serving processes sharing the port (flight_server.server.runtime.supervisor)
-    # endpoints of processes > 1 name the serving process that streams them (its own port), when
-    # clients can reach it: a loopback or named host, or advertise; false: every byte through the relay
-    # endpoints name each serving process's own port (opt-in: those ports lack the relay's bounds)
+    # true (opt-in): endpoints of processes > 1 name the serving process that streams them, on its
+    # own port (which lacks the relay's bounds), for clients that can reach it (a loopback or named
+    # host, or advertise); false: every byte goes through the relay
     process_endpoints: bool = False
     process_ports: list[int] = field(default_factory=list)  # own ports of the processes (default: any free)
     max_connections: int = 1024  # connections relayed at once to the processes (processes > 1)
@@ -155,8 +155,8 @@ class ServerConfig:
     catalog_cache_seconds: float = 1.0  # how long a registry row is reused between calls
     split_cache_bytes: int = 0  # Arrow results of splits; 0: off
     split_cache_entry_bytes: int = 8 << 20  # larger split results are not cached
-    point_read_cache_bytes: int = 64 << 20  # decoded row groups of record-key lookups; 0: off
-    log_block_cache_bytes: int = 64 << 20  # log block indexes and decoded blocks of MOR record-key lookups; 0: off
+    point_read_cache_bytes: int = 64 << 20  # decoded columns and footers of filtered reads; 0: off
+    log_block_cache_bytes: int = 64 << 20  # log block indexes and decoded blocks of MOR filtered reads; 0: off
     issued_ticket_cache_bytes: int = 4 << 20  # tickets this process issued, redeemed unparsed; 0: off
     disk_cache_bytes: int = 1 << 30  # local copy of remote file bytes under state_dir/disk-cache; 0: off
     resolved_path_cache_bytes: int = DEFAULT_RESOLVED_CACHE_BYTES  # symbolic links of local table paths

@@ -12,8 +12,8 @@ from flight_server.protocol.wire import TCP_SCHEME
 from flight_server.server.cluster.membership import ROLES, check_uri
 from flight_server.server.cluster.worker import Registration, advertised_uri
 from flight_server.server.config import ServerConfig
-from flight_server.server.ops.call_log import configure_logging
 from flight_server.server.ops.live import LIVE_DIR_ENV, prepare_folder
+from flight_server.server.ops.logs import configure_logging
 from flight_server.server.ops.metrics import prepare_dir
 from flight_server.server.registry import Registry
 from flight_server.server.security.tickets import TicketSigner, configured_signer

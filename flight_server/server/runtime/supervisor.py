@@ -75,7 +75,7 @@ def _serve_child(config: ServerConfig, discover: bool, conn: Connection, listen:
     """Body of one serving process: listen at ``listen`` (in cleartext when the relay ends TLS:
     ``tls_in_front``), report the bound port, serve."""
     from flight_server.server.app import compose
-    from flight_server.server.ops.call_log import configure_logging
+    from flight_server.server.ops.logs import configure_logging
     from flight_server.server.service import HudiFlightServer
 
     configure_logging(config.log_format)

@@ -156,3 +156,16 @@ def test_sqlalchemy_and_pandas_reflect_a_metadata_table(sql_server, sql_tables):
         assert list(frame.columns) == expected.column_names and len(frame) == expected.num_rows
     finally:
         engine.dispose()
+
+
+def test_the_cli_reads_a_metadata_table_of_a_name_with_underscores(sql_server, sql_tables, tmp_path, capsys):
+    import pyarrow.parquet as pq
+
+    from flight_server.cli.main import main
+
+    out = tmp_path / "timeline.parquet"
+    uri = f"grpc://127.0.0.1:{sql_server.port}"
+    assert main(["read", f"{MOR}$timeline", "--output", str(out), "--server", uri]) == 0, capsys.readouterr().err
+    assert pq.read_table(out).equals(_library(sql_tables, MOR, "timeline"))
+    assert main(["read", f"{MOR}$timeline", "--server", uri]) == 0
+    assert f"({_library(sql_tables, MOR, 'timeline').num_rows} rows)" in capsys.readouterr().out

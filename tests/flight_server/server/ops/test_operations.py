@@ -226,7 +226,8 @@ def test_failed_calls_log_the_reason_the_client_got(caplog):
     import logging
 
     from flight_server.server.errors import translated
-    from flight_server.server.ops.call_log import CALL_LOG, CallRecord, JsonFormatter
+    from flight_server.server.ops.call_log import CALL_LOG, CallRecord
+    from flight_server.server.ops.logs import JsonFormatter
 
     caplog.set_level(logging.INFO, logger=CALL_LOG.name)
     try:
