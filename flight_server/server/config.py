@@ -81,6 +81,7 @@ class ServerConfig:
     # request messages in progress (begun, not yet received whole), checked in front of gRPC in
     # every mode (runtime.relay): on one connection, and on all together (0: unbounded)
     max_body_bytes_per_connection: int = 16 << 20
+    max_body_bytes_per_peer: int = 64 << 20  # ... on the connections of one peer host
     body_memory_bytes: int = 256 << 20
     # scale-out (docs/flight.md, "Scaling out" and "Caches"; flight_server.server.cluster.membership / worker)
     role: str | None = None  # "coordinator" or "worker"; None: a server on its own
@@ -233,6 +234,7 @@ class ServerConfig:
             # tickets may be twice max_body_bytes; the rest is protobuf framing
             max_message_bytes=2 * self.max_body_bytes + (64 << 10),
             max_body_bytes_per_connection=self.max_body_bytes_per_connection,
+            max_body_bytes_per_peer=self.max_body_bytes_per_peer,
             body_memory_bytes=self.body_memory_bytes,
         )
 

@@ -25,7 +25,7 @@ SECTIONS = ("limits", "sql", "cache", "relay", "cluster", "tls", "ops")
 #: sections whose settings share a prefix their keys drop
 _PREFIXED = {"sql_": "sql", "tls_": "tls", "relay_": "relay"}
 _RELAY = frozenset({"max_connections", "max_connections_per_peer", "max_body_bytes_per_connection",
-                    "body_memory_bytes"})
+                    "max_body_bytes_per_peer", "body_memory_bytes"})
 _CLUSTER = frozenset({"processes", "process_endpoints", "process_ports", "role", "coordinator", "advertise",
                       "heartbeat_interval_seconds", "heartbeat_timeout_seconds", "coordinator_tls_root_certs"})
 _OPS_PREFIXES = ("metrics_", "health_", "console_")
