@@ -11,8 +11,9 @@ the metadata table (the key is the normalised full path and that size; no ``info
 Hudi writes a log file once and never rewrites it in place. Where a file system allows appends
 (table version 6 on HDFS), an appended file has another size, so another key. A file rewritten
 under the same name with the same size is not detected (as for the base files of
-:class:`~catalog.format.row_groups.DecodedRowGroups`); one whose bytes no longer match the listed
-size is refused.
+:class:`~catalog.format.row_groups.DecodedRowGroups`). A listed size is a hint (the metadata
+table lists a rolled-back write's log files with size 1): a file whose bytes do not frame under
+it is read by the size storage tells, and kept under the listed one.
 
 Beside a decoded block, where each record key sits in it (:class:`KeyRows`): a point read then
 narrows a block to its keys by a dictionary look-up, not by a hash set built over the block's

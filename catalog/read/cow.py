@@ -9,13 +9,14 @@ Hudi 1.2); any other format is refused by the Parquet reader by name. Each is gi
 from __future__ import annotations
 
 import functools
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from catalog.format.base_file import BaseFileRead
 from catalog.format.caches import NO_CACHES, ReadCaches
+from catalog.format.float_text import floats_as_text, widens_float_as_text
 from catalog.format.lance import read_lance
 from catalog.format.orc import read_orc
 from catalog.format.parquet import read_parquet
@@ -44,6 +45,9 @@ def read_base(
     if is_skeleton(fs):
         return read_skeleton(ctx, fs, schema, row_groups, filter)
     mapping = ctx.column_map(fs.base_file.instant)
+    steps = [functools.partial(rename_nested, mapping=mapping)] if mapping else []
+    if widens_float_as_text(ctx.config.table_version, schema):
+        steps.append(functools.partial(floats_as_text, schema=schema))
     file = BaseFileRead(
         fs.base_file_path,
         schema,
@@ -53,7 +57,7 @@ def read_base(
         filter_columns=tuple(filter_columns),
         constants=ctx.partition_constants(fs.partition),
         source_names=file_columns(list(schema.names), mapping) if mapping else None,
-        adapt=functools.partial(rename_nested, mapping=mapping) if mapping else None,
+        adapt=functools.partial(_adapted, steps=tuple(steps)) if steps else None,
         point=ctx.point,
         nested=ctx.prunes_nested,
     )
@@ -64,6 +68,14 @@ def read_base(
     if caches.row_groups is not None and reads_through_cache(file):
         return read_cached(ctx.storage, file, caches)
     return read_parquet(ctx.storage, file, caches)
+
+
+def _adapted(batch: pa.RecordBatch, steps: tuple[Callable[[pa.RecordBatch], pa.RecordBatch], ...]) -> pa.RecordBatch:
+    """``batch`` through each of ``steps`` in turn: schema on read's nested renames, then the
+    widening of floats the table's Hudi release reads through their text."""
+    for step in steps:
+        batch = step(batch)
+    return batch
 
 
 __all__ = ["read_base"]

@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 
 from catalog.errors import UnsupportedTableError
 from catalog.format.avro import OPERATION_COLUMN
+from catalog.format.float_text import floats_as_text, widens_float_as_text
 from catalog.format.log_block import DeleteRecords, decode_record_block
 from catalog.format.log_cache import Decoded, KeyRows
 from catalog.format.log_file import LogBlock
@@ -75,8 +76,9 @@ class MergeSpec:
     whether a version's null columns take the other version's values (``partial``)."""
 
     def __init__(self, key_fields: Sequence[str], ordering: Sequence[str], mode: str, schema: pa.Schema,
-                 delete_marker: tuple[str, str] | None = None, partial: bool = False):
+                 delete_marker: tuple[str, str] | None = None, partial: bool = False, floats_as_text: bool = False):
         self.key_fields = list(key_fields)
+        self.floats_as_text = floats_as_text  # the table's release widens a float to double through its text
         self.delete_marker = delete_marker
         self.ordering = [f for f in ordering if schema.get_field_index(f) >= 0]
         if mode not in (EVENT_TIME, COMMIT_TIME):
@@ -127,7 +129,12 @@ class MergeSpec:
                 f"partial update mode {partial} (hoodie.table.partial.update.mode) is not supported for MOR reads"
             )
         return cls(key_fields, config.ordering_fields, config.merge_mode, schema, config.delete_marker,
-                   partial=partial is not None)
+                   partial=partial is not None, floats_as_text=widens_float_as_text(config.table_version, schema))
+
+    def conform(self, records: pa.Table) -> pa.Table:
+        """Log ``records`` (any writer's schema) in the merge schema, a float widened to double
+        as the table's Hudi release widens it (:mod:`catalog.format.float_text`)."""
+        return conform_table(floats_as_text(records, self.schema) if self.floats_as_text else records, self.schema)
 
     # -- keys ---------------------------------------------------------------------------
     def keys(self, data: pa.Table | pa.RecordBatch) -> pa.Array:
@@ -186,7 +193,7 @@ def data_rows(spec: MergeSpec, records: pa.Table, seq: int) -> pa.Table:
     """Log data records (any schema) as merge rows numbered from ``seq``; records flagged by
     ``_hoodie_is_deleted``, operation ``D`` or the table's delete marker become deletes carrying
     their ordering value."""
-    data = conform_table(records, spec.schema)
+    data = spec.conform(records)
     ctdel = _flags(data.num_rows, False)
     return _with_flags(data, spec.keys(data), seq, delete_flags(spec, records), ctdel)
 
