@@ -647,6 +647,7 @@ HUDI_RS_DEPARTURES: dict[str, str] = {
     "1.0.2/cow_keygen_custom": "fails: takes 'part:simple' of hoodie.table.partition.fields for a column name",
     "1.1.1/mor_bucket_consistent": "returns no rows from a consistent-hashing bucket index table",
     "1.1.1/cow_keygen_custom": "fails: takes 'part:simple' of hoodie.table.partition.fields for a column name",
+    "1.1.1/mor_keygen_custom": "fails: takes 'part:simple' of hoodie.table.partition.fields for a column name",
     "0.15.0/cow_schema_evolution": "no schema on read: a renamed column is null in the files written before",
     "0.15.0/mor_schema_evolution": "no schema on read: a renamed column is null in the files written before",
     "1.0.2/cow_schema_evolution": "no schema on read: a renamed column is null in the files written before",
