@@ -1,13 +1,14 @@
 """Request bodies bounded before they are held, in every server mode (issue 39).
 
-For each mode of ``hudi-flight serve`` (one process, the default; ``--processes 2``; a cluster
-coordinator; a worker registered with it), with credentials (a valid static bearer token) and
+For each mode of ``hudi-flight serve`` (one process, the default; ``--processes 2``; both with
+TLS too; a cluster coordinator; a worker registered with it), with credentials (a valid static bearer token) and
 without: 16 clients send a 200 MB command at once (``get_flight_info``), while one legitimate
 client loops over a point read (plan and stream). Reported per mode: the growth of the server's
 process-tree RSS from before the bodies to the peak while they were sent (target < 256 MiB), the
 legitimate requests answered and failed (target 0 failed), the bodies refused and the median
-time to refuse one. Cleartext connections; the relay in front of every mode cuts a message whose
-gRPC prefix declares more than the bound (``runtime/h2_guard.py``). Not part of the test suite:
+time to refuse one (most of it the client's: it builds and sends its 200 MB message). The relay in
+front of every mode (ending TLS where it is on) cuts a message whose gRPC prefix declares more
+than the bound (``runtime/h2_guard.py``). Not part of the test suite:
 ``python -m bench --only bodies --size quick``.
 """
 
@@ -19,6 +20,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,20 +60,33 @@ class _Bearer:
         return Factory()
 
 
-def _legitimate(uri: str) -> int:
+@dataclass(frozen=True)
+class Target:
+    """Where a client connects, and the CA it trusts (``None``: cleartext)."""
+
+    uri: str
+    ca: bytes | None = None
+
+    def connect(self, middleware: list[Any]) -> Any:
+        import pyarrow.flight as flight
+
+        return flight.connect(self.uri, middleware=middleware, **({"tls_root_certs": self.ca} if self.ca else {}))
+
+
+def _legitimate(target: Target) -> int:
     import pyarrow.flight as flight
 
-    with flight.connect(uri) as client:
+    with target.connect([]) as client:
         info = client.get_flight_info(flight.FlightDescriptor.for_path(NAMESPACE, TABLE))
         return sum(client.do_get(e.ticket).read_all().num_rows for e in info.endpoints[:1])
 
 
-def _send(uri: str, body: bytes, credentials: bool) -> tuple[bool, float]:
+def _send(target: Target, body: bytes, credentials: bool) -> tuple[bool, float]:
     """One body; whether the server refused it, and how soon."""
     import pyarrow.flight as flight
 
     t0 = time.perf_counter()
-    with flight.connect(uri, middleware=[_Bearer.factory()] if credentials else []) as client:
+    with target.connect([_Bearer.factory()] if credentials else []) as client:
         try:
             client.get_flight_info(flight.FlightDescriptor.for_command(body), flight.FlightCallOptions(timeout=120))
         except flight.FlightError:
@@ -79,8 +94,8 @@ def _send(uri: str, body: bytes, credentials: bool) -> tuple[bool, float]:
     return False, time.perf_counter() - t0
 
 
-def _measure(uri: str, pids: list[int], credentials: bool, body: bytes) -> dict[str, Any]:
-    _legitimate(uri)  # warm
+def _measure(target: Target, pids: list[int], credentials: bool, body: bytes) -> dict[str, Any]:
+    _legitimate(target)  # warm
     before = sum(tree_rss(p) for p in pids)
     peak, done = before, threading.Event()
     answered, failed = [0], [0]
@@ -88,7 +103,7 @@ def _measure(uri: str, pids: list[int], credentials: bool, body: bytes) -> dict[
     def legitimate() -> None:
         while not done.is_set():
             try:
-                _legitimate(uri)
+                _legitimate(target)
                 answered[0] += 1
             except Exception:  # a failed legitimate request is what this counts
                 failed[0] += 1
@@ -103,7 +118,7 @@ def _measure(uri: str, pids: list[int], credentials: bool, body: bytes) -> dict[
         t.start()
     try:
         with ThreadPoolExecutor(BODIES) as pool:
-            outcomes = list(pool.map(lambda _: _send(uri, body, credentials), range(BODIES)))
+            outcomes = list(pool.map(lambda _: _send(target, body, credentials), range(BODIES)))
         time.sleep(1.0)  # the legitimate client keeps going a moment after
     finally:
         done.set()
@@ -114,7 +129,8 @@ def _measure(uri: str, pids: list[int], credentials: bool, body: bytes) -> dict[
 
 
 def _modes(warehouse: Path, root: Path, config: Path) -> Any:
-    """(mode name, URI, serving pids) for each mode, started one after the other."""
+    """(mode name, where clients connect, serving pids) for each mode, started one after the other."""
+    from tests.support.certs import make_pki
     from tests.support.processes import ServeProcess
 
     secret = root / "secret.hex"
@@ -125,20 +141,28 @@ def _modes(warehouse: Path, root: Path, config: Path) -> Any:
         return ["--warehouse", str(warehouse), "--catalog-url", f"sqlite:///{root / 'catalog.db'}",
                 "--state-dir", str(root / name), "--secret-file", str(secret), "--config", str(config)]
 
-    for name, extra in (("one process", []), ("2 processes", ["--processes", "2"])):
-        served = ServeProcess("--port", "0", *extra, *common(name.replace(" ", "-")), log=root / f"{name}.log")
+    pki = make_pki(root / "pki")
+    tls = ["--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key)]
+    for name, processes, secure in (("one process", 1, False), ("one process, TLS", 1, True),
+                                    ("2 processes", 2, False), ("2 processes, TLS", 2, True)):
+        folder = name.replace(", ", "-").replace(" ", "-")
+        served = ServeProcess("--port", "0", "--processes", str(processes), *(tls if secure else []),
+                              *common(folder), log=root / f"{folder}.log")
         try:
-            yield name, served.uri, [served.pid]
+            if secure:
+                yield name, Target(f"grpc+tls://127.0.0.1:{served.port}", pki.ca_cert.read_bytes()), [served.pid]
+            else:
+                yield name, Target(served.uri), [served.pid]
         finally:
             served.stop()
     coordinator = ServeProcess("--port", "0", "--role", "coordinator", *common("coordinator"),
                                log=root / "coordinator.log")
     try:
-        yield "coordinator", coordinator.uri, [coordinator.pid]
+        yield "coordinator", Target(coordinator.uri), [coordinator.pid]
         worker = ServeProcess("--port", "0", "--role", "worker", "--coordinator", coordinator.uri,
                               *common("worker"), log=root / "worker.log")
         try:
-            yield "worker", worker.uri, [worker.pid]
+            yield "worker", Target(worker.uri), [worker.pid]
         finally:
             worker.stop()
     finally:
@@ -154,9 +178,9 @@ def run(size: str) -> list[dict]:
     config.write_text(json.dumps({"server": {"tokens": {TOKEN: TOKEN_USER}, "anonymous_read": "on"}}))
     body = json.dumps({"table": f"{NAMESPACE}.{TABLE}", "pad": "x" * BODY_BYTES}).encode()
     out: list[dict] = []
-    for mode, uri, pids in _modes(warehouse, root, config):
+    for mode, target, pids in _modes(warehouse, root, config):
         for credentials in (False, True):
-            got = _measure(uri, pids, credentials, body)
+            got = _measure(target, pids, credentials, body)
             params = {"mode": mode, "credentials": credentials, "bodies": BODIES, "body_mib": BODY_BYTES >> 20}
             name = f"bodies/{mode}, {'with' if credentials else 'without'} credentials"
             out += [

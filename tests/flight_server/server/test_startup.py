@@ -24,9 +24,8 @@ def _free_port() -> int:
 
 
 def test_first_answer_comes_after_the_warehouse_scan(fixture_table, tmp_path, monkeypatch):
-    warehouse = tmp_path / "warehouse"  # its own: the session's fixture folder holds what other tests unzipped
-    table = warehouse / "ns" / "t"
-    shutil.copytree(fixture_table(SIMPLE), table)
+    warehouse = tmp_path / "wh"
+    shutil.copytree(fixture_table(SIMPLE), warehouse / "ns" / "t")  # a warehouse of this one table
     discover = Registry.discover
 
     def slow_discover(self, *args, **kwargs):

@@ -128,6 +128,25 @@ def test_concurrent_large_bodies_are_refused_without_memory_growth(served):
     assert _legitimate(served) == rows
 
 
+@pytest.mark.parametrize("served", ["tls", "mutual tls"], indirect=True)
+def test_the_relay_refuses_what_the_server_would(served, pki):
+    """With TLS ended in the relay, a plaintext client is refused; with mutual TLS, a client
+    without a certificate or with one of another CA too."""
+    ca, other = pki
+    refused = [{"uri": served.uri.replace("grpc+tls", "grpc")}]
+    if "cert_chain" in served.connect:
+        refused += [
+            {"tls_root_certs": ca.ca_cert.read_bytes()},
+            {"tls_root_certs": ca.ca_cert.read_bytes(), "cert_chain": other.client_cert.read_bytes(),
+             "private_key": other.client_key.read_bytes()},
+        ]
+    for settings in refused:
+        uri = settings.pop("uri", served.uri)
+        with flight.connect(uri, **settings) as client, pytest.raises(flight.FlightUnavailableError):
+            client.list_flights(options=flight.FlightCallOptions(timeout=10)).__next__()
+    assert _legitimate(served) > 0
+
+
 # -- the bounds on messages in progress, frame by frame ------------------------------------------
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
@@ -160,3 +179,19 @@ def test_messages_in_progress_are_bounded_on_all_connections_together():
     first.feed(_data(1, b"x" * 100))  # a message received whole no longer counts
     second.release()  # nor the rest of one whose connection ended
     assert budget.used == 40 and first.in_progress == 0
+
+
+def test_one_peer_holds_at_most_its_share_of_the_budget():
+    """A host holding messages open on many connections cannot fill the budget for the others."""
+    budget = BodyBudget(1000, max_peer_bytes=150)
+    first, second = H2Guard(100, budget=budget, peer="10.0.0.1"), H2Guard(100, budget=budget, peer="10.0.0.1")
+    other = H2Guard(100, budget=budget, peer="10.0.0.2")
+    first.feed(PREFACE + _data(1, _prefix(100)))
+    second.feed(PREFACE)
+    with pytest.raises(MessageTooLarge, match="peer body 150"):
+        second.feed(_data(1, _prefix(60)))
+    other.feed(PREFACE + _data(1, _prefix(100)))  # another host is not held back
+    first.release()
+    second.feed(_data(3, _prefix(100)))  # the host's share is free again
+    assert budget.used == 200
+
