@@ -7,6 +7,7 @@ directly from storage.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -26,7 +27,7 @@ pyspark = pytest.importorskip("pyspark")
 from pyspark.sql.functions import col  # noqa: E402
 
 from flight_server.client.session import PlannedEndpoint  # noqa: E402
-from flight_server.client.spark import PYTHON_SOURCE_NAME, pack_endpoints  # noqa: E402
+from flight_server.client.spark import PYTHON_SOURCE_NAME, pack_endpoints, packed_tasks  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -361,6 +362,15 @@ def test_packing_keeps_partition_weight_near_one():
     spread = pack_endpoints([_ep(0.05)] * 4, min_partitions=2)  # a small table still uses two cores
     assert [len(g.endpoints) for g in spread] == [2, 2]
     assert len(pack_endpoints([_ep(0.05)], min_partitions=2)) == 1
+
+
+def test_packing_is_told_in_the_driver_log(caplog):
+    with caplog.at_level(logging.INFO, logger="flight_server.client.spark"):
+        groups = packed_tasks("ns.t", [_ep(1.0), _ep(0.5), _ep(0.25)], min_partitions=1)
+    assert len(groups) == 2
+    (record,) = caplog.records
+    assert record.getMessage() == (
+        "ns.t: 3 endpoint(s), total weight 1.75, packed into 2 Spark task(s) (endpoints@weight: 1@1.00, 2@0.75)")
 
 
 SPARK_TOKEN = "spark-tls-token-0123456789abcdef"

@@ -74,6 +74,7 @@ def results(sql_server, sql_tables, secure_server, counted_server, pki, tmp_path
     steps = [
         ("to_utc", plain, "timezone", "UTC"),
         ("meta", plain, "meta", NESTED),
+        ("meta_of_metadata_table", plain, "meta", f"{MOR}$timeline"),  # getColumns(null, ns, "v9_..._meta$timeline", "%")
         ("select_star", plain, "query", f"SELECT * FROM {TXNS}"),
         ("select_nested", plain, "query", f"SELECT id, name, decimalField, dateField, timestampField FROM {NESTED}"),
         ("prepared", plain, "prepared", f"SELECT txn_id, amount FROM {TXNS} WHERE region = ? AND txn_id <> ? LIMIT ?",
@@ -152,6 +153,11 @@ def test_database_metadata(results, sql_tables):
     assert sorted(t[2] for t in meta["tables"]) == expected
     assert {(t[0], t[1], t[3]) for t in meta["tables"]} == {("hudi", "sample_table_cow", "table")}
     assert sorted(meta["tables_of_type_table"]) == expected
+
+
+def test_get_columns_finds_the_metadata_table_of_a_name_with_underscores(results, sql_tables):
+    columns = [c[0] for c in _ok(results, "meta_of_metadata_table")["columns"]]
+    assert columns == _table(sql_tables, MOR).metadata_table("timeline").column_names
 
 
 def test_columns_have_jdbc_types(results, sql_tables):
