@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.flight as flight
 import pytest
 
 from catalog import HudiTable
@@ -201,6 +202,53 @@ def test_an_unreachable_location_is_read_from_the_planning_server(spark, tables,
     with running_server(config, registry=registry) as srv:
         df = _load(spark, f"grpc://127.0.0.1:{srv.port}", COW)
         _same(df.toArrow(), HudiTable.open(paths[identifier(COW)]).read())
+
+
+class _BreakingServer(HudiFlightServer):
+    """The first stream of each ticket sends one row, then breaks (UNAVAILABLE, as a connection
+    reset); the next stream of it sends the server's own batches, so a reader resuming there must cut
+    the row it already has out of a batch."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seen: set[bytes] = set()
+        self.breaks = 0
+        self._lock = threading.Lock()
+        self._breaking = threading.local()
+
+    def do_get(self, context, ticket):
+        with self._lock:
+            self._breaking.now = ticket.ticket not in self.seen
+            self.seen.add(ticket.ticket)
+        return super().do_get(context, ticket)
+
+    def _stream(self, call, schema, batches):
+        return super()._stream(call, schema, self._one_row_then_break(batches) if self._breaking.now else batches)
+
+    def _one_row_then_break(self, batches):
+        rows = pa.Table.from_batches(list(batches))
+        if rows.num_rows > 1:
+            yield rows.slice(0, 1).to_batches()[0]
+            with self._lock:
+                self.breaks += 1
+            raise flight.FlightUnavailableError("connection reset")
+        yield from rows.to_batches()
+
+
+def test_a_stream_broken_midway_resumes_past_the_rows_delivered(spark, tables, paths, tmp_path_factory):
+    registry, _ = tables
+    config = ServerConfig(port=0, state_dir=str(tmp_path_factory.mktemp("breaking")),
+                          allowed_roots=[str(tmp_path_factory.getbasetemp())])
+    srv = _BreakingServer(config, registry=registry)
+    thread = threading.Thread(target=srv.serve, daemon=True)
+    thread.start()
+    try:
+        df = _load(spark, f"grpc://127.0.0.1:{srv.port}", MOR)
+        _same(df.toArrow(), HudiTable.open(paths[identifier(MOR)]).read())
+        assert srv.breaks > 0  # streams broke after a row, and the reads resumed past it
+    finally:
+        srv.shutdown()
+        thread.join(10)
 
 
 def test_bad_options_are_refused_by_name(spark, uri):
