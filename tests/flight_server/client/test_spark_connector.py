@@ -223,10 +223,10 @@ class _BreakingServer(HudiFlightServer):
         return super().do_get(context, ticket)
 
     def _stream(self, call, schema, batches):
-        return super()._stream(call, schema, self._one_row_then_break(batches) if self._breaking.now else batches)
+        return super()._stream(call, schema, self._one_row_then_break(schema, batches) if self._breaking.now else batches)
 
-    def _one_row_then_break(self, batches):
-        rows = pa.Table.from_batches(list(batches))
+    def _one_row_then_break(self, schema, batches):
+        rows = pa.Table.from_batches(list(batches), schema)
         if rows.num_rows > 1:
             yield rows.slice(0, 1).to_batches()[0]
             with self._lock:
