@@ -24,7 +24,9 @@ def built_connector_jar() -> str:
     """The connector's jar, built first by ``make spark-connector`` (nothing to do when it is newer
     than its sources; a lock keeps parallel test workers from building it twice at once). A build
     that fails (no Maven, no JDK) fails the caller: ``make test`` builds it before the tests."""
-    with open(REPO / ".cache" / "spark-connector.lock", "w") as lock:
+    lock_path = REPO / ".cache" / "spark-connector.lock"
+    lock_path.parent.mkdir(exist_ok=True)
+    with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         subprocess.run([*BUILD_COMMAND.split(), "-s"], cwd=REPO, check=True, stdout=subprocess.DEVNULL)
     return connector_jar()
