@@ -69,10 +69,10 @@ CASES = (
 
 
 def _spark_session() -> Any:
-    from flight_server.spark import connector_jar
+    """The session of the tests (the connector's jar on its classpath, built first when missing)."""
     from tests.support.spark import local_spark
 
-    return local_spark("hudi-flight-bench-spark-scan", connector_jar(), "3g")
+    return local_spark("hudi-flight-bench-spark-scan", memory="3g")
 
 
 def _jvm_pid(spark: Any) -> int:
