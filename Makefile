@@ -54,7 +54,7 @@ SPARK_CONNECTOR := flight_server/jars/hudi-flight-spark-connector.jar
 
 spark-connector: $(SPARK_CONNECTOR)
 
-$(SPARK_CONNECTOR): $(STAMP) system-deps spark-connector/pom.xml $(shell find spark-connector/src -type f 2>/dev/null)
+$(SPARK_CONNECTOR): spark-connector/pom.xml $(shell find spark-connector/src -type f 2>/dev/null) | $(STAMP)
 	@jars="$$($(PY) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')"; \
 	spark="$$($(PY) -c 'import pyspark; print(pyspark.__version__)')"; \
 	scala="$$(basename $$jars/scala-library-*.jar .jar | sed 's/^scala-library-//')"; \

@@ -1,21 +1,41 @@
-"""The local SparkSession of the Spark tests and benchmarks (one per process: getOrCreate)."""
+"""The local SparkSession of the Spark tests and benchmarks (one per process: getOrCreate), with the
+DataSource V2 connector's jar on its classpath, so ``format("hudi-flight")`` is the connector and
+``format("hudi-flight-python")`` the Python data source."""
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import os
+import subprocess
 import sys
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from flight_server.client.spark import HudiFlightDataSource, HudiFlightPythonDataSource
+from flight_server.client.spark import HudiFlightPythonDataSource
+from flight_server.spark import BUILD_COMMAND, connector_jar
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@functools.lru_cache(maxsize=1)
+def built_connector_jar() -> str:
+    """The connector's jar, built first by ``make spark-connector`` (nothing to do when it is newer
+    than its sources; a lock keeps parallel test workers from building it twice at once). A build
+    that fails (no Maven, no JDK) fails the caller: ``make test`` builds it before the tests."""
+    with open(REPO / ".cache" / "spark-connector.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        subprocess.run([*BUILD_COMMAND.split(), "-s"], cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+    return connector_jar()
 
 
 def local_spark(
     app: str = "hudi-flight-tests", jars: str | None = None, memory: str | None = None, java_options: str | None = None
 ) -> SparkSession:
-    """A local[2] session, UI off, UTC, loopback only, the hudi-flight data source registered (also
-    as "hudi-flight-python");
-    ``jars`` on ``spark.jars``, the driver's ``memory`` and JVM ``java_options`` when given."""
+    """A local[2] session, UI off, UTC, loopback only, the connector's jar and ``jars`` on
+    ``spark.jars``, the Python data source registered as "hudi-flight-python"; the driver's
+    ``memory`` and JVM ``java_options`` when given."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = (
@@ -25,9 +45,8 @@ def local_spark(
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.jars", ",".join([built_connector_jar(), *([jars] if jars else [])]))
     )
-    if jars:
-        builder = builder.config("spark.jars", jars)
     if memory:
         builder = builder.config("spark.driver.memory", memory)
     if java_options:
@@ -35,6 +54,5 @@ def local_spark(
         builder = builder.config("spark.executor.extraJavaOptions", java_options)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
-    session.dataSource.register(HudiFlightDataSource)
     session.dataSource.register(HudiFlightPythonDataSource)
     return session

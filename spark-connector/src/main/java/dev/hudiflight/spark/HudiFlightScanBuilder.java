@@ -108,9 +108,9 @@ final class HudiFlightScanBuilder implements ScanBuilder, SupportsPushDownRequir
   }
 
   private String describe(QueryCommand scan) {
-    return "PushedColumns: " + (scan.columns() == null ? "*" : scan.columns())
-        + ", PushedFilters: " + scan.filters()
-        + (scan.aggregates() == null ? "" : ", PushedAggregates: " + scan.aggregates())
+    String read = scan.aggregates() != null ? "PushedAggregates: " + scan.aggregates()
+        : "PushedColumns: " + (scan.columns() == null ? "*" : scan.columns());
+    return read + ", PushedFilters: " + scan.filters()
         + (scan.limit() == null ? "" : ", PushedLimit: " + scan.limit());
   }
 
