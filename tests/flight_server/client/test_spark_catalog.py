@@ -112,7 +112,7 @@ def test_time_travel_by_version_and_timestamp(spark, served):
         _same(got, expected)
 
 
-def test_read_optimized_incremental_and_cdc_through_options(spark, served):
+def test_read_optimized_incremental_and_cdc_through_options(spark, uri, served):
     _, paths = served
     mor = HudiTable.open(paths[identifier(MOR)])
     got = spark.sql(f"SELECT * FROM {_ref(identifier(MOR))} WITH ('query_type' = 'read_optimized')").toArrow()
@@ -127,9 +127,15 @@ def test_read_optimized_incremental_and_cdc_through_options(spark, served):
     reader = spark.read.options(query_type="incremental", start=start, end=end)
     _same(reader.table(_ref(identifier(COW))).toArrow(), expected)
 
+    # a CDC read has its own columns, which a catalog table's (its snapshot's) cannot be: refused by
+    # name in SQL, read through the format
     cdc = HudiTable.open(paths["cdc.mor_op_key_only"])
     first = cdc.timeline.commits[0].requested_time
-    got = spark.sql(f"SELECT * FROM {_ref('cdc.mor_op_key_only')} WITH ('query_type' = 'cdc', 'start' = '{first}')")
+    with pytest.raises(Exception, match="change the table's columns"):
+        spark.sql(f"SELECT * FROM {_ref('cdc.mor_op_key_only')} WITH ('query_type' = 'cdc', 'start' = '{first}')"
+                  ).collect()
+    got = spark.read.format("hudi-flight").option("uri", uri).options(query_type="cdc", start=first).load(
+        "cdc.mor_op_key_only")
     assert got.columns == ["op", "ts_ms", "before", "after"]
     expected = cdc.read(query_type="cdc", start=first)
     assert expected.num_rows
@@ -195,7 +201,8 @@ def test_streams_read_each_commit_once(spark, uri, served, tmp_path, source):
 
     # a start instant comes with query_type=incremental (the table's schema is asked with the options)
     progress, got = stream(name + "_from", query_type="incremental", start=data[5], max_commits_per_trigger="2")
-    later = parts[6:]
-    assert [p["numInputRows"] for p in progress] == [
-        sum(p.num_rows for p in later[i:i + 2]) for i in range(0, len(later), 2)]
-    _same(got, pa.concat_tables(later))
+    # each batch is Hudi's incremental answer for its two commits (a record changed twice: once)
+    ends = data[5::2] + ([data[-1]] if len(data[5:]) % 2 == 0 else [])
+    batches = [table.read(query_type="incremental", start=s, end=e) for s, e in zip(ends, ends[1:])]
+    assert [p["numInputRows"] for p in progress] == [b.num_rows for b in batches]
+    _same(got, pa.concat_tables(batches))
