@@ -33,7 +33,7 @@ lint: $(STAMP)
 	$(PY) -m mypy catalog flight_server
 
 test: $(STAMP) system-deps spark-connector
-	$(PY) -m pytest -n 2 -q $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadgroup -q $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(VENV)/bin/hudi-flight demo
@@ -67,9 +67,9 @@ $(SPARK_CONNECTOR): spark-connector/pom.xml $(shell find spark-connector/src -ty
 wheel: $(STAMP) spark-connector
 	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation -w dist .
 
-# Regenerate the Flight SQL message classes from flight_server/protocol/flight_sql.proto.
+# Regenerate the Flight SQL and Flight session message classes from flight_server/protocol/*.proto.
 protocol: $(STAMP)
-	cd flight_server/protocol && ../../$(PY) -m grpc_tools.protoc -I. --python_out=. --pyi_out=. flight_sql.proto
+	cd flight_server/protocol && ../../$(PY) -m grpc_tools.protoc -I. --python_out=. --pyi_out=. flight_sql.proto flight_session.proto
 
 MVN_DEPENDENCY := mvn -q org.apache.maven.plugins:maven-dependency-plugin:3.6.1
 

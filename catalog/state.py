@@ -33,7 +33,7 @@ from catalog.table.internal_schema import (
     SchemaHistory,
     parse_internal_schemas,
 )
-from catalog.table.partitions import with_dropped_partition_columns
+from catalog.table.partitions import with_dropped_partition_columns, with_timestamp_partition_text
 from catalog.timeline import Timeline
 from catalog.timeline.active import load_config_and_timeline
 from catalog.timeline.instant_files import written_file_groups
@@ -128,8 +128,8 @@ class TableState:
 
     def _table_schema(self, data: pa.Schema) -> pa.Schema:
         """A writer's schema as the table's: meta columns first (when populated), dropped partition
-        columns appended."""
-        data = with_dropped_partition_columns(data, self.config)
+        columns appended, a timestamp key generator's partition fields typed as Hudi reads them."""
+        data = with_timestamp_partition_text(with_dropped_partition_columns(data, self.config), self.config)
         return with_meta_columns(data) if self.config.populate_meta_fields else without_meta_columns(data)
 
     @cached_property

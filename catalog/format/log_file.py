@@ -142,11 +142,32 @@ def _parse_prefix(body: bytes, where: str) -> tuple[BlockType, dict[str, str], i
     return block_type, header, pos + 8, length
 
 
-class _Reader:
-    """Sequential block reader over one open file."""
+class _ListedSizeDisagrees(Exception):
+    """The bytes of a log file do not frame as whole blocks under its listed size: the size was
+    wrong (the metadata table lists a rolled-back write's log files with size 1), not the file."""
 
-    def __init__(self, fh: BinaryIO, file_size: int, path: str, uri: str, with_content: bool, strict: bool = False):
+
+class _Reader:
+    """Sequential block reader over one open file.
+
+    ``file_size`` is exact, or with ``size_is_hint`` a listed size: then any framing irregularity
+    (no magic where a block should start, a block running past the size) raises
+    :class:`_ListedSizeDisagrees` instead of being reported, so the caller learns the true size
+    from storage and reads again.
+    """
+
+    def __init__(
+        self,
+        fh: BinaryIO,
+        file_size: int,
+        path: str,
+        uri: str,
+        with_content: bool,
+        strict: bool = False,
+        size_is_hint: bool = False,
+    ):
         self.strict = strict
+        self.size_is_hint = size_is_hint
         self.fh = fh
         self.size = file_size
         self.path = path
@@ -189,6 +210,8 @@ class _Reader:
         pos = 0
         while pos < self.size:
             magic = self._read_at(pos, len(MAGIC))
+            if magic != MAGIC and self.size_is_hint:
+                raise _ListedSizeDisagrees(pos)
             if magic != MAGIC:
                 raise CorruptTableError(
                     f"{self.uri}/{self.path}: no log block magic at offset {pos} (not a Hudi log file?)"
@@ -196,6 +219,8 @@ class _Reader:
             raw_size = self._read_at(pos + len(MAGIC), _SIZE_FIELD)
             block_size = struct.unpack(">q", raw_size)[0] if len(raw_size) == _SIZE_FIELD else -1
             if not self._framing_ok(pos, block_size):
+                if self.size_is_hint:
+                    raise _ListedSizeDisagrees(pos)
                 nxt = self._next_magic(pos + len(MAGIC))
                 corrupt = LogBlock(self.path, pos, nxt - pos, BlockType.CORRUPT)
                 if self.strict:
@@ -309,13 +334,18 @@ def iter_log_blocks(
 
     Corrupt blocks come out as ``BlockType.CORRUPT`` blocks (after a warning) so callers see
     where they were; skip them. With ``with_content=False`` only headers and footers are read
-    and :meth:`LogBlock.load_content` fetches a block's content later. ``size``: the file's size
-    as listed (a log file's bytes are fixed by its name and size), else asked of storage.
+    and :meth:`LogBlock.load_content` fetches a block's content later. ``size``: the file's true
+    size when the caller asked storage for it, else it is asked here (a size from a listing is a
+    hint: :func:`read_log_files` takes those).
     """
     if not size:
         size = int(storage.info(path)["size"])
+    yield from _walk(storage, path, size, with_content, size_is_hint=False)
+
+
+def _walk(storage: Storage, path: str, size: int, with_content: bool, size_is_hint: bool) -> Iterator[LogBlock]:
     with storage.open(path) as fh:
-        yield from _Reader(fh, size, path, storage.uri, with_content).blocks()
+        yield from _Reader(fh, size, path, storage.uri, with_content, size_is_hint=size_is_hint).blocks()
 
 
 def iter_log_blocks_in(data: bytes, path: str, uri: str = "", *, strict: bool = False) -> Iterator[LogBlock]:
@@ -336,13 +366,18 @@ WHOLE_READ_BYTES = 16 << 20
 def read_log_files(storage: Storage, files: Sequence[tuple[str, int]]) -> list[list[LogBlock]]:
     """The blocks of each of the log ``files`` (path relative to ``storage``, listed size), in order.
 
-    A log file's bytes are fixed by its name and size, so no ``info`` is asked: the files are read
-    whole, together, in one ``read_ranges`` call (an object store fetches the ranges concurrently:
-    one round trip for a slice's logs, where walking block headers costs one request per file and
-    another per block content), as long as together they hold at most ``WHOLE_READ_BYTES``; their
-    blocks carry their content. The files past the bound, or without a listed size, are walked
-    block by block (contents loaded when a block is decoded). A file whose bytes no longer match
-    its listed size changed since it was listed: refused.
+    A listed size (storage listing or metadata table) saves an ``info`` per file: the files are
+    read whole, together, in one ``read_ranges`` call (an object store fetches the ranges
+    concurrently: one round trip for a slice's logs, where walking block headers costs one
+    request per file and another per block content), as long as together they hold at most
+    ``WHOLE_READ_BYTES``; their blocks carry their content. The files past the bound, or without
+    a listed size, are walked block by block (contents loaded when a block is decoded).
+
+    A listed size is only a hint: Hudi's metadata table lists the log files of a rolled-back
+    write with size 1. Where the bytes read do not frame as whole blocks under it (fewer bytes
+    than listed, no magic where a block starts, a block running past the listed end), the file's
+    true size is asked of storage (one ``info``) and the file read again by it; a file whose size
+    is wrong but whose first bytes end exactly on a block boundary reads as those blocks.
     """
     whole, total = [], 0
     for path, size in files:
@@ -354,15 +389,31 @@ def read_log_files(storage: Storage, files: Sequence[tuple[str, int]]) -> list[l
     out = []
     for path, size in files:
         data = contents.get(path)
-        if data is None:
-            out.append(list(iter_log_blocks(storage, path, size=size, with_content=False)))
-            continue
-        if len(data) != size:
-            raise CorruptTableError(
-                f"{storage.uri}/{path}: {len(data)} bytes where {size} were listed (the file changed since)"
-            )
-        out.append(list(iter_log_blocks_in(data, path, storage.uri)))
+        try:
+            if not size:
+                blocks = list(iter_log_blocks(storage, path, with_content=False))
+            elif data is None:
+                blocks = list(_walk(storage, path, size, with_content=False, size_is_hint=True))
+            elif len(data) != size:
+                raise _ListedSizeDisagrees(len(data))
+            else:
+                blocks = list(_Reader(io.BytesIO(data), size, path, storage.uri, True, size_is_hint=True).blocks())
+        except _ListedSizeDisagrees:
+            blocks = _read_by_stored_size(storage, path, data)
+        out.append(blocks)
     return out
+
+
+def _read_by_stored_size(storage: Storage, path: str, read: bytes | None) -> list[LogBlock]:
+    """The blocks of a log file whose listed size was wrong, by the size storage tells: from the
+    bytes ``read`` already when they are the whole file (it was listed longer), else read whole
+    if it is within ``WHOLE_READ_BYTES``, else walked."""
+    size = int(storage.info(path)["size"])
+    if read is None or len(read) != size:
+        if size > WHOLE_READ_BYTES:
+            return list(_walk(storage, path, size, with_content=False, size_is_hint=False))
+        read = storage.read_range(path, 0, size)
+    return list(iter_log_blocks_in(read, path, storage.uri))
 
 
 __all__ = [

@@ -41,7 +41,6 @@ from catalog.read.mor import (
     LogPart,
     MergeSpec,
     commit_time_deletes,
-    conform_table,
     delete_flags,
     delete_ordering,
     fill_constants,
@@ -218,7 +217,7 @@ class PointWinners:
             records = self.records[part]
             if rows != list(range(records.num_rows)):  # a point read's part is often its one row
                 records = records.take(pa.array(rows, pa.int64()))
-            tables.append(conform_table(records, self.spec.schema))
+            tables.append(self.spec.conform(records))
             offsets.update({(part, row): start + i for i, row in enumerate(rows)})
             start += len(rows)
         rows_table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)

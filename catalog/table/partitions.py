@@ -65,6 +65,27 @@ def with_dropped_partition_columns(schema: pa.Schema, config: TableConfig) -> pa
     return pa.schema([*schema, *missing], metadata=schema.metadata) if missing else schema
 
 
+#: the first table version Hudi 1.x writes: its Spark reader types a timestamp key generator's
+#: partition fields as text
+TIMESTAMP_PARTITION_TEXT_SINCE = 8
+
+
+def with_timestamp_partition_text(schema: pa.Schema, config: TableConfig) -> pa.Schema:
+    """The table schema as Hudi 1.x's Spark reader answers a table partitioned by the timestamp
+    key generator: each partition field a nullable string holding the field's value as text
+    (``'1705311000'`` for the long ``1705311000``, not the formatted folder), whatever type the
+    writer's schema gives it (the file index's partition schema types it ``StringType``), in the
+    snapshot, at every instant and in every query. Hudi 0.x (table version 6 and older) answers
+    the writer's type, and so do we there."""
+    if config.table_version < TIMESTAMP_PARTITION_TEXT_SINCE or not config.is_timestamp_keygen:
+        return schema
+    fields = [
+        pa.field(f.name, pa.string(), metadata=f.metadata) if f.name in config.partition_fields else f
+        for f in schema
+    ]
+    return pa.schema(fields, metadata=schema.metadata)
+
+
 class PartitionScheme:
     """How a table's partition paths map to its partition columns."""
 
@@ -125,4 +146,5 @@ __all__ = [
     "dropped_partition_columns",
     "timestamp_fields",
     "with_dropped_partition_columns",
+    "with_timestamp_partition_text",
 ]

@@ -94,7 +94,9 @@ def test_incremental_between_consecutive_commits(generated_table, table_type):
         for name in latest:
             if name not in expected.column_names:
                 expected = expected.append_column(name, pa.nulls(expected.num_rows, ours.schema.field(name).type))
-        assert_same_rows(ours, expected.select(latest), f"incremental into commit {k}")
+        # the generator's rows are in the types of the commit that wrote them, the read's in the
+        # latest schema's (a promoted int, a nested field swapped): compared in the latest types
+        assert_same_rows(ours, expected.select(latest), f"incremental into commit {k}", exact_types=False)
 
 
 def test_filters_on_renamed_and_added_columns(generated_table):

@@ -78,17 +78,19 @@ def normalise(ours: pa.Table, theirs: pa.Table) -> tuple[pa.Table, pa.Table]:
     return ours, theirs
 
 
-def assert_same_rows(ours: pa.Table, theirs: pa.Table | None, what: str = "", exact_types: bool = False) -> None:
+def assert_same_rows(ours: pa.Table, theirs: pa.Table | None, what: str = "", exact_types: bool = True) -> None:
     """Equal row sets (any order), compared column by column on Python values.
 
-    ``theirs`` is ``None`` when the reference returned nothing. Column names must match; with
-    ``exact_types`` the column types must too (else ``theirs`` is cast to ours, see ``normalise``).
+    ``theirs`` is ``None`` when the reference returned nothing. Column names and types must
+    match; ``exact_types=False`` (for a reference that departs from Hudi's types, named where it
+    is used) casts ``theirs`` to ours instead (see ``normalise``).
     """
     if theirs is None:
         assert ours.num_rows == 0, f"{what}: the reference returned no rows, we returned {ours.num_rows}"
         return
     if exact_types:
-        assert [f.type for f in ours.schema] == [f.type for f in theirs.schema], (ours.schema, theirs.schema)
+        differ = [(f.name, str(f.type), str(g.type)) for f, g in zip(ours.schema, theirs.schema) if f.type != g.type]
+        assert not differ, f"{what}: column types differ (name, ours, theirs): {differ}"
     assert ours.num_rows == theirs.num_rows, f"{what}: {ours.num_rows} rows vs {theirs.num_rows} expected"
     ours, theirs = normalise(ours, theirs)
     for name in ours.column_names:

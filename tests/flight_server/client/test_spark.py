@@ -7,6 +7,7 @@ directly from storage.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -26,7 +27,8 @@ pyspark = pytest.importorskip("pyspark")
 from pyspark.sql.functions import col  # noqa: E402
 
 from flight_server.client.session import PlannedEndpoint  # noqa: E402
-from flight_server.client.spark import PYTHON_SOURCE_NAME, pack_endpoints  # noqa: E402
+from flight_server.client.spark import PYTHON_SOURCE_NAME, pack_endpoints, packed_tasks  # noqa: E402
+from tests.support.spark import retried_on_worker_start  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -309,19 +311,27 @@ def test_streaming_sees_each_commit_exactly_once(spark, uri, tables, tmp_path):
     _, paths = tables
     ident = identifier(PARTITIONED)
     table = HudiTable.open(paths[ident])
-    query = (
-        spark.readStream.format(PYTHON_SOURCE_NAME)
-        .option("uri", uri)
-        .load(ident)
-        .writeStream.format("memory")
-        .queryName("hudi_stream")
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(90)
+
+    def run(attempt: int):
+        query = (
+            spark.readStream.format(PYTHON_SOURCE_NAME)
+            .option("uri", uri)
+            .load(ident)
+            .writeStream.format("memory")
+            .queryName(f"hudi_stream_{attempt}")
+            .option("checkpointLocation", str(tmp_path / f"ckpt-{attempt}"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        # an availableNow query ends by itself; a loaded machine may need minutes for its 12 batches
+        if not query.awaitTermination(600):
+            query.stop()
+            raise AssertionError("the availableNow query did not end within 600 s")
+        return query, attempt
+
+    query, attempt = retried_on_worker_start(run)
     progress = query.recentProgress
-    got = _spark_rows(spark.sql("SELECT * FROM hudi_stream"))
+    got = _spark_rows(spark.sql(f"SELECT * FROM hudi_stream_{attempt}"))
     data = [i for i in table.timeline if i.action in ("commit", "deltacommit", "replacecommit")]
     bounds = [None] + [i.completion_time for i in data]
     parts = [table.read(query_type="incremental", start=s, end=e) for s, e in zip(bounds, bounds[1:])]
@@ -340,8 +350,10 @@ def test_server_down_names_the_uri(spark):
 
 
 def test_unknown_table_is_reported(spark, uri):
-    with pytest.raises(Exception, match="nope.missing"):
+    with pytest.raises(Exception, match="nope.missing") as caught:
         spark.read.format(PYTHON_SOURCE_NAME).option("uri", uri).load("nope.missing").schema  # noqa: B018 - resolving the schema raises
+    told = str(caught.value).splitlines()[0]  # Spark's own Python trace of its worker follows
+    assert "namespace nope does not exist" in told or "no namespace nope" in told, told
 
 
 # -- pure units (no Spark job) ----------------------------------------------------------------
@@ -361,6 +373,15 @@ def test_packing_keeps_partition_weight_near_one():
     spread = pack_endpoints([_ep(0.05)] * 4, min_partitions=2)  # a small table still uses two cores
     assert [len(g.endpoints) for g in spread] == [2, 2]
     assert len(pack_endpoints([_ep(0.05)], min_partitions=2)) == 1
+
+
+def test_packing_is_told_in_the_driver_log(caplog):
+    with caplog.at_level(logging.INFO, logger="flight_server.client.spark"):
+        groups = packed_tasks("ns.t", [_ep(1.0), _ep(0.5), _ep(0.25)], min_partitions=1)
+    assert len(groups) == 2
+    (record,) = caplog.records
+    assert record.getMessage() == (
+        "ns.t: 3 endpoint(s), total weight 1.75, packed into 2 Spark task(s) (endpoints@weight: 1@1.00, 2@0.75)")
 
 
 SPARK_TOKEN = "spark-tls-token-0123456789abcdef"

@@ -28,8 +28,9 @@ final class EndpointReader implements PartitionReader<ColumnarBatch> {
   private Endpoint endpoint;
   private List<String> targets;
   private int attempt;
-  private long delivered;
-  private long skip;
+  private Backoff backoff;
+  private long delivered;  // rows of the current endpoint handed to Spark
+  private long skip;  // rows of the current stream already handed to Spark by an earlier one
   private FlightStream stream;
   private VectorSchemaRoot sliced;  // a batch cut past rows delivered before a resume, ours to close
   private ColumnarBatch batch;
@@ -44,10 +45,10 @@ final class EndpointReader implements PartitionReader<ColumnarBatch> {
   public boolean next() {
     closeSliced();
     while (true) {
-      if (stream == null && !open()) {
-        return false;
-      }
       try {
+        if (stream == null && !open()) {
+          return false;
+        }
         if (!stream.next()) {
           closeStream();
           endpoint = null;
@@ -67,17 +68,29 @@ final class EndpointReader implements PartitionReader<ColumnarBatch> {
         batch = columnar(root);
         return true;
       } catch (FlightRuntimeException err) {
-        FlightSession.ServerException failure = FlightSession.ServerException.of(err, targets.get(attempt), "reading an endpoint");
-        closeStream();
-        boolean canResume = endpoint.resumable || delivered == 0;
-        if (!failure.isTransport() || attempt == targets.size() - 1 || !canResume) {
-          throw failure;
-        }
-        attempt++;
-        skip = delivered;
-        delivered = 0;
+        resumeAfter(FlightSession.ServerException.of(err, targets.get(attempt), "reading an endpoint"));
+      } catch (FlightSession.ServerException err) {  // refused when the stream opened
+        resumeAfter(err);
       }
     }
+  }
+
+  /**
+   * After a failed stream: the same server again after a backoff when it was busy, the next target
+   * when the connection broke, skipping the rows delivered; else (or when no row may be skipped) raises.
+   */
+  private void resumeAfter(FlightSession.ServerException failure) {
+    closeStream();
+    boolean canResume = endpoint.resumable || delivered == 0;
+    if (failure.isBusy() && canResume && backoff.await(failure)) {
+      skip = delivered;
+      return;
+    }
+    if (!failure.isTransport() || attempt == targets.size() - 1 || !canResume) {
+      throw failure;
+    }
+    attempt++;
+    skip = delivered;
   }
 
   /** Opens the current endpoint's stream at its current target, moving to the next endpoint first if done. */
@@ -91,6 +104,7 @@ final class EndpointReader implements PartitionReader<ColumnarBatch> {
       attempt = 0;
       delivered = 0;
       skip = 0;
+      backoff = new Backoff();
     }
     stream = session.stream(targets.get(attempt), endpoint.ticket);
     return true;

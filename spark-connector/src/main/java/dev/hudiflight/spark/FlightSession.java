@@ -168,14 +168,22 @@ public final class FlightSession implements AutoCloseable {
     return client;
   }
 
+  /**
+   * A planning or schema call: retried with {@link Backoff} while the server refuses it for load, and
+   * once more when the connection broke (gRPC reconnects: a server that closed an idle connection answers).
+   */
   private <T> T idempotent(String what, java.util.function.Supplier<T> request) {
-    try {
-      return call(what, request);
-    } catch (ServerException err) {
-      if (!err.isTransport()) {
-        throw err;
+    Backoff backoff = new Backoff();
+    boolean reconnect = true;
+    while (true) {
+      try {
+        return call(what, request);
+      } catch (ServerException err) {
+        if (err.isBusy() ? !backoff.await(err) : !err.isTransport() || !reconnect) {
+          throw err;
+        }
+        reconnect = err.isBusy() && reconnect;
       }
-      return call(what, request);  // gRPC reconnects: a server that closed an idle connection answers now
     }
   }
 
@@ -211,11 +219,39 @@ public final class FlightSession implements AutoCloseable {
   /** A Flight status error, with the server's message and the request it answered. */
   public static final class ServerException extends RuntimeException {
     private static final long serialVersionUID = 1L;
+    /** The gRPC trailer of a status' details: a google.rpc.Status (flight_server/protocol/retry.py). */
+    private static final String STATUS_DETAILS = "grpc-status-details-bin";
     private final FlightStatusCode code;
+    private final long retryAfterMillis;  // the server's retry hint of a refusal for load, else -1
 
     ServerException(FlightStatusCode code, String message) {
+      this(code, message, -1);
+    }
+
+    private ServerException(FlightStatusCode code, String message, long retryAfterMillis) {
       super(message, null, false, false);
       this.code = code;
+      this.retryAfterMillis = retryAfterMillis;
+    }
+
+    /** The retry hint of a refusal for load: a RetryInfo in the status' details (UNAVAILABLE), else -1. */
+    private static long retryAfterMillis(CallStatus status) {
+      if (status.code() != FlightStatusCode.UNAVAILABLE || status.metadata() == null
+          || !status.metadata().containsKey(STATUS_DETAILS)) {
+        return -1;
+      }
+      try {
+        com.google.rpc.Status details = com.google.rpc.Status.parseFrom(status.metadata().getByte(STATUS_DETAILS));
+        for (com.google.protobuf.Any detail : details.getDetailsList()) {
+          if (detail.is(com.google.rpc.RetryInfo.class)) {
+            com.google.protobuf.Duration delay = detail.unpack(com.google.rpc.RetryInfo.class).getRetryDelay();
+            return delay.getSeconds() * 1000 + delay.getNanos() / 1_000_000;
+          }
+        }
+      } catch (com.google.protobuf.InvalidProtocolBufferException err) {
+        return -1;
+      }
+      return -1;
     }
 
     static ServerException of(FlightRuntimeException err, String server, String what) {
@@ -229,16 +265,28 @@ public final class FlightSession implements AutoCloseable {
         case INVALID_ARGUMENT -> what + " rejected by " + server + ": " + detail;
         default -> "hudi-flight server " + server + " (" + what + "): " + status.code() + ": " + detail;
       };
-      return new ServerException(status.code(), text);
+      long retryAfter = retryAfterMillis(status);
+      return new ServerException(status.code(), retryAfter >= 0 ? "hudi-flight server " + server + " is busy ("
+          + what + "): " + detail : text, retryAfter);
     }
 
     public FlightStatusCode code() {
       return code;
     }
 
-    /** The connection broke or the server is gone (not a refusal for load, nor an answer). */
+    /** The server refused for load and said when to try again. */
+    boolean isBusy() {
+      return retryAfterMillis >= 0;
+    }
+
+    long retryAfterMillis() {
+      return retryAfterMillis;
+    }
+
+    /** The connection broke or the server is gone (not a refusal for load, nor the server's own time limit). */
     boolean isTransport() {
-      return code == FlightStatusCode.UNAVAILABLE || code == FlightStatusCode.TIMED_OUT && !getMessage().contains(": limit ");
+      return !isBusy() && (code == FlightStatusCode.UNAVAILABLE
+          || code == FlightStatusCode.TIMED_OUT && !getMessage().contains(": limit "));
     }
   }
 }
