@@ -33,7 +33,7 @@ lint: $(STAMP)
 	$(PY) -m mypy catalog flight_server
 
 test: $(STAMP) system-deps spark-connector
-	$(PY) -m pytest -n 2 -q $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadgroup -q $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(VENV)/bin/hudi-flight demo

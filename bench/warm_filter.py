@@ -9,7 +9,10 @@ a record index; Avro log blocks). Query shapes, a random value each query:
 * ``composite key``: ``uuid = <live key>`` on the complex-key table (a key the record index
   locates only when the key is spelled as the complex key generator spells it);
 * ``partition + column``: ``region = <partition> AND fare BETWEEN f AND f + 5``;
-* ``data column``: ``rider = <value>`` over the whole table (about 200 rows of 200,000).
+* ``data column``: ``rider = <value>`` over the whole table (about 200 rows of 200,000);
+* ``record key (reference)``: ``uuid = <key>`` on the copy-on-write table, the record-key point
+  read of :mod:`bench.point_query`, whose figures on a quiet machine are known (``HISTORY.md``):
+  it tells how much a loaded machine inflates the CPU times of the same run.
 
 Each through both paths of :mod:`bench.point_query`: the JSON command (``get_flight_info`` and
 ``do_get`` of every endpoint, pyarrow.flight) and Flight SQL through ADBC with the values bound
@@ -102,6 +105,9 @@ def _shapes(size: str) -> list[tuple[str, Path, GeneratorSpec, Callable[[random.
             if candidate in live:
                 return _key_query(candidate)
 
+    def plain_key(rnd: random.Random, _: set[str]) -> Query:
+        return _key_query(f"trip-{rnd.randrange(cow_spec.rows):010d}")
+
     def partition(spec: GeneratorSpec) -> Callable[[random.Random, set[str]], Query]:
         return lambda rnd, _: _partition_query(f"region-{rnd.randrange(spec.partitions):05d}",
                                                round(rnd.uniform(0, 990), 2))
@@ -115,6 +121,7 @@ def _shapes(size: str) -> list[tuple[str, Path, GeneratorSpec, Callable[[random.
         ("partition + column, merge-on-read", mor_wh, mor_spec, partition(mor_spec), True),
         ("data column, copy-on-write", cow_wh, cow_spec, rider, False),
         ("data column, merge-on-read", mor_wh, mor_spec, rider, False),
+        ("record key (reference), copy-on-write", cow_wh, cow_spec, plain_key, False),
     ]
 
 
@@ -170,7 +177,7 @@ def run(size: str, only: str = "") -> list[dict]:
     for shape, warehouse, spec, make, every_partition in _shapes(size):
         if only not in shape:
             continue
-        live = _live(warehouse) if "composite" in shape else set()
+        live = _live(warehouse) if "key" in shape else set()
         rnd = random.Random(41)
         warmup = [make(rnd, live) for _ in range(WARMUP)]
         if every_partition:

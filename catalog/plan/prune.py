@@ -170,6 +170,8 @@ class PartitionValuePruner:
     def __init__(self, config: TableConfig, schema: pa.Schema):
         self.scheme = PartitionScheme(config, schema)
         self.timestamp_filters = TimestampPathFilters(config, schema)
+        #: the typed values of the partitions last pruned (one table state plans the same list again)
+        self._values: tuple[tuple[str, ...], pa.Table] | None = None
 
     def prune(self, partitions: Sequence[str], filters: Sequence[BoundFilter]) -> list[str]:
         if not filters or not partitions:
@@ -177,9 +179,17 @@ class PartitionValuePruner:
         usable = list(filters) + self.timestamp_filters.translate(filters)
         if not {f.column for f in usable} & {*self.scheme.fields, PARTITION_PATH_COLUMN}:
             return list(partitions)  # e.g. a record-key lookup: no partition value to test
-        table = self.scheme.values_table(partitions)
+        table = self._values_table(tuple(partitions))
         kept = filter_table(table, usable)
         return kept.column(PARTITION_PATH_COLUMN).to_pylist() if kept.num_rows != table.num_rows else list(partitions)
+
+    def _values_table(self, partitions: tuple[str, ...]) -> pa.Table:
+        kept = self._values
+        if kept is not None and kept[0] == partitions:
+            return kept[1]
+        table = self.scheme.values_table(partitions)
+        self._values = (partitions, table)
+        return table
 
 
 # -- metadata-table indexes -------------------------------------------------------------------

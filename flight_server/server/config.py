@@ -19,6 +19,7 @@ from catalog.plan.dataset import FRAGMENT_CACHE_BYTES
 from catalog.plan.splits import DEFAULT_TARGET_SPLIT_BYTES, SplitOptions
 from flight_server.protocol.wire import DEFAULT_HOST, DEFAULT_PORT, TCP_SCHEME, TLS_SCHEME
 from flight_server.server.cache.tables import DEFAULT_TABLE_CACHE_BYTES
+from flight_server.server.config_sections import flattened
 from flight_server.server.engine.sandbox import SCHEMA_CACHE_BYTES, EngineSettings
 from flight_server.server.security.auth import AuthSettings
 from flight_server.server.security.limits import Limits, RelayLimits
@@ -80,6 +81,7 @@ class ServerConfig:
     # request messages in progress (begun, not yet received whole), checked in front of gRPC in
     # every mode (runtime.relay): on one connection, and on all together (0: unbounded)
     max_body_bytes_per_connection: int = 16 << 20
+    max_body_bytes_per_peer: int = 64 << 20  # ... on the connections of one peer host
     body_memory_bytes: int = 256 << 20
     # scale-out (docs/flight.md, "Scaling out" and "Caches"; flight_server.server.cluster.membership / worker)
     role: str | None = None  # "coordinator" or "worker"; None: a server on its own
@@ -232,6 +234,7 @@ class ServerConfig:
             # tickets may be twice max_body_bytes; the rest is protobuf framing
             max_message_bytes=2 * self.max_body_bytes + (64 << 10),
             max_body_bytes_per_connection=self.max_body_bytes_per_connection,
+            max_body_bytes_per_peer=self.max_body_bytes_per_peer,
             body_memory_bytes=self.body_memory_bytes,
         )
 
@@ -292,7 +295,8 @@ class ServerConfig:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str] | None = None, **overrides: Any) -> "ServerConfig":
-        """Defaults, then the file at ``path`` (``.toml`` or ``.json``), then ``overrides``.
+        """Defaults, then the file at ``path`` (``.toml`` or ``.json``; its sections:
+        ``config_sections``), then ``overrides``.
 
         Raises:
             ValueError: unreadable file or unknown keys.
@@ -305,7 +309,7 @@ class ServerConfig:
                 doc = json.loads(text) if p.suffix == ".json" else _toml().loads(text)
             except (OSError, ValueError) as err:
                 raise ValueError(f"cannot read config file {p}: {err}") from err
-            config = config.updated(doc.get("server", doc))
+            config = config.updated(flattened(doc.get("server", doc), (f.name for f in dataclasses.fields(cls))))
         return config.updated(overrides)
 
 

@@ -647,6 +647,7 @@ HUDI_RS_DEPARTURES: dict[str, str] = {
     "1.0.2/cow_keygen_custom": "fails: takes 'part:simple' of hoodie.table.partition.fields for a column name",
     "1.1.1/mor_bucket_consistent": "returns no rows from a consistent-hashing bucket index table",
     "1.1.1/cow_keygen_custom": "fails: takes 'part:simple' of hoodie.table.partition.fields for a column name",
+    "1.1.1/mor_keygen_custom": "fails: takes 'part:simple' of hoodie.table.partition.fields for a column name",
     "0.15.0/cow_schema_evolution": "no schema on read: a renamed column is null in the files written before",
     "0.15.0/mor_schema_evolution": "no schema on read: a renamed column is null in the files written before",
     "1.0.2/cow_schema_evolution": "no schema on read: a renamed column is null in the files written before",
@@ -657,9 +658,10 @@ HUDI_RS_DEPARTURES: dict[str, str] = {
     "0.15.0/mor_payload_partial_update": "refuses a table merging with a payload class of its own",
     "1.2.0/cow_vector_blob": "returns a VECTOR column of a Parquet file as its bytes (fixed_size_binary[12])",
     "1.2.0/mor_vector_blob": "returns a VECTOR column of a Parquet file as its bytes (fixed_size_binary[12])",
-    **{f"{release}/mor_keygen_timestamp": "answers a timestamp key generator's partition field in the writer's "
-       "type (int64), where Hudi 1.x's Spark reader answers its value as text (string)"
-       for release in ("1.0.2", "1.1.1", "1.2.0")},
+    **{key: "answers a timestamp key generator's partition field in the writer's type (int64), where "
+       "Hudi 1.x's Spark reader answers its value as text (string)"
+       for key in ("1.0.2/mor_keygen_timestamp", "1.1.1/mor_keygen_timestamp", "1.2.0/mor_keygen_timestamp",
+                   "1.1.1/mor_keygen_timestamp_millis")},
 }
 #: table feature -> how the ``hudi`` package refuses every table that has it (by name)
 HUDI_RS_REFUSED_FEATURES = {

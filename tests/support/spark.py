@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from pyspark.sql import SparkSession
 
@@ -30,6 +31,12 @@ def built_connector_jar() -> str:
         fcntl.flock(lock, fcntl.LOCK_EX)
         subprocess.run([*BUILD_COMMAND.split(), "-s"], cwd=REPO, check=True, stdout=subprocess.DEVNULL)
     return connector_jar()
+
+T = TypeVar("T")
+#: Spark's words when a Python worker it started (a streaming source's runner: a fresh interpreter,
+#: not a fork of the daemon) did not connect back within 10 s, a bound Spark 4 fixes in code (no
+#: setting): on a loaded machine the interpreter's imports alone can take longer
+WORKER_DID_NOT_CONNECT = ("Python worker failed to connect back", "waiting for the Python worker to connect back")
 
 
 def local_spark(
@@ -58,3 +65,16 @@ def local_spark(
     session.sparkContext.setLogLevel("ERROR")
     session.dataSource.register(HudiFlightPythonDataSource)
     return session
+
+
+def retried_on_worker_start(run: Callable[[int], T], attempts: int = 3) -> T:
+    """``run(attempt)``, again (at most ``attempts`` times) when it failed only because a Python
+    worker missed Spark's fixed connect-back bound (:data:`WORKER_DID_NOT_CONNECT`); any other
+    failure is raised at once. ``attempt`` lets a run use fresh names (a checkpoint folder)."""
+    for attempt in range(attempts):
+        try:
+            return run(attempt)
+        except Exception as err:  # noqa: BLE001 - Py4J and streaming errors have no common class
+            if attempt + 1 == attempts or not any(words in str(err) for words in WORKER_DID_NOT_CONNECT):
+                raise
+    raise AssertionError("unreachable")

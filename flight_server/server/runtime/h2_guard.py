@@ -15,7 +15,7 @@ One message under the bound is not the whole risk: many of them at once, on many
 connection or on many connections, are buffered together. So the guard also counts the bytes of
 the messages it has seen begin and not yet end (what gRPC is buffering for them): per connection
 (``max_connection_bytes``) and, through one :class:`BodyBudget` shared by every connection of
-the relay, for all of them together. A message that would go past either bound cuts its
+the relay, per peer host and for all of them together. A message that would go past either bound cuts its
 connection at its prefix, like an oversized one.
 """
 
@@ -38,25 +38,38 @@ class MessageTooLarge(Exception):
 
 class BodyBudget:
     """The bytes of request messages begun and not yet ended on every guarded connection
-    together, at most ``max_bytes`` (``0``: unbounded). Used by the relay's one loop thread only."""
+    together, at most ``max_bytes``, and of one peer host's connections, at most
+    ``max_peer_bytes`` (so one host holding messages open cannot fill it for everyone; ``0``:
+    unbounded). Used by the relay's one loop thread only."""
 
-    def __init__(self, max_bytes: int):
+    def __init__(self, max_bytes: int, max_peer_bytes: int = 0):
         self.max_bytes = max_bytes
+        self.max_peer_bytes = max_peer_bytes
         self.used = 0
+        self._peers: dict[str, int] = {}
 
-    def take(self, declared: int) -> None:
-        """Count a message of ``declared`` bytes that begins.
+    def take(self, declared: int, peer: str) -> None:
+        """Count a message of ``declared`` bytes that begins on a connection of ``peer``.
 
         Raises:
-            MessageTooLarge: the messages in progress would go past ``max_bytes``.
+            MessageTooLarge: the messages in progress would go past a bound.
         """
+        held = self._peers.get(peer, 0)
+        if self.max_peer_bytes and held + declared > self.max_peer_bytes:
+            raise MessageTooLarge(declared, self.max_peer_bytes, f"with {held} bytes in progress, peer body")
         if self.max_bytes and self.used + declared > self.max_bytes:
             raise MessageTooLarge(declared, self.max_bytes, f"with {self.used} bytes in progress, body memory")
         self.used += declared
+        self._peers[peer] = held + declared
 
-    def give(self, received: int) -> None:
-        """``received`` bytes of messages in progress arrived (or their connection ended)."""
+    def give(self, received: int, peer: str) -> None:
+        """``received`` bytes of ``peer``'s messages in progress arrived (or their connection ended)."""
         self.used -= received
+        left = self._peers.get(peer, 0) - received
+        if left > 0:
+            self._peers[peer] = left
+        else:
+            self._peers.pop(peer, None)
 
 
 class H2Guard:
@@ -68,10 +81,12 @@ class H2Guard:
     are kept only while a frame header or a message prefix is split between two reads.
     """
 
-    def __init__(self, max_message_bytes: int, max_connection_bytes: int = 0, budget: BodyBudget | None = None):
+    def __init__(self, max_message_bytes: int, max_connection_bytes: int = 0, budget: BodyBudget | None = None,
+                 peer: str = ""):
         self.bound = max_message_bytes
         self.connection_bound = max_connection_bytes  # messages in progress on this connection (0: unbounded)
         self.budget = budget
+        self.peer = peer  # the client's host, for the budget's share per peer
         self.in_progress = 0  # bytes of this connection's messages begun and not yet received
         self.active = True
         self._preface_at = 0  # bytes of the client preface matched so far
@@ -173,13 +188,13 @@ class H2Guard:
             raise MessageTooLarge(declared, self.connection_bound,
                                   f"with {self.in_progress} bytes in progress, connection body")
         if self.budget is not None:
-            self.budget.take(declared)
+            self.budget.take(declared, self.peer)
         self.in_progress += declared
 
     def _received(self, step: int) -> None:
         self.in_progress -= step
         if self.budget is not None:
-            self.budget.give(step)
+            self.budget.give(step, self.peer)
 
     def release(self) -> None:
         """The connection ended: its messages in progress no longer count against the budget."""

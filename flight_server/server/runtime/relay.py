@@ -31,7 +31,8 @@ A hostile client must not lock the port (:class:`RelayLimits`):
   and some framing) cuts the connection before its body reaches a process (``h2_guard``: pyarrow
   lets no Python code bound gRPC's receive size, so this is the only place it can be checked
   before the message is buffered), and so does a message past the bytes in progress allowed on
-  one connection (``max_body_bytes_per_connection``) or on all of them (``body_memory_bytes``);
+  one connection (``max_body_bytes_per_connection``), on one peer host's connections
+  (``max_body_bytes_per_peer``) or on all of them (``body_memory_bytes``);
 * running out of file descriptors (EMFILE) while accepting is logged, relieved by displacing
   an idle connection, and retried with a growing pause: the accept loop never dies. At start the
   soft descriptor limit is raised to the hard one, and ``max_connections`` is lowered to what
@@ -114,7 +115,8 @@ class Relay:
         self._per_peer: dict[str, int] = {}
         self._closing = threading.Event()
         self._loop = RelayLoop()
-        self._bodies = BodyBudget(limits.body_memory_bytes)  # request messages in progress, all connections
+        # request messages in progress: per peer host, all connections
+        self._bodies = BodyBudget(limits.body_memory_bytes, limits.max_body_bytes_per_peer)
         self._threads: list[threading.Thread] = []
         self._last_complaint = 0.0
 
@@ -211,7 +213,7 @@ class Relay:
             if chosen is not None:
                 slot, upstream = chosen
                 link.upstream = upstream
-                guard = self._guard()
+                guard = self._guard(link.peer)
                 try:
                     if link in self._links:  # not displaced or closed meanwhile
                         self._loop.add(link, upstream, guard, lambda: self._closed(link, slot, guard))
@@ -240,12 +242,13 @@ class Relay:
         wrapped.settimeout(None)
         return wrapped
 
-    def _guard(self) -> H2Guard | None:
-        """The front check of one new connection's request messages (``None``: unbounded)."""
+    def _guard(self, peer: str) -> H2Guard | None:
+        """The front check of the request messages of one new connection of ``peer`` (``None``:
+        unbounded)."""
         limits = self.limits
         if not limits.max_message_bytes:
             return None
-        return H2Guard(limits.max_message_bytes, limits.max_body_bytes_per_connection, self._bodies)
+        return H2Guard(limits.max_message_bytes, limits.max_body_bytes_per_connection, self._bodies, peer)
 
     def _closed(self, link: Link, slot: int | None, guard: H2Guard | None = None) -> None:
         """``link`` is over: forget it, free its process's slot and its messages in progress,

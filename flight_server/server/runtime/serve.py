@@ -125,7 +125,10 @@ def serve(config: ServerConfig, ready: Callable[[Serving], None] | None = None) 
     # the relay owns the public port even for one process: it is the only place a request's
     # gRPC messages can be bounded before gRPC buffers them (runtime.h2_guard)
     tls = config.tls()
-    relay = Relay(config.host, config.port, config.relay_limits(), tls=tls.ssl_context() if tls else None)
+    try:
+        relay = Relay(config.host, config.port, config.relay_limits(), tls=tls.ssl_context() if tls else None)
+    except OSError as err:
+        raise OSError(f"cannot listen on {config.location} (address in use?)") from err
     try:
         config = config.updated({"port": relay.port})  # what the process names as its address
         app = compose(config, discover=discover)

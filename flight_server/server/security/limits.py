@@ -95,7 +95,7 @@ class RelayLimits:
     """The bounds of the one-port relay of ``serve --processes N`` (``runtime.relay``); configuration
     keys ``max_connections``, ``max_connections_per_peer``, ``relay_handshake_seconds``,
     ``relay_idle_seconds``, ``relay_half_open_seconds``, ``max_body_bytes_per_connection``,
-    ``body_memory_bytes``."""
+    ``max_body_bytes_per_peer``, ``body_memory_bytes``."""
 
     max_connections: int = 1024
     max_connections_per_peer: int = 256
@@ -107,6 +107,7 @@ class RelayLimits:
     # request messages in progress (begun, not yet received whole): on one connection, and on all
     # together; a message past either cuts its connection (0: unbounded; runtime.h2_guard)
     max_body_bytes_per_connection: int = 0
+    max_body_bytes_per_peer: int = 0  # ... on the connections of one peer host
     body_memory_bytes: int = 0
 
 

@@ -405,11 +405,22 @@ def _schemas_and_keys() -> list[TableSpec]:
             "hoodie.datasource.write.partitionpath.field": "part,ts",
         }, ("complex_keygen",), types=(COW,)),
         *_both("keygen_timestamp", CORE_STEPS, timestamp, ("timestamp_keygen",), types=(MOR,)),
+        # epoch milliseconds formatted as days: Hudi 1.x answers the field as text (issue 38)
+        TableSpec("mor_keygen_timestamp_millis", MOR, CORE_STEPS, {
+            **timestamp, "hoodie.keygen.timebased.timestamp.type": "EPOCHMILLISECONDS",
+            "hoodie.keygen.timebased.output.dateformat": "yyyy-MM-dd",
+        }, features=("timestamp_keygen",), releases=("1.1.1",)),
         *_both("keygen_custom", CORE_STEPS, {
             **timestamp,
             "hoodie.datasource.write.keygenerator.class": "org.apache.hudi.keygen.CustomKeyGenerator",
             "hoodie.datasource.write.partitionpath.field": "part:simple,ts:timestamp",
         }, ("custom_keygen",), types=(COW,)),
+        # merge-on-read with a TIMESTAMP part: how Hudi 1.x's reader types it there (issue 38)
+        TableSpec("mor_keygen_custom", MOR, CORE_STEPS, {
+            **timestamp,
+            "hoodie.datasource.write.keygenerator.class": "org.apache.hudi.keygen.CustomKeyGenerator",
+            "hoodie.datasource.write.partitionpath.field": "part:simple,ts:timestamp",
+        }, features=("custom_keygen",), releases=("1.1.1",)),
         *_both("schema_evolution", (
             INSERT,
             Sql("SET hoodie.schema.on.read.enable=true"),

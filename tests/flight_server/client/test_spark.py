@@ -28,6 +28,7 @@ from pyspark.sql.functions import col  # noqa: E402
 
 from flight_server.client.session import PlannedEndpoint  # noqa: E402
 from flight_server.client.spark import PYTHON_SOURCE_NAME, pack_endpoints, packed_tasks  # noqa: E402
+from tests.support.spark import retried_on_worker_start  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -310,19 +311,27 @@ def test_streaming_sees_each_commit_exactly_once(spark, uri, tables, tmp_path):
     _, paths = tables
     ident = identifier(PARTITIONED)
     table = HudiTable.open(paths[ident])
-    query = (
-        spark.readStream.format(PYTHON_SOURCE_NAME)
-        .option("uri", uri)
-        .load(ident)
-        .writeStream.format("memory")
-        .queryName("hudi_stream")
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(90)
+
+    def run(attempt: int):
+        query = (
+            spark.readStream.format(PYTHON_SOURCE_NAME)
+            .option("uri", uri)
+            .load(ident)
+            .writeStream.format("memory")
+            .queryName(f"hudi_stream_{attempt}")
+            .option("checkpointLocation", str(tmp_path / f"ckpt-{attempt}"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        # an availableNow query ends by itself; a loaded machine may need minutes for its 12 batches
+        if not query.awaitTermination(600):
+            query.stop()
+            raise AssertionError("the availableNow query did not end within 600 s")
+        return query, attempt
+
+    query, attempt = retried_on_worker_start(run)
     progress = query.recentProgress
-    got = _spark_rows(spark.sql("SELECT * FROM hudi_stream"))
+    got = _spark_rows(spark.sql(f"SELECT * FROM hudi_stream_{attempt}"))
     data = [i for i in table.timeline if i.action in ("commit", "deltacommit", "replacecommit")]
     bounds = [None] + [i.completion_time for i in data]
     parts = [table.read(query_type="incremental", start=s, end=e) for s, e in zip(bounds, bounds[1:])]
@@ -341,8 +350,10 @@ def test_server_down_names_the_uri(spark):
 
 
 def test_unknown_table_is_reported(spark, uri):
-    with pytest.raises(Exception, match="nope.missing"):
+    with pytest.raises(Exception, match="nope.missing") as caught:
         spark.read.format(PYTHON_SOURCE_NAME).option("uri", uri).load("nope.missing").schema  # noqa: B018 - resolving the schema raises
+    told = str(caught.value)  # inside Spark's own report of its Python worker's failure
+    assert "table nope.missing not found: no namespace nope (namespaces: " in told, told
 
 
 # -- pure units (no Spark job) ----------------------------------------------------------------

@@ -5,6 +5,7 @@ user's first statement."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -27,6 +28,8 @@ ENDLESS = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n+1 FROM r) SELECT 
 #: a constant the engine folds while it finds the schema (the schema step): over a minute of CPU
 #: in a few hundred MB, so only the deadline (or the end of the test) ends it
 HELD_SCHEMA = "SELECT list_sum(list_transform(range(10000000), lambda x: list_sum(range(x % 1000)))) AS n"
+#: the same over Flight SQL (its lambda syntax), more than a minute of CPU; a column alias follows
+HELD_OVER_FLIGHT = "SELECT list_sum(list_transform(range(30000000), x -> length(repeat('ab', 500))))"
 ALICE_TOKEN, BOB_TOKEN = "alice-token-" + "a" * 16, "bob-token-" + "b" * 16
 
 
@@ -311,6 +314,46 @@ def test_one_users_heavy_sql_does_not_refuse_another_users_light_sql(tmp_path):
     assert any(isinstance(err, flight.FlightTimedOutError) for err in alice_errors)
     assert all(isinstance(err, flight.FlightTimedOutError) or "sql_admission_wait_seconds" in str(err)
                for err in alice_errors), alice_errors[:3]
+
+
+def test_a_user_holding_schema_steps_does_not_stop_another_users_first_statement(tmp_path):
+    """Over Flight SQL: Alice's GetFlightInfo calls on two connections fold an expensive constant
+    in their schema step (a new column name each time: nothing remembered), which is work of
+    hers: it holds her share and her second waits, while Bob's first statement, schema step and
+    execution, finds the other slot (a 1 s admission wait would refuse him otherwise)."""
+    server = _serve(tmp_path, max_sql_generated_values=10**15, sql_timeout_seconds=120,
+                    sql_admission_wait_seconds=1)
+    stop = threading.Event()
+    alice_errors: list[Exception] = []
+
+    def hold(connection: int) -> None:
+        client = flight.connect(server.uri)
+        try:
+            for i in itertools.count():
+                if stop.is_set():
+                    break
+                try:
+                    query = f"{HELD_OVER_FLIGHT} AS n{connection}_{i}"
+                    client.get_flight_info(_command(query), _options(ALICE_TOKEN))
+                except flight.FlightError as err:
+                    alice_errors.append(err)
+        finally:
+            client.close()
+
+    holds = [threading.Thread(target=hold, args=(i,), daemon=True) for i in range(2)]
+    bob = flight.connect(server.uri)
+    try:
+        for thread in holds:
+            thread.start()
+        poll(lambda: any("sql_admission_wait_seconds" in str(err) for err in alice_errors), 60,
+             "alice's second schema step to wait behind her first")
+        assert _query(bob, BOB_TOKEN, "SELECT 6 * 7 AS bobs_first") == [{"bobs_first": 42}]
+    finally:
+        stop.set()
+        bob.close()
+        server.stop()
+        for thread in holds:
+            thread.join(30)
 
 
 def test_a_printf_width_from_an_argument_is_refused_by_a_real_server(tmp_path):

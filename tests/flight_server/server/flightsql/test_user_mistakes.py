@@ -4,8 +4,6 @@ engine's error classes or view names, a traceback, a server path or gRPC's own t
 
 from __future__ import annotations
 
-import re
-
 import adbc_driver_flightsql.dbapi as adbc
 import pyarrow.flight as flight
 import pytest
@@ -14,23 +12,11 @@ import sqlalchemy as sa
 from flight_server.cli.main import main
 from flight_server.client.session import HudiFlightClient
 from flight_server.protocol import pack, sql
+from tests.support.plain_errors import assert_plain
 from tests.support.servers import free_port
 
 NS = "sample_table_cow"
 TABLE = f"{NS}.v6_nonpartitioned"  # a name with "_", as nearly every Hudi table's
-
-#: what no client may see: Python classes (and the traceback pyarrow would add), the engine's
-#: error classes ("Binder Error:") and views, server paths, and gRPC's transport text
-INTERNALS = re.compile(
-    r"Public[A-Z]\w*|Python exception: [A-Z_]|Traceback|File \"|\.py\b|[A-Z][a-z]+ Error:|__hudi_|"
-    r"/tmp/|ipv4:|ipv6:|last error|failed to connect to all addresses|Flight returned|TSI_|SSL_ERROR"
-)
-
-
-def assert_plain(text: str) -> None:
-    found = INTERNALS.search(text)
-    assert found is None, f"{found.group(0)!r} in {text!r}"
-
 
 def _adbc_error(conn, query: str) -> str:
     with conn.cursor() as cur, pytest.raises(adbc.Error) as caught:

@@ -179,3 +179,19 @@ def test_messages_in_progress_are_bounded_on_all_connections_together():
     first.feed(_data(1, b"x" * 100))  # a message received whole no longer counts
     second.release()  # nor the rest of one whose connection ended
     assert budget.used == 40 and first.in_progress == 0
+
+
+def test_one_peer_holds_at_most_its_share_of_the_budget():
+    """A host holding messages open on many connections cannot fill the budget for the others."""
+    budget = BodyBudget(1000, max_peer_bytes=150)
+    first, second = H2Guard(100, budget=budget, peer="10.0.0.1"), H2Guard(100, budget=budget, peer="10.0.0.1")
+    other = H2Guard(100, budget=budget, peer="10.0.0.2")
+    first.feed(PREFACE + _data(1, _prefix(100)))
+    second.feed(PREFACE)
+    with pytest.raises(MessageTooLarge, match="peer body 150"):
+        second.feed(_data(1, _prefix(60)))
+    other.feed(PREFACE + _data(1, _prefix(100)))  # another host is not held back
+    first.release()
+    second.feed(_data(3, _prefix(100)))  # the host's share is free again
+    assert budget.used == 200
+
