@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv system-deps lint test demo bench bench-quick clean protocol jdbc-driver spark-dialect tables hudi-writer wheel
+.PHONY: venv system-deps lint test demo bench bench-quick clean protocol jdbc-driver spark-dialect spark-connector tables hudi-writer wheel
 
 # PostgreSQL (registry tests run against a real server on loopback), a JDK (Spark; javac builds the
 # Spark JDBC dialect), Maven (fetches the JDBC driver) and Chromium (the web console's browser tests,
@@ -32,8 +32,8 @@ lint: $(STAMP)
 	$(PY) -m ruff check catalog flight_server hudi_generator schemas tests bench
 	$(PY) -m mypy catalog flight_server
 
-test: $(STAMP) system-deps
-	$(PY) -m pytest -n 2 -q $(PYTEST_ARGS)
+test: $(STAMP) system-deps spark-connector
+	$(PY) -m pytest -n 2 --dist loadgroup -q $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(VENV)/bin/hudi-flight demo
@@ -45,16 +45,31 @@ bench-quick: $(STAMP)
 	$(PY) -m bench --size quick
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info spark-connector/target $(SPARK_CONNECTOR)
+
+# The Spark DataSource V2 connector (spark-connector/, docs/spark.md): Maven compiles it against the
+# venv's own PySpark jars (their Spark and Scala versions) and bundles the Arrow Flight client,
+# relocated, into one jar: package data that flight_server.spark.connector_jar() returns.
+SPARK_CONNECTOR := flight_server/jars/hudi-flight-spark-connector.jar
+
+spark-connector: $(SPARK_CONNECTOR)
+
+$(SPARK_CONNECTOR): spark-connector/pom.xml $(shell find spark-connector/src -type f 2>/dev/null) | $(STAMP)
+	@jars="$$($(PY) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')"; \
+	spark="$$($(PY) -c 'import pyspark; print(pyspark.__version__)')"; \
+	scala="$$(basename $$jars/scala-library-*.jar .jar | sed 's/^scala-library-//')"; \
+	mvn -q -f spark-connector/pom.xml package -Dpyspark.jars="$$jars" -Dspark.version="$$spark" -Dscala.version="$$scala"
+	@mkdir -p $(dir $@)
+	cp spark-connector/target/hudi-flight-spark-connector.jar $@
 
 # A wheel of hudi-flight into dist/, carrying the Spark connector's jar (built first into
 # flight_server/jars/, the package data flight_server.spark.connector_jar() returns).
 wheel: $(STAMP) spark-connector
 	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation -w dist .
 
-# Regenerate the Flight SQL message classes from flight_server/protocol/flight_sql.proto.
+# Regenerate the Flight SQL and Flight session message classes from flight_server/protocol/*.proto.
 protocol: $(STAMP)
-	cd flight_server/protocol && ../../$(PY) -m grpc_tools.protoc -I. --python_out=. --pyi_out=. flight_sql.proto
+	cd flight_server/protocol && ../../$(PY) -m grpc_tools.protoc -I. --python_out=. --pyi_out=. flight_sql.proto flight_session.proto
 
 MVN_DEPENDENCY := mvn -q org.apache.maven.plugins:maven-dependency-plugin:3.6.1
 

@@ -45,6 +45,7 @@ from __future__ import annotations
 import gc
 import json
 import math
+import os
 import platform
 import shutil
 import statistics
@@ -299,13 +300,42 @@ def write_results(rows: Sequence[dict], size: str, out_dir: Path = RESULTS_DIR, 
     return written
 
 
-class ServedWarehouse:
-    """``hudi-flight serve`` in a subprocess (``extra_args``: more serve flags; ``scheme`` of its URI)."""
+def tree_rss(pid: int) -> int:
+    """Resident bytes of ``pid`` and its descendants (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        todo.extend(children.get(p, []))
+        try:
+            pages = int(Path(f"/proc/{p}/statm").read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        total += pages * os.sysconf("SC_PAGE_SIZE")
+    return total
 
-    def __init__(self, warehouse: Path, processes: int, extra_args: Sequence[str] = (), scheme: str = "grpc"):
+
+class ServedWarehouse:
+    """``hudi-flight serve`` in a subprocess (``extra_args``: more serve flags; ``scheme`` of its URI;
+    ``users``: the names of users, e.g. of static tokens, made admins in its catalog)."""
+
+    def __init__(
+        self, warehouse: Path, processes: int, extra_args: Sequence[str] = (), scheme: str = "grpc",
+        users: Sequence[str] = (),
+    ):
+        from tests.support.credentials import prepare_state
         from tests.support.processes import ServeProcess
 
         self.state = tempfile.mkdtemp(prefix="hudi-flight-bench-")
+        if users:  # they may read every table
+            prepare_state(self.state, tuple(users))
         self.process = ServeProcess("--port", "0", "--warehouse", str(warehouse), "--state-dir", self.state,
                                     "--processes", str(processes), *extra_args, log=Path(self.state) / "serve.log")
         self.uri = f"{scheme}://127.0.0.1:{self.process.port}"

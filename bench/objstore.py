@@ -32,6 +32,8 @@ Measured, one competitor at a time (so the proxy's counts are that competitor's)
   Flight SQL: ``SELECT * ... WHERE uuid = ?`` bound through ADBC), after a warm-up that touched
   every row group and record-index block (:func:`bench.point_query.steady_warmup_keys`); then
   ``Size.queries`` keys never asked before: p50 latency, storage requests and bytes per query;
+* ``warm filter query (partition + column)``: ``region = <partition> AND fare BETWEEN f AND
+  f + 5`` by the JSON command, one client, after every partition once: p50, storage requests;
 * ``8 clients``: ``Size.clients`` threads with a connection each asking ``Size.per_client`` keys at
   once: throughput and storage requests per query;
 * ``storage floor``: beside each warm point query of the default servers, right after it, the one
@@ -441,10 +443,38 @@ def _one_delay(proxy: LatencyProxy, warehouse: str, settings: dict[str, tuple[Pa
                     _point_queries(meter, server, name, kind, size, warm[kind], measured[kind], concurrent[kind],
                                    emit, title, params, out, log, floor,
                                    FLOOR_NAME if name == DEFAULT_NAME else f"{FLOOR_NAME}, beside {name}")
+            # warm filter queries (partition + column), one client
+            for name, server in servers.items():
+                for kind in TABLES:
+                    emit(kind, "warm filter query (partition + column), JSON command", name,
+                         _filter_queries(meter, server, kind, size), "query", warmup_queries=size.partitions)
         finally:
             for server in servers.values():
                 server.stop()
     return out
+
+
+def _filter_queries(meter: Meter, server: Any, kind: str, size: Size) -> Cost:
+    """``region = <partition> AND fare BETWEEN f AND f + 5`` by the JSON command (the shape of
+    :mod:`bench.warm_filter`), one client: every partition once, then ``size.queries`` random ones."""
+    from bench.warm_filter import _partition_query
+
+    client = flight.connect(server.uri)
+    rnd = random.Random(41)
+
+    def query(filters: list) -> int:
+        command = json.dumps({"table": f"{NAMESPACE}.{kind}", "filters": filters}).encode()
+        info = client.get_flight_info(flight.FlightDescriptor.for_command(command))
+        return sum(client.do_get(ep.ticket).read_all().num_rows for ep in info.endpoints)
+
+    try:
+        for p in range(size.partitions):
+            query(_partition_query(f"region-{p:05d}", 500.0)[0])
+        measured = [_partition_query(f"region-{rnd.randrange(size.partitions):05d}", round(rnd.uniform(0, 990), 2))[0]
+                    for _ in range(size.queries)]
+        return meter.run([lambda f=f: query(f) for f in measured], server.pid)
+    finally:
+        client.close()
 
 
 def _cold_plan(meter: Meter, server: Any, kind: str) -> Cost:
@@ -629,7 +659,7 @@ if __name__ == "__main__":
     parser.add_argument("size", nargs="?", choices=list(SIZES), default="quick")
     parser.add_argument("--peer", help="also serve this commit (a git worktree under .cache/), side by side")
     parser.add_argument("--points-only", action="store_true",
-                        help="only the warm point queries and their storage floor (no cold planning, no scans)")
+                        help="only the warm point and filter queries and their storage floor (no cold planning, no scans)")
     args = parser.parse_args()
     for r in run(args.size, args.peer, args.points_only):
         print(f"{r['name']:78} {r['competitor']:44} {r['metric']:28} {r['value']:14.3f} {r['unit']}")

@@ -3,7 +3,7 @@
 The table and the server are those of :mod:`bench.flight_scan` (the generated ``bench.trips``
 table, ``hudi-flight serve`` in a subprocess). One local SparkSession (``local[2]``) runs:
 
-* ``count()``: ``spark.read.format("hudi-flight")`` (every column crosses Flight and the Python
+* ``count()``: ``spark.read.format("hudi-flight-python")`` (every column crosses Flight and the Python
   worker: Python sources get no column pruning), the same with ``columns`` set to one column,
   and ``spark.read.parquet`` over the table's latest base files (answered from footers);
 * a full scan of two columns (``fare``, ``rider``) into Spark's ``noop`` sink, so every row
@@ -53,8 +53,10 @@ def run(size: str) -> list[dict]:
     spark = _spark_session(str(fetch_driver()))
     out: list[dict] = []
 
+    from flight_server.client.spark import PYTHON_SOURCE_NAME
+
     def flight(columns: list[str] | None = None):
-        reader = spark.read.format("hudi-flight").option("uri", server.uri)
+        reader = spark.read.format(PYTHON_SOURCE_NAME).option("uri", server.uri)
         if columns:
             reader = reader.option("columns", ",".join(columns))
         return reader.load("bench.trips")

@@ -84,8 +84,12 @@ def bounded_parallel(
                 yield item  # type: ignore[misc]  # a work output
     finally:
         stop.set()
+        current = threading.current_thread()
         for thread in threads:
-            thread.join()
+            # the generator may be closed (or collected) on one of its own workers: that one
+            # returns after this, drawing nothing further (``stop``); it cannot join itself
+            if thread is not current:
+                thread.join()
 
 
 __all__ = ["bounded_parallel"]

@@ -15,6 +15,7 @@ import io
 import itertools
 import json
 import random
+import sys
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -525,8 +526,17 @@ def _mdt_time(instant: str, millis: int) -> str:
     )
 
 
-def generate(uri: str, spec: GeneratorSpec | None = None, storage_options: dict | None = None) -> GeneratedTable:
-    """Write the table described by ``spec`` at ``uri`` (which must not already hold a table)."""
+def generate(
+    uri: str,
+    spec: GeneratorSpec | None = None,
+    storage_options: dict | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> GeneratedTable:
+    """Write the table described by ``spec`` at ``uri`` (which must not already hold a table).
+
+    ``progress`` hears a line as each file group is written (every commit's files of it) and as
+    each commit completes: the command line prints them, so a large table is not written in silence.
+    """
     spec = spec or GeneratorSpec()
     spec.validate()
     target = _Target(uri, storage_options)
@@ -542,7 +552,9 @@ def generate(uri: str, spec: GeneratorSpec | None = None, storage_options: dict 
     rli: dict[int, dict[str, bytes]] = defaultdict(dict)
     rli_deletes: dict[int, list[str]] = defaultdict(list)
     with ThreadPoolExecutor(spec.workers) as pool:
-        for res in pool.map(writer.write_group, range(spec.n_groups)):
+        for done, res in enumerate(pool.map(writer.write_group, range(spec.n_groups)), start=1):
+            if progress is not None:
+                progress(f"file groups written: {done}/{spec.n_groups}")
             result.live_rows += res.live_rows
             for k, c in res.commits.items():
                 per_commit[k][res.partition].append(c.stat)
@@ -575,6 +587,8 @@ def generate(uri: str, spec: GeneratorSpec | None = None, storage_options: dict 
             mdt.append(requested, _mdt_time(requested, 1000), mdt_records(k), seq=k,
                        deletes={"record_index": rli_deletes.pop(k, [])})
         writer.write_instant(k, per_commit.pop(k, {}))
+        if progress is not None:
+            progress(f"commit {k}/{spec.commits} completed: instant {requested}")
     if mdt is not None and spec.mdt_log_compaction:
         last = writer.instants[-1][0]
         mdt.log_compact(last + "005", _mdt_time(last, 3000))
@@ -638,7 +652,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed, workers=args.workers,
     )
     try:
-        res = generate(args.uri, spec, options or None)
+        res = generate(args.uri, spec, options or None, progress=lambda line: print(line, file=sys.stderr, flush=True))
     except (ValueError, OSError) as exc:
         raise SystemExit(f"hudi-flight generate: {exc}") from exc
     print(json.dumps({"uri": res.uri, "live_rows": res.live_rows, "files": res.files_written,

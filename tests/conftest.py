@@ -18,6 +18,15 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every Spark test runs on one xdist worker (``make test`` distributes by ``loadgroup``):
+    one local Spark JVM per run instead of one per worker, whose Python workers would otherwise
+    compete with a second JVM for the two cores and miss Spark's fixed 10 s connect-back."""
+    for item in items:
+        if item.get_closest_marker("spark") is not None:
+            item.add_marker(pytest.mark.xdist_group("spark"))
+
+
 @pytest.fixture(scope="session")
 def fixture_root(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("hudi-fixtures")

@@ -228,12 +228,16 @@ def test_the_cli_examples_exist():
 @pytest.mark.spark
 def test_spark_examples_run(served, utc):
     pytest.importorskip("pyspark")
-    from tests.support.spark import local_spark
+    from tests.support.spark import local_spark, retried_on_worker_start
 
     spark = local_spark()
     blocks = [e for e in examples() if e.marker == "needs: spark"]
     assert blocks
-    _run_python(blocks, REWRITES(served.warehouse, served.port), {"__name__": "__example__", "spark": spark,
-                                                                    "uri": f"grpc://127.0.0.1:{served.port}"})
-    for query in spark.streams.active:
-        query.awaitTermination(60)
+
+    def run(_attempt: int) -> None:  # the examples only read: running them again is the same
+        _run_python(blocks, REWRITES(served.warehouse, served.port), {"__name__": "__example__", "spark": spark,
+                                                                        "uri": f"grpc://127.0.0.1:{served.port}"})
+        for query in spark.streams.active:
+            query.awaitTermination(60)
+
+    retried_on_worker_start(run)

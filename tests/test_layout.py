@@ -23,7 +23,7 @@ CATALOG_RANKS = {
 #: which the composition root (app) wires to the front ends (flightsql, actions, console); they share the
 #: query path (query), which uses the caches, rights and SQL engine; everything reads the config
 SERVER_RANKS = {
-    "errors": 0, "registry": 0, "sql": 1, "security": 1, "cache": 2, "engine": 2, "config": 3, "cluster": 4, "ops": 4,
+    "errors": 0, "registry": 0, "sql": 1, "security": 1, "cache": 2, "engine": 2, "config": 3, "config_sections": 3, "cluster": 4, "ops": 4,
     "query": 5, "flightsql": 6, "actions": 6, "console": 6, "app": 7, "service": 8, "runtime": 9, "__init__": 10,
 }
 

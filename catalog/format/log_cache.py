@@ -1,8 +1,10 @@
-"""Log files of point reads as immutable bytes: each file's block index and decoded blocks, kept.
+"""Log files of filtered reads as immutable bytes: each file's block index and decoded blocks, kept.
 
-A merge-on-read point query reads the same log files again and again: walking a file's block
+A merge-on-read point or filter query reads the same log files again and again: walking a file's block
 headers costs a request per block, decoding a data block (Avro) costs more CPU than the rest of
-the query. Both are kept here, so a warm point query on a MOR table reads no log file at all.
+the query. Both are kept here, so a warm point query on a MOR table reads no log file at all;
+and for a filtered read, a slice's valid blocks folded into one winning row per key (the fold
+is most of a warm MOR filter query's CPU otherwise).
 
 Safe because a log file's bytes are fixed by its path and size, both known from the listing or
 the metadata table (the key is the normalised full path and that size; no ``info`` is asked):
@@ -20,7 +22,7 @@ keys on every query (most blocks of a slice hold none of the keys looked up).
 Cold, the log files of a slice are read as scans read them
 (:func:`catalog.format.log_file.read_log_files`: whole and together, up to a bound). Bounded in
 bytes; a reader is given it beside its read task (:class:`catalog.format.caches.ReadCaches`) and
-uses it for point reads only, so scans never churn it.
+uses it for filtered reads only (point reads and other filters), so scans never churn it.
 """
 
 from __future__ import annotations
@@ -147,6 +149,27 @@ class DecodedLogBlocks:
         value = KeyRows.of(keys())
         if file_size:
             self._lru.put(key, value, value.nbytes)
+        return value
+
+    def folded(
+        self,
+        storage: Storage,
+        blocks: Sequence[tuple[LogBlock, int]],
+        merge: Hashable,
+        fold: Callable[[], pa.Table | None],
+    ) -> pa.Table | None:
+        """The rows ``fold()`` makes of the valid data and delete ``blocks`` of a file slice (each
+        with its log file's listed size), folded under ``merge`` (what else the fold depends on),
+        once per such set of file versions; ``None`` (nothing folded) is not kept."""
+        if not blocks or not all(size for _, size in blocks):
+            return fold()
+        key = ("folded", tuple((storage.file_uri(b.path), size, b.offset) for b, size in blocks), merge)
+        hit = self._lru.get(key)
+        if isinstance(hit, pa.Table):
+            return hit
+        value = fold()
+        if value is not None:
+            self._lru.put(key, value, value.nbytes + _BLOCK_OVERHEAD)
         return value
 
     def stats(self) -> CacheStats:

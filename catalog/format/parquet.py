@@ -22,11 +22,10 @@ footer (see :func:`dictionary_columns`); the batches returned keep the table's t
 
 from __future__ import annotations
 
-import bisect
 import functools
 import posixpath
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, ContextManager, Iterable, Iterator, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.acero as acero
@@ -38,15 +37,7 @@ from catalog.errors import CorruptTableError, UnsupportedTableError
 from catalog.format.base_file import BaseFileRead
 from catalog.format.caches import NO_CACHES, ReadCaches
 from catalog.format.hudi_types import is_vector, vector_from_bytes
-from catalog.format.parquet_ranges import (
-    SparseFile,
-    fetch_chunks,
-    open_sparse,
-    read_footer,
-    sparse_file,
-    windows,
-)
-from catalog.format.row_groups import DecodedRowGroups, KeyColumn, PointLookup
+from catalog.format.parquet_ranges import SparseFile, fetch_chunks, open_sparse, sparse_file, windows
 from catalog.storage import Storage
 
 BATCH_SIZE = 65536
@@ -186,7 +177,7 @@ def file_columns_to_read(
     return [c for c in to_query if physical.get_field_index(c) >= 0], to_query
 
 
-def _leaves(schema: pa.Schema, physical: pa.Schema, columns: Sequence[str]) -> list[str]:
+def leaves_to_read(schema: pa.Schema, physical: pa.Schema, columns: Sequence[str]) -> list[str]:
     """``columns`` (top-level names) with each projected struct narrowed to the leaf paths it
     needs from the file (:func:`leaf_paths`)."""
     out = []
@@ -225,7 +216,7 @@ def conform_batches(
         yield out
 
 
-def _pushable(
+def pushable_filter(
     expr: pc.Expression | None,
     filter_columns: Sequence[str],
     physical: pa.Schema,
@@ -245,7 +236,7 @@ def _pushable(
     return True
 
 
-def _row_groups_matching(metadata: pq.FileMetaData, groups: list[int] | None, filter: pc.Expression) -> list[int]:
+def row_groups_matching(metadata: pq.FileMetaData, groups: list[int] | None, filter: pc.Expression) -> list[int]:
     """The row groups (of ``groups``, or all) whose statistics may hold rows matching ``filter``,
     decided by Arrow's own pruning over a metadata-only Parquet file in an Arrow buffer: no Python
     object is handed to Arrow. Statistics Arrow cannot use prune nothing."""
@@ -273,14 +264,11 @@ def read_parquet(
     else after the cast). ``native``: a local file is read through Arrow's own filesystem
     (``False``, or any other store: through fsspec on the calling thread, see the module
     docstring). ``caches``: a remote file of known size takes its footer from
-    ``caches.footers``; a point read (``file.point``) decodes its row groups through
-    ``caches.row_groups`` when there is one.
+    ``caches.footers`` (decoded row groups are kept by :mod:`catalog.format.parquet_cached`,
+    not here: a plain read streams and keeps nothing).
     """
     check_base_format(file.path)
     arrow_fs = storage.arrow_filesystem() if native else None
-    if file.point is not None and caches.row_groups is not None:
-        yield from _read_point(storage, arrow_fs, file, file.point, caches.row_groups)
-        return
     path, size, schema, filter, constants = file.path, file.size, file.schema, file.filter, file.constants
     full = storage.full_path(path)
     groups = list(file.row_groups) if file.row_groups else None
@@ -303,8 +291,8 @@ def read_parquet(
     except (pa.ArrowInvalid, OSError) as err:
         raise CorruptTableError(f"cannot read Parquet base file {storage.uri}/{path}: {err}") from err
     columns, to_query = file_columns_to_read(schema, physical, file.source_names, constants)
-    paths = _leaves(schema, physical, columns) if file.nested and to_query is None else None
-    pushable = to_query is None and _pushable(filter, file.filter_columns, physical, schema, constants)
+    paths = leaves_to_read(schema, physical, columns) if file.nested and to_query is None else None
+    pushable = to_query is None and pushable_filter(filter, file.filter_columns, physical, schema, constants)
     pushed = arrow_fs is not None and pushable and paths is None
     try:
         # the filter's columns keep their file types: statistics prune row groups by them
@@ -315,7 +303,7 @@ def read_parquet(
             # the dataset reader takes a dotted name for the leaf alone (losing the struct's own
             # nulls): Parquet's reader keeps the struct around the leaves it decodes
             if pushable and filter is not None:
-                groups = _row_groups_matching(metadata, groups, filter)
+                groups = row_groups_matching(metadata, groups, filter)
             storage.stats.add("open")
             with arrow_fs.open_input_file(full) as source:
                 parquet_file = pq.ParquetFile(
@@ -336,7 +324,7 @@ def read_parquet(
             )
         else:
             if pushable and filter is not None:
-                groups = _row_groups_matching(parquet_file.metadata, groups, filter)
+                groups = row_groups_matching(parquet_file.metadata, groups, filter)
             if as_dictionary:
                 parquet_file = pq.ParquetFile(
                     sparse, metadata=parquet_file.metadata, pre_buffer=False, read_dictionary=as_dictionary
@@ -379,58 +367,6 @@ def _ranged_batches(
             file.release(fetched)
             if ahead is not None:
                 fetched = ahead.result()
-
-
-def _rows_of_keys(column: pa.ChunkedArray, keys: tuple[str, ...], facts: KeyColumn) -> list[int]:
-    """The rows of ``column`` holding one of ``keys``, in row order. One key (a point query) is
-    found by a binary search when the column is ``facts.ascending`` (then its duplicates follow
-    it), else by a scan for equality (``pc.index``) that stops at the first match when the
-    values are ``facts.unique``, or goes on, so a duplicate is found too."""
-    if len(keys) != 1:
-        values = pa.array(keys, column.type)
-        return pc.indices_nonzero(pc.is_in(column, value_set=values)).to_pylist()
-    if facts.ascending:
-        return _rows_in_order(column, keys[0])
-    key = pa.scalar(keys[0], column.type)
-    rows: list[int] = []
-    start = 0
-    while start < len(column):
-        found = pc.index(column, key, start=start or None).as_py()  # no slice for the first scan
-        if found < 0:
-            break
-        rows.append(found)
-        if facts.unique:
-            break
-        start = found + 1
-    return rows
-
-
-class _Values:
-    """An array's values as a Python sequence, converted one by one as a search asks for them."""
-
-    __slots__ = ("_array",)
-
-    def __init__(self, array: pa.Array):
-        self._array = array
-
-    def __len__(self) -> int:
-        return len(self._array)
-
-    def __getitem__(self, index: int) -> Any:
-        return self._array[index].as_py()
-
-
-def _rows_in_order(column: pa.ChunkedArray, key: str) -> list[int]:
-    """The rows holding ``key`` in a column of ascending non-null values (one chunk, or none)."""
-    if len(column) == 0:
-        return []
-    values = _Values(column.chunk(0))
-    row = bisect.bisect_left(values, key)
-    rows = []
-    while row < len(values) and values[row] == key:
-        rows.append(row)
-        row += 1
-    return rows
 
 
 def dictionary_columns(
@@ -485,77 +421,6 @@ def _dictionary_format(columns: frozenset[str]) -> ds.ParquetFileFormat:
     return ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=sorted(columns)))
 
 
-def _read_point(
-    storage: Storage,
-    arrow_fs: pa.fs.FileSystem | None,
-    file: BaseFileRead,
-    point: PointLookup,
-    decoded: DecodedRowGroups,
-) -> Iterator[pa.RecordBatch]:
-    """:func:`read_parquet` for a point lookup: the footer and every row group the statistics keep
-    come from ``decoded`` (decoded on a miss, on the calling thread: through ``arrow_fs``
-    for a local file, so the bytes go straight into Arrow's memory, else through fsspec); the
-    rows are narrowed to the looked-up keys, then the filter (unless the keys are all of it)."""
-    path, size, schema, filter, constants = file.path, file.size, file.schema, file.filter, file.constants
-    key_of_file = decoded.file_key(storage, path, size)
-
-    def opened() -> ContextManager[Any]:
-        assert arrow_fs is not None  # fsspec reads fetch byte ranges instead
-        storage.stats.add("open")
-        return arrow_fs.open_input_file(storage.full_path(path))
-
-    def footer_of_file() -> pq.FileMetaData:
-        if arrow_fs is None:
-            return read_footer(storage, path, size or None)
-        with opened() as fh:
-            return pq.read_metadata(fh)
-
-    try:
-        footer = decoded.footer(key_of_file, footer_of_file)
-        columns, to_query = file_columns_to_read(schema, footer.schema, file.source_names, constants)
-        if file.nested and to_query is None:
-            columns = _leaves(schema, footer.schema, columns)
-        pushed = to_query is None and _pushable(filter, file.filter_columns, footer.schema, schema, constants)
-        groups = list(file.row_groups) if file.row_groups else list(range(footer.metadata.num_row_groups))
-        if pushed and filter is not None and len(groups) > 1:
-            groups = _row_groups_matching(footer.metadata, groups, filter)
-        for index in groups:
-
-            def read_group(index: int = index) -> pa.Table:
-                if arrow_fs is None:
-                    sparse = sparse_file(storage, path, size or None)
-                    fetch_chunks(storage, path, sparse, footer.metadata, [index], columns)
-                    parquet_file = pq.ParquetFile(sparse, metadata=footer.metadata, pre_buffer=False)
-                    return parquet_file.read_row_group(index, columns=columns, use_threads=False)
-                with opened() as fh:
-                    parquet_file = pq.ParquetFile(fh, metadata=footer.metadata, pre_buffer=False)
-                    return parquet_file.read_row_group(index, columns=columns, use_threads=False)
-
-            table = decoded.row_group(key_of_file, index, tuple(columns), read_group)
-            key_index = table.schema.get_field_index(point.column) if pushed else -1
-            if key_index >= 0:
-                keys = table.column(key_index)
-                rows = _rows_of_keys(keys, point.keys, decoded.key_column(key_of_file, index, point.column, keys))
-                if not rows:
-                    continue
-                # one row (a key lookup): a zero-copy slice, not a copy of every column
-                table = table.slice(rows[0], 1) if len(rows) == 1 else table.take(rows)
-                if filter is not None and not point.exact:
-                    table = rows_matching(table, filter)
-            elif pushed and filter is not None:
-                table = rows_matching(table, filter)
-            yield from conform_batches(
-                table.to_batches(), schema, constants=constants, filter=None if pushed else filter,
-                rename=to_query, adapt=file.adapt,
-            )
-    except FileNotFoundError as err:  # e.g. cleaned after the plan was made
-        raise FileNotFoundError(f"base file missing: {storage.uri}/{path}") from err
-    except (ConnectionError, TimeoutError):
-        raise  # storage trouble, not a damaged file
-    except (pa.ArrowInvalid, OSError) as err:  # Arrow reports undecodable pages as OSError
-        raise CorruptTableError(f"cannot decode Parquet base file {storage.uri}/{path}: {err}") from err
-
-
 __all__ = [
     "BATCH_SIZE",
     "cast_array",
@@ -564,6 +429,9 @@ __all__ = [
     "conform_batches",
     "file_columns_to_read",
     "leaf_paths",
+    "leaves_to_read",
+    "pushable_filter",
     "read_parquet",
+    "row_groups_matching",
     "rows_matching",
 ]

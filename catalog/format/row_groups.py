@@ -1,20 +1,22 @@
-"""Decoded Parquet row groups of point reads, kept for the next lookup in the same file.
+"""Decoded Parquet columns of filtered reads, kept for the next query of the same file.
 
 A point read (record-key equality) needs one row, yet Parquet decodes whole pages: with the
 usual one page per column chunk, every column of the row group. That decoding is most of a
-warm point query's CPU, so the decoded row group is kept (the "uncompressed block cache" of
-key-value stores, for short lookups). Safe because base files are immutable: the key is the
-file's full path and size, the row group and the columns decoded. Footers are kept beside them,
-so a hit opens no file, and what a row group's key column allows a lookup of one key (see
+warm point query's CPU, so the decoded columns are kept (the "uncompressed block cache" of
+key-value stores, for short lookups); any other filter read keeps the columns it tests and the
+columns of the row groups holding matches the same way (:mod:`catalog.format.parquet_cached`).
+Safe because base files are immutable: the key is the file's full path and size, the row group
+and the column (with the leaves decoded of a struct projected in part). Footers are kept beside
+them, so a hit opens no file, and what a row group's key column allows a lookup of one key (see
 :class:`KeyColumn`). Bounded in bytes; a reader is given it beside its read task
-(:class:`catalog.format.caches.ReadCaches`) and uses it for point reads only, so scans never
+(:class:`catalog.format.caches.ReadCaches`) and uses it for filtered reads only, so scans never
 churn it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Hashable
+from typing import Callable, Hashable, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -66,7 +68,7 @@ def _ascending(values: pa.ChunkedArray) -> bool:
 
 
 class DecodedRowGroups:
-    """Decoded row groups (``pa.Table``) and footers of immutable Parquet files; thread safe.
+    """Decoded columns of row groups and footers of immutable Parquet files; thread safe.
 
     Args:
         max_bytes: the bound of decoded bytes and footers together (0: keep nothing).
@@ -74,7 +76,7 @@ class DecodedRowGroups:
     """
 
     def __init__(self, max_bytes: int, listener: CacheListener | None = None):
-        self._lru: BoundedLRU[Hashable, ParquetFooter | pa.Table | KeyColumn] = BoundedLRU(
+        self._lru: BoundedLRU[Hashable, ParquetFooter | pa.ChunkedArray | KeyColumn] = BoundedLRU(
             "point_reads", max_bytes, listener=listener
         )
 
@@ -93,17 +95,36 @@ class DecodedRowGroups:
         self._lru.put(file, footer, int(metadata.serialized_size) + _FOOTER_OVERHEAD)
         return footer
 
-    def row_group(
-        self, file: tuple[str, int | None], index: int, columns: tuple[str, ...], read: Callable[[], pa.Table]
+    def columns(
+        self,
+        file: tuple[str, int | None],
+        index: int,
+        wanted: Mapping[str, tuple[str, ...]],
+        read: Callable[[list[str]], pa.Table],
     ) -> pa.Table:
-        """Row group ``index`` of ``file`` decoded in ``columns``, ``read`` on a miss."""
-        key = (file, index, columns)
-        hit = self._lru.get(key)
-        if isinstance(hit, pa.Table):
-            return hit
-        table = read()
-        self._lru.put(key, table, table.nbytes)
-        return table
+        """Row group ``index`` of ``file`` decoded in the columns of ``wanted`` (top-level name ->
+        the paths decoded for it: ``(name,)`` for the whole column, else the leaves of a struct
+        projected in part), each column kept on its own, so queries naming other columns share
+        it. The columns not kept are decoded together by ``read(paths)`` (a table of top-level
+        columns) and kept."""
+        keys = {name: (file, index, name, paths) for name, paths in wanted.items()}
+        found: dict[str, pa.ChunkedArray] = {}
+        for name, key in keys.items():
+            hit = self._lru.get(key)
+            if isinstance(hit, pa.ChunkedArray):
+                found[name] = hit
+        missing = [name for name in wanted if name not in found]
+        if missing:
+            table = read([path for name in missing for path in wanted[name]])
+            for name in missing:
+                column = table.column(name)
+                found[name] = column
+                self._lru.put(keys[name], column, column.nbytes)
+        return pa.table([found[name] for name in wanted], names=list(wanted))
+
+    @property
+    def max_bytes(self) -> int:
+        return self._lru.max_bytes
 
     def key_column(self, file: tuple[str, int | None], index: int, column: str, values: pa.ChunkedArray) -> "KeyColumn":
         """What the ``values`` of the record key ``column`` in row group ``index`` of ``file``

@@ -9,6 +9,7 @@ import pyarrow as pa
 
 from catalog.errors import HudiError
 from catalog.listing.metadata_table import METADATA_DIR
+from catalog.meta.redact import redacted
 from catalog.state import TableState
 from catalog.table.config import TableConfig
 from catalog.timeline import Timeline
@@ -31,8 +32,9 @@ SYNCED_ACTIONS = frozenset({"commit", "deltacommit", "replacecommit", "clean", "
 
 
 def properties_table(config: TableConfig) -> pa.Table:
-    """``hoodie.properties`` as key/value rows, sorted by key."""
-    rows = [{"key": k, "value": config.properties[k]} for k in sorted(config.properties)]
+    """``hoodie.properties`` as key/value rows, sorted by key; secrets redacted (``meta.redact``)."""
+    shown = redacted(config.properties)
+    rows = [{"key": k, "value": shown[k]} for k in sorted(shown)]
     return pa.Table.from_pylist(rows, schema=PROPERTIES_SCHEMA)
 
 

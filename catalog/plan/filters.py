@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from catalog.errors import ColumnNotFoundError, InvalidQueryError, shown
+from catalog.format.parquet import rows_matching
 
 FilterValue = Union[None, bool, int, float, str, bytes, Any]
 FilterTuple = Tuple[str, str, FilterValue]
@@ -197,7 +198,7 @@ def filter_table(table: pa.Table, filters: Sequence[BoundFilter]) -> pa.Table:
     """Rows of ``table`` that satisfy every filter on one of its columns (others are ignored)."""
     usable = [f for f in filters if f.column in table.column_names]
     expr = to_expression(usable)
-    return table if expr is None else table.filter(expr)
+    return table if expr is None else rows_matching(table, expr)  # on this thread: a small table
 
 
 def stats_may_match(

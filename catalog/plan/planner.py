@@ -10,6 +10,7 @@ binding is lazy: splits stream out while later partitions are still being listed
 from __future__ import annotations
 
 import itertools
+import weakref
 from dataclasses import dataclass, replace
 from typing import Iterable, Iterator, Sequence
 
@@ -240,6 +241,19 @@ def _splits(
         yield from planner.plan(slices)
 
 
+#: each table state's partition-value pruner, which keeps the typed values of its partitions
+_VALUE_PRUNERS: weakref.WeakKeyDictionary[TableState, PartitionValuePruner] = weakref.WeakKeyDictionary()
+
+
+def _value_pruner(state: TableState) -> PartitionValuePruner:
+    """The partition-value pruner of ``state`` (made once per state: a warm plan does not type its
+    partitions' values again)."""
+    pruner = _VALUE_PRUNERS.get(state)
+    if pruner is None:
+        pruner = _VALUE_PRUNERS.setdefault(state, PartitionValuePruner(state.config, state.schema))
+    return pruner
+
+
 def file_slices(state: TableState, options: ReadOptions) -> Iterator[FileSlice]:
     """The pruned file slices a read of ``options`` covers (before they are cut into splits)."""
     resolved, written = _resolve(state, options)
@@ -267,7 +281,7 @@ def _slices(
     dropped = dropped_partition_columns(state.config)
     index_filters = [f for f in filters if f.column not in dropped]
     if filters:
-        partitions = PartitionValuePruner(state.config, state.schema).prune(partitions, filters)
+        partitions = _value_pruner(state).prune(partitions, filters)
     if index_filters:
         for pruner in partition_pruners:
             partitions = pruner.prune(partitions, index_filters)

@@ -7,6 +7,7 @@ be read is skipped with a :class:`MetadataTableFallbackWarning`, never trusted h
   timestamp-keygen source column translated into path filters, when that is exact);
 * :class:`PartitionStatsPruner`: the MDT ``partition_stats`` ranges (6.7), latest commit only;
 * :class:`RecordIndexPruner`: the MDT ``record_index`` for ``=`` / ``in`` on a plain record key,
+  or on every field of a complex or custom key generator's key (``catalog.plan.composite_keys``),
   latest commit only, and only where the timeline proves keys unique (:func:`keys_are_unique`);
 * :class:`SecondaryIndexPruner`: an MDT secondary index for ``=`` / ``in`` / ``is null`` on its
   column, then the record index for the groups of the keys found (latest commit only, and only
@@ -48,6 +49,7 @@ from catalog.listing.metadata_table import (
     partition_hash,
     stats_value,
 )
+from catalog.plan.composite_keys import composite_keys
 from catalog.plan.filters import BoundFilter, filter_table, stats_may_match
 from catalog.plan.secondary_index import SecondaryIndex, record_keys, secondary_indexes
 from catalog.table.config import TableConfig
@@ -168,6 +170,8 @@ class PartitionValuePruner:
     def __init__(self, config: TableConfig, schema: pa.Schema):
         self.scheme = PartitionScheme(config, schema)
         self.timestamp_filters = TimestampPathFilters(config, schema)
+        #: the typed values of the partitions last pruned (one table state plans the same list again)
+        self._values: tuple[tuple[str, ...], pa.Table] | None = None
 
     def prune(self, partitions: Sequence[str], filters: Sequence[BoundFilter]) -> list[str]:
         if not filters or not partitions:
@@ -175,9 +179,17 @@ class PartitionValuePruner:
         usable = list(filters) + self.timestamp_filters.translate(filters)
         if not {f.column for f in usable} & {*self.scheme.fields, PARTITION_PATH_COLUMN}:
             return list(partitions)  # e.g. a record-key lookup: no partition value to test
-        table = self.scheme.values_table(partitions)
+        table = self._values_table(tuple(partitions))
         kept = filter_table(table, usable)
         return kept.column(PARTITION_PATH_COLUMN).to_pylist() if kept.num_rows != table.num_rows else list(partitions)
+
+    def _values_table(self, partitions: tuple[str, ...]) -> pa.Table:
+        kept = self._values
+        if kept is not None and kept[0] == partitions:
+            return kept[1]
+        table = self.scheme.values_table(partitions)
+        self._values = (partitions, table)
+        return table
 
 
 # -- metadata-table indexes -------------------------------------------------------------------
@@ -363,7 +375,8 @@ class FileGroupIndexPruner:
 
 
 class RecordIndexPruner(FileGroupIndexPruner):
-    """Keeps the file groups the MDT ``record_index`` locates for the query's record keys."""
+    """Keeps the file groups the MDT ``record_index`` locates for the query's record keys (plain,
+    or spelled from the fields of a composite key)."""
 
     name = "record index"
 
@@ -378,7 +391,10 @@ class RecordIndexPruner(FileGroupIndexPruner):
         return self._use
 
     def _locate(self, filters: Sequence[BoundFilter]) -> set[tuple[str, str]] | None:
-        keys = record_key_values(self.mdt.data_config, filters)
+        config = self.mdt.data_config
+        keys = record_key_values(config, filters)
+        if keys is None:
+            keys = composite_keys(config, filters)
         if keys is None or not self.enabled:
             return None
         return self.groups_of(keys)

@@ -20,6 +20,7 @@ from catalog.format.float_text import floats_as_text, widens_float_as_text
 from catalog.format.lance import read_lance
 from catalog.format.orc import read_orc
 from catalog.format.parquet import read_parquet
+from catalog.format.parquet_cached import read_cached, reads_through_cache
 from catalog.read.bootstrap import read_skeleton
 from catalog.read.context import ReadContext
 from catalog.table.bootstrap import is_skeleton
@@ -37,7 +38,8 @@ def read_base(
     caches: ReadCaches = NO_CACHES,
 ) -> Iterator[pa.RecordBatch]:
     """Batches of the slice's base file in ``schema`` (nothing for a log-only slice), read
-    through ``caches``."""
+    through ``caches``: a Parquet point or filter read through its decoded row groups when
+    ``caches`` keeps them (:mod:`catalog.format.parquet_cached`)."""
     if fs.base_file is None or fs.base_file_path is None:
         return iter(())
     if is_skeleton(fs):
@@ -63,6 +65,8 @@ def read_base(
         return read_lance(ctx.storage, file)
     if fs.base_file.extension == "orc":
         return read_orc(ctx.storage, file)
+    if caches.row_groups is not None and reads_through_cache(file):
+        return read_cached(ctx.storage, file, caches)
     return read_parquet(ctx.storage, file, caches)
 
 

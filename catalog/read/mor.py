@@ -41,7 +41,7 @@ from catalog.format.float_text import floats_as_text, widens_float_as_text
 from catalog.format.log_block import DeleteRecords, decode_record_block
 from catalog.format.log_cache import Decoded, KeyRows
 from catalog.format.log_file import LogBlock
-from catalog.format.parquet import cast_array
+from catalog.format.parquet import cast_array, rows_matching
 from catalog.format.row_groups import PointLookup
 from catalog.read.context import ReadContext
 from catalog.read.partial import check_defaults, choose, fill_defaults, fold_in_order
@@ -61,7 +61,8 @@ _SEQ = "__hf_seq"
 _DEL = "__hf_delete"
 _CTDEL = "__hf_commit_time_delete"
 _INTERNAL = (_KEY, _SEQ, _DEL, _CTDEL)
-_NULL_KEY, _EMPTY_KEY = "__null__", "__empty__"
+#: how Hudi spells a null or empty value in a record key built from fields (``KeyGenUtils``)
+NULL_KEY, EMPTY_KEY = "__null__", "__empty__"
 #: Fold pending log rows into the winners once there are this many (and more than winners).
 _REDUCE_AT = 1 << 20
 #: the merge specs kept (:meth:`MergeSpec.for_context`), by config id, schema id and read columns
@@ -87,6 +88,9 @@ class MergeSpec:
         self.event_time = mode == EVENT_TIME and bool(self.ordering)
         self.schema = schema  # merge schema: table types, all columns the merge and the query need
         self.partial = partial
+        #: what the winners folded under this spec depend on beside the log blocks (a cache key)
+        self.fingerprint = (tuple(self.key_fields), tuple(self.ordering), self.event_time, delete_marker, partial,
+                            schema.to_string(show_schema_metadata=False))
 
     @classmethod
     def for_context(cls, ctx: ReadContext) -> "MergeSpec":
@@ -144,7 +148,7 @@ class MergeSpec:
             col = data.column(name)
             col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
             text = pc.cast(col, pa.string())
-            text = pc.if_else(pc.equal(text, ""), _EMPTY_KEY, text).fill_null(_NULL_KEY)
+            text = pc.if_else(pc.equal(text, ""), EMPTY_KEY, text).fill_null(NULL_KEY)
             parts.append(text if len(self.key_fields) == 1 else pc.binary_join_element_wise(f"{name}:", text, ""))
         if len(parts) == 1:
             return parts[0]
@@ -442,6 +446,58 @@ def deletes_of(deletes: DeleteRecords, wanted: tuple[str, ...], index: KeyRows |
     )
 
 
+class FilteredMerge:
+    """A merge whose merged rows a row filter then filters, narrowed to the keys that can pass it.
+
+    A merged row is one of its key's versions (the base row, the winning log row) or nothing (a
+    delete), so a key can pass the filter only if one of its versions does: a base row no log
+    record changes reaches the answer as it is, and a changed one only where it, or the log
+    version that replaces it, passes. So the base file is read for the rows the filter matches
+    and those of the keys whose log version passes (:meth:`base_filter`), and merged with the
+    winners of those keys alone (:meth:`merge`): a warm filter query on a slice works in
+    proportion to the rows that can pass, not to the slice or its logs. Not for partial updates
+    (a folded row may pass where neither version does) nor keys rebuilt from several fields.
+    """
+
+    def __init__(self, spec: MergeSpec, winners: pa.Table, passing_keys: pa.Array):
+        self.spec = spec
+        self.winners = winners
+        self.passing_keys = passing_keys
+
+    @classmethod
+    def of(cls, spec: MergeSpec, winners: pa.Table, row_filter: pc.Expression) -> "FilteredMerge | None":
+        """The narrowed merge of ``winners`` (``None`` where it does not apply: see the class)."""
+        if spec.partial or spec.key_fields != [RECORD_KEY]:
+            return None
+        passing = rows_matching(winners, row_filter & pc.invert(pc.field(_DEL)))
+        return cls(spec, winners, passing.column(_KEY).combine_chunks())
+
+    def base_filter(
+        self, row_filter: pc.Expression, filter_columns: Sequence[str]
+    ) -> tuple[pc.Expression, tuple[str, ...]]:
+        """The filter (and its columns) of the base rows to read: those ``row_filter`` matches and
+        those of the keys whose log version passes it."""
+        if len(self.passing_keys) == 0:
+            return row_filter, tuple(filter_columns)
+        changed = pc.field(RECORD_KEY).isin(self.passing_keys)
+        return row_filter | changed, tuple(dict.fromkeys([*filter_columns, RECORD_KEY]))
+
+    def merge(
+        self, base: Iterable[pa.RecordBatch], *, emit_inserts: bool = True, other_base_keys: pa.Array | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        """The base rows read with :meth:`base_filter` merged with the winners of their keys and
+        of the keys whose log version passes (the rows of other keys cannot pass)."""
+        batches = [batch for batch in base if batch.num_rows]
+        key_type = self.passing_keys.type
+        keys = pa.concat_arrays([self.passing_keys, *(self.spec.keys(b).cast(key_type) for b in batches)])
+        winners = self.winners.filter(pc.is_in(self.winners.column(_KEY), value_set=keys))
+        if winners.num_rows == 0:
+            yield from batches
+            return
+        yield from merge_batches(self.spec, batches, winners, emit_inserts=emit_inserts,
+                                 other_base_keys=other_base_keys)
+
+
 def merge_batches(
     spec: MergeSpec,
     base: Iterable[pa.RecordBatch],
@@ -504,9 +560,12 @@ def _partial_final(
 
 
 __all__ = [
+    "EMPTY_KEY",
+    "NULL_KEY",
     "BlockDecoder",
     "KeyIndex",
     "LogPart",
+    "FilteredMerge",
     "MergeSpec",
     "commit_time_deletes",
     "conform_table",

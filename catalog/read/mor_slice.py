@@ -24,6 +24,7 @@ from catalog.read.cow import read_base
 from catalog.read.log_scan import scan_blocks, valid_blocks
 from catalog.read.mor import (
     BlockDecoder,
+    FilteredMerge,
     KeyIndex,
     LogPart,
     MergeSpec,
@@ -50,7 +51,7 @@ def merge_file_slice(
     spec = MergeSpec.for_context(ctx)
     blocks, decode, index = _log_blocks(ctx, fs, spec, caches.log_blocks)
     if not blocks:
-        yield from _base(ctx, fs, spec, row_groups, caches)
+        yield from _filtered_base(ctx, fs, spec, row_groups, caches)
         return
     column_map = ctx.column_map if ctx.schema_history is not None else None
     parts = log_parts(spec, ctx.storage, blocks, column_map, decode, ctx.point, index)
@@ -68,14 +69,20 @@ def merge_file_slice(
         extra_keys = _extra_keys(ctx, spec, fs, row_groups, emit_inserts)
         yield from point.merge(base, emit_inserts=emit_inserts, other_base_keys=extra_keys, constants=constants)
         return
-    winners = fold_winners(spec, parts)
+    winners = _winners(ctx, fs, spec, blocks, parts, caches.log_blocks)
     if winners is None or winners.num_rows == 0:
-        yield from _base(ctx, fs, spec, row_groups, caches)
+        yield from _filtered_base(ctx, fs, spec, row_groups, caches)
         return
     if constants:
         winners = fill_constants(winners, constants)
-    base = _base(ctx, fs, spec, row_groups, caches)
     extra_keys = _extra_keys(ctx, spec, fs, row_groups, emit_inserts)
+    narrowed = FilteredMerge.of(spec, winners, ctx.row_filter) if _warm_filter(ctx, caches) else None
+    if narrowed is not None and ctx.row_filter is not None:
+        expr, columns = narrowed.base_filter(ctx.row_filter, ctx.filter_columns)
+        base = read_base(ctx, fs, spec.schema, row_groups, expr, columns, caches)
+        yield from narrowed.merge(base, emit_inserts=emit_inserts, other_base_keys=extra_keys)
+        return
+    base = _base(ctx, fs, spec, row_groups, caches)
     yield from merge_batches(spec, base, winners, emit_inserts=emit_inserts, other_base_keys=extra_keys)
 
 
@@ -124,13 +131,47 @@ def _base(
     return read_base(ctx, fs, spec.schema, row_groups, caches=caches)
 
 
+def _warm_filter(ctx: ReadContext, caches: ReadCaches) -> bool:
+    """A filtered read (not an exact point read, which reads its keys' rows) through kept row
+    groups: the base file is read for the rows that can reach the answer only."""
+    return caches.row_groups is not None and ctx.row_filter is not None and not (ctx.point and ctx.point.exact)
+
+
+def _filtered_base(
+    ctx: ReadContext, fs: FileSlice, spec: MergeSpec, row_groups: Sequence[int] | None, caches: ReadCaches
+) -> Iterator[pa.RecordBatch]:
+    """The base rows of a slice whose logs change nothing: for a warm filter read the rows the
+    filter matches (they are the answer), else as :func:`_base`."""
+    if _warm_filter(ctx, caches):
+        return read_base(ctx, fs, spec.schema, row_groups, ctx.row_filter, ctx.filter_columns, caches)
+    return _base(ctx, fs, spec, row_groups, caches)
+
+
+def _winners(
+    ctx: ReadContext,
+    fs: FileSlice,
+    spec: MergeSpec,
+    blocks: Sequence[LogBlock],
+    parts: Iterator[LogPart],
+    logs: DecodedLogBlocks | None,
+) -> pa.Table | None:
+    """The log ``parts`` folded into one winning row per key: for a filtered read (no point
+    lookup, no schema on read) through the cache of log blocks, once per set of valid blocks
+    and merge (the blocks decide the rows: which count follows from the commits and instant)."""
+    if logs is None or ctx.point is not None or ctx.row_filter is None or ctx.schema_history is not None:
+        return fold_winners(spec, parts)
+    sizes = {path: log.size for path, log in zip(fs.log_file_paths, fs.log_files)}
+    return logs.folded(ctx.storage, [(block, sizes[block.path]) for block in blocks], spec.fingerprint,
+                       lambda: fold_winners(spec, parts))
+
+
 def _log_blocks(
     ctx: ReadContext, fs: FileSlice, spec: MergeSpec, logs: DecodedLogBlocks | None
 ) -> tuple[list[LogBlock], BlockDecoder | None, KeyIndex | None]:
     """The valid log blocks of ``fs``, how to decode one and where its merge keys sit: for a point
-    read, through the cache of log blocks when there is one (``None``, or any other read: from
-    content read now, keys compared on every read)."""
-    if logs is None or ctx.point is None:
+    or filtered read, through the cache of log blocks when there is one (``None``, or a read of
+    every row, which would only churn it: from content read now, keys compared on every read)."""
+    if logs is None or (ctx.point is None and ctx.row_filter is None):
         return valid_blocks(ctx.storage, fs, ctx.commits, ctx.instant), None, None
     files = [(path, log.size) for path, log in zip(fs.log_file_paths, fs.log_files)]
     sizes = dict(files)

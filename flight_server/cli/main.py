@@ -332,7 +332,7 @@ def _fetch(
 ) -> Generator[pa.RecordBatch, None, None]:
     """The plan's batches, counted by ``progress`` (endpoints done, rows)."""
     if progress is not None:
-        progress.planned(len(plan.endpoints))
+        progress.planned(len(plan.endpoints), plan.total_records)
     done = None if progress is None else (lambda _endpoint: progress.endpoint_done())
     for batch in client.fetch_all(plan.endpoints, done):
         if progress is not None:

@@ -126,8 +126,13 @@ def _records(shown: pa.Table, width: int) -> list[str]:
 
 
 class Progress:
-    """``reading ns.t: 3/8 endpoints, 12,345 rows`` rewritten in place on a terminal; it ends
-    at the real count (endpoints done out of planned), never at an estimate."""
+    """``reading ns.t: 3/8 endpoints, 12,345 of ~40,000 rows (30%)`` rewritten in place on a
+    terminal; it ends at the real count (endpoints done out of planned), never at an estimate.
+
+    The total is the server's estimate (``total_records``: from footers where cached, else from
+    file sizes; a merge-on-read slice counts its log records too, so it over-counts updates), so
+    it is shown with ``~`` and the percentage stays below 100 until every endpoint is done.
+    """
 
     def __init__(self, what: str, stream: TextIO | None = None):
         self.what = what
@@ -135,10 +140,12 @@ class Progress:
         self.endpoints = 0
         self.done = 0
         self.rows = 0
+        self.estimate = -1
         self._shown = 0
 
-    def planned(self, endpoints: int) -> None:
+    def planned(self, endpoints: int, estimated_rows: int = -1) -> None:
         self.endpoints = endpoints
+        self.estimate = estimated_rows
         self._show()
 
     def add_rows(self, rows: int) -> None:
@@ -149,8 +156,20 @@ class Progress:
         self.done += 1
         self._show()
 
+    def percent(self) -> int | None:
+        """How far the read is, in percent (``None``: nothing to tell it from)."""
+        if self.endpoints and self.done >= self.endpoints:
+            return 100
+        if self.estimate > 0:
+            return min(99, self.rows * 100 // self.estimate)
+        return self.done * 100 // self.endpoints if self.endpoints else None
+
     def line(self) -> str:
-        return f"reading {self.what}: {self.done}/{self.endpoints} endpoints, {self.rows:,} rows"
+        text = f"reading {self.what}: {self.done}/{self.endpoints} endpoints, {self.rows:,}"
+        finished = self.endpoints and self.done >= self.endpoints
+        text += " rows" if finished or self.estimate < 0 else f" of ~{self.estimate:,} rows"
+        percent = self.percent()
+        return text if percent is None else f"{text} ({percent}%)"
 
     def _show(self) -> None:
         text = self.line()

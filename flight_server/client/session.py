@@ -88,18 +88,49 @@ def _is_tls(uri: str) -> bool:
     return uri.startswith(f"{TLS_SCHEME}://")
 
 
-def _transport_hint(uri: str, message: str) -> str:
-    """What a failed connection most likely means, from gRPC's last error."""
+#: what gRPC's last error says (lower case) -> what it means, in one line: gRPC's own text (its
+#: addresses, its TSI and SSL codes, "failed to connect to all addresses") never reaches the user
+_TRANSPORT_REASONS = (
+    (("dns resolution failed", "errors resolving", "domain name not found", "name or service not known"),
+     "the host name does not resolve"),
+    (("wrong version number", "wrong_version_number", "packet length too long", "http_request"),
+     "the server does not speak TLS: use grpc:// (or start it with a TLS certificate)"),
+    (("certificate verify failed", "certificate_verify_failed", "self-signed", "self signed",
+      "unable to get local issuer"),
+     "the server's TLS certificate is not trusted: give its CA with --tls-root-cert (tls_root_certs)"),
+    (("hostname mismatch", "subject alternative name", "peer name"),
+     "the server's TLS certificate does not name this host: connect by a name it carries"),
+    (("certificate required", "alert certificate", "peer did not return a certificate"),
+     "the server requires a client certificate signed by its client CA: give --tls-cert and --tls-key"),
+    (("connection refused", "failed to connect to remote host"),
+     "nothing listens there: is the server running, on this host and port?"),
+    (("deadline exceeded", "timed out", "timeout"), "no answer in time: the server is down, unreachable or overloaded"),
+)
+
+
+def _transport_reason(uri: str, message: str) -> str:
+    """What a failed connection most likely means, from gRPC's last error, in one line."""
     text = message.lower()
-    if "handshake" in text or "certificate" in text or "ssl" in text:
-        return (" (TLS handshake failed: the server certificate is not trusted by the root certificates given, "
-                "or does not name this host)")
-    if "socket closed" in text or "connection reset" in text:
+    for needles, reason in _TRANSPORT_REASONS:
+        if any(needle in text for needle in needles):
+            return reason
+    if "handshake" in text or "ssl" in text:
+        return "the TLS handshake failed: the server may not speak TLS, or its certificate is not trusted"
+    if "socket closed" in text or "connection reset" in text or "end of tcp stream" in text:
         if _is_tls(uri):
-            return (" (the server closed the TLS connection: it may not speak TLS, or it requires a client "
-                    "certificate signed by its client CA)")
-        return f" (the server closed the connection: it may require TLS, use {TLS_SCHEME}://)"
-    return ""
+            return ("the server closed the TLS connection: it may not speak TLS, or it requires a client "
+                    "certificate signed by its client CA")
+        return f"the server closed the connection: it may require TLS, use {TLS_SCHEME}://"
+    return "the connection failed"
+
+
+def _unreachable(uri: str, what: str, err: BaseException) -> ConnectionError:
+    """The one-line error of a request that reached no server: the server's own words when it
+    answered (a server's unavailable status has no gRPC text), else what the transport error means."""
+    text = str(err)
+    transport = text.startswith("Flight returned") or "failed to connect" in text or "last error" in text
+    reason = _transport_reason(uri, text) if transport else _first_line(err)
+    return ConnectionError(f"hudi-flight server {uri} is unreachable ({what}): {reason}")
 
 
 #: how the server's refusals by a named limit begin ("limit sql_timeout_seconds (10) exceeded: ...")
@@ -117,16 +148,12 @@ def translated_errors(uri: str, what: str) -> Iterator[None]:
         if hint is not None:
             raise ServerBusyError(f"hudi-flight server {uri} is busy ({what}): {message}", hint.limit,
                                   hint.retry_after) from err
-        raise ConnectionError(
-            f"hudi-flight server {uri} is unreachable ({what}): {message}{_transport_hint(uri, str(err))}"
-        ) from err
+        raise _unreachable(uri, what, err) from err
     except flight.FlightTimedOutError as err:
         message = _first_line(err)
         if message.startswith(_SERVER_LIMIT):  # the server ran out of time: asking again meets the same limit
             raise TimeoutError(f"hudi-flight server {uri} stopped the request ({what}): {message}") from err
-        raise ConnectionError(
-            f"hudi-flight server {uri} is unreachable ({what}): {message}{_transport_hint(uri, str(err))}"
-        ) from err
+        raise _unreachable(uri, what, err) from err
     except KeyError as err:  # NOT_FOUND arrives as pyarrow.lib.ArrowKeyError, a KeyError
         raise LookupError(f"{what}: {_first_line(err)}") from err
     except (flight.FlightUnauthenticatedError, flight.FlightUnauthorizedError) as err:
@@ -138,9 +165,7 @@ def translated_errors(uri: str, what: str) -> Iterator[None]:
     except OSError as err:  # pyarrow's get_schema loses the Flight error class; the status is in the text
         text = str(err)
         if any(f"Detail: {status}" in text for status in ("Unavailable", "TimedOut")):
-            raise ConnectionError(
-                f"hudi-flight server {uri} is unreachable ({what}): {_first_line(err)}{_transport_hint(uri, text)}"
-            ) from err
+            raise _unreachable(uri, what, err) from err
         if not any(f"Detail: {status}" in text for status in ("Unauthenticated", "Unauthorized")):
             raise
         raise PermissionError(f"{what} refused by {uri}: {_first_line(err)}") from err

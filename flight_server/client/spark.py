@@ -24,6 +24,7 @@ filters on the rows this source returns. See docs/spark.md.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, Sequence
 
@@ -34,6 +35,8 @@ from catalog.plan.filter_text import parse_filters
 from catalog.plan.filters import FilterTuple
 from catalog.plan.options import ReadOptions
 from flight_server.client.session import HudiFlightClient, PlannedEndpoint
+
+log = logging.getLogger(__name__)
 
 with optional_dependency("spark", "the PySpark data source"):
     from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
@@ -216,6 +219,18 @@ def pack_endpoints(
     return [EndpointGroup(b) for b in bins if b] or [EndpointGroup([])]
 
 
+def packed_tasks(table: str, endpoints: Sequence[PlannedEndpoint], min_partitions: int) -> list[EndpointGroup]:
+    """:func:`pack_endpoints`, told in the driver's log (INFO, logger ``flight_server.client.spark``):
+    how many endpoints became how many Spark tasks, and each task's endpoints and weight, since
+    Spark's progress counts tasks only (``0/2`` for a whole read of two heavy tasks)."""
+    groups = pack_endpoints(endpoints, min_partitions=min_partitions)
+    if log.isEnabledFor(logging.INFO):
+        weights = ", ".join(f"{len(g.endpoints)}@{sum(g.value):.2f}" for g in groups)
+        log.info("%s: %d endpoint(s), total weight %.2f, packed into %d Spark task(s) (endpoints@weight: %s)",
+                 table, len(endpoints), sum(max(e.weight, 0.0) for e in endpoints), len(groups), weights)
+    return groups
+
+
 def _read_group(query: _Query, group: EndpointGroup, schema: StructType) -> Iterator[pa.RecordBatch]:
     target = to_arrow_schema(schema, timezone="UTC")
     if not group.endpoints:
@@ -238,7 +253,7 @@ class HudiFlightReader(DataSourceReader):
     def partitions(self) -> list[EndpointGroup]:
         with self.query.client() as client:
             endpoints = client.plan(self.query.table, self.query.options).endpoints
-        return pack_endpoints(endpoints, min_partitions=self.query.min_partitions)
+        return packed_tasks(self.query.table, endpoints, self.query.min_partitions)
 
     # Spark hands back the partitions this reader planned, so the parameter is narrower than InputPartition.
     def read(self, partition: EndpointGroup) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
@@ -311,7 +326,7 @@ class HudiFlightStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         )
         with self.query.client() as client:
             endpoints = client.plan(self.query.table, options).endpoints
-        return pack_endpoints(endpoints, min_partitions=self.query.min_partitions)
+        return packed_tasks(self.query.table, endpoints, self.query.min_partitions)
 
     # Spark hands back the partitions this reader planned, so the parameter is narrower than InputPartition.
     def read(self, partition: EndpointGroup) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
@@ -386,5 +401,6 @@ __all__ = [
     "HudiFlightReader",
     "HudiFlightStreamReader",
     "pack_endpoints",
+    "packed_tasks",
     "spark_schema",
 ]

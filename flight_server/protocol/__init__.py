@@ -9,12 +9,20 @@ protobuf bytes by hand.
 
 from __future__ import annotations
 
+import os
+
 from catalog.optional import optional_dependency
+
+# gRPC's C core logs a failed TLS handshake (and more) to stderr in its own format, before any
+# caller can see it: the server's log would not be all JSON, a client's error would come with two
+# lines of gRPC text. Its errors reach both as statuses anyway; set GRPC_VERBOSITY to see its log.
+os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
 with optional_dependency("client", "the Flight client and server (Flight SQL messages)"):
     from google.protobuf import any_pb2
     from google.protobuf.message import DecodeError, Message
 
+    from flight_server.protocol import flight_session_pb2 as session
     from flight_server.protocol import flight_sql_pb2 as sql
 
 _TYPE_PREFIX = "type.googleapis.com/"
@@ -70,4 +78,4 @@ def unpack(data: bytes) -> Message | None:
     return message
 
 
-__all__ = ["MESSAGES", "pack", "sql", "type_name", "unpack"]
+__all__ = ["MESSAGES", "pack", "session", "sql", "type_name", "unpack"]

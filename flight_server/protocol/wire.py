@@ -12,6 +12,8 @@ TLS_SCHEME = "grpc+tls"
 PLAIN_SCHEMES = (PLAIN_SCHEME, TCP_SCHEME)
 SCHEMES = (*PLAIN_SCHEMES, TLS_SCHEME)
 DEFAULT_URI = f"{PLAIN_SCHEME}://{DEFAULT_HOST}:{DEFAULT_PORT}"
+#: the SQL name of a merge-on-read table's read-optimized view: ``<table>_ro`` (as Hive sync names it)
+RO_SUFFIX = "_ro"
 
 # -- DoAction types ----------------------------------------------------------------------------
 LIST_NAMESPACES = "list-namespaces"

@@ -29,7 +29,7 @@ from flight_server.server.cache.split_cache import SplitResultCache
 from flight_server.server.cache.tables import TableCache
 from flight_server.server.cluster.membership import HEARTBEAT_PURPOSE, Membership
 from flight_server.server.config import ServerConfig
-from flight_server.server.engine.sandbox import SandboxedEngine, result_schemas
+from flight_server.server.engine.sandbox import AdmissionListener, SandboxedEngine, result_schemas
 from flight_server.server.flightsql.dispatch import FlightSqlService
 from flight_server.server.flightsql.flight_infos import FlightInfos
 from flight_server.server.flightsql.single_endpoint import SINGLE_ENDPOINT_KEY, SingleEndpointMiddlewareFactory
@@ -93,11 +93,12 @@ class App:
             **self.ops.middleware(),
         }
 
-    def server_kwargs(self) -> dict[str, Any]:
-        """``FlightServerBase`` keyword arguments: middleware and TLS."""
+    def server_kwargs(self, tls_in_front: bool = False) -> dict[str, Any]:
+        """``FlightServerBase`` keyword arguments: middleware and TLS (none when the relay in
+        front of the process ends TLS: ``tls_in_front``)."""
         kwargs: dict[str, Any] = {"middleware": self.middleware()}
         tls = self.config.tls()
-        if tls is not None:
+        if tls is not None and not tls_in_front:
             kwargs.update(tls.server_kwargs())
         return kwargs
 
@@ -105,12 +106,16 @@ class App:
         """Register the tables of every configured warehouse; returns how many there are."""
         return self.actions.rescan()
 
-    def start(self) -> None:
-        """Scan the warehouses now and on the refresh timer (when discovering), start operations."""
+    def load(self) -> None:
+        """The first scan of the warehouses (when discovering). The Flight port listens only after
+        it (``service.HudiFlightServer``), so no call right after start sees a catalog still filling."""
         if self.config.warehouses and self.discover:
             self.scan_warehouses()
-            if self.config.refresh_interval_seconds > 0:
-                threading.Thread(target=self._rescan_loop, name="hudi-warehouse-scan", daemon=True).start()
+
+    def start(self) -> None:
+        """Once the port listens: the warehouses' re-scan timer (when discovering), operations."""
+        if self.config.warehouses and self.discover and self.config.refresh_interval_seconds > 0:
+            threading.Thread(target=self._rescan_loop, name="hudi-warehouse-scan", daemon=True).start()
         self.ops.start()
         if self.console is not None:
             self.console.start()
@@ -139,11 +144,15 @@ def _scan_warehouses(config: ServerConfig, policy: StoragePolicy, catalog: Regis
     return found
 
 
-def sql_statements(config: ServerConfig, limits: Limits, listener: CacheListener | None) -> Statements:
+def sql_statements(
+    config: ServerConfig, limits: Limits, listener: CacheListener | None, admission: AdmissionListener | None = None
+) -> Statements:
     """The Flight SQL statements with the SQL room's caches, sized by the ``sql_*_cache_bytes``
-    settings and reporting to ``listener`` (the metrics)."""
+    settings and reporting to ``listener``, and the fair queue of SQL work reporting to
+    ``admission`` (both: the metrics)."""
+    schemas = result_schemas(config.sql_result_schema_cache_bytes, listener)
     return Statements(
-        SandboxedEngine(config.sql_engine_settings(), result_schemas(config.sql_result_schema_cache_bytes, listener)),
+        SandboxedEngine(config.sql_engine_settings(), schemas, admission),
         Analyses(limits, config.sql_analysis_cache_bytes, listener),
         Fragments(config.sql_fragment_cache_bytes, listener),
         TableFacts(config.sql_table_facts_cache_bytes, listener),
@@ -234,7 +243,7 @@ def compose(
         stream_memory=MemoryBudget(limits.stream_memory_bytes),
         cluster=cluster,
         queries=queries,
-        flight_sql=FlightSqlService(sql_statements(config, limits, ops.cache_listener)),
+        flight_sql=FlightSqlService(sql_statements(config, limits, ops.cache_listener, ops.admission_listener)),
         actions=ActionServices(config, policy, time.time(), cluster, rescan),
         discover=discover,
         stop=threading.Event(),

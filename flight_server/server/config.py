@@ -19,6 +19,7 @@ from catalog.plan.dataset import FRAGMENT_CACHE_BYTES
 from catalog.plan.splits import DEFAULT_TARGET_SPLIT_BYTES, SplitOptions
 from flight_server.protocol.wire import DEFAULT_HOST, DEFAULT_PORT, TCP_SCHEME, TLS_SCHEME
 from flight_server.server.cache.tables import DEFAULT_TABLE_CACHE_BYTES
+from flight_server.server.config_sections import flattened
 from flight_server.server.engine.sandbox import SCHEMA_CACHE_BYTES, EngineSettings
 from flight_server.server.security.auth import AuthSettings
 from flight_server.server.security.limits import Limits, RelayLimits
@@ -67,9 +68,9 @@ class ServerConfig:
     anonymous_read: str = "auto"  # auto | on | off (security.access.Access)
     locations: list[str] = field(default_factory=list)  # data servers named in endpoints
     processes: int = 1  # serving processes sharing the port (flight_server.server.runtime.supervisor)
-    # endpoints of processes > 1 name the serving process that streams them (its own port), when
-    # clients can reach it: a loopback or named host, or advertise; false: every byte through the relay
-    # endpoints name each serving process's own port (opt-in: those ports lack the relay's bounds)
+    # true (opt-in): endpoints of processes > 1 name the serving process that streams them, on its
+    # own port (which lacks the relay's bounds), for clients that can reach it (a loopback or named
+    # host, or advertise); false: every byte goes through the relay
     process_endpoints: bool = False
     process_ports: list[int] = field(default_factory=list)  # own ports of the processes (default: any free)
     max_connections: int = 1024  # connections relayed at once to the processes (processes > 1)
@@ -77,6 +78,11 @@ class ServerConfig:
     relay_handshake_seconds: float = 10.0  # a relayed connection its process has not answered by then is closed
     relay_idle_seconds: float = 600.0  # ... one without a byte either way for this long
     relay_half_open_seconds: float = 30.0  # ... one closed in one direction for this long
+    # request messages in progress (begun, not yet received whole), checked in front of gRPC in
+    # every mode (runtime.relay): on one connection, and on all together (0: unbounded)
+    max_body_bytes_per_connection: int = 16 << 20
+    max_body_bytes_per_peer: int = 64 << 20  # ... on the connections of one peer host
+    body_memory_bytes: int = 256 << 20
     # scale-out (docs/flight.md, "Scaling out" and "Caches"; flight_server.server.cluster.membership / worker)
     role: str | None = None  # "coordinator" or "worker"; None: a server on its own
     coordinator: str | None = None  # a worker's coordinator, grpc[+tls]://host:port
@@ -119,8 +125,13 @@ class ServerConfig:
     sql_max_result_bytes: int = EngineSettings.max_result_bytes
     sql_memory_budget: str = EngineSettings.memory_budget
     sql_admission_wait_seconds: float = EngineSettings.admission_wait_seconds
-    sql_queries_per_user: int = EngineSettings.queries_per_user  # fair shares (0: a quarter of the budget's)
+    # the fair queue of SQL work (docs/sql.md, "Fair shares"): running at once per user (0: half the
+    # budget's slots) and per connection (0: as per user), and waiting at once behind each
+    sql_queries_per_user: int = EngineSettings.queries_per_user
     sql_queries_per_connection: int = EngineSettings.queries_per_connection
+    sql_queue_per_user: int = EngineSettings.queue_per_user
+    sql_queue_per_connection: int = EngineSettings.queue_per_connection
+    sql_queue_total: int = EngineSettings.queue_total
     sql_native_scan: bool = EngineSettings.native_scan  # False: every view is fed through Python
     sql_native_reader: bool = EngineSettings.native_reader  # False: local base files scanned through Arrow
     # how far each SQL engine process's address space may grow ("": twice sql_memory_limit + 1 GiB)
@@ -145,8 +156,8 @@ class ServerConfig:
     catalog_cache_seconds: float = 1.0  # how long a registry row is reused between calls
     split_cache_bytes: int = 0  # Arrow results of splits; 0: off
     split_cache_entry_bytes: int = 8 << 20  # larger split results are not cached
-    point_read_cache_bytes: int = 64 << 20  # decoded row groups of record-key lookups; 0: off
-    log_block_cache_bytes: int = 64 << 20  # log block indexes and decoded blocks of MOR record-key lookups; 0: off
+    point_read_cache_bytes: int = 64 << 20  # decoded columns and footers of filtered reads; 0: off
+    log_block_cache_bytes: int = 64 << 20  # log block indexes and decoded blocks of MOR filtered reads; 0: off
     issued_ticket_cache_bytes: int = 4 << 20  # tickets this process issued, redeemed unparsed; 0: off
     disk_cache_bytes: int = 1 << 30  # local copy of remote file bytes under state_dir/disk-cache; 0: off
     resolved_path_cache_bytes: int = DEFAULT_RESOLVED_CACHE_BYTES  # symbolic links of local table paths
@@ -213,7 +224,7 @@ class ServerConfig:
         )
 
     def relay_limits(self) -> RelayLimits:
-        """The bounds of the one-port relay of ``processes > 1``."""
+        """The bounds of the relay in front of the serving process(es) (``runtime.relay``)."""
         return RelayLimits(
             max_connections=self.max_connections,
             max_connections_per_peer=self.max_connections_per_peer,
@@ -222,6 +233,9 @@ class ServerConfig:
             half_open_seconds=self.relay_half_open_seconds,
             # tickets may be twice max_body_bytes; the rest is protobuf framing
             max_message_bytes=2 * self.max_body_bytes + (64 << 10),
+            max_body_bytes_per_connection=self.max_body_bytes_per_connection,
+            max_body_bytes_per_peer=self.max_body_bytes_per_peer,
+            body_memory_bytes=self.body_memory_bytes,
         )
 
     def auth_settings(self) -> AuthSettings:
@@ -281,7 +295,8 @@ class ServerConfig:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str] | None = None, **overrides: Any) -> "ServerConfig":
-        """Defaults, then the file at ``path`` (``.toml`` or ``.json``), then ``overrides``.
+        """Defaults, then the file at ``path`` (``.toml`` or ``.json``; its sections:
+        ``config_sections``), then ``overrides``.
 
         Raises:
             ValueError: unreadable file or unknown keys.
@@ -294,7 +309,7 @@ class ServerConfig:
                 doc = json.loads(text) if p.suffix == ".json" else _toml().loads(text)
             except (OSError, ValueError) as err:
                 raise ValueError(f"cannot read config file {p}: {err}") from err
-            config = config.updated(doc.get("server", doc))
+            config = config.updated(flattened(doc.get("server", doc), (f.name for f in dataclasses.fields(cls))))
         return config.updated(overrides)
 
 

@@ -6,10 +6,14 @@ pyarrow maps ``ValueError`` to INVALID_ARGUMENT, ``KeyError`` to NOT_FOUND and
 and turns anything unexpected into INTERNAL with a generic message (the details go to the
 server log, not to the client).
 
-pyarrow appends the Python traceback (with chained causes, file paths and, for catalog errors,
-SQL parameters) to the status of every non-Flight exception. Errors that reach the client are
-therefore re-raised as fresh, *public* exceptions: same status code, a clean message, and a
-traceback that :func:`_format_exception` renders as the exception type alone.
+pyarrow appends ``". Detail: Python exception: "`` and the Python traceback (with chained causes,
+file paths and, for catalog errors, SQL parameters) to the status message of every non-Flight
+exception, and every client (ADBC, JDBC, pyarrow) shows that message whole. The codes
+INVALID_ARGUMENT, NOT_FOUND and UNIMPLEMENTED can only be sent that way (pyarrow's Flight errors
+carry the other codes), so errors that reach the client are re-raised as fresh, *public*
+exceptions: same status code, a clean message, and a traceback that :func:`_format_exception`
+renders as the status in words: ``<message>. Detail: Python exception: invalid argument``. No
+class name, path or traceback leaves the server; the prefix is pyarrow's own.
 """
 
 from __future__ import annotations
@@ -44,9 +48,13 @@ class ServerError(HudiError):
 class PublicInvalid(ServerError, ValueError):
     """INVALID_ARGUMENT with a clean message."""
 
+    status = "invalid argument"
+
 
 class PublicNotFound(ServerError, KeyError):
     """NOT_FOUND with a clean message."""
+
+    status = "not found"
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
@@ -54,6 +62,8 @@ class PublicNotFound(ServerError, KeyError):
 
 class PublicUnimplemented(ServerError, NotImplementedError):
     """UNIMPLEMENTED with a clean message."""
+
+    status = "not implemented"
 
 
 def _public(err: Exception) -> Exception:
@@ -66,14 +76,14 @@ _install_lock = threading.Lock()
 
 
 def _format_exception(exc: Any, *args: Any, **kwargs: Any) -> list[str]:
-    """``traceback.format_exception`` that shows a public exception as its type name only.
+    """``traceback.format_exception`` that shows a public exception as its status in words.
 
     pyarrow's ``PythonErrorDetail`` formats the status detail with this function; for the
-    exceptions built here the client so sees ``<message>. Detail: Python exception: <Type>``.
+    exceptions built here the client so sees ``<message>. Detail: Python exception: <status>``.
     """
     value = args[0] if args else kwargs.get("value", exc)
     if isinstance(value, BaseException) and getattr(value, _PUBLIC, False):
-        return [type(value).__name__]
+        return [str(getattr(value, "status", "failed"))]
     return _original_format_exception(exc, *args, **kwargs)
 
 
@@ -129,9 +139,13 @@ def flight_errors(fn: F) -> F:
 class PublicPermissionDenied(ServerError, PermissionError):
     """A refused caller, where no Flight status can be sent (see :func:`schema_errors`)."""
 
+    status = "permission denied"
+
 
 class PublicInternal(ServerError, RuntimeError):
     """An internal error, where no Flight status can be sent (see :func:`schema_errors`)."""
+
+    status = "failed"
 
 
 def schema_errors(fn: F) -> F:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import posixpath
+import re
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -22,6 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
 from catalog.errors import InvalidQueryError, TableAlreadyExistsError, UnknownTableError
+from catalog.meta.redact import redacted
 from catalog.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,9 @@ tables_table = sa.Table(
 
 #: characters of a namespace or of a table name (the catalog's columns hold 255)
 MAX_NAME_CHARS = 255
+#: the characters of a namespace or table name entering the catalog (docs/flight.md, "Actions")
+NAME_CHARACTERS = "ASCII letters, digits, '_', '-' and '$'"
+_NAME = re.compile(r"[A-Za-z0-9_$-]+")
 
 
 def parse_identifier(identifier: str) -> tuple[str, str]:
@@ -65,8 +70,10 @@ def parse_identifier(identifier: str) -> tuple[str, str]:
 
 def check_new_identifier(identifier: str) -> tuple[str, str]:
     """:func:`parse_identifier` of a name about to enter the catalog (registered, discovered):
-    each part at most ``MAX_NAME_CHARS`` characters, all printable (no control characters such
-    as NUL, no bidirectional controls such as U+202E that make a name read as another).
+    each part at most ``MAX_NAME_CHARS`` characters, all of :data:`NAME_CHARACTERS` (so no
+    control character such as NUL, no bidirectional control such as U+202E and no look-alike
+    such as a Cyrillic ``а`` can make a name read as another). ``$`` is kept: a table registered
+    as ``t$timeline`` is served under that name ahead of ``t``'s metadata table.
 
     Raises:
         InvalidQueryError: a malformed or unacceptable name.
@@ -77,9 +84,10 @@ def check_new_identifier(identifier: str) -> tuple[str, str]:
             f"table name {identifier[:64]!r}... is too long: a namespace or table name has at most "
             f"{MAX_NAME_CHARS} characters (MAX_NAME_CHARS)"
         )
-    if not identifier.isprintable():
+    if not (_NAME.fullmatch(ns) and _NAME.fullmatch(name)):
+        shown = identifier[:64].encode("ascii", "backslashreplace").decode()
         raise InvalidQueryError(
-            f"table name {identifier[:64]!r} holds a control or invisible formatting character (not allowed)"
+            f"table name '{shown}' holds a character outside NAME_CHARACTERS ({NAME_CHARACTERS})"
         )
     return ns, name
 
@@ -101,13 +109,14 @@ class TableEntry:
         return f"{self.namespace}.{self.name}"
 
     def to_json(self) -> dict[str, Any]:
-        """Public description (storage options are left out: they may hold credentials)."""
+        """Public description (storage options are left out and secret-looking properties
+        redacted: they may hold credentials)."""
         return {
             "table": self.identifier,
             "namespace": self.namespace,
             "name": self.name,
             "uri": self.base_uri,
-            "properties": dict(self.properties),
+            "properties": redacted(self.properties),
             "registered_at": self.registered_at.isoformat() if self.registered_at else None,
             "warehouse": self.warehouse,
         }
@@ -326,4 +335,7 @@ def find_hudi_tables(
     return out
 
 
-__all__ = ["MAX_NAME_CHARS", "Registry", "TableEntry", "check_new_identifier", "find_hudi_tables", "parse_identifier"]
+__all__ = [
+    "MAX_NAME_CHARS", "NAME_CHARACTERS", "Registry", "TableEntry", "check_new_identifier", "find_hudi_tables",
+    "parse_identifier",
+]

@@ -30,7 +30,7 @@ from flight_server.server.config import ServerConfig
 from flight_server.server.errors import flight_errors, schema_errors, stream_errors, translated
 from flight_server.server.flightsql.dispatch import ACTIONS as SQL_ACTIONS
 from flight_server.server.flightsql.dispatch import flight_sql_message
-from flight_server.server.flightsql.names import meta_reference
+from flight_server.server.flightsql.names import hinted_unknown, meta_reference
 from flight_server.server.ops.call_log import record_of
 from flight_server.server.query.queries import Call
 from flight_server.server.query.streams import write_options
@@ -77,6 +77,8 @@ class HudiFlightServer(flight.FlightServerBase):
             workers, and all but one process of ``serve --processes N``).
         location: where to listen instead of ``config.location`` (a supervised process).
         app: the composed parts (``app.compose``); built from the arguments above when omitted.
+        tls_in_front: the relay in front of this process ends the clients' TLS (``runtime.relay``):
+            listen in cleartext at ``location`` (loopback), though TLS is configured.
     """
 
     def __init__(
@@ -87,16 +89,18 @@ class HudiFlightServer(flight.FlightServerBase):
         discover: bool = True,
         location: str | None = None,
         app: App | None = None,
+        tls_in_front: bool = False,
         **kwargs: Any,
     ):
         app = app or compose(config, registry, signer, discover)
         self.app = app  # every part, as composed (operators and tests reach them here)
-        composed = app.server_kwargs()
+        composed = app.server_kwargs(tls_in_front)
         kwargs.setdefault("middleware", {}).update(composed.pop("middleware"))
         kwargs.update(composed)
         kwargs.setdefault("auth_handler", HandshakeEnabled())
         check_locations(self.app.config.locations, self.app.config.tls() is not None)
         listen = location or self.app.config.location
+        app.load()
         try:
             super().__init__(listen, **kwargs)
         except pa.ArrowException as err:
@@ -153,7 +157,7 @@ class HudiFlightServer(flight.FlightServerBase):
         command = _descriptor_command(descriptor, self.app.limits)
         meta = meta_reference(call, command.table)
         user = call.authorize("read", meta.identifier if meta is not None else command.table)
-        with self.app.plans.held(CallKeys.of(context, user)):
+        with self.app.plans.held(CallKeys.of(context, user)), hinted_unknown(call, command.table):
             if meta is not None and meta.meta is not None:
                 _no_aggregates(command, meta.meta)
                 planned = self.app.queries.meta_endpoints(call, call.open_entry(meta.entry), meta.meta, command.options)
@@ -177,7 +181,8 @@ class HudiFlightServer(flight.FlightServerBase):
             _no_aggregates(command, meta.meta)
             check_narrowing(meta.meta, command.options)
             return flight.SchemaResult(narrowed_schema(meta.meta, command.options))
-        planned = call.plan(command.table, command.options)
+        with hinted_unknown(call, command.table):
+            planned = call.plan(command.table, command.options)
         if command.aggregates:
             return flight.SchemaResult(aggregate_schema(command.aggregates, planned.context.table_schema))
         return flight.SchemaResult(planned.schema)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 
 from catalog import HudiTable, InvalidQueryError
 from catalog.meta import META_TABLES
+from catalog.meta.redact import REDACTED
 from catalog.meta.timeline import TIMELINE_SCHEMA
 from hudi_generator.generator import COPY_ON_WRITE, GeneratorSpec
 
@@ -127,6 +129,21 @@ def test_properties_are_the_properties_file(fixture_table):
     rows = HudiTable.open(base).metadata_table("properties").to_pylist()
     assert {r["key"] for r in rows} == keys
     assert {r["key"]: r["value"] for r in rows}["hoodie.table.type"] == "MERGE_ON_READ"
+
+
+SECRETS = {"hoodie.aws.secret.access.key": "AKIAWRITERSECRET", "fs.s3a.secret.key": "s3a-secret",
+           "hoodie.datasource.hive_sync.password": "hive-password", "fs.s3a.session.token": "session-token-value"}
+
+
+def test_properties_redact_secret_looking_keys(fixture_table, tmp_path):
+    base = tmp_path / "t"
+    shutil.copytree(fixture_table(MOR_V9), base)
+    with open(base / ".hoodie" / "hoodie.properties", "a") as out:
+        out.writelines(f"{k}={v}\n" for k, v in SECRETS.items())
+    rows = {r["key"]: r["value"] for r in HudiTable.open(str(base)).metadata_table("properties").to_pylist()}
+    assert {k: rows[k] for k in SECRETS} == dict.fromkeys(SECRETS, REDACTED)
+    assert rows["hoodie.table.type"] == "MERGE_ON_READ"  # the others as written
+    assert not any(v in str(rows) for v in SECRETS.values())
 
 
 def test_indexes_are_the_metadata_table_partitions(fixture_table):

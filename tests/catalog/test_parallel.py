@@ -52,3 +52,27 @@ def test_closing_early_stops_drawing_items_and_the_threads():
     next(outputs)
     outputs.close()
     assert len(drawn) < 10 and threading.active_count() == before
+
+
+def test_closed_on_one_of_its_own_workers_it_stops_without_joining_that_thread():
+    """A generator dropped by its consumer may be closed on any thread, one of its workers
+    included (a collection there): closing then joins the other workers and returns, with no
+    "cannot join current thread" RuntimeError (printed as "Exception ignored in")."""
+    suspended, closed = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def work(item: int, lane: int):
+        if item == 3:
+            suspended.wait(5)
+            try:
+                gen.close()
+            except BaseException as err:  # noqa: BLE001 - the test reports it
+                errors.append(err)
+            closed.set()
+        yield item
+
+    gen = bounded_parallel(range(10), work, workers=2, max_waiting=1, name="close-on-worker")
+    next(gen)
+    suspended.set()
+    assert closed.wait(5)
+    assert errors == []

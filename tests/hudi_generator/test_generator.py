@@ -193,7 +193,12 @@ def test_cli_writes_to_fsspec_memory(capsys: pytest.CaptureFixture) -> None:
 
     uri = "memory://gen-cli/t"
     assert generator.main([uri, "--rows", "50", "--partitions", "2", "--commits", "2", "--table-type", "mor"]) == 0
-    summary = json.loads(capsys.readouterr().out)
+    out, err = capsys.readouterr()
+    summary = json.loads(out)
+    # progress on stderr as the work goes: each file group, then each commit with its instant
+    lines = err.splitlines()
+    assert lines[-2:] == [f"commit {k}/2 completed: instant {summary['instants'][k - 1]}" for k in (1, 2)]
+    assert lines[0].startswith("file groups written: 1/") and len(lines) == 2 + int(lines[0].rsplit("/", 1)[1])
     fs = fsspec.filesystem("memory")
     assert fs.exists("/gen-cli/t/.hoodie/hoodie.properties")
     assert fs.exists("/gen-cli/t/.hoodie/metadata/.hoodie/hoodie.properties")

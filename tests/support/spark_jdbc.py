@@ -3,7 +3,7 @@ own, with the driver jar on ``spark.jars``; the test process may already hold a 
 
 ``python -m tests.support.spark_jdbc JARS FLIGHT_URI TABLE PARTITION_COLUMN [BY_NAME...]`` prints one
 JSON object: what ``spark.read.jdbc`` returned for a count, a pruned column, a filter, a limit and
-a partitioned read, and the same through the Python data source (``format("hudi-flight")``);
+a partitioned read, and the same through the Python data source (``format("hudi-flight-python")``);
 then, with the project's dialect registered, each ``BY_NAME`` table read by its name.
 
 Without the dialect Spark's generic JDBC mapping refuses ``TIMESTAMP WITH TIME ZONE`` columns
@@ -72,11 +72,13 @@ def by_name(spark, flight_uri: str, tables: list[str]) -> dict:
 
 
 def main(jars: str, flight_uri: str, table: str, partition_column: str, *tables: str) -> dict:
+    from flight_server.client.spark import PYTHON_SOURCE_NAME
+
     spark = session(jars)
     url = jdbc_url(flight_uri)
     options = {"driver": DRIVER_CLASS}
 
-    python = spark.read.format("hudi-flight").option("uri", flight_uri).load(table)
+    python = spark.read.format(PYTHON_SOURCE_NAME).option("uri", flight_uri).load(table)
     dbtable = readable_dbtable(python.schema, table)
 
     def jdbc(**extra: str):

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from catalog.meta import SEPARATOR
+from catalog.meta import META_TABLES, SEPARATOR
 from catalog.optional import optional_dependency
 from flight_server.client.sql import dbapi
 from flight_server.protocol import wire
@@ -197,7 +197,13 @@ class HudiFlightDialect(default.DefaultDialect):
         )
 
     def get_view_names(self, connection: Any, schema: str | None = None, **kw: Any) -> list[str]:
-        return []
+        """The metadata tables (``t$timeline``, ...) of the namespace's tables: read-only tables
+        derived from each table, not listed as tables (as in Trino), told as views so that
+        ``MetaData.reflect(only=..., views=True)`` and ``pandas.read_sql_table`` find them."""
+        tables = self.get_table_names(connection, schema, **kw)
+        ro_views = {t + wire.RO_SUFFIX for t in tables}  # a merge-on-read table's `t_ro` has none of its own
+        bases = [t for t in tables if t not in ro_views]
+        return [f"{table}{SEPARATOR}{kind}" for table in bases for kind in META_TABLES]
 
     def get_materialized_view_names(self, connection: Any, schema: str | None = None, **kw: Any) -> list[str]:
         return []

@@ -22,6 +22,7 @@ admission happens before, in the serving process (:mod:`.admission`).
 from __future__ import annotations
 
 import contextlib
+import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
@@ -33,7 +34,7 @@ import pyarrow.dataset as ds
 from catalog.errors import InvalidQueryError
 from flight_server.server.engine import native_files
 from flight_server.server.engine.databases import Database, DatabasePool, DatabaseSpec
-from flight_server.server.engine.failures import FAILED, INVALID, MEMORY, SHUTDOWN, EngineFailure
+from flight_server.server.engine.failures import FAILED, INVALID, MEMORY, SHUTDOWN, EngineFailure, plain_words
 from flight_server.server.engine.native_files import FileViews, ParquetFiles
 from flight_server.server.engine.settings import EngineSettings, parse_bytes
 from flight_server.server.engine.watchdog import Watch, Watchdog
@@ -122,13 +123,39 @@ def engine_failure(
         retire = not isinstance(err, _STATEMENT_ERRORS)
     else:
         retire = first.startswith(_RETIRING_TEXT)
-    return EngineFailure(INVALID, settings, f"SQL engine: {first[:300]}", retire=retire)
+    return EngineFailure(INVALID, settings, f"SQL engine: {plain_words(text)[:300]}", retire=retire)
 
 
 def stopped_failure(watch: Watch, settings: EngineSettings) -> EngineFailure | None:
     """The failure of a statement the watchdog interrupted (its reason is the failure's kind;
     ``None``: it was not)."""
     return None if watch.reason is None else EngineFailure(watch.reason, settings)
+
+
+def _null_row(schema: pa.Schema) -> pa.Table:
+    """One row of nulls of ``schema``."""
+    return pa.Table.from_arrays([pa.nulls(1, field.type) for field in schema], schema=schema)
+
+
+#: how long the check of a statement's literals may take: a query over views of one row each
+#: takes milliseconds; one that makes its own rows (``range``, recursion) is left to its run
+LITERAL_CHECK_SECONDS = 0.25
+
+
+def _literals_converted(connection: duckdb.DuckDBPyConnection, sql: str) -> None:
+    """Evaluate ``sql``'s first row over views of null rows: raises the conversion errors of its
+    literals; any other failure (or a check past :data:`LITERAL_CHECK_SECONDS`, interrupted) is
+    the data's to tell, when the query runs."""
+    timer = threading.Timer(LITERAL_CHECK_SECONDS, connection.interrupt)
+    timer.start()
+    try:
+        connection.sql(sql).limit(1).to_arrow_table()
+    except (duckdb.ConversionException, duckdb.OutOfRangeException):
+        raise
+    except duckdb.Error:
+        pass
+    finally:
+        timer.cancel()
 
 
 @dataclass
@@ -160,6 +187,10 @@ class Engine:
     ) -> pa.Schema:
         """The schema of ``sql``'s result over views of these schemas: the query wrapped in
         ``LIMIT 0`` over empty views (constant folding included, so it is watched as a run is).
+        Then the query's first row over views of one all-null row: a literal of the wrong type
+        (``WHERE id = 'abc'`` on an integer) fails only when a row is evaluated, and is told now,
+        before any endpoint is read (as PostgreSQL refuses it at parse time). Only conversion
+        errors are told: a null row converts to null, so theirs are the literals'.
 
         Raises:
             EngineFailure: the statement failed, or was stopped.
@@ -173,6 +204,11 @@ class Engine:
                     database.register(name, schema.empty_table())
                 with watch.busy():
                     schema = database.connection.sql(sql).limit(0).to_arrow_reader(BATCH_ROWS).schema
+                for name, view in views.items():
+                    database.register(name, _null_row(view))
+                if views:
+                    with watch.busy():
+                        _literals_converted(database.connection, sql)
                 lease.ok = watch.reason is None
                 return schema
             except Exception as err:

@@ -9,6 +9,8 @@ server: it runs in engine processes.
 
 from __future__ import annotations
 
+import re
+
 from flight_server.server.engine.settings import EngineSettings
 
 #: the statement is wrong (its SQL, a value, a table's data): the message is the client's
@@ -48,6 +50,40 @@ def told(kind: str, settings: EngineSettings) -> str:
     return "SQL engine: the query failed"
 
 
+#: DuckDB's error class at the start of its message ("Binder Error: ", "Conversion Error: ", ...)
+_ERROR_CLASS = re.compile(r"^(?:[A-Z][A-Za-z]*(?: [A-Za-z]+)*) Error: ")
+#: DuckDB's wording of a name error, and the words a client is told instead (a column list is
+#: added by the serving process, which knows the tables: :mod:`flight_server.server.sql.hints`)
+_REWORDED = (
+    (re.compile(r'^Referenced column "(?P<name>[^"]*)" not found in FROM clause!?'), 'column "{name}" not found'),
+    (re.compile(r'^Values list "(?P<table>[^"]*)" does not have a column named "(?P<name>[^"]*)"'),
+     'column "{name}" not found in {table}'),
+    (re.compile(r'^Table "(?P<table>[^"]*)" does not have a column named "(?P<name>[^"]*)"'),
+     'column "{name}" not found in {table}'),
+    (re.compile(r'^Referenced table "(?P<name>[^"]*)" not found!?'), 'table or alias "{name}" not found in the query'),
+    (re.compile(r"^Scalar Function with name (?P<name>\S+) does not exist!?"), "function {name} does not exist"),
+    (re.compile(r"^(?P<words>No function matches the given name and argument types '[^']*')\..*"),
+     "{words}: add an explicit CAST"),
+)
+
+
+def plain_words(text: str) -> str:
+    """The first line of an engine message as a client reads it: without DuckDB's error class
+    (``Binder Error:``) or its exclamation marks, name errors in SQL's words, and a "Did you
+    mean" line kept (the candidate lists of the engine's views are not: they name its views)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return "the statement failed"
+    first = _ERROR_CLASS.sub("", lines[0])
+    for pattern, words in _REWORDED:
+        found = pattern.match(first)
+        if found:
+            first = words.format(**found.groupdict())
+            break
+    suggestion = next((line for line in lines[1:] if line.startswith("Did you mean")), None)
+    return f"{first} ({suggestion})" if suggestion else first
+
+
 class EngineFailure(Exception):
     """A statement the engine could not finish.
 
@@ -68,5 +104,5 @@ class EngineFailure(Exception):
 
 __all__ = [
     "CANCELLED", "FAILED", "GREW", "INVALID", "MEMORY", "RETIRING", "SHUTDOWN", "SOURCE", "TIMEOUT", "EngineFailure",
-    "told",
+    "plain_words", "told",
 ]

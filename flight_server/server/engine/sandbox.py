@@ -3,7 +3,8 @@ an engine process, never here.
 
 Bounds written against SQL text cannot cover an engine with hundreds of functions, lambdas and
 a planner that folds constants; and an engine inside the serving process takes every user down
-with it. So the serving process keeps only what it must: admission (:mod:`.admission`), the
+with it. So the serving process keeps only what it must: admission (:mod:`.admission`: one fair
+queue for every unit of SQL work, the schema step included), the
 deadline and the client's cancellation (:mod:`.watchdog`), the bound on result bytes, and the
 remembered result schemas. Parsing, binding, planning, constant folding, execution and result
 streaming happen in an engine process (:mod:`.engine_process`) that the operating system bounds:
@@ -44,7 +45,7 @@ import pyarrow.dataset as ds
 
 from catalog.errors import InvalidQueryError
 from flight_server.server.engine import channel, failures
-from flight_server.server.engine.admission import MemoryBudget
+from flight_server.server.engine.admission import SERVER_WORK, Admission, AdmissionListener
 from flight_server.server.engine.client_errors import failure_error, reusable, statement_error, stopped_error
 from flight_server.server.engine.dataset_forms import DatasetForm, DatasetForms
 from flight_server.server.engine.processes import EnginePool, EngineProcess
@@ -88,13 +89,12 @@ class SandboxedEngine:
     """The serving process's SQL engine (see the module docstring): the same calls as the
     in-process :class:`~.duckdb_engine.Engine` that each engine process runs, admitted first."""
 
-    def __init__(self, settings: EngineSettings, schemas: ResultSchemas | None = None):
+    def __init__(
+        self, settings: EngineSettings, schemas: ResultSchemas | None = None, listener: AdmissionListener | None = None
+    ):
         settings.check()
         self.settings = settings
-        self.budget = MemoryBudget(
-            settings.memory_budget, settings.memory_limit, settings.admission_wait_seconds,
-            settings.queries_per_user, settings.queries_per_connection,
-        )
+        self.admission = Admission(settings, listener)
         self.watchdog = Watchdog()  # memory is bounded where it grows: in the engine processes
         self.processes = EnginePool(lambda: EngineProcess(settings), settings.slots)
         self.file_views = NativeViewCounts()
@@ -102,7 +102,9 @@ class SandboxedEngine:
         self.datasets = DatasetForms()  # the pickled datasets sent to engine processes
 
     def stop_all(self) -> None:
-        """Kill every statement's engine process now and refuse new statements (shutdown)."""
+        """Kill every statement's engine process now, and refuse new statements and those waiting
+        their turn (shutdown)."""
+        self.admission.close()
         self.watchdog.stop_all()
         self.processes.close()
 
@@ -111,11 +113,15 @@ class SandboxedEngine:
         sql: str,
         views: Mapping[str, pa.Schema],
         cancelled: Callable[[], bool] | None = None,
-        keys: CallKeys | None = None,
+        keys: CallKeys = SERVER_WORK,
     ) -> pa.Schema:
         """The schema of ``sql``'s result over views of these schemas, asked of an engine process
         once (the query wrapped in ``LIMIT 0`` over empty views: constant folding included) and
-        then remembered."""
+        then remembered. Asking is work of ``keys``, admitted as a statement is.
+
+        Raises:
+            ServerBusyError: the caller's queue was full, or its wait too long (UNAVAILABLE, retryable).
+        """
         def ask(key: SchemaKey) -> pa.Schema:
             statement = _Statement(self, sql, dict(key[1]), cancelled, keys)
             try:
@@ -132,7 +138,7 @@ class SandboxedEngine:
         sql: str,
         views: ViewsToBuild,
         cancelled: Callable[[], bool] | None = None,
-        keys: CallKeys | None = None,
+        keys: CallKeys = SERVER_WORK,
     ) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
         """Run ``sql`` over ``views`` in an engine process; the result schema and its batches
         (streamed; the process and the admission, ``keys``, are given back when they end or are
@@ -140,8 +146,7 @@ class SandboxedEngine:
         rows of a metadata table, for one, are work of the statement).
 
         Raises:
-            ServerBusyError: the caller's share or the SQL memory budget stayed spent
-                (UNAVAILABLE, retryable).
+            ServerBusyError: the caller's queue was full, or its wait too long (UNAVAILABLE, retryable).
         """
         statement = _Statement(self, sql, views, cancelled, keys)
         try:
@@ -166,7 +171,7 @@ class _Statement:
         sql: str,
         views: ViewsToBuild | Mapping[str, bytes],
         cancelled: Callable[[], bool] | None,
-        keys: CallKeys | None = None,
+        keys: CallKeys,
     ):
         self._settings = engine.settings
         self._counts = engine.file_views
@@ -178,7 +183,7 @@ class _Statement:
         try:
             if engine.watchdog.closed:
                 raise failure_error(failures.SHUTDOWN, self._settings)
-            self._stack.enter_context(engine.budget.admitted(keys))
+            self._stack.enter_context(engine.admission.admitted(keys, cancelled))
             if isinstance(views, Mapping):
                 request: dict[str, Any] = {"op": channel.SCHEMA, "sql": sql, "views": dict(views)}
             else:
@@ -336,6 +341,6 @@ def _pump(reader: Source, sock: socket.socket, views: Views) -> None:
 
 
 __all__ = [
-    "SCHEMA_CACHE_BYTES", "EngineSettings", "NativeViewCounts", "ResultSchemas", "SandboxedEngine", "Source", "View",
-    "Views", "ViewsToBuild", "result_schemas",
+    "SCHEMA_CACHE_BYTES", "AdmissionListener", "EngineSettings", "NativeViewCounts", "ResultSchemas",
+    "SandboxedEngine", "Source", "View", "Views", "ViewsToBuild", "result_schemas",
 ]

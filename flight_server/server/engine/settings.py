@@ -41,10 +41,13 @@ class EngineSettings:
     max_temp_size: str = "4GB"  # spilled bytes per query (DuckDB's max_temp_directory_size)
     timeout_seconds: float = 300.0  # a query is interrupted after this long
     max_result_bytes: int = 4 << 30  # Arrow bytes one query may stream
-    memory_budget: str = "2GB"  # all running queries together (admission; process growth)
-    admission_wait_seconds: float = 5.0  # how long a query waits for the budget before refused
-    queries_per_user: int = 0  # queries of one user at once (0: a quarter of the budget's, at least 1)
-    queries_per_connection: int = 0  # ... of one connection (anonymous callers count only here)
+    memory_budget: str = "2GB"  # all running queries together (admission's slots; process growth)
+    admission_wait_seconds: float = 60.0  # the longest a statement waits in the queue before refused
+    queries_per_user: int = 0  # SQL work of one user at once (0: half the slots, at least 1)
+    queries_per_connection: int = 0  # ... of one connection (0: as per user; anonymous callers count only here)
+    queue_per_user: int = 64  # SQL work of one user waiting at once (past it: refused with a retry hint)
+    queue_per_connection: int = 32  # ... of one connection
+    queue_total: int = 256  # ... of everyone
     native_scan: bool = True  # plain Parquet base files are scanned by the engine (.native_files)
     native_reader: bool = True  # ... local ones by its own Parquet reader (.native_files); False: through Arrow
     process_memory: str = ""  # how far an engine process may grow (.sandbox; "": twice memory_limit + 1 GiB)
@@ -73,8 +76,11 @@ class EngineSettings:
             raise ValueError("sql_memory_budget must be at least sql_memory_limit")
         if self.timeout_seconds <= 0 or self.threads < 1 or self.max_result_bytes < 1:
             raise ValueError("sql_timeout_seconds, sql_threads and sql_max_result_bytes must be positive")
-        if self.queries_per_user < 0 or self.queries_per_connection < 0:
-            raise ValueError("sql_queries_per_user and sql_queries_per_connection must not be negative")
+        admission = ("queries_per_user", "queries_per_connection", "queue_per_user", "queue_per_connection",
+                     "queue_total", "admission_wait_seconds")
+        negative = [f"sql_{key}" for key in admission if getattr(self, key) < 0]
+        if negative:
+            raise ValueError(f"{' and '.join(negative)} must not be negative")
 
 
 __all__ = ["EngineSettings", "parse_bytes"]

@@ -6,7 +6,9 @@ GetExportedKeys, GetCrossReference: always empty, Hudi tables have no foreign ke
 Listings show only what the caller may read (``Call.readable``); a table that cannot
 be opened is left out of a listing (and logged) instead of failing it. Metadata tables
 (``t$timeline``, ``catalog.meta``) are not listed (as in Trino), but GetTables with a table name
-pattern that names one exactly answers it, so that clients can describe it (SQLAlchemy's
+pattern without ``%`` that matches one answers it (LIKE's ``_`` matches itself, so a name with
+``_`` passed as a pattern, as JDBC's ``getColumns`` and ADBC's ``adbc_get_table_schema`` pass
+it, finds its table), so that clients can describe it (SQLAlchemy's
 ``inspect(engine).get_columns("t$timeline", schema="ns")``).
 """
 
@@ -20,13 +22,13 @@ import pyarrow.flight as flight
 from google.protobuf.message import Message
 
 from catalog.errors import UnknownTableError
-from catalog.meta import META_TABLES
+from catalog.meta import META_TABLES, SEPARATOR
 from catalog.plan.options import ReadOptions
 from flight_server.protocol import sql
 from flight_server.server.flightsql import schemas
 from flight_server.server.flightsql.column_metadata import Origin, describe
-from flight_server.server.flightsql.like import like, matches
-from flight_server.server.flightsql.names import CATALOG, RO_SUFFIX, meta_name, resolve_name
+from flight_server.server.flightsql.like import LikePattern, like, matches
+from flight_server.server.flightsql.names import CATALOG, RO_SUFFIX, resolve_name
 from flight_server.server.flightsql.sql_info import sql_info
 from flight_server.server.query.queries import Call
 
@@ -78,8 +80,6 @@ def tables(call: Call, cmd: sql.CommandGetTables) -> pa.Table:
     if not _catalog_ok(catalog) or (types and TABLE_TYPE not in types):
         return pa.Table.from_pylist(rows, schema=schema)
     entries = {e.identifier: e for e in call.entries() if matches(ns_pattern, e.namespace)}
-    exact = name_pattern.literal if name_pattern is not None else None
-    meta = meta_name(exact) if exact is not None else None
     for identifier in call.readable(list(entries)):
         entry = entries[identifier]
         try:
@@ -98,12 +98,23 @@ def tables(call: Call, cmd: sql.CommandGetTables) -> pa.Table:
                     described = describe(call.plan(identifier, options).schema, Origin(CATALOG, entry.namespace, name))
                     row["table_schema"] = described.serialize().to_pybytes()
                 rows.append(row)
-            shadowed = f"{entry.namespace}.{exact}" in entries  # a registered table of that name wins
-            if exact is not None and meta is not None and meta[0] == entry.name and not shadowed:
-                rows.append(_meta_row(entry.namespace, exact, META_TABLES[meta[1]].schema, cmd.include_schema))
+            for name, kind in _named_meta_tables(name_pattern, entry.name):
+                if f"{entry.namespace}.{name}" not in entries:  # a registered table of that name wins
+                    rows.append(_meta_row(entry.namespace, name, META_TABLES[kind].schema, cmd.include_schema))
         except Exception as err:  # one unreadable table must not hide the others
             log.warning("GetTables: skipping %s: %s", identifier, err)
     return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _named_meta_tables(pattern: LikePattern | None, table: str) -> list[tuple[str, str]]:
+    """``(name, kind)`` of the metadata tables of ``table`` that a name pattern without ``%``
+    matches, as LIKE matches: ``_`` is any one character, so ``v9_t$timeline`` (as a JDBC tool
+    sends a name it was given) finds ``v9_t$timeline``. A pattern with ``%`` lists none: metadata
+    tables are named, not listed (as in Trino)."""
+    if pattern is None or not pattern.anchored:
+        return []
+    names = [(f"{table}{SEPARATOR}{kind}", kind) for kind in META_TABLES]
+    return [(name, kind) for name, kind in names if pattern.matches(name)]
 
 
 def _meta_row(namespace: str, name: str, schema: pa.Schema, include_schema: bool) -> dict[str, Any]:

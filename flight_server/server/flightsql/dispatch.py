@@ -16,10 +16,10 @@ from typing import Any, Iterator, TypeVar
 
 import pyarrow as pa
 import pyarrow.flight as flight
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 
 from catalog.errors import InvalidQueryError, InvalidTicketError, shown
-from flight_server.protocol import pack, sql, type_name, unpack
+from flight_server.protocol import pack, session, sql, type_name, unpack
 from flight_server.server.flightsql import catalog
 from flight_server.server.flightsql.single_endpoint import single_endpoint
 from flight_server.server.flightsql.statements import Statements
@@ -31,11 +31,16 @@ M = TypeVar("M", bound=Message)
 SQL_PACKAGE = "arrow.flight.protocol.sql."
 CREATE_PREPARED_STATEMENT = "CreatePreparedStatement"
 CLOSE_PREPARED_STATEMENT = "ClosePreparedStatement"
-#: Flight SQL action types answered here (the others, e.g. BeginTransaction, answer UNIMPLEMENTED as
-#: unknown actions, naming the action)
+#: Flight's session actions, which Flight SQL drivers send (ADBC: CloseSession on every close)
+CLOSE_SESSION = "CloseSession"
+GET_SESSION_OPTIONS = "GetSessionOptions"
+#: Flight SQL action types answered here (the others, e.g. BeginTransaction or SetSessionOptions,
+#: answer UNIMPLEMENTED as unknown actions, naming the action)
 ACTIONS: dict[str, str] = {
     CREATE_PREPARED_STATEMENT: "Flight SQL: prepare a read-only SQL query (stateless signed handle).",
     CLOSE_PREPARED_STATEMENT: "Flight SQL: close a prepared statement (nothing is kept on the server).",
+    CLOSE_SESSION: "Flight: close the session (closed at once: the server keeps no session).",
+    GET_SESSION_OPTIONS: "Flight: the session's options (none: the server keeps no session).",
 }
 
 
@@ -149,6 +154,12 @@ class FlightSqlService:
             # Handles are stateless: nothing to release. The body must still be the right message.
             _action_body(call, body, sql.ActionClosePreparedStatementRequest)
             return []
+        if action_type == CLOSE_SESSION:
+            _session_body(call, body, session.CloseSessionRequest)
+            return [session.CloseSessionResult(status=session.CloseSessionResult.CLOSED).SerializeToString()]
+        if action_type == GET_SESSION_OPTIONS:
+            _session_body(call, body, session.GetSessionOptionsRequest)
+            return [session.GetSessionOptionsResult().SerializeToString()]
         raise NotImplementedError(f"Flight SQL action {shown(action_type, 96)} is not implemented by hudi-flight")
 
     def _create(self, call: Call, text: str) -> sql.ActionCreatePreparedStatementResult:
@@ -197,6 +208,18 @@ def _action_body(call: Call, body: bytes, cls: type[M]) -> M:
     message = unpack(body)
     if not isinstance(message, cls):
         raise ValueError(f"action body must be a packed {cls.__name__}")
+    return message
+
+
+def _session_body(call: Call, body: bytes, cls: type[M]) -> M:
+    """A session action's body: the bare serialized request (Flight's session actions do not pack
+    it in an ``Any``)."""
+    call.check_body(body, "action body")
+    message = cls()
+    try:
+        message.ParseFromString(body)
+    except DecodeError:
+        raise ValueError(f"action body must be a serialized {cls.__name__}") from None
     return message
 
 

@@ -62,13 +62,6 @@ class LikePattern:
         kept = [segments[0], *(s for s in segments[1:-1] if s), segments[-1]] if len(segments) > 1 else segments
         return cls(tuple(kept), anchored=len(kept) == 1, min_length=sum(len(s) for s in kept))
 
-    @property
-    def literal(self) -> str | None:
-        """The one name the pattern matches when it has no wildcard (``None`` otherwise)."""
-        if not self.anchored or any(ch is None for ch in self.segments[0]):
-            return None
-        return "".join(ch for ch in self.segments[0] if ch is not None)
-
     def matches(self, text: str) -> bool:
         first, last = self.segments[0], self.segments[-1]
         if self.anchored:

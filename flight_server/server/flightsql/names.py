@@ -5,18 +5,21 @@ metadata tables ``<table>$<name>`` of every table (``catalog.meta``; Trino's Hud
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
+from typing import Iterator
 
 import pyarrow.flight as flight
 
 from catalog.errors import UnknownTableError, shown
 from catalog.meta import META_TABLES, SEPARATOR
 from catalog.plan.options import ReadOptions
+from flight_server.protocol.wire import RO_SUFFIX
 from flight_server.server.query.queries import Call
 from flight_server.server.registry import TableEntry
+from flight_server.server.sql.hints import listed
 
 CATALOG = "hudi"
-RO_SUFFIX = "_ro"
 
 
 @dataclass(frozen=True)
@@ -98,10 +101,40 @@ def resolve_name(
             if call.open_entry(entry).state.config.is_mor:
                 found.append(Reference(entry, ReadOptions(query_type="read_optimized")))
     if not found:
-        raise UnknownTableError(f"table {written} not found")
+        raise UnknownTableError(f"table {written} not found{_names_hint(call, namespace, name)}")
     if len(found) > 1:
         raise UnknownTableError(f"table name {written} is ambiguous: qualify it with its namespace")
     return found[0]
+
+
+@contextlib.contextmanager
+def hinted_unknown(call: Call, identifier: str) -> Iterator[None]:
+    """Tell a table the block does not find as :func:`resolve_name` does: with the names the
+    caller could have meant (the registry's own words name no alternative)."""
+    try:
+        yield
+    except UnknownTableError:
+        namespace, _, name = identifier.rpartition(".")
+        hint = _names_hint(call, namespace or None, name)
+        raise UnknownTableError(f"table {shown_name(None, namespace or None, name)} not found{hint}") from None
+
+
+def _names_hint(call: Call, namespace: str | None, name: str) -> str:
+    """What a caller who named a missing table could have meant, among the tables it may read
+    (as the CLI tells it): the metadata tables of ``t`` for ``t$wrong``, the tables of the
+    namespace, or the namespaces."""
+    readable = call.readable([e.identifier for e in call.entries()])
+    namespaces = sorted({identifier.partition(".")[0] for identifier in readable})
+    if namespace is None:
+        return f" (namespaces: {listed(namespaces)})"
+    if namespace not in namespaces:
+        return f": no namespace {shown(namespace)} (namespaces: {listed(namespaces)})"
+    tables = sorted(identifier.partition(".")[2] for identifier in readable if identifier.startswith(namespace + "."))
+    base, separator, _ = name.rpartition(SEPARATOR)
+    if separator and base in tables:
+        metas = [f"{base}{SEPARATOR}{kind}" for kind in META_TABLES]
+        return f" (metadata tables of {namespace}.{base}: {listed(metas)})"
+    return f" (tables of {namespace}: {listed(tables)})"
 
 
 def readable_name(call: Call, catalog: str | None, namespace: str | None, name: str) -> Reference:
@@ -135,5 +168,6 @@ def _authorize(call: Call, identifier: str, written: str) -> None:
 
 
 __all__ = [
-    "CATALOG", "RO_SUFFIX", "Reference", "meta_name", "meta_reference", "readable_name", "resolve_name", "shown_name",
+    "CATALOG", "RO_SUFFIX", "Reference", "hinted_unknown", "meta_name",
+    "meta_reference", "readable_name", "resolve_name", "shown_name",
 ]

@@ -50,6 +50,7 @@ from flight_server.server.query.engine_views import ScanRoutes, StatementViews
 from flight_server.server.query.queries import Call, PlannedScan, expiration_time
 from flight_server.server.query.tickets import CountTicket, PinnedScan, StatementTicket, Ticket, check_owner
 from flight_server.server.sql.analyses import Analyses
+from flight_server.server.sql.hints import with_column_hint
 from flight_server.server.sql.parameters import parameter_types
 from flight_server.server.sql.query import Analysis, hudi_options
 from flight_server.server.sql.show import CatalogStatement, catalog_statement
@@ -184,8 +185,7 @@ class Statements:
             schema = self.facts.schema(call, analysis.scan.table, analysis.scan.options)
             return _described(schema, ((analysis.scan.table, schema),))
         views = {spec.view: self.facts.schema(call, spec.table, spec.options) for spec in analysis.plan.scans}
-        sources = tuple((spec.table, views[spec.view]) for spec in analysis.plan.scans)
-        return _described(self.engine.result_schema(analysis.plan.sql, views, call.context.is_cancelled), sources)
+        return self._engine_schema(call, analysis, views)
 
     def flight_info(
         self,
@@ -222,10 +222,24 @@ class Statements:
             planned_scan = self.facts.scan(call, spec.table, spec.options)
             views.append((spec.view, planned_scan.pinned))
             schemas[spec.view] = planned_scan.schema
-        sources = tuple((spec.table, schemas[spec.view]) for spec in analysis.plan.scans)
-        schema = _described(self.engine.result_schema(analysis.plan.sql, schemas, call.context.is_cancelled), sources)
+        schema = self._engine_schema(call, analysis, schemas)
         ticket = call.issue(StatementTicket(call.owner, analysis.plan.sql, tuple(views)), expires_at)
         return self._single_endpoint(descriptor, schema, ticket, expires_at, -1)
+
+    def _engine_schema(self, call: Call, analysis: Analysis, views: dict[str, pa.Schema]) -> pa.Schema:
+        """The described result schema of a statement the engine runs over ``views`` (view name ->
+        schema); a column it does not find is told with the columns of the tables it reads."""
+        sources = tuple((spec.table, views[spec.view]) for spec in analysis.plan.scans)
+        try:
+            schema = self.engine.result_schema(analysis.plan.sql, views, call.context.is_cancelled, call.keys)
+        except InvalidQueryError as err:
+            tables = [(spec.table, self.facts.schema(call, spec.table, spec.options.replace(columns=None)))
+                      for spec in analysis.plan.scans]  # the views hold the columns the query names only
+            hinted = with_column_hint(err, tables)
+            if hinted is err:
+                raise
+            raise hinted from None
+        return _described(schema, sources)
 
     def _single_endpoint(
         self, descriptor: flight.FlightDescriptor, schema: pa.Schema, handle: bytes, expires_at: float, rows: int

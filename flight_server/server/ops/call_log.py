@@ -1,4 +1,4 @@
-"""Server logs: text or one JSON object per line, and one line per RPC.
+"""One log line per RPC (the log's format: :mod:`.logs`).
 
 Every RPC is logged by the ``flight_server.calls`` logger when it completes, with the method, the
 status, the duration in ms and what the service noted about it (:func:`note`): the user that
@@ -10,7 +10,6 @@ Only these named fields are logged: never headers, tokens, passwords or storage 
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import time
 from typing import Any, Callable
@@ -22,47 +21,8 @@ from flight_server.server.ops.live import LiveCalls
 
 CALL_LOG = logging.getLogger("flight_server.calls")
 MIDDLEWARE_KEY = "hudi-call-log"
-LOG_FORMATS = ("text", "json")
 #: the only facts of a call that reach the log
 NOTED = ("user", "table", "instant", "endpoints")
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per record: time (UTC), level, logger, message, and a call's fields."""
-
-    converter = staticmethod(time.gmtime)  # type: ignore[assignment]
-
-    def format(self, record: logging.LogRecord) -> str:
-        out: dict[str, Any] = {
-            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
-            "level": record.levelname,
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        out.update(getattr(record, "call", None) or {})
-        if record.exc_info:
-            out["exception"] = self.formatException(record.exc_info)
-        return json.dumps(out, default=str)
-
-
-def configure_logging(log_format: str = "text", level: int | None = None) -> None:
-    """Send the server's log records to stderr in ``log_format`` (``text`` or ``json``).
-
-    The level defaults to INFO for JSON (one line per call, for log pipelines) and to WARNING
-    for text (a console stays quiet, as before structured logs existed).
-    """
-    if log_format not in LOG_FORMATS:
-        raise ValueError(f"log_format must be one of {', '.join(LOG_FORMATS)}, not {log_format!r}")
-    handler = logging.StreamHandler()
-    if log_format == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    for old in list(root.handlers):
-        root.removeHandler(old)
-    root.addHandler(handler)
-    root.setLevel(level if level is not None else logging.INFO if log_format == "json" else logging.WARNING)
 
 
 class CallRecord(flight.ServerMiddleware):
@@ -162,6 +122,5 @@ def note(context: flight.ServerCallContext, kind: str | None = None, **fields: A
 
 
 __all__ = [
-    "CALL_LOG", "LOG_FORMATS", "CallLogFactory", "CallRecord", "JsonFormatter", "configure_logging", "note",
-    "record_of",
+    "CALL_LOG", "CallLogFactory", "CallRecord", "note", "record_of",
 ]

@@ -20,7 +20,11 @@ Names (docs/flight.md, "Operations"):
   ``disk``, and the SQL room's: ``sql_templates``, ``sql_analyses``, ``sql_generic_analyses``,
   ``sql_parameter_places``, ``sql_result_schemas``, ``sql_wire_schemas``, ``sql_fragments``,
   ``sql_fragment_datasets``, ``sql_scan_facts``, ``sql_metadata_counts``; every ``bytes`` figure in bytes);
-* ``hudi_flight_planning_seconds`` (histogram).
+* ``hudi_flight_planning_seconds`` (histogram);
+* the fair queue of SQL work (``engine.admission``), per user (the authenticated name, else
+  ``anonymous``): ``hudi_flight_sql_queued{user}`` and ``hudi_flight_sql_running{user}`` (now),
+  ``hudi_flight_sql_refused_total{user}``, and ``hudi_flight_sql_queue_wait_seconds`` (histogram
+  of the time admitted work waited: ``histogram_quantile(0.99, ...)`` is its p99).
 """
 
 from __future__ import annotations
@@ -79,6 +83,19 @@ class Metrics:
             "hudi_flight_cache_bytes", "bytes held per cache", ["cache"], registry=None, multiprocess_mode="livesum"
         )
         self.planning_seconds = Histogram("hudi_flight_planning_seconds", "time to plan a query", registry=None)
+        self.sql_queued = Gauge(
+            "hudi_flight_sql_queued", "SQL work waiting for admission", ["user"], registry=None,
+            multiprocess_mode="livesum",
+        )
+        self.sql_running = Gauge(
+            "hudi_flight_sql_running", "SQL work admitted and running", ["user"], registry=None,
+            multiprocess_mode="livesum",
+        )
+        self.sql_refused = Counter("hudi_flight_sql_refused", "SQL work refused by admission", ["user"], registry=None)
+        self.sql_queue_wait = Histogram(
+            "hudi_flight_sql_queue_wait_seconds", "time SQL work waited for admission", registry=None,
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, float("inf")),
+        )
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
 
     def child(self, metric: Any, *values: str) -> Any:
@@ -95,6 +112,17 @@ class Metrics:
         self.child(self.storage_requests, kind).inc()
         if nbytes:
             self.storage_bytes.inc(nbytes)
+
+    def admission_event(self, user: str, event: str, amount: float) -> None:
+        """What the fair queue of SQL work tells (``engine.admission.AdmissionListener``)."""
+        if event == "queued":
+            self.child(self.sql_queued, user).inc(amount)
+        elif event == "running":
+            self.child(self.sql_running, user).inc(amount)
+        elif event == "refused":
+            self.child(self.sql_refused, user).inc(amount)
+        elif event == "wait":
+            self.sql_queue_wait.observe(amount)
 
     def cache_event(self, cache: str, event: str, amount: int) -> None:
         if event == "hit":

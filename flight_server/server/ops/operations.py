@@ -19,6 +19,7 @@ import pyarrow as pa
 from catalog.lru import CacheListener
 from catalog.storage import add_request_listener
 from flight_server.server.config import ServerConfig
+from flight_server.server.engine.sandbox import AdmissionListener
 from flight_server.server.ops.call_log import MIDDLEWARE_KEY, CallLogFactory, CallRecord
 from flight_server.server.ops.live import LIVE_DIR_ENV, LiveCalls
 from flight_server.server.ops.metrics import MULTIPROC_ENV, Metrics, process_metrics, serve_metrics
@@ -50,6 +51,10 @@ class Operations:
     @property
     def cache_listener(self) -> CacheListener | None:
         return self.metrics.cache_event if self.metrics is not None else None
+
+    @property
+    def admission_listener(self) -> AdmissionListener | None:
+        return self.metrics.admission_event if self.metrics is not None else None
 
     def start(self) -> None:
         """Open the metrics and health ports (the catalog is loaded: report SERVING)."""

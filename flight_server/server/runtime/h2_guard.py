@@ -8,7 +8,15 @@ exposed by ``pyarrow.flight.FlightServerBase``. gRPC therefore buffers a whole r
 first: on a cleartext (h2c) connection it follows the HTTP/2 frames from the client, reads the
 5-byte gRPC message prefix of every DATA stream (compressed flag, 4-byte big-endian length)
 and cuts the connection as soon as a message declares more than the bound, before its body is
-forwarded. A TLS connection passes through untouched (its bytes are opaque to the relay).
+forwarded. A TLS connection is fed to the guard once the relay decrypted it (``relay``: ``tls``); one
+the relay passes through untouched turns the guard off (its bytes are opaque).
+
+One message under the bound is not the whole risk: many of them at once, on many streams of one
+connection or on many connections, are buffered together. So the guard also counts the bytes of
+the messages it has seen begin and not yet end (what gRPC is buffering for them): per connection
+(``max_connection_bytes``) and, through one :class:`BodyBudget` shared by every connection of
+the relay, per peer host and for all of them together. A message that would go past either bound cuts its
+connection at its prefix, like an oversized one.
 """
 
 from __future__ import annotations
@@ -21,11 +29,47 @@ _GRPC_PREFIX = 5
 
 
 class MessageTooLarge(Exception):
-    """A client's gRPC message declares more bytes than the bound."""
+    """A client's gRPC message declares more bytes than a bound allows (``what``: which bound)."""
 
-    def __init__(self, declared: int, bound: int):
-        super().__init__(f"gRPC message of {declared} bytes (bound {bound})")
+    def __init__(self, declared: int, bound: int, what: str = "bound"):
+        super().__init__(f"gRPC message of {declared} bytes ({what} {bound})")
         self.declared = declared
+
+
+class BodyBudget:
+    """The bytes of request messages begun and not yet ended on every guarded connection
+    together, at most ``max_bytes``, and of one peer host's connections, at most
+    ``max_peer_bytes`` (so one host holding messages open cannot fill it for everyone; ``0``:
+    unbounded). Used by the relay's one loop thread only."""
+
+    def __init__(self, max_bytes: int, max_peer_bytes: int = 0):
+        self.max_bytes = max_bytes
+        self.max_peer_bytes = max_peer_bytes
+        self.used = 0
+        self._peers: dict[str, int] = {}
+
+    def take(self, declared: int, peer: str) -> None:
+        """Count a message of ``declared`` bytes that begins on a connection of ``peer``.
+
+        Raises:
+            MessageTooLarge: the messages in progress would go past a bound.
+        """
+        held = self._peers.get(peer, 0)
+        if self.max_peer_bytes and held + declared > self.max_peer_bytes:
+            raise MessageTooLarge(declared, self.max_peer_bytes, f"with {held} bytes in progress, peer body")
+        if self.max_bytes and self.used + declared > self.max_bytes:
+            raise MessageTooLarge(declared, self.max_bytes, f"with {self.used} bytes in progress, body memory")
+        self.used += declared
+        self._peers[peer] = held + declared
+
+    def give(self, received: int, peer: str) -> None:
+        """``received`` bytes of ``peer``'s messages in progress arrived (or their connection ended)."""
+        self.used -= received
+        left = self._peers.get(peer, 0) - received
+        if left > 0:
+            self._peers[peer] = left
+        else:
+            self._peers.pop(peer, None)
 
 
 class H2Guard:
@@ -37,8 +81,13 @@ class H2Guard:
     are kept only while a frame header or a message prefix is split between two reads.
     """
 
-    def __init__(self, max_message_bytes: int):
+    def __init__(self, max_message_bytes: int, max_connection_bytes: int = 0, budget: BodyBudget | None = None,
+                 peer: str = ""):
         self.bound = max_message_bytes
+        self.connection_bound = max_connection_bytes  # messages in progress on this connection (0: unbounded)
+        self.budget = budget
+        self.peer = peer  # the client's host, for the budget's share per peer
+        self.in_progress = 0  # bytes of this connection's messages begun and not yet received
         self.active = True
         self._preface_at = 0  # bytes of the client preface matched so far
         self._header = bytearray()  # a frame header split between reads
@@ -113,6 +162,7 @@ class H2Guard:
                 step = min(left, stop - at)
                 left -= step
                 at += step
+                self._received(step)
                 continue
             if not prefix and stop - at >= _GRPC_PREFIX:  # a whole prefix in this read
                 declared = int.from_bytes(data[at + 1:at + _GRPC_PREFIX], "big")
@@ -124,12 +174,32 @@ class H2Guard:
                 if len(prefix) < _GRPC_PREFIX:
                     break
                 declared, prefix = int.from_bytes(prefix[1:], "big"), b""
-            if declared > self.bound:
-                raise MessageTooLarge(declared, self.bound)
+            self._begin(declared)
             left = declared
         if left or prefix:  # inside a message: remember where
             self._streams[self._frame_stream] = (left, prefix)
         return stop
 
+    def _begin(self, declared: int) -> None:
+        """A message of ``declared`` bytes begins: within every bound, or refused."""
+        if declared > self.bound:
+            raise MessageTooLarge(declared, self.bound)
+        if self.connection_bound and self.in_progress + declared > self.connection_bound:
+            raise MessageTooLarge(declared, self.connection_bound,
+                                  f"with {self.in_progress} bytes in progress, connection body")
+        if self.budget is not None:
+            self.budget.take(declared, self.peer)
+        self.in_progress += declared
 
-__all__ = ["H2Guard", "MessageTooLarge"]
+    def _received(self, step: int) -> None:
+        self.in_progress -= step
+        if self.budget is not None:
+            self.budget.give(step, self.peer)
+
+    def release(self) -> None:
+        """The connection ended: its messages in progress no longer count against the budget."""
+        self._received(self.in_progress)
+        self._streams.clear()
+
+
+__all__ = ["BodyBudget", "H2Guard", "MessageTooLarge"]

@@ -1,4 +1,8 @@
-"""One public port for several serving processes: a TCP relay in the supervising process.
+"""The public port: a TCP relay in front of the serving process(es), in the process that owns the
+port (the supervisor of ``serve --processes N``, else the one serving process itself).
+
+A single process is fronted too: the relay is the only place where a request's gRPC messages
+can be bounded before gRPC buffers them (below).
 
 Linux gRPC servers can share a port with ``SO_REUSEPORT``, but Arrow Flight's C++ server turns
 that option off (``GRPC_ARG_ALLOW_REUSEPORT = 0`` in its server builder) and pyarrow exposes no
@@ -7,7 +11,10 @@ use" (tests/flight_server/server/runtime/test_processes.py pins this). So the su
 socket and hands each accepted connection to one serving process (the one with the fewest
 relayed connections, round robin among equals), which listens on a private loopback port. One
 thread moves the bytes of every connection (``relay_loop``: the way back in the kernel with
-``splice(2)``); TLS, when configured, passes through untouched and ends in the serving process.
+``splice(2)``). TLS, when configured, ends here (``tls``: the processes behind listen in cleartext
+on loopback, so the request checks below see TLS clients' requests too), except where clients
+reach the processes' own ports as well (``--process-endpoints``): then it passes through
+untouched and ends in the serving process.
 
 The kernel balanced ``SO_REUSEPORT`` per connection too, so what a client sees is the same: one
 HTTP/2 connection is served by one process, many connections spread over all of them.
@@ -23,7 +30,9 @@ A hostile client must not lock the port (:class:`RelayLimits`):
 * on a cleartext connection a gRPC message over ``max_message_bytes`` (twice ``max_body_bytes``
   and some framing) cuts the connection before its body reaches a process (``h2_guard``: pyarrow
   lets no Python code bound gRPC's receive size, so this is the only place it can be checked
-  before the message is buffered);
+  before the message is buffered), and so does a message past the bytes in progress allowed on
+  one connection (``max_body_bytes_per_connection``), on one peer host's connections
+  (``max_body_bytes_per_peer``) or on all of them (``body_memory_bytes``);
 * running out of file descriptors (EMFILE) while accepting is logged, relieved by displacing
   an idle connection, and retried with a growing pause: the accept loop never dies. At start the
   soft descriptor limit is raised to the hard one, and ``max_connections`` is lowered to what
@@ -37,10 +46,11 @@ import errno
 import logging
 import resource
 import socket
+import ssl
 import threading
 import time
 
-from flight_server.server.runtime.h2_guard import H2Guard
+from flight_server.server.runtime.h2_guard import BodyBudget, H2Guard
 from flight_server.server.runtime.relay_loop import Link, RelayLoop
 from flight_server.server.security.limits import RelayLimits
 
@@ -72,9 +82,12 @@ class Relay:
         host, port: the public address (port 0: any free port; see :attr:`port`).
         limits: the bounds (default: :class:`RelayLimits`'s).
         backend_host: where the backends listen (their ports: :meth:`set_backend`).
+        tls: end the clients' TLS here with this context (the backends listen in cleartext), so
+            the guard sees their requests too; ``None``: relay bytes as they come (TLS included).
     """
 
-    def __init__(self, host: str, port: int, limits: RelayLimits | None = None, backend_host: str = "127.0.0.1"):
+    def __init__(self, host: str, port: int, limits: RelayLimits | None = None, backend_host: str = "127.0.0.1",
+                 tls: ssl.SSLContext | None = None):
         limits = limits or RelayLimits()
         capacity = descriptor_capacity()
         if limits.max_connections > capacity:
@@ -92,6 +105,7 @@ class Relay:
             raise OSError(f"cannot listen on {host}:{port} (address in use?)") from err
         self.port: int = self._sock.getsockname()[1]
         self._backend_host = backend_host
+        self._tls = tls
         self._backends: dict[int, int] = {}  # slot -> private port
         self._active: dict[int, int] = {}  # slot -> relayed connections open
         self._last: dict[int, int] = {}  # slot -> turn it was last chosen
@@ -101,6 +115,8 @@ class Relay:
         self._per_peer: dict[str, int] = {}
         self._closing = threading.Event()
         self._loop = RelayLoop()
+        # request messages in progress: per peer host, all connections
+        self._bodies = BodyBudget(limits.body_memory_bytes, limits.max_body_bytes_per_peer)
         self._threads: list[threading.Thread] = []
         self._last_complaint = 0.0
 
@@ -191,15 +207,16 @@ class Relay:
         """Connect ``link`` to a serving process (on a thread of its own: connecting may take a
         moment) and hand both sockets to the loop."""
         try:
+            if self._tls is not None:
+                link.client = self._handshake(link.client)
             chosen = self._connect()
             if chosen is not None:
                 slot, upstream = chosen
                 link.upstream = upstream
-                limit = self.limits.max_message_bytes
+                guard = self._guard(link.peer)
                 try:
                     if link in self._links:  # not displaced or closed meanwhile
-                        self._loop.add(link, upstream, H2Guard(limit) if limit else None,
-                                       lambda: self._closed(link, slot))
+                        self._loop.add(link, upstream, guard, lambda: self._closed(link, slot, guard))
                         return
                 except OSError as err:  # e.g. no descriptor left for its pipe
                     log.debug("relayed connection ended: %s", err)
@@ -209,8 +226,35 @@ class Relay:
             log.debug("relayed connection ended: %s", err)
         self._closed(link, None)
 
-    def _closed(self, link: Link, slot: int | None) -> None:
-        """``link`` is over: forget it, free its process's slot, close the client's socket."""
+    def _handshake(self, client: socket.socket) -> ssl.SSLSocket:
+        """The client's TLS handshake, on this connection's own thread, within ``handshake_seconds``.
+
+        Raises:
+            OSError: the handshake failed or took too long (``ssl.SSLError`` is one).
+        """
+        assert self._tls is not None
+        client.settimeout(self.limits.handshake_seconds)
+        try:
+            wrapped = self._tls.wrap_socket(client, server_side=True)
+        except OSError:
+            client.close()
+            raise
+        wrapped.settimeout(None)
+        return wrapped
+
+    def _guard(self, peer: str) -> H2Guard | None:
+        """The front check of the request messages of one new connection of ``peer`` (``None``:
+        unbounded)."""
+        limits = self.limits
+        if not limits.max_message_bytes:
+            return None
+        return H2Guard(limits.max_message_bytes, limits.max_body_bytes_per_connection, self._bodies, peer)
+
+    def _closed(self, link: Link, slot: int | None, guard: H2Guard | None = None) -> None:
+        """``link`` is over: forget it, free its process's slot and its messages in progress,
+        close the client's socket."""
+        if guard is not None:  # on the loop's thread, the one that counts the budget
+            guard.release()
         if slot is not None:
             self._release(slot)
         with self._lock:

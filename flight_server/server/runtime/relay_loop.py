@@ -6,9 +6,11 @@ their answers, HTTP/2 window and ping frames), which cost more than the relay's 
 one thread waits on every socket at once (``epoll``) and moves whatever is ready, so under load
 one wake-up serves many reads:
 
-* server to client, bytes move in the kernel (``splice(2)`` through a pipe; user space off Linux);
-* client to server, bytes are read once into a buffer the loop owns, shown to the connection's
-  :class:`~flight_server.server.runtime.h2_guard.H2Guard` in place and sent on from there.
+* server to client, bytes move in the kernel (``splice(2)`` through a pipe; user space off Linux,
+  and on a connection whose TLS the relay ends: they are encrypted here);
+* client to server, bytes are read once into a buffer the loop owns (decrypted, when the relay
+  ends TLS), shown to the connection's :class:`~flight_server.server.runtime.h2_guard.H2Guard`
+  in place and sent on from there.
 
 A direction whose destination cannot take more (a slow reader) keeps what it read and stops
 reading its source until the destination is writable again, so the relay never holds more than
@@ -26,6 +28,7 @@ import logging
 import os
 import select
 import socket
+import ssl
 import threading
 import time
 from typing import Callable
@@ -42,6 +45,8 @@ _NONBLOCK = getattr(os, "SPLICE_F_NONBLOCK", 0)
 _IN, _OUT = select.EPOLLIN, select.EPOLLOUT
 _READ_EVENTS = select.EPOLLIN | select.EPOLLHUP | select.EPOLLERR  # an end or an error shows in a read
 _WRITE_EVENTS = select.EPOLLOUT | select.EPOLLHUP | select.EPOLLERR
+#: "nothing to move now": a plain socket's, and a TLS socket's (whose record is not complete yet)
+_WOULD_BLOCK = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 
 
 class Link:
@@ -79,8 +84,8 @@ class Link:
         """End both sockets (from any thread): the loop sees them end and closes the connection."""
         for s in (self.client, self.upstream):
             if s is not None:
-                with contextlib.suppress(OSError):
-                    s.shutdown(socket.SHUT_RDWR)
+                with contextlib.suppress(OSError):  # TCP's own (a TLS socket's would drop its state
+                    socket.socket.shutdown(s, socket.SHUT_RDWR)  # under the loop's feet)
 
 
 class _Flow:
@@ -115,7 +120,7 @@ class _Flow:
                 n = os.splice(self.src.fileno(), self.pipe[1], _CHUNK, flags=_NONBLOCK)
             else:
                 n = self.src.recv_into(view)
-        except BlockingIOError:
+        except _WOULD_BLOCK:
             return False
         if not n:
             self.source_ended = True
@@ -138,15 +143,21 @@ class _Flow:
                 self.held -= os.splice(self.pipe[0], self.dst_fd, self.held, flags=_NONBLOCK)  # type: ignore[index]
             while self.pending:
                 self.pending = self.pending[self.dst.send(self.pending):]
-        except BlockingIOError:
+        except _WOULD_BLOCK:
             if isinstance(self.pending, memoryview):  # the loop's buffer is reused by the next read
-                self.pending = bytes(self.pending)
+                self.pending = bytes(self.pending)  # (a TLS write is retried with the same bytes)
             return
         if self.source_ended and not self.ended:
             self.ended = True
             self.link.ended_one_way()
             with contextlib.suppress(OSError):
-                self.dst.shutdown(socket.SHUT_WR)
+                # the TCP half close (SSLSocket.shutdown would also drop its TLS state, and with
+                # it the other direction)
+                socket.socket.shutdown(self.dst, socket.SHUT_WR)
+
+    def buffered(self) -> bool:
+        """Whether the source holds decrypted bytes epoll cannot see (the rest of a TLS record)."""
+        return isinstance(self.src, ssl.SSLSocket) and self.src.pending() > 0
 
 
 class _Pair:
@@ -157,7 +168,7 @@ class _Pair:
         self.client, self.upstream = link.client, upstream
         self.on_close = on_close
         self.pipe: tuple[int, int] | None = None
-        if _SPLICE:
+        if _SPLICE and not isinstance(link.client, ssl.SSLSocket):  # TLS is written in user space
             self.pipe = os.pipe()
             with contextlib.suppress(OSError):
                 fcntl.fcntl(self.pipe[1], _F_SETPIPE_SZ, _CHUNK)
@@ -184,6 +195,8 @@ class _Pair:
             changed = True
         if events & _READ_EVENTS and out.wants_read():
             changed = out.read(view) or changed
+            while out.wants_read() and out.buffered():
+                changed = out.read(view) or changed
         return changed
 
     @property

@@ -6,16 +6,20 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from flight_server.protocol.wire import TCP_SCHEME
 from flight_server.server.cluster.membership import ROLES, check_uri
 from flight_server.server.cluster.worker import Registration, advertised_uri
 from flight_server.server.config import ServerConfig
-from flight_server.server.ops.call_log import configure_logging
 from flight_server.server.ops.live import LIVE_DIR_ENV, prepare_folder
+from flight_server.server.ops.logs import configure_logging
 from flight_server.server.ops.metrics import prepare_dir
 from flight_server.server.registry import Registry
 from flight_server.server.security.tickets import TicketSigner, configured_signer
+
+if TYPE_CHECKING:
+    from flight_server.server.app import App
 
 
 class Serving(Protocol):
@@ -23,6 +27,15 @@ class Serving(Protocol):
 
     port: int
     registry: Registry | None
+
+
+@dataclasses.dataclass
+class Fronted:
+    """A single serving process behind the relay: its public port, its catalog, its parts."""
+
+    port: int
+    registry: Registry | None
+    app: "App"
 
 
 PLACEHOLDER = "REPLACE"
@@ -71,6 +84,10 @@ def _register(config: ServerConfig, port: int, signer: TicketSigner) -> Registra
 def serve(config: ServerConfig, ready: Callable[[Serving], None] | None = None) -> None:
     """Run a server until interrupted (KeyboardInterrupt; the CLI turns SIGTERM into one).
 
+    One process or many, the public port belongs to a relay (``runtime.relay``) that ends TLS
+    and bounds every request's gRPC messages before they reach gRPC; the serving process
+    listens in cleartext on loopback behind it.
+
     Workers do not scan warehouses (the coordinator keeps the shared catalog); they register
     with the coordinator once listening and tell it when they leave.
     """
@@ -102,22 +119,39 @@ def serve(config: ServerConfig, ready: Callable[[Serving], None] | None = None) 
         return
 
     from flight_server.server.app import compose
+    from flight_server.server.runtime.relay import Relay
     from flight_server.server.service import HudiFlightServer
 
-    app = compose(config, discover=discover)
-    server = HudiFlightServer(app=app)
+    # the relay owns the public port even for one process: it is the only place a request's
+    # gRPC messages can be bounded before gRPC buffers them (runtime.h2_guard)
+    tls = config.tls()
     try:
+        relay = Relay(config.host, config.port, config.relay_limits(), tls=tls.ssl_context() if tls else None)
+    except OSError as err:
+        raise OSError(f"cannot listen on {config.location} (address in use?)") from err
+    try:
+        config = config.updated({"port": relay.port})  # what the process names as its address
+        app = compose(config, discover=discover)
+        server = HudiFlightServer(location=f"{TCP_SCHEME}://127.0.0.1:0", app=app, tls_in_front=True)
+    except BaseException:
+        relay.close()
+        raise
+    fronted = Fronted(relay.port, app.registry, app)
+    try:
+        relay.set_backend(0, server.port)
+        relay.start()
         if config.role == "worker":
-            registration = _register(config, server.port, app.signer)
+            registration = _register(config, relay.port, app.signer)
         if ready is not None:
-            ready(server)
+            ready(fronted)
         server.serve()
     finally:
         app.ops.stopping()  # health checks answer NOT_SERVING while the server stops
         if registration is not None:
             registration.stop()
+        relay.close()
         server.shutdown()
         app.close()
 
 
-__all__ = ["Serving", "check_placeholders", "check_topology", "serve"]
+__all__ = ["Fronted", "Serving", "check_placeholders", "check_topology", "serve"]

@@ -30,6 +30,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 from urllib.parse import urlsplit
 
+from flight_server.protocol.wire import TCP_SCHEME
 from flight_server.server.cluster.membership import check_uri
 from flight_server.server.cluster.worker import WILDCARD_HOSTS
 from flight_server.server.config import ServerConfig
@@ -70,15 +71,16 @@ def _follow_parent(conn: Connection, placement: Placement) -> None:
     os._exit(0)
 
 
-def _serve_child(config: ServerConfig, discover: bool, conn: Connection, listen: str) -> None:
-    """Body of one serving process: listen at ``listen``, report the bound port, serve."""
+def _serve_child(config: ServerConfig, discover: bool, conn: Connection, listen: str, tls_in_front: bool) -> None:
+    """Body of one serving process: listen at ``listen`` (in cleartext when the relay ends TLS:
+    ``tls_in_front``), report the bound port, serve."""
     from flight_server.server.app import compose
-    from flight_server.server.ops.call_log import configure_logging
+    from flight_server.server.ops.logs import configure_logging
     from flight_server.server.service import HudiFlightServer
 
     configure_logging(config.log_format)
     app = compose(config, discover=discover)
-    server = HudiFlightServer(location=listen, app=app)
+    server = HudiFlightServer(location=listen, app=app, tls_in_front=tls_in_front)
     conn.send(server.port)
     threading.Thread(target=_follow_parent, args=(conn, app.queries.placement), name="hudi-flight-parent",
                      daemon=True).start()
@@ -106,7 +108,11 @@ class Supervisor:
         self._host = process_host(config)
         # the processes listen beside the public port when endpoints name them, else on loopback
         self._listen_host = "127.0.0.1" if self._host is None or config.host in WILDCARD_HOSTS else config.host
-        self.relay = Relay(config.host, config.port, config.relay_limits(), backend_host=self._listen_host.strip("[]"))
+        # the relay ends TLS unless clients also reach the processes' own ports (those serve TLS)
+        tls = config.tls() if self._host is None else None
+        self._tls_in_front = tls is not None
+        self.relay = Relay(config.host, config.port, config.relay_limits(), backend_host=self._listen_host.strip("[]"),
+                           tls=tls.ssl_context() if tls else None)
         self.port = self.relay.port
         # every process reports the public address; only process 0 scans the warehouses
         self._config = config.updated({"port": self.port, "processes": 1})
@@ -132,7 +138,7 @@ class Supervisor:
         else on loopback (reached through the relay only)."""
         host = (self._config.host or "0.0.0.0") if self._host is not None else self._listen_host
         port = self._config.process_ports[slot] if self._config.process_ports else 0
-        return f"{self._scheme}://{_bracketed(host)}:{port}"
+        return f"{TCP_SCHEME if self._tls_in_front else self._scheme}://{_bracketed(host)}:{port}"
 
     def locations(self) -> list[str]:
         """The locations endpoints name: the own ports of the live processes (empty: the relay)."""
@@ -151,7 +157,8 @@ class Supervisor:
         parent, child = self._ctx.Pipe()
         process = self._ctx.Process(
             target=_serve_child,
-            args=(self._config_for(slot), self._discover and slot == 0, child, self._listen_at(slot)),
+            args=(self._config_for(slot), self._discover and slot == 0, child, self._listen_at(slot),
+                  self._tls_in_front),
             name=f"hudi-flight-{slot}",
             daemon=True,
         )

@@ -143,6 +143,9 @@ class AuthMiddlewareFactory(flight.ServerMiddlewareFactory):
             account = self._login(credentials.strip())
             return Caller(account.name, self.tokens.issue(account.name, account.incarnation))
         if scheme == "bearer":
+            if credentials.strip() in NO_TOKEN:  # a client that was given no token says so: anonymous
+                self._known(ANONYMOUS)
+                return None
             return self._bearer(credentials.strip())
         raise flight.FlightUnauthenticatedError("authorization header must be 'Basic ...' or 'Bearer ...'")
 
@@ -223,6 +226,10 @@ class AuthMiddlewareFactory(flight.ServerMiddlewareFactory):
             raise flight.FlightUnauthenticatedError(
                 f"token of an earlier account {user} (removed and re-created, or its password changed); log in again")
         return caller
+
+
+#: what clients given no token send as one (flightsql-dbapi: ``Bearer None``): no credentials at all
+NO_TOKEN = frozenset({"", "None", "null"})
 
 
 @dataclass(frozen=True)

@@ -94,7 +94,8 @@ class Limits:
 class RelayLimits:
     """The bounds of the one-port relay of ``serve --processes N`` (``runtime.relay``); configuration
     keys ``max_connections``, ``max_connections_per_peer``, ``relay_handshake_seconds``,
-    ``relay_idle_seconds``, ``relay_half_open_seconds``."""
+    ``relay_idle_seconds``, ``relay_half_open_seconds``, ``max_body_bytes_per_connection``,
+    ``max_body_bytes_per_peer``, ``body_memory_bytes``."""
 
     max_connections: int = 1024
     max_connections_per_peer: int = 256
@@ -103,6 +104,11 @@ class RelayLimits:
     half_open_seconds: float = 30.0
     displace_after_seconds: float = 1.0  # idle this long, a connection may give its place to a new one
     max_message_bytes: int = 0  # a cleartext client's gRPC message past this cuts its connection (0: off)
+    # request messages in progress (begun, not yet received whole): on one connection, and on all
+    # together; a message past either cuts its connection (0: unbounded; runtime.h2_guard)
+    max_body_bytes_per_connection: int = 0
+    max_body_bytes_per_peer: int = 0  # ... on the connections of one peer host
+    body_memory_bytes: int = 0
 
 
 class Deadline:

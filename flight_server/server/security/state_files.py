@@ -1,5 +1,6 @@
 """State files of the server (the embedded catalog database, the ticket secret): created 0600
-in a 0700 folder, so other local users can read neither the catalog nor the signing secret."""
+in a 0700 folder (every folder the server creates under its state dir, such as the disk cache's,
+is 0700), so other local users can read neither the catalog nor the signing secret."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ FILE_MODE = 0o600
 
 
 def private_dir(path: Path) -> Path:
-    """Create ``path`` (mode 0700); tighten it to 0700 when it exists and is ours."""
-    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    """Create ``path`` and every missing folder above it (mode 0700, not the umask's 0755 that
+    ``mkdir(parents=True)`` gives the ones above); tighten ``path`` to 0700 when it exists and is ours."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    for folder in reversed(missing):
+        folder.mkdir(mode=DIR_MODE, exist_ok=True)
     st = path.stat()
     if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077:
         path.chmod(DIR_MODE)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from catalog.errors import InvalidTicketError
+from flight_server.server.security.state_files import private_dir
 
 _PREFIX = b"hf1."
 SECRET_BYTES = 32
@@ -128,7 +129,7 @@ def load_or_create_secret(path: str | os.PathLike[str]) -> bytes:
         if len(secret) < 16:
             raise ValueError(f"ticket secret in {p} is shorter than 16 bytes")
         return secret
-    p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_dir(p.parent)
     secret = secrets.token_bytes(SECRET_BYTES)
     try:
         fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -266,7 +266,7 @@ def _scope_filters(scope: Scope, resolved: dict[int, tuple[str, pa.Schema]]) -> 
     tables = {alias: src for alias, src in sources.items() if isinstance(src, exp.Table) and id(src) in resolved}
     outer_join = any(j.side for j in select.args.get("joins") or [])
     out: dict[int, list[tuple]] = {}
-    for condition in _conjuncts(select.args["where"].this):
+    for condition in conjuncts(select.args["where"].this):
         found = _as_filter(condition)
         if found is None:
             continue
@@ -285,9 +285,24 @@ def _scope_filters(scope: Scope, resolved: dict[int, tuple[str, pa.Schema]]) -> 
     return out
 
 
-def _conjuncts(condition: exp.Expression) -> list[Any]:
+def conjuncts(condition: exp.Expression) -> list[Any]:
+    """The AND-ed conditions of ``condition``, each ``column BETWEEN low AND high`` as the two
+    comparisons it is in SQL (``column >= low``, ``column <= high``), so each can be pushed."""
     node = condition.unnest()  # sqlglot >= 30 types nodes as its ``Expr`` base class
-    return list(node.flatten()) if isinstance(node, exp.And) else [node]
+    nodes = list(node.flatten()) if isinstance(node, exp.And) else [node]
+    return [part for node in nodes for part in _bounds(node)]
+
+
+def _bounds(node: Any) -> list[Any]:
+    """A plain (not SYMMETRIC) ``column BETWEEN low AND high`` as its two comparisons (copies: the
+    query's tree is left as it is); any other condition as it is."""
+    if not isinstance(node, exp.Between) or node.args.get("symmetric") or not isinstance(node.this, exp.Column):
+        return [node]
+    low, high = node.args.get("low"), node.args.get("high")
+    if low is None or high is None:
+        return [node]
+    return [exp.GTE(this=node.this.copy(), expression=low.copy()),
+            exp.LTE(this=node.this.copy(), expression=high.copy())]
 
 
 _NO_VALUE = object()
@@ -366,7 +381,7 @@ def _plain_limit(query: exp.Query, references: list[exp.Table], pushable: dict[i
     ) or query.find(exp.AggFunc, exp.Window, exp.Subquery):
         return None
     where = query.args.get("where")
-    if where is not None and len(_conjuncts(where.this)) != len(pushable.get(id(references[0]), [])):
+    if where is not None and len(conjuncts(where.this)) != len(pushable.get(id(references[0]), [])):
         return None
     count = _literal(limit.expression)
     offset = query.args.get("offset")
@@ -382,6 +397,7 @@ __all__ = [
     "Resolver",
     "ScanSpec",
     "SelectPlan",
+    "conjuncts",
     "parse_query",
     "plan_select",
     "table_references",

@@ -38,6 +38,7 @@ from flight_server.server.sql.planner import (
     Resolver,
     ScanSpec,
     SelectPlan,
+    conjuncts,
     parse_query,
     plan_select,
     table_references,
@@ -435,12 +436,10 @@ def _all_rows_of_one_table(query: exp.Query) -> bool:
 
 
 def _conjunct_count(query: exp.Query) -> int:
-    """How many AND-ed conditions the WHERE of ``query`` has (0: no WHERE)."""
+    """How many AND-ed conditions the WHERE of ``query`` has, a ``BETWEEN`` as its two
+    comparisons (0: no WHERE)."""
     where = query.args.get("where")
-    if where is None:
-        return 0
-    condition = where.this.unnest()
-    return len(list(condition.flatten())) if isinstance(condition, exp.And) else 1
+    return 0 if where is None else len(conjuncts(where.this))
 
 
 def _plain_scan(query: exp.Query, scans: list[ScanSpec]) -> ScanSpec | None:

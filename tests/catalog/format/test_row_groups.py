@@ -72,13 +72,17 @@ def test_only_key_filters_make_an_exact_lookup(generated_table):
         assert point is not None and not point.exact
 
 
-def test_scans_and_other_filters_are_no_point_reads_and_keep_nothing(generated_table):
+def test_scans_keep_nothing_and_other_filters_are_no_point_reads(generated_table):
+    """A read of every row keeps nothing; other filters are no point reads (they keep the decoded
+    columns they test: ``tests/catalog/read/test_warm_filter_reads.py``) and answer the same."""
     path = generated_table(COW)
     cache = DecodedRowGroups(64 << 20)
-    for filters in ([], [("fare", ">", 500.0)], [("uuid", ">", "trip-0000000100")]):
-        _, point = _read(path, filters, cache)
+    _, point = _read(path, [], cache)
+    assert not point and cache.stats().entries == 0
+    for filters in ([("fare", ">", 500.0)], [("uuid", ">", "trip-0000000100")]):
+        got, point = _read(path, filters, cache)
         assert not point
-    assert cache.stats().entries == 0
+        assert got.equals(_read(path, filters, None)[0])
 
 
 def test_a_cache_of_zero_bytes_keeps_nothing_and_reads_the_same(generated_table):
@@ -132,7 +136,7 @@ def test_a_remote_table_is_looked_up_through_fsspec_with_the_same_rows(generated
 
 
 def test_a_key_column_is_checked_once_and_every_match_is_found():
-    from catalog.format.parquet import _rows_of_keys
+    from catalog.format.parquet_cached import _rows_of_keys
 
     cache = DecodedRowGroups(1 << 20)
     file = ("file:///t/f.parquet", 100)

@@ -137,12 +137,16 @@ def test_progress_ends_at_the_endpoints_planned(served):
     progress = Progress(TABLE, stream)
     with HudiFlightClient(uri) as client:
         plan = client.plan(TABLE)
-        progress.planned(len(plan.endpoints))
+        progress.planned(len(plan.endpoints), plan.total_records)
         for batch in client.fetch_all(plan.endpoints, lambda _ep: progress.endpoint_done()):
             progress.add_rows(batch.num_rows)
     assert progress.done == progress.endpoints == len(plan.endpoints) > 1
-    assert stream.getvalue().rstrip().endswith(f"{len(plan.endpoints)}/{len(plan.endpoints)} endpoints, "
-                                               f"{progress.rows:,} rows")
+    shown = stream.getvalue()
+    assert shown.rstrip().endswith(f"{len(plan.endpoints)}/{len(plan.endpoints)} endpoints, "
+                                   f"{progress.rows:,} rows (100%)")
+    # on the way: the server's estimate, marked as one, and a percentage below 100
+    assert f" of ~{plan.total_records:,} rows (" in shown
+    assert all(int(p) < 100 for p in re.findall(r"(\d+)%\)", shown.rsplit("\r", 1)[0]))
 
 
 @pytest.mark.parametrize(

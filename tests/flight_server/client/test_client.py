@@ -75,7 +75,7 @@ def test_catalog_calls(client, tables, fixture_table):
     assert client.table_info("mine.t")["partition_fields"] == ["region"]
     assert client.refresh("mine.t")["table"] == "mine.t"
     client.unregister("mine.t")
-    with pytest.raises(LookupError, match="mine.t is not registered"):
+    with pytest.raises(LookupError, match="table mine.t not found"):
         client.read("mine.t")
     assert client.health()["status"] == "ok"
 
@@ -83,7 +83,7 @@ def test_catalog_calls(client, tables, fixture_table):
 def test_errors_surface(client):
     with pytest.raises(ValueError, match="not in the table schema"):
         client.read(identifier(V9), columns=["nope"])
-    with pytest.raises(LookupError, match="no.such is not registered"):
+    with pytest.raises(LookupError, match="table no.such not found"):
         client.read("no.such")
 
 

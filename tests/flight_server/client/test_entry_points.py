@@ -171,6 +171,19 @@ def test_duckdb_scan_pushes_and_equals_the_library(client, tables):
     assert client.plans[-1][0].limit == 2 and totals == [(2,)]
 
 
+def test_duckdb_scan_from_a_uri_like_polars(server, tables, monkeypatch):
+    """A URI opens a client for the relation, closed once its stream is read."""
+    closed = []
+    monkeypatch.setattr(HudiFlightClient, "close", lambda self: closed.append(self))
+    lib = HudiTable.open(tables[1][identifier(TXNS)])
+    first = lib.timeline[0].requested_time
+    rel = scan(duckdb.connect(), f"grpc://127.0.0.1:{server.port}", identifier(TXNS), columns=["txn_id", "amount"],
+               as_of=first, client_options={"max_workers": 2})
+    assert not closed
+    assert_same_rows(rel.to_arrow_table(), lib.read(columns=["txn_id", "amount"], as_of=first))
+    assert len(closed) == 1
+
+
 def test_polars_scan_from_a_uri_with_time_travel(server, tables):
     """A URI opens (and closes) a client per collect; read options reach the plan."""
     lib = HudiTable.open(tables[1][identifier(TXNS)])

@@ -7,6 +7,7 @@ directly from storage.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -26,8 +27,8 @@ pyspark = pytest.importorskip("pyspark")
 from pyspark.sql.functions import col  # noqa: E402
 
 from flight_server.client.session import PlannedEndpoint  # noqa: E402
-from flight_server.client.spark import PYTHON_SOURCE_NAME, pack_endpoints  # noqa: E402
-from tests.support.spark import local_spark  # noqa: E402
+from flight_server.client.spark import PYTHON_SOURCE_NAME, pack_endpoints, packed_tasks  # noqa: E402
+from tests.support.spark import retried_on_worker_start  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -68,13 +69,6 @@ def uri(server) -> str:
     return f"grpc://127.0.0.1:{server.port}"
 
 
-@pytest.fixture(scope="session")
-def spark():
-    session = local_spark()
-    yield session
-    session.stop()
-
-
 def _spark_rows(df) -> pa.Table:
     return df.toArrow()
 
@@ -96,7 +90,7 @@ def test_every_fixture_table_reads_like_the_library(spark, uri, tables):
 
     def check(name: str) -> str | None:
         ident = identifier(name)
-        df = spark.read.format("hudi-flight").option("uri", uri).load(ident)
+        df = spark.read.format(PYTHON_SOURCE_NAME).option("uri", uri).load(ident)
         try:
             _same(_spark_rows(df), HudiTable.open(paths[ident]).read())
         except AssertionError as err:
@@ -109,7 +103,7 @@ def test_every_fixture_table_reads_like_the_library(spark, uri, tables):
 
 
 def test_schema_maps_decimals_timestamps_and_nested_types(spark, uri):
-    df = spark.read.format("hudi-flight").option("uri", uri).load(identifier("sample_table/cow/v6_nonpartitioned"))
+    df = spark.read.format(PYTHON_SOURCE_NAME).option("uri", uri).load(identifier("sample_table/cow/v6_nonpartitioned"))
     types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
     assert types["decimalField"] == "decimal(10,5)"
     assert types["timestampField"] == "timestamp"
@@ -125,7 +119,7 @@ def test_columns_option_and_time_travel(spark, uri, tables):
     table = HudiTable.open(paths[ident])
     first = table.timeline[0].requested_time
     df = (
-        spark.read.format("hudi-flight")
+        spark.read.format(PYTHON_SOURCE_NAME)
         .option("uri", uri)
         .option("columns", "txn_id,amount")
         .option("as_of", first)
@@ -140,12 +134,12 @@ def test_user_schema_reads_only_its_columns(spark, uri, server, tables):
     _, paths = tables
     ident = identifier(PARTITIONED)
     server.plans.clear()
-    df = spark.read.format("hudi-flight").option("uri", uri).schema("region string, txn_id string").load(ident)
+    df = spark.read.format(PYTHON_SOURCE_NAME).option("uri", uri).schema("region string, txn_id string").load(ident)
     got = _spark_rows(df)
     assert [command.get("columns") for command, _ in server.plans] == [["region", "txn_id"]]
     _same(got, HudiTable.open(paths[ident]).read(columns=["region", "txn_id"]))
     with pytest.raises(Exception, match="'nope', not a column of"):
-        spark.read.format("hudi-flight").option("uri", uri).schema("txn_id string, nope int").load(ident).collect()
+        spark.read.format(PYTHON_SOURCE_NAME).option("uri", uri).schema("txn_id string, nope int").load(ident).collect()
 
 
 def test_metadata_tables_load_by_name(spark, uri, tables):
@@ -154,9 +148,9 @@ def test_metadata_tables_load_by_name(spark, uri, tables):
     _, paths = tables
     ident = identifier(PARTITIONED)
     table = HudiTable.open(paths[ident])
-    df = spark.read.format("hudi-flight").option("uri", uri).load(f"{ident}$timeline")
+    df = spark.read.format(PYTHON_SOURCE_NAME).option("uri", uri).load(f"{ident}$timeline")
     _same(_spark_rows(df), table.metadata_table("timeline"))
-    commits = (spark.read.format("hudi-flight").option("uri", uri).option("columns", "timestamp,action")
+    commits = (spark.read.format(PYTHON_SOURCE_NAME).option("uri", uri).option("columns", "timestamp,action")
                .option("filters", "action = 'commit'").load(f"{ident}$timeline"))
     assert sorted(r.timestamp for r in commits.collect()) == sorted(
         r["timestamp"] for r in table.metadata_table("timeline").to_pylist() if r["action"] == "commit")
@@ -168,7 +162,7 @@ def test_incremental_query_type(spark, uri, tables):
     table = HudiTable.open(paths[ident])
     start, end = table.timeline[4].completion_time, table.timeline[9].completion_time
     df = (
-        spark.read.format("hudi-flight")
+        spark.read.format(PYTHON_SOURCE_NAME)
         .option("uri", uri)
         .option("query_type", "incremental")
         .option("start", start)
@@ -188,7 +182,7 @@ def test_cdc_query_type(spark, uri, tables, written_table):
     hudi = HudiTable.open(written_table(table))
     start = hudi.timeline.commits[0].requested_time
     df = (
-        spark.read.format("hudi-flight").option("uri", uri)
+        spark.read.format(PYTHON_SOURCE_NAME).option("uri", uri)
         .option("query_type", "cdc").option("start", start)
         .load("cdc.mor_op_key_only")
     )
@@ -204,7 +198,7 @@ def test_cdc_query_type(spark, uri, tables, written_table):
 
 def test_endpoints_are_packed_by_weight(spark, uri, server):
     server.plans.clear()
-    df = spark.read.format("hudi-flight").option("uri", uri).load(identifier(PARTITIONED))
+    df = spark.read.format(PYTHON_SOURCE_NAME).option("uri", uri).load(identifier(PARTITIONED))
     partitions = df.rdd.getNumPartitions()
     (_, endpoints), *_ = [p for p in server.plans if p[0].get("table") == identifier(PARTITIONED)]
     assert endpoints >= 3  # at least one small file per region
@@ -219,17 +213,17 @@ def test_filters_option_prunes_endpoints_and_stays_exact(spark, uri, server, tab
     table = HudiTable.open(paths[ident])
     expected = table.read(filters=[("region", "=", "eu"), ("txn_id", "!=", "TXN-015")])
     server.plans.clear()
-    assert spark.read.format("hudi-flight").option("uri", uri).load(ident).count() == table.read().num_rows
+    assert spark.read.format(PYTHON_SOURCE_NAME).option("uri", uri).load(ident).count() == table.read().num_rows
     (full,) = [n for c, n in server.plans if c.get("table") == ident]
     for given in ("region = 'eu' and txn_id != 'TXN-015'", '[["region", "=", "eu"], ["txn_id", "!=", "TXN-015"]]'):
         server.plans.clear()
-        got = _spark_rows(spark.read.format("hudi-flight").option("uri", uri).option("filters", given).load(ident))
+        got = _spark_rows(spark.read.format(PYTHON_SOURCE_NAME).option("uri", uri).option("filters", given).load(ident))
         (plan,) = [(c["filters"], n) for c, n in server.plans if c.get("table") == ident]
         assert plan[0] == [["region", "=", "eu"], ["txn_id", "!=", "TXN-015"]]
         assert plan[1] < full
         _same(got, expected)
     with pytest.raises(Exception, match="OR at position"):
-        spark.read.format("hudi-flight").option("uri", uri).option("filters", "region = 'eu' or 1 = 1").load(ident)
+        spark.read.format(PYTHON_SOURCE_NAME).option("uri", uri).option("filters", "region = 'eu' or 1 = 1").load(ident)
 
 
 def test_spark_filters_stay_with_spark_and_pushdown_true_is_refused(spark, uri, server, tables):
@@ -243,13 +237,13 @@ def test_spark_filters_stay_with_spark_and_pushdown_true_is_refused(spark, uri, 
         spark.conf.set(PUSHDOWN, flag)
         try:
             server.plans.clear()
-            got = _spark_rows(spark.read.format("hudi-flight").option("uri", uri).load(ident).where("region = 'us'"))
+            got = _spark_rows(spark.read.format(PYTHON_SOURCE_NAME).option("uri", uri).load(ident).where("region = 'us'"))
         finally:
             spark.conf.unset(PUSHDOWN)
         assert not any(c.get("filters") for c, _ in server.plans), flag
         _same(got, expected)
     with pytest.raises(Exception, match='"pushdown".* "filters" option'):
-        spark.read.format("hudi-flight").option("uri", uri).option("pushdown", "true").load(ident)
+        spark.read.format(PYTHON_SOURCE_NAME).option("uri", uri).option("pushdown", "true").load(ident)
 
 
 # -- one DataFrame, many queries (issue 37) ----------------------------------------------------
@@ -259,9 +253,13 @@ def _python_source(spark, uri: str, table: str):
     return spark.read.format(PYTHON_SOURCE_NAME).option("uri", uri).load(table)
 
 
-#: every Spark reader of hudi-flight, as ``load(spark, uri, "ns.t") -> DataFrame``; the
-#: DataSource V2 connector joins when its jar is on the session (flight_server.spark.connector_jar())
-READERS = {"python-source": _python_source}
+def _connector(spark, uri: str, table: str):
+    return spark.read.format("hudi-flight").option("uri", uri).load(table)
+
+
+#: every Spark reader of hudi-flight, as ``load(spark, uri, "ns.t") -> DataFrame``: the Python data
+#: source and the DataSource V2 connector (its jar is on the tests' session: tests.support.spark)
+READERS = {"python-source": _python_source, "connector": _connector}
 
 
 @pytest.fixture(params=sorted(READERS))
@@ -313,19 +311,27 @@ def test_streaming_sees_each_commit_exactly_once(spark, uri, tables, tmp_path):
     _, paths = tables
     ident = identifier(PARTITIONED)
     table = HudiTable.open(paths[ident])
-    query = (
-        spark.readStream.format("hudi-flight")
-        .option("uri", uri)
-        .load(ident)
-        .writeStream.format("memory")
-        .queryName("hudi_stream")
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(90)
+
+    def run(attempt: int):
+        query = (
+            spark.readStream.format(PYTHON_SOURCE_NAME)
+            .option("uri", uri)
+            .load(ident)
+            .writeStream.format("memory")
+            .queryName(f"hudi_stream_{attempt}")
+            .option("checkpointLocation", str(tmp_path / f"ckpt-{attempt}"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        # an availableNow query ends by itself; a loaded machine may need minutes for its 12 batches
+        if not query.awaitTermination(600):
+            query.stop()
+            raise AssertionError("the availableNow query did not end within 600 s")
+        return query, attempt
+
+    query, attempt = retried_on_worker_start(run)
     progress = query.recentProgress
-    got = _spark_rows(spark.sql("SELECT * FROM hudi_stream"))
+    got = _spark_rows(spark.sql(f"SELECT * FROM hudi_stream_{attempt}"))
     data = [i for i in table.timeline if i.action in ("commit", "deltacommit", "replacecommit")]
     bounds = [None] + [i.completion_time for i in data]
     parts = [table.read(query_type="incremental", start=s, end=e) for s, e in zip(bounds, bounds[1:])]
@@ -340,12 +346,14 @@ def test_streaming_sees_each_commit_exactly_once(spark, uri, tables, tmp_path):
 
 def test_server_down_names_the_uri(spark):
     with pytest.raises(Exception, match="127.0.0.1:1"):
-        spark.read.format("hudi-flight").option("uri", "grpc://127.0.0.1:1").load("ns.t").schema  # noqa: B018 - resolving the schema raises
+        spark.read.format(PYTHON_SOURCE_NAME).option("uri", "grpc://127.0.0.1:1").load("ns.t").schema  # noqa: B018 - resolving the schema raises
 
 
 def test_unknown_table_is_reported(spark, uri):
-    with pytest.raises(Exception, match="nope.missing"):
-        spark.read.format("hudi-flight").option("uri", uri).load("nope.missing").schema  # noqa: B018 - resolving the schema raises
+    with pytest.raises(Exception, match="nope.missing") as caught:
+        spark.read.format(PYTHON_SOURCE_NAME).option("uri", uri).load("nope.missing").schema  # noqa: B018 - resolving the schema raises
+    told = str(caught.value).splitlines()[0]  # Spark's own Python trace of its worker follows
+    assert "namespace nope does not exist" in told or "no namespace nope" in told, told
 
 
 # -- pure units (no Spark job) ----------------------------------------------------------------
@@ -367,12 +375,23 @@ def test_packing_keeps_partition_weight_near_one():
     assert len(pack_endpoints([_ep(0.05)], min_partitions=2)) == 1
 
 
+def test_packing_is_told_in_the_driver_log(caplog):
+    with caplog.at_level(logging.INFO, logger="flight_server.client.spark"):
+        groups = packed_tasks("ns.t", [_ep(1.0), _ep(0.5), _ep(0.25)], min_partitions=1)
+    assert len(groups) == 2
+    (record,) = caplog.records
+    assert record.getMessage() == (
+        "ns.t: 3 endpoint(s), total weight 1.75, packed into 2 Spark task(s) (endpoints@weight: 1@1.00, 2@0.75)")
+
+
 SPARK_TOKEN = "spark-tls-token-0123456789abcdef"
 
 
-def test_mtls_and_token_options_reach_driver_and_executors(spark, tables, pki, tmp_path_factory):
-    """One small table over mutual TLS + a static token: root CA as a path, client certificate
-    and key as PEM text; none of the secrets shows in the query plan, the reader's repr or an error."""
+@pytest.mark.parametrize("source", [PYTHON_SOURCE_NAME, "hudi-flight"])
+def test_mtls_and_token_options_reach_driver_and_executors(spark, tables, pki, tmp_path_factory, source):
+    """One small table over mutual TLS + a static token, through the Python source and the connector:
+    root CA as a path, client certificate and key as PEM text; none of the secrets shows in the
+    query plan, the reader's repr or an error."""
     from flight_server.client.spark import _Query
     from tests.support.credentials import allow_token_user, token_settings
     from tests.support.servers import running_server
@@ -388,14 +407,14 @@ def test_mtls_and_token_options_reach_driver_and_executors(spark, tables, pki, t
     with running_server(config, registry=registry) as srv:
         allow_token_user(srv)
         uri = f"grpc+tls://127.0.0.1:{srv.port}"
-        df = spark.read.format("hudi-flight").option("uri", uri).option("token", SPARK_TOKEN).options(**options).load(ident)
+        df = spark.read.format(source).option("uri", uri).option("token", SPARK_TOKEN).options(**options).load(ident)
         _same(_spark_rows(df), HudiTable.open(paths[ident]).read())
         plan = df._jdf.queryExecution().toString()
         query = repr(_Query.from_options({"uri": uri, "path": ident, "token": SPARK_TOKEN, **options}))
         for text in (plan, query):
             assert SPARK_TOKEN not in text and "PRIVATE KEY" not in text
         with pytest.raises(Exception, match="refused") as err:
-            spark.read.format("hudi-flight").option("uri", uri).option("token", "wrong-spark-token").options(
+            spark.read.format(source).option("uri", uri).option("token", "wrong-spark-token").options(
                 **options).load(ident).collect()
         assert "wrong-spark-token" not in str(err.value) and "PRIVATE KEY" not in str(err.value)
 
@@ -407,7 +426,7 @@ def test_errors_reach_spark_users_in_one_line_with_hide_traceback(spark, uri):
     spark.conf.set(key, "true")
     try:
         with pytest.raises(Exception) as err:
-            spark.read.format("hudi-flight").option("uri", uri).load("no.such_table").collect()
+            spark.read.format(PYTHON_SOURCE_NAME).option("uri", uri).load("no.such_table").collect()
     finally:
         spark.conf.unset(key)
     text = str(err.value)

@@ -196,7 +196,7 @@ def test_catalog_actions(client, tables, fixture_table):
     refreshed = _action(client, "refresh-table", {"table": "extra.t"})
     assert refreshed["latest_instant"] == HudiTable.open(fixture_table(SIMPLE)).timeline[-1].requested_time
     assert _action(client, "unregister-table", {"table": "extra.t"})["unregistered"] is True
-    with pytest.raises(pa.ArrowKeyError, match="extra.t is not registered"):
+    with pytest.raises(pa.ArrowKeyError, match="table extra.t not found"):
         client.get_flight_info(flight.FlightDescriptor.for_path("extra", "t"))
     health = _action(client, "health")
     assert health["status"] == "ok" and health["tables"] == len(all_table_names())
@@ -233,7 +233,7 @@ def test_table_info(client, tables, name):
         (b'{"table": "a.b", "colums": ["x"]}', pa.ArrowInvalid, "'colums' was unexpected"),
         (b'{"columns": ["x"]}', pa.ArrowInvalid, "'table' is a required property"),
         (b'{"table": "nodot"}', pa.ArrowInvalid, "invalid command at table: 'nodot' is not of the form namespace.table"),
-        (b'{"table": "nope.nope"}', pa.ArrowKeyError, "nope.nope is not registered"),
+        (b'{"table": "nope.nope"}', pa.ArrowKeyError, "table nope.nope not found"),
         (b'{"table": "%s", "columns": ["nope"]}', pa.ArrowInvalid, "not in the table schema: 'nope'"),
         (b'{"table": "%s", "columns": "id"}', pa.ArrowInvalid, "at columns"),
         (b'{"table": "%s", "filters": [["id", "=", "abc"]]}', pa.ArrowInvalid, "column 'id' is int32; 'abc' is not an integer from"),

@@ -412,3 +412,25 @@ def test_warm_point_queries_with_max_staleness_make_no_request(generated_table, 
         again = [_fetch(client, client.get_flight_info(_descriptor(filters=[["uuid", "=", k]]))) for k in keys]
         assert CountingFileSystem.reset() == []
         assert all(t.num_rows == 1 for t in first) and again[0].equals(first[0]) and again[1].equals(first[1])
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_warm_filter_queries_make_no_request_without_the_disk_cache(generated_table, tmp_path, table_type):
+    """Filter queries that are no record-key lookup (a data column, a partition and a column),
+    served from the decoded columns and log blocks a process keeps (the disk cache of remote
+    bytes off, so nothing else could answer): after the first, a repeated and a similar query ask
+    storage nothing (with ``max_staleness_ms``, not even the timeline), and answer as the library."""
+    kind = MERGE_ON_READ if table_type == "mor" else "COPY_ON_WRITE"
+    table = generated_table(GeneratorSpec(commits=3, **{**SPEC, "rows": 3000, "table_type": kind}))
+    first = [[["fare", ">", 900.0]], [["region", "=", "region-00001"], ["fare", "<", 300.0]]]
+    similar = [[["fare", ">", 950.0]], [["region", "=", "region-00001"], ["fare", "<", 150.0]]]
+    with serving_a_copy(table, tmp_path, max_staleness_ms=3_600_000, disk_cache_bytes=0) as (_, client, path):
+        for filters in first:
+            _fetch(client, client.get_flight_info(_descriptor(filters=filters)))
+        CountingFileSystem.reset()
+        got = [_fetch(client, client.get_flight_info(_descriptor(filters=f))) for f in first + similar]
+        assert CountingFileSystem.reset() == []
+        library = HudiTable.open(path)
+        for filters, ours in zip(first + similar, got):
+            assert ours.num_rows > 0
+            assert_same_rows(ours, library.read(filters=[tuple(f) for f in filters]), str(filters), exact_types=True)

@@ -21,6 +21,7 @@ from catalog.errors import InvalidQueryError
 from flight_server.protocol import pack, sql
 from flight_server.server.engine.sandbox import SandboxedEngine, Views
 from flight_server.server.engine.settings import EngineSettings
+from flight_server.server.security.budgets import CallKeys
 from tests.support.processes import ServeProcess, poll
 
 #: a constant (which engines may fold while planning): ~1 GB of string built in a lambda
@@ -238,3 +239,51 @@ def test_an_engine_process_that_ran_out_of_memory_is_retired():
 def _run(engine: SandboxedEngine, sql: str) -> tuple[pa.Schema, list[pa.RecordBatch]]:
     schema, batches = engine.run(sql, Views())
     return schema, list(batches)
+
+
+def test_after_memory_failures_the_next_statements_of_other_users_all_answer_on_warm_processes():
+    """A run of statements that end in memory failures (each retires its engine process) leaves
+    no broken process behind: the next 40 statements of two other users over a 12-row table
+    all answer, on replacements started in the background before they were needed."""
+    engine = SandboxedEngine(EngineSettings(memory_limit="64MB", memory_budget="128MB", threads=1))
+    hostile = [CallKeys(user, f"ipv4:127.0.0.1:{i}") for i, user in enumerate(("mallory", "mallet"))]
+    users = [CallKeys(user, f"ipv4:127.0.0.1:{i}") for i, user in enumerate(("bob", "carol"), 2)]
+    table = pa.table({"k": list(range(12)), "v": [f"row-{i}" for i in range(12)]})
+    try:
+        # both slots' processes meet a memory failure side by side, then one more while the
+        # other process is idle (its replacement too is started before it is needed)
+        for round_ in (hostile, hostile[:1]):
+            threads = [threading.Thread(target=_fails_for_memory, args=(engine, keys), daemon=True) for keys in round_]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(60)
+        poll(lambda: len(engine.processes.idle()) == 2, 30, "the replacements to be warm")
+        started = engine.processes.started
+        failures: list[Exception] = []
+
+        def statements(keys: CallKeys) -> None:
+            for i in range(20):
+                try:
+                    reader = pa.RecordBatchReader.from_batches(table.schema, table.to_batches())
+                    schema, batches = engine.run(f"SELECT count(*) AS n, max(k) + {i} AS m FROM t",
+                                                 Views.of({"t": reader}), keys=keys)
+                    assert pa.Table.from_batches(list(batches), schema).to_pylist() == [{"n": 12, "m": 11 + i}]
+                except Exception as err:
+                    failures.append(err)
+
+        others = [threading.Thread(target=statements, args=(keys,), daemon=True) for keys in users]
+        for thread in others:
+            thread.start()
+        for thread in others:
+            thread.join(120)
+        assert failures == []
+        assert engine.processes.started == started  # none of them waited for a process to start
+        assert engine.processes.replaced >= 3
+    finally:
+        engine.stop_all()
+
+
+def _fails_for_memory(engine: SandboxedEngine, keys: CallKeys) -> None:
+    with pytest.raises(InvalidQueryError, match="sql_memory_limit"):
+        list(engine.run(OUT_OF_MEMORY, Views(), keys=keys)[1])

@@ -19,6 +19,7 @@ from flight_server.server.registry import Registry
 from flight_server.server.security.users import Grant
 from tests.support.auth import add_user
 from tests.support.jdbc import run_steps, url
+from tests.support.plain_errors import assert_plain
 from tests.support.servers import running_server
 
 NESTED = "sample_table_cow.v6_nonpartitioned"
@@ -74,6 +75,7 @@ def results(sql_server, sql_tables, secure_server, counted_server, pki, tmp_path
     steps = [
         ("to_utc", plain, "timezone", "UTC"),
         ("meta", plain, "meta", NESTED),
+        ("meta_of_metadata_table", plain, "meta", f"{MOR}$timeline"),  # getColumns(null, ns, "v9_..._meta$timeline", "%")
         ("select_star", plain, "query", f"SELECT * FROM {TXNS}"),
         ("select_nested", plain, "query", f"SELECT id, name, decimalField, dateField, timestampField FROM {NESTED}"),
         ("prepared", plain, "prepared", f"SELECT txn_id, amount FROM {TXNS} WHERE region = ? AND txn_id <> ? LIMIT ?",
@@ -84,6 +86,9 @@ def results(sql_server, sql_tables, secure_server, counted_server, pki, tmp_path
         ("show_tables", plain, "query", "SHOW TABLES FROM sample_table_cow"),
         ("describe", plain, "query", f"DESCRIBE {NESTED}"),
         ("refused", plain, "query", f"DELETE FROM {NESTED}"),
+        ("mistake_column", plain, "query", f"SELECT ridr FROM {NESTED}"),
+        ("mistake_table", plain, "query", "SELECT * FROM sample_table_cow.v6_nonpartitione"),
+        ("mistake_literal", plain, "query", f"SELECT * FROM {NESTED} WHERE id = 'abc'"),
         ("empty_engine", plain, "query", f"SELECT txn_id, amount FROM {TXNS} WHERE 1 = 0"),
         ("empty_scan", plain, "query", f"SELECT txn_id FROM {TXNS} WHERE txn_id = 'none'"),
         ("empty_prepared", plain, "prepared", f"SELECT txn_id, amount FROM {TXNS} WHERE txn_id = ?", "string:none"),
@@ -152,6 +157,11 @@ def test_database_metadata(results, sql_tables):
     assert sorted(t[2] for t in meta["tables"]) == expected
     assert {(t[0], t[1], t[3]) for t in meta["tables"]} == {("hudi", "sample_table_cow", "table")}
     assert sorted(meta["tables_of_type_table"]) == expected
+
+
+def test_get_columns_finds_the_metadata_table_of_a_name_with_underscores(results, sql_tables):
+    columns = [c[0] for c in _ok(results, "meta_of_metadata_table")["columns"]]
+    assert columns == _table(sql_tables, MOR).metadata_table("timeline").column_names
 
 
 def test_columns_have_jdbc_types(results, sql_tables):
@@ -306,3 +316,17 @@ def test_empty_results(results):
     assert [c[0] for c in _ok(results, "empty_prepared")["columns"]] == ["txn_id", "amount"]
     assert _ok(results, "empty_scan")["rows"] == _ok(results, "empty_engine")["rows"] == []
     assert _ok(results, "empty_prepared")["rows"] == []
+
+
+@pytest.mark.parametrize(("step", "words"), [
+    ("mistake_column", ['column "ridr" not found', f"columns of {NESTED}: id, name"]),
+    ("mistake_table", ["tables of sample_table_cow:", "v6_nonpartitioned"]),
+    ("mistake_literal", ["'abc'"]),
+])
+def test_mistakes_are_told_in_the_users_words(results, step, words):
+    """JDBC shows the server's message whole: no Python class, engine error class or view name."""
+    told = results[step]
+    assert not told["ok"]
+    assert_plain(told["error"])
+    for word in words:
+        assert word in told["error"], told["error"]

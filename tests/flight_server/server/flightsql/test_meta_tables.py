@@ -12,6 +12,7 @@ import pyarrow.flight as flight
 import pytest
 
 from catalog.hudi_table import HudiTable
+from catalog.meta import META_TABLES
 from catalog.meta.layout import FILE_GROUPS_SCHEMA
 from flight_server.client.sql.flightsql import like_literal
 from flight_server.protocol import pack, sql
@@ -127,3 +128,44 @@ def test_a_registered_table_of_that_name_wins(fixture_table):
             commits = _query(cur, 'SELECT * FROM ns."t$commits"')
     assert rows.num_rows == HudiTable.open(tables["ns.t$timeline"]).read().num_rows
     assert commits.to_pylist() == HudiTable.open(tables["ns.t"]).metadata_table("commits").to_pylist()
+
+
+def test_a_name_with_underscores_finds_its_metadata_table_as_a_like_pattern(sql_server, adbc_conn):
+    """JDBC's getColumns and ADBC's adbc_get_table_schema pass the name as a LIKE pattern,
+    unescaped: its ``_`` matches itself, so the metadata table of ``v9_txns_simple_meta`` is found."""
+    namespace, table = MOR.split(".")
+    (row,) = _get_tables(sql_server, db_schema_filter_pattern=namespace, table_name_filter_pattern=f"{table}$timeline")
+    assert row["table_name"] == f"{table}$timeline"
+    assert not _get_tables(sql_server, db_schema_filter_pattern=namespace, table_name_filter_pattern=f"{table}$t%")
+    schema = adbc_conn.adbc_get_table_schema(f"{table}$timeline", db_schema_filter=namespace)
+    assert schema.names == META_TABLES["timeline"].schema.names
+
+
+def test_sqlalchemy_and_pandas_reflect_a_metadata_table(sql_server, sql_tables):
+    import pandas as pd
+    import sqlalchemy as sa
+
+    namespace, table = MOR.split(".")
+    engine = sa.create_engine(f"hudi+flight://127.0.0.1:{sql_server.port}")
+    try:
+        expected = _library(sql_tables, MOR, "timeline")
+        columns = sa.inspect(engine).get_columns(f"{table}$timeline", schema=namespace)
+        assert [c["name"] for c in columns] == expected.column_names
+        with engine.connect() as conn:
+            frame = pd.read_sql_table(f"{table}$timeline", conn, schema=namespace)
+        assert list(frame.columns) == expected.column_names and len(frame) == expected.num_rows
+    finally:
+        engine.dispose()
+
+
+def test_the_cli_reads_a_metadata_table_of_a_name_with_underscores(sql_server, sql_tables, tmp_path, capsys):
+    import pyarrow.parquet as pq
+
+    from flight_server.cli.main import main
+
+    out = tmp_path / "timeline.parquet"
+    uri = f"grpc://127.0.0.1:{sql_server.port}"
+    assert main(["read", f"{MOR}$timeline", "--output", str(out), "--server", uri]) == 0, capsys.readouterr().err
+    assert pq.read_table(out).equals(_library(sql_tables, MOR, "timeline"))
+    assert main(["read", f"{MOR}$timeline", "--server", uri]) == 0
+    assert f"({_library(sql_tables, MOR, 'timeline').num_rows} rows)" in capsys.readouterr().out

@@ -21,8 +21,9 @@ import pyarrow.flight as flight
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from flight_server.protocol import pack, sql
 from hudi_generator.generator import GeneratorSpec
-from tests.support.credentials import prepare_state, token_settings
+from tests.support.credentials import TOKEN_USER, prepare_state, token_settings
 from tests.support.servers import free_port
 
 REPO = Path(__file__).resolve().parents[4]
@@ -138,6 +139,19 @@ def test_metrics_sum_over_every_process(pair):
     assert len(list((state / "metrics").glob("counter_*.db"))) >= 2
 
 
+def test_sql_admission_is_measured_per_user(pair):
+    """The fair queue of SQL work tells the metrics what runs and waits, per user."""
+    first, _, _ = pair
+    before = _sample(first.metrics(), "hudi_flight_sql_queue_wait_seconds_count")
+    descriptor = flight.FlightDescriptor.for_command(pack(sql.CommandStatementQuery(query="SELECT 6 * 7 AS answer")))
+    info = first.client.get_flight_info(descriptor, first.options)
+    assert first.client.do_get(info.endpoints[0].ticket, first.options).read_all().to_pylist() == [{"answer": 42}]
+    text = first.metrics()
+    # the schema step and the execution: each admitted through the queue
+    assert _sample(text, "hudi_flight_sql_queue_wait_seconds_count") == before + 2
+    assert f'hudi_flight_sql_running{{user="{TOKEN_USER}"}} 0.0' in text
+
+
 def test_health_answers_serving(pair):
     first, _, _ = pair
     with grpc.insecure_channel(f"127.0.0.1:{first.health_port}") as channel:
@@ -212,7 +226,8 @@ def test_failed_calls_log_the_reason_the_client_got(caplog):
     import logging
 
     from flight_server.server.errors import translated
-    from flight_server.server.ops.call_log import CALL_LOG, CallRecord, JsonFormatter
+    from flight_server.server.ops.call_log import CALL_LOG, CallRecord
+    from flight_server.server.ops.logs import JsonFormatter
 
     caplog.set_level(logging.INFO, logger=CALL_LOG.name)
     try:

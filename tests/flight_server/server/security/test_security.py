@@ -70,10 +70,25 @@ def test_register_under_an_allowed_root_still_works(client, fixture_table):
     assert _action(client, "unregister-table", {"table": "ok.t"})["unregistered"]
 
 
+def test_info_and_listing_redact_secret_looking_properties(client, fixture_table):
+    properties = {"fs.s3a.secret.key": "s3a-secret", "hoodie.datasource.hive_sync.password": "pw", "owner": "ops"}
+    _action(client, "register-table", {"table": "ok.props", "uri": fixture_table(SIMPLE), "properties": properties})
+    try:
+        info = _action(client, "table-info", {"table": "ok.props"})
+        listed = next(t for t in _action(client, "list-tables") if t["table"] == "ok.props")
+        shown = {"fs.s3a.secret.key": "<redacted>", "hoodie.datasource.hive_sync.password": "<redacted>", "owner": "ops"}
+        assert info["properties"] == listed["properties"] == shown
+    finally:
+        _action(client, "unregister-table", {"table": "ok.props"})
+
+
 @pytest.mark.parametrize("table, match", [
-    ("ns.a\x00b", "control or invisible formatting character"),
-    ("ns.evil\u202etxt", "control or invisible formatting character"),
-    ("ns.a\u2066b", "control or invisible formatting character"),
+    ("ns.a\x00b", "outside NAME_CHARACTERS"),
+    ("ns.evil\u202etxt", "outside NAME_CHARACTERS"),
+    ("ns.a\u2066b", "outside NAME_CHARACTERS"),
+    ("ns.tr\u0456ps", "outside NAME_CHARACTERS"),  # a Cyrillic i: reads as ns.trips
+    ("\u0455ales.trips", "outside NAME_CHARACTERS"),  # a Cyrillic s in the namespace
+    ("ns.trips.v2", "not of the form"),
     ("ns.a\nb", "not of the form"),
     ("ns." + "x" * 5000, "at most 255 characters"),
     ("n" * 256 + ".t", "at most 255 characters"),
@@ -306,10 +321,12 @@ def test_footer_cache_is_bounded_in_bytes_and_keyed_by_normalised_path(tmp_path)
 
 
 def test_state_files_are_private(tmp_path):
-    state = tmp_path / "state"
+    state = tmp_path / "new" / "state"
     with running_server(ServerConfig(port=0, state_dir=str(state))):
         pass
-    assert stat.S_IMODE(state.stat().st_mode) == 0o700
+    folders = [tmp_path / "new", state, *(Path(top) / d for top, dirs, _ in os.walk(state) for d in dirs)]
+    assert state / "disk-cache" in folders
+    assert {str(f): oct(stat.S_IMODE(f.stat().st_mode)) for f in folders} == {str(f): oct(0o700) for f in folders}
     for name in ("catalog.db", "ticket-secret"):
         assert stat.S_IMODE((state / name).stat().st_mode) == 0o600, name
 

@@ -10,6 +10,7 @@ import socket
 import time
 from pathlib import Path
 
+import pyarrow.flight as flight
 import pytest
 
 from catalog import HudiTable
@@ -194,6 +195,31 @@ def test_processes_serve_tls_behind_one_port(pki, fixture_table, tmp_path):
             assert plan.endpoints and all(ep.locations for ep in plan.endpoints)  # the processes' own ports
             assert all(loc.startswith("grpc+tls://") for ep in plan.endpoints for loc in ep.locations)
             assert rows(client.read("fx.t")) == _expected(fixture_table)
+    finally:
+        server.stop()
+
+
+def test_processes_behind_the_relay_serve_tls_from_it(pki, fixture_table, tmp_path):
+    """``serve --processes 2`` with mutual TLS and no ``--process-endpoints``: the relay ends
+    TLS (the processes listen in cleartext on loopback), so endpoints name no location, a client
+    with a certificate of the CA reads the whole table and one without is refused."""
+    ca, _ = pki
+    warehouse = tmp_path / "wh" / "fx"
+    warehouse.mkdir(parents=True)
+    shutil.copytree(fixture_table(TABLE), warehouse / "t")
+    server = ServeProcess("--port", "0", "--warehouse", str(warehouse.parent), "--state-dir", str(tmp_path / "state"),
+                          "--processes", "2", "--tls-cert", str(ca.server_cert), "--tls-key", str(ca.server_key),
+                          "--tls-client-ca", str(ca.ca_cert), log=tmp_path / "serve.log")
+    uri = f"grpc+tls://127.0.0.1:{server.port}"
+    try:
+        with HudiFlightClient(uri, tls_root_certs=str(ca.ca_cert), cert_chain=str(ca.client_cert),
+                              private_key=str(ca.client_key)) as client:
+            plan = client.plan("fx.t")
+            assert plan.endpoints and not any(ep.locations for ep in plan.endpoints)
+            assert rows(client.read("fx.t")) == _expected(fixture_table)
+        with flight.connect(uri, tls_root_certs=ca.ca_cert.read_bytes()) as anonymous, \
+                pytest.raises(flight.FlightUnavailableError):
+            next(anonymous.list_flights(options=flight.FlightCallOptions(timeout=10)))
     finally:
         server.stop()
 

@@ -172,3 +172,21 @@ def test_kept_analyses_stay_within_their_byte_bound():
         analyses.analyze(f"SELECT * FROM ns.t WHERE uuid = ? AND id > {i}", _resolver(), ["a"])
     caches = (analyses._templates, analyses._analyses, analyses._generic)
     assert all(cache.bytes <= 64 << 10 for cache in caches) and len(analyses._generic) < 200
+
+
+@pytest.mark.parametrize("values", [[1, 5.0, 9.5], [2, -1.0, 0.0], [3, 9.5, 1.0]])
+def test_between_is_two_pushed_comparisons_and_keeps_a_plain_scan(values):
+    """``col BETWEEN low AND high`` is ``col >= low AND col <= high`` in SQL: both pushed, so a
+    single-table query of such conditions stays a plain scan (the endpoints answer it from the
+    kept columns), bound as a fresh analysis binds it; NOT BETWEEN and SYMMETRIC are the engine's."""
+    sql = "SELECT * FROM ns.t WHERE id = ? AND fare BETWEEN ? AND ?"
+    bound = Analyses(Limits()).analyze(sql, _resolver(), values)
+    _same(bound, analyze(sql, _resolver(), values))
+    assert bound.scan is not None
+    assert bound.scan.options.filters == (("id", "=", values[0]), ("fare", ">=", values[1]), ("fare", "<=", values[2]))
+    literal = analyze("SELECT uuid FROM ns.t WHERE fare BETWEEN 1 AND 2", _resolver(), [])
+    assert literal.scan is not None and literal.scan.options.filters == (("fare", ">=", 1), ("fare", "<=", 2))
+    for engine in ("SELECT * FROM ns.t WHERE fare NOT BETWEEN 1 AND 2",
+                   "SELECT * FROM ns.t WHERE fare BETWEEN SYMMETRIC 2 AND 1"):
+        analysis = analyze(engine, _resolver(), [])
+        assert analysis.scan is None and analysis.plan.scans[0].options.filters == ()
