@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench.common import RESULTS_DIR, SIZES, validate_rows, write_results
 
-_NOT_BENCHMARKS = {"common", "__main__", "latency_proxy"}  # latency_proxy: a tool of benchmarks
+_NOT_BENCHMARKS = {"common", "__main__", "latency_proxy", "process_cpu"}  # tools of benchmarks
 
 
 def discover() -> list[str]:

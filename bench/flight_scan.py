@@ -34,7 +34,7 @@ import pyarrow.dataset as ds
 import pyarrow.flight as flight
 
 from bench.common import base_file_paths, check_size, generated_once, percentile, round_robin, row
-from bench.point_query import tree_cpu_seconds
+from bench.process_cpu import tree_cpu_seconds
 
 # rows, partitions, parquet row-group rows; ~60 bytes of Parquet per generated row.
 SIZES = {"quick": (600_000, 4, 65_536), "full": (20_500_000, 8, 262_144)}

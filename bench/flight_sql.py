@@ -32,7 +32,7 @@ import pyarrow.dataset as ds
 
 from bench.common import ServedWarehouse, base_file_paths, percentile, round_robin, row
 from bench.flight_scan import WORKERS, CpuMeter, _service_read, _table
-from bench.point_query import tree_cpu_seconds
+from bench.process_cpu import tree_cpu_seconds
 
 TABLE = "bench.trips"
 AGGREGATE = ("SELECT count(*) AS n, sum(trip_count) AS trips FROM {} "

@@ -47,6 +47,7 @@ import pyarrow.compute as pc
 import pyarrow.flight as flight
 
 from bench.common import generated_once, percentile, row, table_dir
+from bench.process_cpu import tree_cpu_seconds
 
 if TYPE_CHECKING:
     from hudi_generator.generator import GeneratorSpec
@@ -277,8 +278,6 @@ class _Tally:
     supervisor's: the relay) and of the client processes."""
 
     def __init__(self, server_pid: int, serving_pids: list[int]):
-        from bench.point_query import tree_cpu_seconds  # bench.point_query imports this module
-
         self._tree = tree_cpu_seconds
         self._pids = server_pid, serving_pids
         self._before = (0.0, 0.0)

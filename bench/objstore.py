@@ -72,7 +72,8 @@ import pyarrow.flight as flight
 from bench.common import base_file_paths, generated_once, percentile, row, table_dir
 from bench.latency_proxy import LatencyProxy, Traffic
 from bench.planning import REGION, MotoServer, hudi_options, storage_options
-from bench.point_query import REPO, peer_tree, serve_trees, steady_warmup_keys, tree_cpu_seconds
+from bench.point_query import REPO, peer_tree, serve_trees, steady_warmup_keys
+from bench.process_cpu import tree_cpu_seconds
 from tests.support.servers import free_port
 
 BUCKET = "objstore-bench"

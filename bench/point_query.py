@@ -49,6 +49,7 @@ import pyarrow.flight as flight
 
 from bench.common import generated_once, median, row, table_dir
 from bench.latency import NAMESPACE, SIZES, TABLE, _table
+from bench.process_cpu import tree_cpu_seconds
 
 if TYPE_CHECKING:
     from hudi_generator.generator import GeneratorSpec
@@ -61,33 +62,8 @@ WARMUP = 20
 #: the steady-state warm-up asks one key in every stretch of this many consecutive keys, so every
 #: record-index block (about 640 keys each in this table) is read before the measured queries
 STEADY_STEP = 500
-TICKS = os.sysconf("SC_CLK_TCK")
 #: the storage requests a warm point query should not make (the timeline listing aside)
 READ_KINDS = ("open", "read", "info")
-
-
-def tree_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of ``pid`` and every live descendant (``/proc``)."""
-    children: dict[int, list[int]] = {}
-    stats: dict[int, list[str]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            text = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:  # exited meanwhile
-            continue
-        fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) "
-        stats[int(entry)] = fields
-        children.setdefault(int(fields[1]), []).append(int(entry))
-    total, todo = 0, [pid]
-    while todo:
-        current = todo.pop()
-        fields = stats.get(current)
-        if fields is not None:
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-        todo.extend(children.get(current, []))
-    return total / TICKS
 
 
 def peer_tree(commit: str = PEER_COMMIT) -> Path:

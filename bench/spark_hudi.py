@@ -39,11 +39,12 @@ SHAPES = {"quick": (100, 100_000), "full": (2_000, 1_000_000)}
 POINT_KEY = "key-000004242"
 
 
-def _job(*args: str) -> dict[str, Any]:
-    """Run the JVM-side job in the writer's environment; its last line is ``RESULT <json>``."""
+def hudi_job(*args: str) -> dict[str, Any]:
+    """Run the JVM-side job (:mod:`bench.spark_hudi_job`) in the writer's environment; its last
+    line is ``RESULT <json>``."""
     if not WRITER_PYTHON.exists() or not BUNDLE.exists():
         raise RuntimeError("Hudi's Spark writer is not set up: run `make hudi-writer` first")
-    env = dict(os.environ, PYSPARK_PYTHON=str(WRITER_PYTHON), SPARK_LOCAL_IP="127.0.0.1")
+    env = dict(os.environ, PYSPARK_PYTHON=str(WRITER_PYTHON), SPARK_LOCAL_IP="127.0.0.1", PYTHONPATH=str(REPO))
     done = subprocess.run(
         [str(WRITER_PYTHON), str(JOB), *args, "--jar", str(BUNDLE)],
         env=env, capture_output=True, text=True, check=False,
@@ -55,13 +56,15 @@ def _job(*args: str) -> dict[str, Any]:
 
 
 def hudi_written_tables(size: str) -> tuple[Path, Path]:
-    """The copy-on-write and merge-on-read tables of ``size``, written by Hudi on first use."""
+    """The copy-on-write and merge-on-read tables of ``size``, written by Hudi on first use, as
+    ``<folder>/cow`` and ``<folder>/mor``; the folder's name is a namespace ``hudi-flight serve
+    --warehouse <folder>`` can serve them under."""
     partitions, rows = SHAPES[size]
-    base = DATA_DIR / f"spark_hudi_{HUDI_RELEASE}_{partitions}p_{rows}r"
+    base = DATA_DIR / f"hudi_{HUDI_RELEASE.replace('.', '_')}_{partitions}p_{rows}r"
     cow, mor = base / "cow", base / "mor"
     if not (base / "DONE").exists():
         print(f"[bench] writing {partitions} partitions x {rows} rows with Hudi {HUDI_RELEASE} ...", file=sys.stderr)
-        _job("write", "--out", str(base), "--partitions", str(partitions), "--rows", str(rows))
+        hudi_job("write", "--out", str(base), "--partitions", str(partitions), "--rows", str(rows))
         (base / "DONE").write_text("written by Hudi's Spark writer\n")
     return cow, mor
 
@@ -97,7 +100,7 @@ def run(size: str) -> list[dict]:
     cow, mor = hudi_written_tables(size)
     partitions, rows = SHAPES[size]
     repeat = 3 if size == "full" else 5
-    spark = _job("measure", "--cow", str(cow), "--mor", str(mor), "--key", POINT_KEY, "--repeat", str(repeat))
+    spark = hudi_job("measure", "--cow", str(cow), "--mor", str(mor), "--key", POINT_KEY, "--repeat", str(repeat))
     ours = _ours(cow, mor, repeat)
     if ours["point_query"]["value"] != spark["point_query"]["value"] or ours["point_query"]["value"] != 1:
         raise AssertionError(f"point query rows differ: ours {ours['point_query']}, Spark {spark['point_query']}")

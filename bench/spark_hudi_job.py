@@ -5,12 +5,17 @@ Not a benchmark module (it has no ``run``): :mod:`bench.spark_hudi` starts it as
 because Hudi's bundles need PySpark 3.5 while the project's own environment has PySpark 4.
 
     python bench/spark_hudi_job.py write   --jar BUNDLE --out DIR --partitions N --rows R
-    python bench/spark_hudi_job.py measure --jar BUNDLE --cow DIR --mor DIR --key K --repeat N
+    python bench/spark_hudi_job.py measure --jar BUNDLE --cow DIR --mor DIR --key K --repeat N \
+        [--region P] [--cases NAME ...] [--checksum]
 
 ``write`` makes a copy-on-write and a merge-on-read table of the same rows (a metadata table
 with the record index, ``N`` partitions), then upserts a tenth of the keys into both, so the
 merge-on-read table has log files to merge. ``measure`` times Spark's Hudi reader in one warm
-session (after one warm-up run each) and prints a JSON object of median seconds.
+session (after one warm-up run each) and prints a JSON object of median seconds, each case's
+result and the session's CPU seconds per call (the driver's Python, its JVM and the JVM's
+children). ``--cases`` picks the cases (default: those of :mod:`bench.spark_hudi`); with
+``--checksum`` the result also holds, untimed, a checksum of each table's snapshot rows
+(:data:`CHECKSUM_COLUMNS`), which other readers compute the same way to show equal rows.
 """
 
 from __future__ import annotations
@@ -23,8 +28,18 @@ import sys
 import time
 from typing import Any, Callable
 
+from bench.process_cpu import tree_cpu_seconds  # the job runs with the repository on PYTHONPATH
+
 KEY = "uuid"
 PARTITION = "region"
+#: the columns of the two-column projection
+TWO_COLUMNS = ("fare", "rider")
+#: the column whose min and max are asked for
+MINMAX_COLUMN = "fare"
+#: the snapshot checksum: sum of xxhash64 over these columns (Spark's xxhash64 is the same on 3.5 and 4)
+CHECKSUM_COLUMNS = (KEY, PARTITION, "rider", "fare", "distance", "ts")
+#: the cases ``measure`` times when ``--cases`` is not given
+DEFAULT_CASES = ("planning_mor", "cow_scan", "mor_snapshot", "mor_count", "point_query")
 
 
 def _session(jar: str) -> Any:
@@ -103,14 +118,23 @@ def write(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def _median_of(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+def _median_of(fn: Callable[[], Any], repeat: int) -> dict[str, Any]:
     fn()  # warm-up: class loading, JIT, the session's first job
     samples, result = [], None
+    cpu = tree_cpu_seconds(os.getpid())
     for _ in range(repeat):
         t0 = time.perf_counter()
         result = fn()
         samples.append(time.perf_counter() - t0)
-    return statistics.median(samples), result
+    return {"seconds": statistics.median(samples), "value": result, "cpu": (tree_cpu_seconds(os.getpid()) - cpu) / repeat}
+
+
+def checksum(df: Any) -> int:
+    """Order-independent checksum of a DataFrame's rows over :data:`CHECKSUM_COLUMNS`."""
+    from pyspark.sql import functions as F
+
+    hashes = df.select(F.xxhash64(*CHECKSUM_COLUMNS).cast("decimal(38,0)").alias("h"))
+    return int(hashes.agg(F.sum("h")).first()[0] or 0)
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -119,16 +143,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     spark = _session(args.jar)
     reader = spark.read.format("hudi").option("hoodie.metadata.enable", "true")
 
-    def plan(path: str) -> int:
-        return len(reader.load(path).inputFiles())
-
-    def scan(path: str) -> int:
-        df = reader.load(path)
+    def noop(df: Any) -> int:
         df.write.format("noop").mode("overwrite").save()
         return 0
-
-    def count(path: str) -> int:
-        return reader.load(path).count()
 
     def point(path: str) -> int:
         df = (
@@ -138,16 +155,27 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         )
         return len(df.filter(F.col(KEY) == args.key).collect())
 
-    result: dict[str, Any] = {}
-    for name, fn, path in (
-        ("planning_mor", plan, args.mor),
-        ("cow_scan", scan, args.cow),
-        ("mor_snapshot", scan, args.mor),
-        ("mor_count", count, args.mor),
-        ("point_query", point, args.mor),
-    ):
-        seconds, value = _median_of(lambda fn=fn, path=path: fn(path), args.repeat)
-        result[name] = {"seconds": seconds, "value": value}
+    def minmax(path: str) -> list[float]:
+        found = reader.load(path).agg(F.min(MINMAX_COLUMN), F.max(MINMAX_COLUMN)).first()
+        return [found[0], found[1]]
+
+    cases: dict[str, Callable[[], Any]] = {
+        "planning_mor": lambda: len(reader.load(args.mor).inputFiles()),
+        "cow_scan": lambda: noop(reader.load(args.cow)),
+        "cow_projection": lambda: noop(reader.load(args.cow).select(*TWO_COLUMNS)),
+        "cow_filter": lambda: noop(reader.load(args.cow).where(F.col(PARTITION) == args.region)),
+        "cow_count": lambda: reader.load(args.cow).count(),
+        "cow_minmax": lambda: minmax(args.cow),
+        "mor_snapshot": lambda: noop(reader.load(args.mor)),
+        "mor_count": lambda: reader.load(args.mor).count(),
+        "point_query": lambda: point(args.mor),
+    }
+    unknown = sorted(set(args.cases) - set(cases))
+    if unknown:
+        raise SystemExit(f"unknown cases {unknown}; known: {sorted(cases)}")
+    result: dict[str, Any] = {name: _median_of(cases[name], args.repeat) for name in args.cases}
+    if args.checksum:
+        result["checksum"] = {"cow": checksum(reader.load(args.cow)), "mor": checksum(reader.load(args.mor))}
     spark.stop()
     return result
 
@@ -164,8 +192,11 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--jar", required=True)
     m.add_argument("--cow", required=True)
     m.add_argument("--mor", required=True)
-    m.add_argument("--key", required=True)
+    m.add_argument("--key", help="the record key of the case point_query")
     m.add_argument("--repeat", type=int, default=3)
+    m.add_argument("--region", default="p00000", help="the partition of the case cow_filter")
+    m.add_argument("--cases", nargs="+", default=list(DEFAULT_CASES))
+    m.add_argument("--checksum", action="store_true")
     args = parser.parse_args(argv)
     result = write(args) if args.command == "write" else measure(args)
     print("RESULT " + json.dumps(result), flush=True)

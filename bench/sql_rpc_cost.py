@@ -34,7 +34,8 @@ import pyarrow.flight as flight
 
 from bench.common import median, row
 from bench.latency import NAMESPACE, TABLE, _table
-from bench.point_query import REPO, _steady_warmup, peer_tree, serve_trees, tree_cpu_seconds
+from bench.point_query import REPO, _steady_warmup, peer_tree, serve_trees
+from bench.process_cpu import tree_cpu_seconds
 
 PEER_COMMIT = "a6b67c1"
 ROUNDS = 7

@@ -33,7 +33,8 @@ from typing import Any, Callable
 from bench.common import median, row
 from bench.flight_sql import AGGREGATE
 from bench.latency import NAMESPACE, TABLE, _table
-from bench.point_query import REPO, peer_tree, serve_trees, tree_cpu_seconds
+from bench.point_query import REPO, peer_tree, serve_trees
+from bench.process_cpu import tree_cpu_seconds
 
 PEER_COMMIT = "91816c9"
 ROUNDS = 5

@@ -5,6 +5,8 @@ import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import org.apache.arrow.flight.FlightEndpoint;
+import org.apache.arrow.flight.FlightInfo;
 import org.apache.spark.sql.connector.read.InputPartition;
 
 /**
@@ -25,6 +27,15 @@ final class EndpointGroup implements InputPartition {
   @Override
   public String[] preferredLocations() {
     return host == null ? new String[0] : new String[] {host};
+  }
+
+  /** The input partitions of a planned query: its endpoints, packed ({@link #pack}). */
+  static InputPartition[] partitions(FlightInfo plan, int minPartitions) {
+    List<Endpoint> endpoints = new ArrayList<>();
+    for (FlightEndpoint endpoint : plan.getEndpoints()) {
+      endpoints.add(Endpoint.of(endpoint));
+    }
+    return pack(endpoints, minPartitions).toArray(new InputPartition[0]);
   }
 
   /**

@@ -4,10 +4,12 @@ import java.io.ByteArrayInputStream;
 import java.net.URISyntaxException;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.Iterator;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import org.apache.arrow.flight.Action;
 import org.apache.arrow.flight.CallOption;
 import org.apache.arrow.flight.CallOptions;
 import org.apache.arrow.flight.CallStatus;
@@ -20,6 +22,7 @@ import org.apache.arrow.flight.FlightStatusCode;
 import org.apache.arrow.flight.FlightStream;
 import org.apache.arrow.flight.HeaderCallOption;
 import org.apache.arrow.flight.Location;
+import org.apache.arrow.flight.Result;
 import org.apache.arrow.flight.Ticket;
 import org.apache.arrow.flight.auth2.BearerCredentialWriter;
 import org.apache.arrow.flight.grpc.CredentialCallOption;
@@ -89,6 +92,21 @@ public final class FlightSession implements AutoCloseable {
   public Schema schema(byte[] command, String what) {
     FlightDescriptor descriptor = FlightDescriptor.command(command);
     return idempotent(what, () -> client(connection.uri()).getSchema(descriptor, callOptions()).getSchema());
+  }
+
+  /** Runs a Flight action ({@code do_action}): its first result's body, or null when it returns none. */
+  public byte[] action(String type, byte[] body, String what) {
+    return idempotent(what, () -> {
+      Iterator<Result> results = client(connection.uri()).doAction(new Action(type, body), callOptions());
+      byte[] first = null;
+      while (results.hasNext()) {
+        Result result = results.next();
+        if (first == null) {
+          first = result.getBody();
+        }
+      }
+      return first;
+    });
   }
 
   /** Starts streaming a ticket from one server ({@link #targets} gives where, in order). */

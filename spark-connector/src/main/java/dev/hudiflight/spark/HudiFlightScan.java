@@ -1,9 +1,6 @@
 package dev.hudiflight.spark;
 
-import java.util.ArrayList;
-import java.util.List;
 import java.util.OptionalLong;
-import org.apache.arrow.flight.FlightEndpoint;
 import org.apache.arrow.flight.FlightInfo;
 import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
@@ -11,6 +8,7 @@ import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.Statistics;
 import org.apache.spark.sql.connector.read.SupportsReportStatistics;
+import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.types.StructType;
 
 /**
@@ -24,6 +22,7 @@ final class HudiFlightScan implements Scan, Batch, SupportsReportStatistics {
   private final QueryCommand query;
   private final StructType schema;
   private final int minPartitions;
+  private final int maxCommitsPerTrigger;
   private final String pushed;
   private FlightInfo plan;
 
@@ -31,12 +30,13 @@ final class HudiFlightScan implements Scan, Batch, SupportsReportStatistics {
    * @param plan the query's plan when already made (an aggregate answered from metadata), else null
    * @param pushed what Spark pushed, for {@code explain()}
    */
-  HudiFlightScan(ConnectionOptions connection, QueryCommand query, StructType schema, int minPartitions, String pushed,
-      FlightInfo plan) {
+  HudiFlightScan(ConnectionOptions connection, QueryCommand query, StructType schema, int minPartitions,
+      int maxCommitsPerTrigger, String pushed, FlightInfo plan) {
     this.connection = connection;
     this.query = query;
     this.schema = schema;
     this.minPartitions = minPartitions;
+    this.maxCommitsPerTrigger = maxCommitsPerTrigger;
     this.pushed = pushed;
     this.plan = plan;
   }
@@ -72,11 +72,13 @@ final class HudiFlightScan implements Scan, Batch, SupportsReportStatistics {
 
   @Override
   public InputPartition[] planInputPartitions() {
-    List<Endpoint> endpoints = new ArrayList<>();
-    for (FlightEndpoint endpoint : plan().getEndpoints()) {
-      endpoints.add(Endpoint.of(endpoint));
-    }
-    return EndpointGroup.pack(endpoints, minPartitions).toArray(new InputPartition[0]);
+    return EndpointGroup.partitions(plan(), minPartitions);
+  }
+
+  /** {@code spark.readStream}: the table followed commit by commit ({@link HudiFlightMicroBatchStream}). */
+  @Override
+  public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
+    return new HudiFlightMicroBatchStream(connection, query, schema, minPartitions, maxCommitsPerTrigger);
   }
 
   @Override

@@ -34,6 +34,7 @@ final class HudiFlightScanBuilder implements ScanBuilder, SupportsPushDownRequir
     SupportsPushDownAggregates, SupportsPushDownLimit {
   private final HudiFlightTable table;
   private final int minPartitions;
+  private final int maxCommitsPerTrigger;
   private QueryCommand query;
   private StructType required;
   private final List<Predicate> pushed = new ArrayList<>();
@@ -41,10 +42,11 @@ final class HudiFlightScanBuilder implements ScanBuilder, SupportsPushDownRequir
   private AggregateAnswer answer;
   private boolean aggregated;
 
-  HudiFlightScanBuilder(HudiFlightTable table, QueryCommand query, int minPartitions) {
+  HudiFlightScanBuilder(HudiFlightTable table, QueryCommand query, int minPartitions, int maxCommitsPerTrigger) {
     this.table = table;
     this.query = query;
     this.minPartitions = minPartitions;
+    this.maxCommitsPerTrigger = maxCommitsPerTrigger;
     this.required = table.schema();
   }
 
@@ -95,14 +97,22 @@ final class HudiFlightScanBuilder implements ScanBuilder, SupportsPushDownRequir
   public Scan build() {
     if (aggregated) {
       return new HudiFlightScan(table.connection(), answer.query, ArrowTypes.toSpark(answer.plan.getSchema()),
-          1, describe(answer.query), answer.plan);
+          1, maxCommitsPerTrigger, describe(answer.query), answer.plan);
     }
-    QueryCommand scan = query.withColumns(columns(required, table.schema()));
+    // every column: the command names none (or keeps the user's "columns" option, the table's schema then)
+    QueryCommand scan = required.equals(table.schema()) ? query : query.withColumns(columns(required, table.schema()));
     StructType schema;
     try (FlightSession session = new FlightSession(table.connection())) {
       schema = ArrowTypes.toSpark(session.schema(scan.toJson(), "schema of " + scan.table()));
     }
-    return new HudiFlightScan(table.connection(), scan, schema, minPartitions, describe(scan), null);
+    if (!Arrays.equals(schema.fieldNames(), required.fieldNames())) {
+      // a query's own options (a catalog table's WITH (...), query_type = 'cdc') gave other columns
+      // than the table's that Spark planned with: refused, never read under the wrong names
+      throw new IllegalArgumentException("hudi-flight: the query's options change the table's columns of "
+          + scan.table() + " (to " + String.join(", ", schema.fieldNames()) + "): give them when the table is "
+          + "loaded, spark.read.format(\"hudi-flight\").options(...).load(\"" + scan.table() + "\")");
+    }
+    return new HudiFlightScan(table.connection(), scan, schema, minPartitions, maxCommitsPerTrigger, describe(scan), null);
   }
 
   private String describe(QueryCommand scan) {

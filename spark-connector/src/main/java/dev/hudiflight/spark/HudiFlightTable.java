@@ -54,7 +54,7 @@ public class HudiFlightTable implements SupportsRead {
 
   @Override
   public Set<TableCapability> capabilities() {
-    return Set.of(TableCapability.BATCH_READ);
+    return Set.of(TableCapability.BATCH_READ, TableCapability.MICRO_BATCH_READ);
   }
 
   @Override
@@ -62,7 +62,8 @@ public class HudiFlightTable implements SupportsRead {
     Map<String, String> merged = new HashMap<>(options);
     merged.putAll(queryOptions.asCaseSensitiveMap());
     QueryCommand query = QueryCommand.of(name, merged);
-    int minPartitions = new ConnectionOptions.Options(merged).positiveInt("min_partitions", 2);
-    return new HudiFlightScanBuilder(this, query, minPartitions);
+    ConnectionOptions.Options opts = new ConnectionOptions.Options(merged);
+    return new HudiFlightScanBuilder(this, query, opts.positiveInt("min_partitions", 2),
+        opts.positiveInt("max_commits_per_trigger", 1));
   }
 }

@@ -140,6 +140,22 @@ public final class QueryCommand implements Serializable {
     return aggregates;
   }
 
+  /** A read option of the query as given ({@code query_type}, {@code as_of}, {@code start}, {@code end}), or null. */
+  public String instant(String key) {
+    return instants.get(key);
+  }
+
+  /** This query as the incremental query of the commits in {@code (start, end]} ({@code start} null: from the first). */
+  public QueryCommand incremental(String start, String end) {
+    Map<String, String> range = new LinkedHashMap<>();
+    range.put("query_type", "incremental");
+    if (start != null) {
+      range.put("start", start);
+    }
+    range.put("end", end);
+    return new QueryCommand(table, Collections.unmodifiableMap(range), columns, filters, limit, aggregates);
+  }
+
   public QueryCommand withColumns(List<String> newColumns) {
     return new QueryCommand(table, instants, List.copyOf(newColumns), filters, limit, aggregates);
   }
