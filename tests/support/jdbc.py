@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.make import run_make
+
 REPO = Path(__file__).resolve().parents[2]
 CHECKS = Path(__file__).resolve().parent / "java" / "JdbcChecks.java"
 #: Arrow's memory module needs this on Java 17 (the driver fails at its first query without it)
@@ -27,7 +29,7 @@ def _made(target: str, pattern: str, tools: tuple[str, ...]) -> Path:
     for tool in (*tools, "make"):
         if shutil.which(tool) is None:
             raise RuntimeError(f"{tool} is not on the PATH (make {target} needs Java 17: {', '.join(tools)})")
-    done = subprocess.run(["make", "-s", "-C", str(REPO), target], capture_output=True, text=True, timeout=600)
+    done = run_make(target)
     if done.returncode != 0:
         raise RuntimeError(f"make {target} failed: {(done.stderr or done.stdout)[-2000:]}")
     made = sorted((REPO / ".cache" / "jdbc").glob(pattern))

@@ -4,33 +4,29 @@ DataSource V2 connector's jar on its classpath, so ``format("hudi-flight")`` is 
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import os
-import subprocess
 import sys
-from pathlib import Path
 from typing import Callable, TypeVar
 
 from pyspark.sql import SparkSession
 
 from flight_server.client.spark import HudiFlightPythonDataSource
 from flight_server.spark import BUILD_COMMAND, connector_jar
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.make import run_make
 
 
 @functools.lru_cache(maxsize=1)
 def built_connector_jar() -> str:
     """The connector's jar, built first by ``make spark-connector`` (nothing to do when it is newer
-    than its sources; a lock keeps parallel test workers from building it twice at once). A build
-    that fails (no Maven, no JDK) fails the caller: ``make test`` builds it before the tests."""
-    lock_path = REPO / ".cache" / "spark-connector.lock"
-    lock_path.parent.mkdir(exist_ok=True)
-    with open(lock_path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        subprocess.run([*BUILD_COMMAND.split(), "-s"], cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+    than its sources; :func:`~tests.support.make.run_make` keeps parallel test workers from building
+    it twice at once). A build that fails (no Maven, no JDK) fails the caller: ``make test`` builds
+    it before the tests."""
+    done = run_make(BUILD_COMMAND.split()[1])
+    if done.returncode != 0:
+        raise RuntimeError(f"{BUILD_COMMAND} failed: {(done.stderr or done.stdout)[-2000:]}")
     return connector_jar()
+
 
 T = TypeVar("T")
 #: Spark's words when a Python worker it started (a streaming source's runner: a fresh interpreter,
