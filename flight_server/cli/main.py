@@ -93,10 +93,8 @@ def _namespace_roots(pairs: list[str] | None) -> dict[str, list[str]] | None:
 #: costs milliseconds of system time (twice its decoding). The allocator reads this when Arrow
 #: loads, which in this process has happened already: set here, it reaches the serving processes
 #: ``serve`` starts (``--processes N``, spawned); the container image sets it for the first one.
-#: gRPC's C++ core logs to stderr (e.g. two lines of its own before "cannot listen ... address in
-#: use?"); it reads GRPC_VERBOSITY when the first server starts, so NONE here keeps the CLI's one
-#: line. The server's own log says what went wrong; set GRPC_VERBOSITY=ERROR (or INFO) to see gRPC's.
-_SERVER_ENVIRONMENT = {"MIMALLOC_ALLOW_LARGE_OS_PAGES": "0", "GRPC_VERBOSITY": "NONE"}
+#: (gRPC's own C log is off by default for every process that imports ``flight_server.protocol``.)
+_SERVER_ENVIRONMENT = {"MIMALLOC_ALLOW_LARGE_OS_PAGES": "0"}
 
 
 def _check_local_warehouses(warehouses: Sequence[str]) -> None:

@@ -333,7 +333,7 @@ def test_progress_line_ends_at_every_endpoint(server, capsys, monkeypatch, wareh
     assert code == 0 and out.splitlines()[-1] == f"({rows} rows)"
     updates = [u.strip() for u in err.split("\r") if u.strip()]
     done, planned = updates[-1].split(": ")[1].split(" endpoints")[0].split("/")
-    assert updates[-1] == f"reading sales.txns: {planned}/{planned} endpoints, {rows} rows" and done == planned
+    assert updates[-1] == f"reading sales.txns: {planned}/{planned} endpoints, {rows} rows (100%)" and done == planned
 
 
 def test_version(capsys):

@@ -211,6 +211,9 @@ def test_polars_and_duckdb_read_every_fixture_table(server, tables, name):
     """Both entry points return exactly the library's rows on every readable fixture table."""
     uri = f"grpc://127.0.0.1:{server.port}"
     expected = _library(tables, name)
-    assert_same_rows(scan_hudi(uri, identifier(name)).collect().to_arrow(), expected)
+    # polars holds text, binary and lists in its own large Arrow types, DuckDB a UTC timestamp in
+    # its session's zone name (Etc/UTC): both answers compared by value in the library's types
+    assert_same_rows(scan_hudi(uri, identifier(name)).collect().to_arrow(), expected, exact_types=False)
     with HudiFlightClient(uri) as client:
-        assert_same_rows(scan(duckdb.connect(), client, identifier(name)).to_arrow_table(), expected)
+        assert_same_rows(scan(duckdb.connect(), client, identifier(name)).to_arrow_table(), expected,
+                         exact_types=False)

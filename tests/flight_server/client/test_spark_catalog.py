@@ -142,6 +142,24 @@ def test_read_optimized_incremental_and_cdc_through_options(spark, uri, served):
     assert cdc_rows(got.toArrow()) == cdc_rows(expected)
 
 
+def test_read_optimized_view_by_its_hive_sync_name(spark, served):
+    """``lake.ns.t_ro`` is the read-optimized view of the merge-on-read table ``t`` (time travel
+    included); a copy-on-write table has none."""
+    _, paths = served
+    ident = identifier(MOR)
+    mor = HudiTable.open(paths[ident])
+    view = _ref(ident + "_ro")
+    _same(spark.sql(f"SELECT * FROM {view}").toArrow(), mor.read(query_type="read_optimized"))
+    # an instant where the view leaves out what only the log files hold
+    instant = next(i.requested_time for i in mor.timeline.commits
+                   if rows(mor.read(query_type="read_optimized", as_of=i.requested_time))
+                   != rows(mor.read(as_of=i.requested_time)))
+    _same(spark.sql(f"SELECT * FROM {view} VERSION AS OF '{instant}'").toArrow(),
+          mor.read(query_type="read_optimized", as_of=instant))
+    with pytest.raises(AnalysisException, match="TABLE_OR_VIEW_NOT_FOUND"):
+        spark.sql(f"SELECT * FROM {_ref(identifier(COW) + '_ro')}").collect()
+
+
 def test_metadata_tables(spark, served):
     _, paths = served
     ident = identifier(COW)

@@ -8,6 +8,7 @@ import java.time.ZoneOffset;
 import java.time.format.DateTimeFormatter;
 import java.time.temporal.ChronoUnit;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.arrow.flight.FlightStatusCode;
@@ -36,14 +37,19 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * {@code TIMESTAMP AS OF} reads as of that moment (to the millisecond, the finest a Hudi instant
  * has). The other read options (read-optimized, incremental and CDC queries) are a query's options:
  * {@code SELECT ... FROM lake.ns.t WITH ('query_type' = 'incremental', 'start' = '...')} or
- * {@code spark.read.options(...).table("lake.ns.t")}. A table's metadata tables are tables too:
- * {@code lake.ns.`t$timeline`}.
+ * {@code spark.read.options(...).table("lake.ns.t")}; {@code lake.ns.t_ro} is the read-optimized
+ * view of a merge-on-read table {@code t}, as Hive sync names it. A table's metadata tables are
+ * tables too: {@code lake.ns.`t$timeline`}.
  *
  * <p>Read-only: every call that would create, change or drop a table or namespace is refused by name.
  */
 public final class HudiFlightCatalog implements TableCatalog, SupportsNamespaces {
   static final String LIST_NAMESPACES = "list-namespaces";
   static final String LIST_TABLES = "list-tables";
+  static final String TABLE_INFO = "table-info";
+  /** Hive sync's name suffix of a merge-on-read table's read-optimized view. */
+  static final String READ_OPTIMIZED_SUFFIX = "_ro";
+  private static final String MERGE_ON_READ = "MERGE_ON_READ";
   private static final ObjectMapper JSON = new ObjectMapper();
   /** Hudi's instants have milliseconds: a moment between two of them sees the earlier. */
   private static final DateTimeFormatter ISO_MILLIS =
@@ -142,25 +148,67 @@ public final class HudiFlightCatalog implements TableCatalog, SupportsNamespaces
     return ISO_MILLIS.format(Instant.EPOCH.plus(Math.floorDiv(micros, 1000L), ChronoUnit.MILLIS));
   }
 
-  /** The table, checked to exist now (Spark asks before planning, and reports a missing one by name). */
+  /**
+   * The table, checked to exist now (Spark asks before planning, and reports a missing one by name).
+   * {@code t_ro}, when no table of that name is served, is the read-optimized view of the
+   * merge-on-read table {@code t}, as Hive sync names it (and as the server's SQL does).
+   */
   private Table table(Identifier ident, Map<String, String> readOptions) throws NoSuchTableException {
     if (ident.namespace().length != 1) {
       throw new NoSuchTableException(ident);
     }
-    HudiFlightTable table = new HudiFlightTable(connection, ident.namespace()[0] + "." + ident.name(), readOptions);
+    String namespace = ident.namespace()[0];
     try {
-      table.schema();
+      return loaded(namespace + "." + ident.name(), readOptions);
+    } catch (FlightSession.ServerException err) {
+      if (err.code() != FlightStatusCode.NOT_FOUND) {
+        throw err;
+      }
+    }
+    String base = readOptimizedBase(namespace, ident.name());
+    if (base == null) {
+      throw new NoSuchTableException(ident);
+    }
+    Map<String, String> options = new HashMap<>(readOptions);
+    options.put("query_type", "read_optimized");
+    return loaded(base, options);
+  }
+
+  private HudiFlightTable loaded(String name, Map<String, String> readOptions) {
+    HudiFlightTable table = new HudiFlightTable(connection, name, readOptions);
+    table.schema();
+    return table;
+  }
+
+  /** {@code ns.t} when {@code name} is {@code t_ro} and {@code ns.t} is a merge-on-read table, else null. */
+  private String readOptimizedBase(String namespace, String name) {
+    if (!name.endsWith(READ_OPTIMIZED_SUFFIX) || name.length() == READ_OPTIMIZED_SUFFIX.length()) {
+      return null;
+    }
+    String base = namespace + "." + name.substring(0, name.length() - READ_OPTIMIZED_SUFFIX.length());
+    JsonNode info;
+    try {
+      info = answer(TABLE_INFO, Map.of("table", base), "describing " + base);
     } catch (FlightSession.ServerException err) {
       if (err.code() == FlightStatusCode.NOT_FOUND) {
-        throw new NoSuchTableException(ident);
+        return null;
       }
       throw err;
     }
-    return table;
+    return MERGE_ON_READ.equals(info.path("table_type").asText()) ? base : null;
   }
 
   /** The list a catalog action answers with (JSON). */
   private JsonNode action(String type, Map<String, String> body, String what) {
+    JsonNode doc = answer(type, body, what);
+    if (!doc.isArray()) {
+      throw new IllegalStateException("hudi-flight server " + connection.uri() + " answered " + what + " without a list");
+    }
+    return doc;
+  }
+
+  /** The JSON document a catalog action answers with. */
+  private JsonNode answer(String type, Map<String, String> body, String what) {
     byte[] answer;
     try (FlightSession session = new FlightSession(connection)) {
       answer = session.action(type, JSON.writeValueAsBytes(body), what);
@@ -169,8 +217,8 @@ public final class HudiFlightCatalog implements TableCatalog, SupportsNamespaces
     }
     try {
       JsonNode doc = answer == null ? null : JSON.readTree(answer);
-      if (doc == null || !doc.isArray()) {
-        throw new IllegalStateException("hudi-flight server " + connection.uri() + " answered " + what + " without a list");
+      if (doc == null) {
+        throw new IllegalStateException("hudi-flight server " + connection.uri() + " answered " + what + " with nothing");
       }
       return doc;
     } catch (IOException err) {
