@@ -84,6 +84,7 @@ def test_format_hudi_flight_is_the_connector_with_its_jar(spark, uri):
     df = _load(spark, uri, COW)
     plan = _plan(df)
     assert "BatchScan" in plan and "hudi-flight " + identifier(COW) in plan and "(Python)" not in plan
+    assert "PushedColumns: *" in plan  # every column: the command names none
     python = spark.read.format(PYTHON_SOURCE_NAME).option("uri", uri).load(identifier(COW))
     assert "(Python)" in _plan(python)  # the Python source, by its own name
 

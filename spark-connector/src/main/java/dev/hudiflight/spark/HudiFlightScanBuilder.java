@@ -99,7 +99,8 @@ final class HudiFlightScanBuilder implements ScanBuilder, SupportsPushDownRequir
       return new HudiFlightScan(table.connection(), answer.query, ArrowTypes.toSpark(answer.plan.getSchema()),
           1, maxCommitsPerTrigger, describe(answer.query), answer.plan);
     }
-    QueryCommand scan = query.withColumns(columns(required, table.schema()));
+    // every column: the command names none (or keeps the user's "columns" option, the table's schema then)
+    QueryCommand scan = required.equals(table.schema()) ? query : query.withColumns(columns(required, table.schema()));
     StructType schema;
     try (FlightSession session = new FlightSession(table.connection())) {
       schema = ArrowTypes.toSpark(session.schema(scan.toJson(), "schema of " + scan.table()));
