@@ -66,7 +66,7 @@ def _assert_no_committed_secret(text: str, where: str) -> None:
 
 def test_toml_keys_are_known_and_tls_is_on():
     config = ServerConfig.load(DEPLOY / "hudi-flight.toml")
-    assert config.tls_cert and config.tls_key
+    assert config.tls.cert and config.tls.key
     assert config.location.startswith("grpc+tls://")
     assert config.allowed_roots, "register-table must be confined to allowed roots"
     assert not config.client_storage_option_keys
@@ -122,7 +122,7 @@ def test_compose_servers_serve_tls_and_depend_on_the_users_init_step(compose, tm
         assert "insecure" not in flags, name
         text = cluster_toml if flags.get("config", "").endswith("/cluster_config") else toml
         config = _server_config(flags, text, tmp_path)
-        assert config.tls() is not None, f"{name} serves without TLS"
+        assert config.tls.files() is not None, f"{name} serves without TLS"
         for option in ("tls-cert", "tls-key"):
             assert flags[option].startswith("/run/secrets/"), f"{name}: {option} must come from a secret"
         if not _loopback(config.host) and not config.tokens:  # credentials: static tokens, or users
@@ -177,7 +177,7 @@ def test_kubernetes_servers_serve_tls_from_a_secret_with_users_from_an_init_job(
     mounted = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     name = Path(flags["config"]).name
     config = _server_config(flags, config_map["data"][name], tmp_path)
-    tls = config.tls()
+    tls = config.tls.files()
     assert tls is not None, "the server must serve TLS"
     volumes = {v["name"]: v for v in pod["volumes"]}
     for path in (tls.cert, tls.key):

@@ -280,10 +280,11 @@ def _corrupt_block_text(uri: str, block: LogBlock) -> str:
 
 def report_corrupt_block(uri: str, block: LogBlock) -> None:
     """Warn about the skipped corrupt ``block`` and note it for :func:`collecting_corrupt_blocks`
-    (also when a cache hands out the blocks of a file read before: every read reports it)."""
-    message = f"{_corrupt_block_text(uri, block)} skipped"
-    _note_corrupt_block(message)
-    warnings.warn(CorruptBlockWarning(message), stacklevel=3)
+    (also when a cache hands out the blocks of a file read before: every read reports it). The note,
+    which clients are told, names the file by its path in the table only; the warning, for the
+    server's log, by its whole location."""
+    _note_corrupt_block(f"{block.path}: corrupt log block at offset {block.offset} ({block.size} bytes) skipped")
+    warnings.warn(CorruptBlockWarning(f"{_corrupt_block_text(uri, block)} skipped"), stacklevel=3)
 
 
 def _note_corrupt_block(message: str) -> None:

@@ -157,13 +157,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     def ready(server: Any) -> None:
         tables = len(server.registry.list_tables())
-        where = wire.uri(config.host, server.port, bool(config.tls_cert))
+        where = wire.uri(config.host, server.port, bool(config.tls.cert))
         print(f"hudi-flight serving {tables} table(s) on {where}", flush=True)
-        if config.console_port is not None:
+        if config.ops.console_port is not None:
             console = getattr(getattr(server, "app", None), "console", None)  # one process: its bound port
-            port = console.port if console is not None else config.console_port
-            host = config.console_host or config.host
-            print(f"web console on {'https' if config.tls_cert else 'http'}://{host}:{port}/", flush=True)
+            port = console.port if console is not None else config.ops.console_port
+            host = config.ops.console_host or config.host
+            print(f"web console on {'https' if config.tls.cert else 'http'}://{host}:{port}/", flush=True)
         if tables == 0 and config.warehouses:
             print("no Hudi table found under the warehouse(s): a table is a folder holding .hoodie/hoodie.properties, "
                   "served as <parent folder>.<folder>; point --warehouse at the folder above the tables' "

@@ -117,7 +117,7 @@ def health(services: ActionServices, body: Body, call: Call) -> dict[str, Any]:
         "uptime_seconds": round(time.time() - services.started, 3),
         "location": services.config.location,
         "pid": os.getpid(),  # which serving process answered (serve --processes N)
-        "role": services.config.role or "server",
+        "role": services.config.cluster.role or "server",
     }
     if services.cluster is not None:
         doc["workers"] = services.cluster.live()

@@ -97,7 +97,7 @@ class App:
         """``FlightServerBase`` keyword arguments: middleware and TLS (none when the relay in
         front of the process ends TLS: ``tls_in_front``)."""
         kwargs: dict[str, Any] = {"middleware": self.middleware()}
-        tls = self.config.tls()
+        tls = self.config.tls.files()
         if tls is not None and not tls_in_front:
             kwargs.update(tls.server_kwargs())
         return kwargs
@@ -150,13 +150,13 @@ def sql_statements(
     """The Flight SQL statements with the SQL room's caches, sized by the ``sql_*_cache_bytes``
     settings and reporting to ``listener``, and the fair queue of SQL work reporting to
     ``admission`` (both: the metrics)."""
-    schemas = result_schemas(config.sql_result_schema_cache_bytes, listener)
+    schemas = result_schemas(config.sql.result_schema_cache_bytes, listener)
     return Statements(
         SandboxedEngine(config.sql_engine_settings(), schemas, admission),
-        Analyses(limits, config.sql_analysis_cache_bytes, listener),
-        Fragments(config.sql_fragment_cache_bytes, listener),
-        TableFacts(config.sql_table_facts_cache_bytes, listener),
-        FlightInfos(config.sql_flight_info_cache_bytes, listener),
+        Analyses(limits, config.sql.analysis_cache_bytes, listener),
+        Fragments(config.sql.fragment_cache_bytes, listener),
+        TableFacts(config.sql.table_facts_cache_bytes, listener),
+        FlightInfos(config.sql.flight_info_cache_bytes, listener),
     )
 
 
@@ -188,40 +188,41 @@ def compose(
         signer = configured_signer(config.secret, config.resolved_secret_file, config.ticket_ttl_seconds)
     users = UserStore(registry.engine)
     auth = authentication(config.auth_settings(), users, signer)  # refuses an exposed server without credentials
-    limits = config.limits()
+    limits = config.call_limits()
     policy = config.storage_policy()
-    disk = config.disk_cache_bytes
+    disk = config.cache.disk_cache_bytes
     tables = TableCache(
-        config.table_cache_bytes,
+        config.cache.table_cache_bytes,
         policy.options_for,
         ops.cache_listener,
         DiskCache(config.state_path / "disk-cache", disk, ops.cache_listener) if disk else None,
         policy.check_registered,
-        config.max_staleness_ms / 1000.0,
+        config.cache.max_staleness_ms / 1000.0,
         policy.forget,
     )
-    split_results = SplitResultCache(config.split_cache_bytes, config.split_cache_entry_bytes, ops.cache_listener)
+    split_results = SplitResultCache(config.cache.split_cache_bytes, config.cache.split_cache_entry_bytes,
+                                     ops.cache_listener)
     cluster = None
-    if config.role == "coordinator":
+    if config.cluster.role == "coordinator":
         cluster = Membership(
             signer.derived(HEARTBEAT_PURPOSE),
-            config.heartbeat_timeout_seconds,
+            config.cluster.heartbeat_timeout_seconds,
             config.state_path / "workers",  # shared by the coordinator's processes
         )
-    catalog = RegistryCache(registry, config.catalog_cache_seconds)
+    catalog = RegistryCache(registry, config.cache.catalog_cache_seconds)
     queries = Queries(
         catalog,
         tables,
         auth.access,
-        TicketCodec(signer, limits, config.issued_ticket_cache_bytes, ops.cache_listener),
+        TicketCodec(signer, limits, config.cache.issued_ticket_cache_bytes, ops.cache_listener),
         limits,
         config.split_options(),
         FooterCache(limits.footer_cache_bytes, ops.cache_listener),
         Placement(list(config.locations), cluster),
         split_results,
         ops,
-        DecodedRowGroups(config.point_read_cache_bytes, ops.cache_listener),
-        DecodedLogBlocks(config.log_block_cache_bytes, ops.cache_listener),
+        DecodedRowGroups(config.cache.point_read_cache_bytes, ops.cache_listener),
+        DecodedLogBlocks(config.cache.log_block_cache_bytes, ops.cache_listener),
     )
     rescan = functools.partial(_scan_warehouses, config, policy, catalog)
     plans = Budget("plans", limits.max_plans_per_user, limits.max_plans_per_connection, limits.max_plans_total)
@@ -254,14 +255,14 @@ def compose(
 def _console(config: ServerConfig, queries: Queries, auth: AuthMiddlewareFactory, plans: Budget,
              ops: Operations) -> ConsoleServer | None:
     """The web console when ``console_port`` is set (Flask and cheroot are loaded only then)."""
-    if config.console_port is None:
+    if config.ops.console_port is None:
         return None
     from flight_server.server.console.pages import Pages
     from flight_server.server.console.server import ConsoleServer
 
-    return ConsoleServer(Pages(queries, ops.live), auth, plans, config.console_host or config.host,
-                         config.console_port, config.tls(), config.insecure, config.console_threads,
-                         config.console_timeout_seconds, config.console_page_seconds)
+    return ConsoleServer(Pages(queries, ops.live), auth, plans, config.ops.console_host or config.host,
+                         config.ops.console_port, config.tls.files(), config.insecure, config.ops.console_threads,
+                         config.ops.console_timeout_seconds, config.ops.console_page_seconds)
 
 
 __all__ = ["App", "compose", "sql_statements"]

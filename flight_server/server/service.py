@@ -98,7 +98,7 @@ class HudiFlightServer(flight.FlightServerBase):
         kwargs.setdefault("middleware", {}).update(composed.pop("middleware"))
         kwargs.update(composed)
         kwargs.setdefault("auth_handler", HandshakeEnabled())
-        check_locations(self.app.config.locations, self.app.config.tls() is not None)
+        check_locations(self.app.config.locations, self.app.config.tls.files() is not None)
         listen = location or self.app.config.location
         app.load()
         try:

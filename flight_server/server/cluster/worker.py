@@ -29,8 +29,8 @@ WILDCARD_HOSTS = ("", "0.0.0.0", "::", "[::]")  # listening on every address
 def advertised_uri(config: ServerConfig, port: int) -> str:
     """Where clients reach this server: ``advertise``, else its host (the machine's name when it
     listens on every address) and bound ``port``."""
-    if config.advertise:
-        return check_uri(config.advertise, "advertise")
+    if config.cluster.advertise:
+        return check_uri(config.cluster.advertise, "advertise")
     host = socket.gethostname() if config.host in WILDCARD_HOSTS else config.host
     return f"grpc+tcp://{host}:{port}"
 
@@ -47,12 +47,12 @@ class Registration:
     """
 
     def __init__(self, config: ServerConfig, advertise: str, signer: TicketSigner, **client_kwargs: Any):
-        if not config.coordinator:
+        if not config.cluster.coordinator:
             raise ValueError("a worker needs --coordinator URI")
-        self.coordinator = check_uri(config.coordinator, "coordinator")
+        self.coordinator = check_uri(config.cluster.coordinator, "coordinator")
         self.advertise = advertise
-        self.interval = config.heartbeat_interval_seconds
-        self.ttl = config.heartbeat_timeout_seconds
+        self.interval = config.cluster.heartbeat_interval_seconds
+        self.ttl = config.cluster.heartbeat_timeout_seconds
         self.signer = signer.derived(HEARTBEAT_PURPOSE)
         # Heartbeats pass the coordinator's authentication with a token of the shared secret
         # naming the cluster member (no rights beyond the heartbeat itself).

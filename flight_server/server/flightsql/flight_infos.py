@@ -23,7 +23,7 @@ import pyarrow.flight as flight
 from google.protobuf.wrappers_pb2 import BytesValue
 
 from catalog.lru import BoundedLRU, CacheListener
-from flight_server.server.config import ServerConfig
+from flight_server.server.config_sections import SqlSection
 
 _NO_SCHEMA = pa.schema([])
 
@@ -32,7 +32,7 @@ class FlightInfos:
     """Builds the FlightInfos of statement results, each schema object serialised once."""
 
     def __init__(
-        self, max_bytes: int = ServerConfig.sql_flight_info_cache_bytes, listener: CacheListener | None = None
+        self, max_bytes: int = SqlSection.flight_info_cache_bytes, listener: CacheListener | None = None
     ):
         # by the schema object's id; the entry holds the object, so its id is not reused meanwhile
         self._kept: BoundedLRU[int, tuple[pa.Schema, bytes, bytes]] = BoundedLRU(

@@ -26,7 +26,7 @@ from catalog.lru import BoundedLRU, CacheListener
 from catalog.meta import META_TABLES
 from catalog.plan.options import ReadOptions
 from catalog.state import TableState
-from flight_server.server.config import ServerConfig
+from flight_server.server.config_sections import SqlSection
 from flight_server.server.flightsql.names import meta_reference
 from flight_server.server.query.queries import Call, OpenTable, PlannedScan
 from flight_server.server.query.tickets import PinnedScan
@@ -79,7 +79,7 @@ class TableFacts:
     """The schemas, pinned scans and metadata counts of recent statements' scans (see the module docstring)."""
 
     def __init__(
-        self, max_bytes: int = ServerConfig.sql_table_facts_cache_bytes, listener: CacheListener | None = None
+        self, max_bytes: int = SqlSection.table_facts_cache_bytes, listener: CacheListener | None = None
     ):
         self._scans: PerState[ScanFacts] = PerState("sql_scan_facts", max_bytes, _scan_bytes, listener)
         self._counts: PerState[tuple[PinnedScan, int] | None] = PerState(

@@ -32,7 +32,7 @@ class Operations:
 
     def __init__(self, config: ServerConfig):
         self.config = config
-        wanted = config.metrics_port is not None or bool(os.environ.get(MULTIPROC_ENV))
+        wanted = config.ops.metrics_port is not None or bool(os.environ.get(MULTIPROC_ENV))
         self.metrics: Metrics | None = process_metrics(config.state_path) if wanted else None
         if self.metrics is not None:
             add_request_listener(self.metrics.storage_request)
@@ -41,7 +41,7 @@ class Operations:
         # the calls in flight, kept only for a server that shows them (the web console); the
         # processes of `serve --processes N` publish theirs for the first one's console
         folder = os.environ.get(LIVE_DIR_ENV)
-        shown = config.console_port is not None or bool(folder)
+        shown = config.ops.console_port is not None or bool(folder)
         self.live: LiveCalls | None = LiveCalls(Path(folder) if folder else None) if shown else None
 
     # -- wiring ------------------------------------------------------------------------------
@@ -59,13 +59,13 @@ class Operations:
     def start(self) -> None:
         """Open the metrics and health ports (the catalog is loaded: report SERVING)."""
         config = self.config
-        if config.metrics_port is not None:
+        if config.ops.metrics_port is not None:
             tls = config.operations_tls("metrics")
-            self.metrics_server = serve_metrics(config.metrics_host or config.host, config.metrics_port, tls)
-        if config.health_port is not None:
+            self.metrics_server = serve_metrics(config.ops.metrics_host or config.host, config.ops.metrics_port, tls)
+        if config.ops.health_port is not None:
             from flight_server.server.ops.health import HealthServer
 
-            self.health = HealthServer(config.health_host or config.host, config.health_port,
+            self.health = HealthServer(config.ops.health_host or config.host, config.ops.health_port,
                                        config.operations_tls("health"))
             self.health.serving()
 

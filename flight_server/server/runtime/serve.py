@@ -44,40 +44,41 @@ PLACEHOLDER = "REPLACE"
 def check_placeholders(config: ServerConfig) -> None:
     """Refuse to start with a deploy example's placeholder (a value starting with ``REPLACE``)
     still in place: a token or URL nobody chose must fail loudly, not serve."""
-    for f in dataclasses.fields(config):
-        value = getattr(config, f.name)
+    for name, value in config.settings():
         if isinstance(value, dict):  # e.g. tokens: a placeholder may be the token or the user
             value = [*value.keys(), *value.values()]
         values = value if isinstance(value, list) else [value]
         if any(isinstance(v, str) and v.startswith(PLACEHOLDER) for v in values):
-            raise ValueError(f"configuration key {f.name} still holds a {PLACEHOLDER}... placeholder; set it")
+            raise ValueError(f"configuration key {name} still holds a {PLACEHOLDER}... placeholder; set it")
 
 
 def check_topology(config: ServerConfig) -> None:
     """Refuse an inconsistent role, coordinator or processes setting (a clear message, at start)."""
-    if config.role is not None and config.role not in ROLES:
-        raise ValueError(f"role must be one of {', '.join(ROLES)}, got {config.role!r}")
-    if config.role == "worker":
-        if not config.coordinator:
+    cluster = config.cluster
+    if cluster.role is not None and cluster.role not in ROLES:
+        raise ValueError(f"role must be one of {', '.join(ROLES)}, got {cluster.role!r}")
+    if cluster.role == "worker":
+        if not cluster.coordinator:
             raise ValueError("--role worker needs --coordinator URI")
-        check_uri(config.coordinator, "coordinator")
-    elif config.coordinator:
+        check_uri(cluster.coordinator, "coordinator")
+    elif cluster.coordinator:
         raise ValueError("--coordinator is only for --role worker")
-    if config.advertise:
-        check_uri(config.advertise, "advertise")
-    if config.processes < 1:
+    if cluster.advertise:
+        check_uri(cluster.advertise, "advertise")
+    if cluster.processes < 1:
         raise ValueError("processes must be at least 1")
-    if config.process_ports and len(config.process_ports) != config.processes:
-        raise ValueError(f"process_ports names {len(config.process_ports)} ports for {config.processes} processes")
-    if config.heartbeat_interval_seconds <= 0 or config.heartbeat_timeout_seconds <= config.heartbeat_interval_seconds:
+    if cluster.process_ports and len(cluster.process_ports) != cluster.processes:
+        raise ValueError(f"process_ports names {len(cluster.process_ports)} ports for {cluster.processes} processes")
+    interval = cluster.heartbeat_interval_seconds
+    if interval <= 0 or cluster.heartbeat_timeout_seconds <= interval:
         raise ValueError("heartbeat_timeout_seconds must exceed heartbeat_interval_seconds (> 0)")
 
 
 def _register(config: ServerConfig, port: int, signer: TicketSigner) -> Registration:
     """Start a worker's heartbeats to its coordinator, advertising ``port``."""
     tls: dict[str, Any] = {}
-    if config.coordinator_tls_root_certs:
-        tls["tls_root_certs"] = Path(config.coordinator_tls_root_certs).read_bytes()
+    if config.cluster.coordinator_tls_root_certs:
+        tls["tls_root_certs"] = Path(config.cluster.coordinator_tls_root_certs).read_bytes()
     return Registration(config, advertised_uri(config, port), signer, **tls).start()
 
 
@@ -93,20 +94,20 @@ def serve(config: ServerConfig, ready: Callable[[Serving], None] | None = None) 
     """
     check_placeholders(config)
     check_topology(config)
-    configure_logging(config.log_format)
-    if config.metrics_port is not None:  # before any child starts: they share the directory
+    configure_logging(config.ops.log_format)
+    if config.ops.metrics_port is not None:  # before any child starts: they share the directory
         prepare_dir(config.state_path)
-    if config.console_port is not None and config.processes > 1:  # each process publishes its calls there
+    if config.ops.console_port is not None and config.cluster.processes > 1:  # each process publishes its calls there
         os.environ.setdefault(LIVE_DIR_ENV, str(prepare_folder(config.state_path)))
-    discover = config.role != "worker"
+    discover = config.cluster.role != "worker"
     registration: Registration | None = None
-    if config.processes > 1:
+    if config.cluster.processes > 1:
         from flight_server.server.runtime.supervisor import Supervisor
 
         supervisor = Supervisor(config, discover=discover)
         try:
             supervisor.start()
-            if config.role == "worker":
+            if config.cluster.role == "worker":
                 signer = configured_signer(config.secret, config.resolved_secret_file, config.ticket_ttl_seconds)
                 registration = _register(config, supervisor.port, signer)
             if ready is not None:
@@ -124,7 +125,7 @@ def serve(config: ServerConfig, ready: Callable[[Serving], None] | None = None) 
 
     # the relay owns the public port even for one process: it is the only place a request's
     # gRPC messages can be bounded before gRPC buffers them (runtime.h2_guard)
-    tls = config.tls()
+    tls = config.tls.files()
     try:
         relay = Relay(config.host, config.port, config.relay_limits(), tls=tls.ssl_context() if tls else None)
     except OSError as err:
@@ -140,7 +141,7 @@ def serve(config: ServerConfig, ready: Callable[[Serving], None] | None = None) 
     try:
         relay.set_backend(0, server.port)
         relay.start()
-        if config.role == "worker":
+        if config.cluster.role == "worker":
             registration = _register(config, relay.port, app.signer)
         if ready is not None:
             ready(fronted)

@@ -53,10 +53,10 @@ def process_host(config: ServerConfig) -> str | None:
     """The host clients reach the serving processes' own ports at: ``advertise``'s host, else
     the listening host; ``None`` (every byte through the relay) when ``process_endpoints`` is
     off or the server listens on every address with nothing advertised (no name to give)."""
-    if not config.process_endpoints:
+    if not config.cluster.process_endpoints:
         return None
-    if config.advertise:
-        return urlsplit(check_uri(config.advertise, "advertise")).netloc.rsplit(":", 1)[0]
+    if config.cluster.advertise:
+        return urlsplit(check_uri(config.cluster.advertise, "advertise")).netloc.rsplit(":", 1)[0]
     return None if config.host in WILDCARD_HOSTS else _bracketed(config.host)
 
 
@@ -78,7 +78,7 @@ def _serve_child(config: ServerConfig, discover: bool, conn: Connection, listen:
     from flight_server.server.ops.logs import configure_logging
     from flight_server.server.service import HudiFlightServer
 
-    configure_logging(config.log_format)
+    configure_logging(config.ops.log_format)
     app = compose(config, discover=discover)
     server = HudiFlightServer(location=listen, app=app, tls_in_front=tls_in_front)
     conn.send(server.port)
@@ -103,20 +103,20 @@ class Supervisor:
     """
 
     def __init__(self, config: ServerConfig, discover: bool = True):
-        if config.processes < 2:
+        if config.cluster.processes < 2:
             raise ValueError("a supervisor runs two or more serving processes")
         self._host = process_host(config)
         # the processes listen beside the public port when endpoints name them, else on loopback
         self._listen_host = "127.0.0.1" if self._host is None or config.host in WILDCARD_HOSTS else config.host
         # the relay ends TLS unless clients also reach the processes' own ports (those serve TLS)
-        tls = config.tls() if self._host is None else None
+        tls = config.tls.files() if self._host is None else None
         self._tls_in_front = tls is not None
         self.relay = Relay(config.host, config.port, config.relay_limits(), backend_host=self._listen_host.strip("[]"),
                            tls=tls.ssl_context() if tls else None)
         self.port = self.relay.port
         # every process reports the public address; only process 0 scans the warehouses
         self._config = config.updated({"port": self.port, "processes": 1})
-        self._count = config.processes
+        self._count = config.cluster.processes
         self._discover = discover
         self._ctx = multiprocessing.get_context("spawn")
         self._children: dict[int, _Child] = {}
@@ -137,7 +137,7 @@ class Supervisor:
         """Where process ``slot`` listens: on the public port's address when endpoints name it,
         else on loopback (reached through the relay only)."""
         host = (self._config.host or "0.0.0.0") if self._host is not None else self._listen_host
-        port = self._config.process_ports[slot] if self._config.process_ports else 0
+        port = self._config.cluster.process_ports[slot] if self._config.cluster.process_ports else 0
         return f"{TCP_SCHEME if self._tls_in_front else self._scheme}://{_bracketed(host)}:{port}"
 
     def locations(self) -> list[str]:

@@ -147,7 +147,7 @@ def test_the_console_is_off_by_default_and_loads_nothing():
 
 def test_a_supervised_servers_children_leave_the_console_to_the_first():
     config = ServerConfig(console_port=9999, metrics_port=9998)
-    assert config.without_operation_ports().console_port is None
+    assert config.without_operation_ports().ops.console_port is None
 
 
 def test_the_timeline_chart_places_instants_in_time():

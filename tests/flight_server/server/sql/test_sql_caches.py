@@ -16,7 +16,7 @@ def test_the_sql_caches_are_sized_by_the_config_and_report_bytes(tmp_path):
     events: list[tuple[str, str, int]] = []
     config = ServerConfig(state_dir=str(tmp_path / "state"), sql_analysis_cache_bytes=1 << 20,
                           sql_fragment_cache_bytes=3 << 20, sql_flight_info_cache_bytes=2 << 20)
-    statements = sql_statements(config, config.limits(), lambda *event: events.append(event))
+    statements = sql_statements(config, config.call_limits(), lambda *event: events.append(event))
     try:
         text = "SELECT 1 AS one"
         assert statements.placeholder_count(text) == 0  # a template kept
