@@ -60,7 +60,7 @@ $(SPARK_CONNECTOR): spark-connector/pom.xml $(shell find spark-connector/src -ty
 	scala="$$(basename $$jars/scala-library-*.jar .jar | sed 's/^scala-library-//')"; \
 	mvn -q -f spark-connector/pom.xml package -Dpyspark.jars="$$jars" -Dspark.version="$$spark" -Dscala.version="$$scala"
 	@mkdir -p $(dir $@)
-	cp spark-connector/target/hudi-flight-spark-connector.jar $@
+	cp spark-connector/target/hudi-flight-spark-connector.jar $@.tmp && mv -f $@.tmp $@  # a new file: running JVMs keep the old one
 
 # A wheel of hudi-flight into dist/, carrying the Spark connector's jar (built first into
 # flight_server/jars/, the package data flight_server.spark.connector_jar() returns).

@@ -187,9 +187,15 @@ def _prepare(spark, table: Served) -> tuple[list[Planned], list[str]]:
 
 
 def _run(group: list[Planned]) -> list[str]:
-    """Reads of one Spark schema as one Spark job (a union, each read tagged); what differs."""
+    """Reads of one Spark schema as one Spark job (a union, each read tagged); what differs. A
+    union that fails is run read by read, so each failing read is named."""
     union = functools.reduce(DataFrame.union, (p.frame.select(F.lit(p.tag).alias(TAG), "*") for p in group))
-    got = union.toArrow()
+    try:
+        got = union.toArrow()
+    except Exception as err:  # noqa: BLE001 - told per read below
+        if len(group) == 1:
+            return [f"{group[0].tag}: {type(err).__name__}: {str(err).splitlines()[0][:300]}"]
+        return [p for read in group for p in _run([read])]
     problems = []
     for read in group:
         mine = got.filter(pc.equal(got.column(TAG), read.tag)).drop_columns([TAG])

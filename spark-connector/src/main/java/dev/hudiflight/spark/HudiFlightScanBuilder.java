@@ -106,11 +106,11 @@ final class HudiFlightScanBuilder implements ScanBuilder, SupportsPushDownRequir
       schema = ArrowTypes.toSpark(session.schema(scan.toJson(), "schema of " + scan.table()));
     }
     if (!Arrays.equals(schema.fieldNames(), required.fieldNames())) {
-      // a query's own options (a catalog table's WITH (...), query_type = 'cdc') gave other columns
-      // than the table's that Spark planned with: refused, never read under the wrong names
-      throw new IllegalArgumentException("hudi-flight: the query's options change the table's columns of "
-          + scan.table() + " (to " + String.join(", ", schema.fieldNames()) + "): give them when the table is "
-          + "loaded, spark.read.format(\"hudi-flight\").options(...).load(\"" + scan.table() + "\")");
+      // a query's own options (a catalog table's WITH ('query_type' = 'cdc')) gave other columns than
+      // the table's, which Spark planned with: refused by name, never read under the wrong names
+      throw new IllegalArgumentException("hudi-flight: the query's options change the columns of " + scan.table()
+          + " (to " + String.join(", ", schema.fieldNames()) + "): give them when the table is loaded, "
+          + "spark.read.format(\"hudi-flight\").options(...).load(\"" + scan.table() + "\")");
     }
     return new HudiFlightScan(table.connection(), scan, schema, minPartitions, maxCommitsPerTrigger, describe(scan), null);
   }
