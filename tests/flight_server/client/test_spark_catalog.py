@@ -26,7 +26,9 @@ from tests.support.spark import local_spark  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
-CATALOG = "lake"
+#: a name of these tests' own: Spark keeps a catalog's first configuration for the session's life,
+#: and the docs' examples configure "lake" on the same session
+CATALOG = "catalog_tests"
 COW = "sample_table/cow/v9_txns_simple_meta"  # partitioned by region, 14 commits
 MOR = "sample_table/mor/avro/v9_txns_simple_meta"  # the same columns, merge-on-read with log files
 CDC_TABLE = "1.2.0/mor_cdc_op_key_only"
