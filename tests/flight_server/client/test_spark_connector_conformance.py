@@ -54,6 +54,11 @@ TAG = "_read"
 DATA_ACTIONS = ("commit", "deltacommit", "replacecommit")
 #: the test tables are small: one Spark task per read keeps the jobs short
 ONE_TASK = {"min_partitions": "1"}
+#: Hudi 1.2 tables whose BLOB column is a nullable struct with required fields: the connector tells
+#: Spark those fields are required, and Spark's toArrow refuses the null rows' child nulls. A known
+#: connector defect, pinned by its words (docs/spark.md, Limits): this sweep fails when it changes.
+NULL_BLOB_TABLES = ("hudi_1_2_0.cow_vector_blob", "hudi_1_2_0.mor_vector_blob", "hudi_1_2_0.cow_variant_parquet")
+NULL_BLOB_WORDS = "Can't view array of type struct<type: string not null"
 #: reads unioned into one Spark job at most (a longer union takes longer to analyse than to run)
 UNION_SIZE = 200
 
@@ -255,4 +260,7 @@ def test_every_table_reads_through_the_connector_like_the_library(spark, served)
     with ThreadPoolExecutor(2) as pool:
         problems += [p for found in pool.map(_run, groups) for p in found]
     assert sum(len(planned) for planned, _ in prepared) > 5 * len(served)  # every table's reads ran
+    pinned = [p for p in problems if p.startswith(NULL_BLOB_TABLES)]
+    assert pinned and all(NULL_BLOB_WORDS in p for p in pinned), pinned[:5]
+    problems = [p for p in problems if p not in pinned]
     assert not problems, f"{len(problems)} reads differ:\n" + "\n".join(problems[:50])
