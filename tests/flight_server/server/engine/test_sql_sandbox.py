@@ -98,7 +98,10 @@ def test_values_that_multiply_are_bounded_by_the_engine_process(server, client, 
     assert time.monotonic() - started < 30
     assert _rss_bytes(server.pid) - rss_before < 256 << 20  # the serving process did not hold the string
     for child in _children(server.pid):  # what is left: idle engine processes, each within its bound
-        assert _rss_bytes(child) < (768 << 20) + (1 << 30)
+        try:
+            assert _rss_bytes(child) < (768 << 20) + (1 << 30)
+        except FileNotFoundError:  # a retired engine process ended after it was listed
+            continue
     info = client.get_flight_info(_command("SELECT 41 + 1 AS answer"))  # an engine process answers again
     assert client.do_get(info.endpoints[0].ticket).read_all().to_pylist() == [{"answer": 42}]
 
