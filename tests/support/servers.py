@@ -38,8 +38,10 @@ def register_fixtures(registry: Registry, fixture_table) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def running_server(config: ServerConfig, registry: Registry | None = None, **kwargs) -> Iterator[HudiFlightServer]:
-    """A server on a free port, serving on a background thread until the block exits.
+def running_server(config: ServerConfig, registry: Registry | None = None,
+                   server_class: type[HudiFlightServer] = HudiFlightServer, **kwargs) -> Iterator[HudiFlightServer]:
+    """A server (of ``server_class``: a test's subclass) on a free port, serving on a background
+    thread until the block exits.
 
     A config without ``allowed_roots`` gets the system temp folder (where pytest extracts the
     fixture tables) as its root, so tables registered straight into ``registry`` can be opened;
@@ -52,7 +54,7 @@ def running_server(config: ServerConfig, registry: Registry | None = None, **kwa
             "allowed_roots": [tmp, *(f"{fs}://{tmp}" for fs in test_filesystems)],
             "allowed_protocols": [*config.allowed_protocols, *test_filesystems],
         })
-    server = HudiFlightServer(config, registry=registry, **kwargs)
+    server = server_class(config, registry=registry, **kwargs)
     thread = threading.Thread(target=server.serve, daemon=True)
     thread.start()
     try:

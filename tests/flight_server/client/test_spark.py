@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
@@ -19,7 +18,7 @@ from flight_server.server.config import ServerConfig
 from flight_server.server.service import HudiFlightServer
 from tests.support.compare import cdc_rows, rows
 from tests.support.fixtures import all_table_names
-from tests.support.servers import identifier
+from tests.support.servers import identifier, running_server
 from tests.support.written import written_tables
 
 pyspark = pytest.importorskip("pyspark")
@@ -56,12 +55,8 @@ def server(tables, tmp_path_factory):
     registry, _ = tables
     config = ServerConfig(port=0, state_dir=str(tmp_path_factory.mktemp("state")),
                           allowed_roots=[str(tmp_path_factory.getbasetemp())])
-    srv = CountingServer(config, registry=registry)
-    thread = threading.Thread(target=srv.serve, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    thread.join(10)
+    with running_server(config, registry=registry, server_class=CountingServer) as srv:
+        yield srv
 
 
 @pytest.fixture(scope="module")

@@ -42,12 +42,8 @@ def server(tables, tmp_path_factory):
     registry, _ = tables
     config = ServerConfig(port=0, state_dir=str(tmp_path_factory.mktemp("state")),
                           allowed_roots=[str(tmp_path_factory.getbasetemp())])
-    srv = HudiFlightServer(config, registry=registry)
-    thread = threading.Thread(target=srv.serve, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    thread.join(10)
+    with running_server(config, registry=registry) as srv:
+        yield srv
 
 
 @pytest.fixture(scope="module")
@@ -240,16 +236,10 @@ def test_a_stream_broken_midway_resumes_past_the_rows_delivered(spark, tables, p
     registry, _ = tables
     config = ServerConfig(port=0, state_dir=str(tmp_path_factory.mktemp("breaking")),
                           allowed_roots=[str(tmp_path_factory.getbasetemp())])
-    srv = _BreakingServer(config, registry=registry)
-    thread = threading.Thread(target=srv.serve, daemon=True)
-    thread.start()
-    try:
+    with running_server(config, registry=registry, server_class=_BreakingServer) as srv:
         df = _load(spark, f"grpc://127.0.0.1:{srv.port}", MOR)
         _same(df.toArrow(), HudiTable.open(paths[identifier(MOR)]).read())
         assert srv.breaks > 0  # streams broke after a row, and the reads resumed past it
-    finally:
-        srv.shutdown()
-        thread.join(10)
 
 
 def test_bad_options_are_refused_by_name(spark, uri):
