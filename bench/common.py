@@ -134,6 +134,16 @@ def median(values: Iterable[float]) -> float:
     return statistics.median(list(values))
 
 
+def filtered_rows(client: Any, table: str, filters: list[list[Any]]) -> int:
+    """Rows of one JSON-command query of ``table`` with ``filters`` through a ``pyarrow.flight``
+    client, every endpoint read."""
+    from pyarrow import flight
+
+    info = client.get_flight_info(flight.FlightDescriptor.for_command(
+        json.dumps({"table": table, "filters": filters}).encode()))
+    return sum(client.do_get(ep.ticket).read_all().num_rows for ep in info.endpoints)
+
+
 def percentile(values: Sequence[float], p: float) -> float:
     """Linear-interpolated percentile (``p`` in [0, 100]) of ``values``."""
     if not values:

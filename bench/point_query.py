@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 import pyarrow.flight as flight
 
-from bench.common import generated_once, median, row, table_dir
+from bench.common import filtered_rows, generated_once, median, row, table_dir
 from bench.latency import NAMESPACE, SIZES, TABLE, _table
 from bench.process_cpu import tree_cpu_seconds
 
@@ -136,9 +136,7 @@ def _json_query(uri: str) -> Iterator[Callable[[str], int]]:
     client = flight.connect(uri)
 
     def query(key: str) -> int:
-        command = json.dumps({"table": f"{NAMESPACE}.{TABLE}", "filters": [["uuid", "=", key]]}).encode()
-        info = client.get_flight_info(flight.FlightDescriptor.for_command(command))
-        return sum(client.do_get(ep.ticket).read_all().num_rows for ep in info.endpoints)
+        return filtered_rows(client, f"{NAMESPACE}.{TABLE}", [["uuid", "=", key]])
 
     try:
         yield query

@@ -37,7 +37,6 @@ Run alone: ``python -m bench.warm_filter [quick|full]``.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import random
 import sys
@@ -48,7 +47,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 import pyarrow.flight as flight
 
-from bench.common import generated_once, median, row, table_dir
+from bench.common import filtered_rows, generated_once, median, row, table_dir
 from bench.latency import NAMESPACE, SIZES, TABLE, _table
 from bench.point_query import _live, _mor_table, _storage_reads, serve_trees, steady_warmup_keys, tree_cpu_seconds
 
@@ -130,9 +129,7 @@ def _json_query(uri: str) -> Iterator[Callable[[Query], int]]:
     client = flight.connect(uri)
 
     def query(q: Query) -> int:
-        command = json.dumps({"table": f"{NAMESPACE}.{TABLE}", "filters": q[0]}).encode()
-        info = client.get_flight_info(flight.FlightDescriptor.for_command(command))
-        return sum(client.do_get(ep.ticket).read_all().num_rows for ep in info.endpoints)
+        return filtered_rows(client, f"{NAMESPACE}.{TABLE}", q[0])
 
     try:
         yield query
